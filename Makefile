@@ -1,0 +1,41 @@
+# Each target sets up what it needs on first use: a .venv in the repo with dpledger installed.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+PG_BIN := $(firstword $(wildcard /usr/lib/postgresql/*/bin/initdb) $(shell command -v initdb 2>/dev/null))
+
+.PHONY: demo test bench lint typecheck clean postgres
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev,postgres,plot,notebooks,pld]'
+	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/dpledger demo
+
+postgres:
+	@if [ -z "$(PG_BIN)" ]; then \
+	  echo "PostgreSQL not found: installing it (apt-get install postgresql)"; \
+	  (apt-get update -qq && apt-get install -y -qq postgresql >/dev/null) || \
+	  echo "WARNING: could not install PostgreSQL; its tests will be SKIPPED (loudly)"; \
+	fi
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check dpledger tests benchmarks
+	$(VENV)/bin/ruff format --check dpledger tests benchmarks
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy --strict dpledger
+
+test: $(STAMP) postgres lint typecheck
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) -m benchmarks $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache dpledger-demo.db*

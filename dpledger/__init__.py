@@ -1,0 +1,3 @@
+"""dpledger: a differential-privacy budget ledger for federated evaluation metrics."""
+
+__all__: list[str] = []

@@ -1,0 +1,351 @@
+"""Release approval: named checks, each pass/fail with a human reason, and the Verdict.
+
+:func:`evaluate` is the one code path behind both ``Ledger.check`` (dry run) and
+``Ledger.release`` (which re-runs the budget check under the write lock), so the two
+can never disagree. It validates the aggregate before OpenDP ever sees it: OpenDP
+turns NaN into 0, clamps inf and accepts a vector of the wrong length.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict, Field
+
+from dpledger import mechanisms as mech
+from dpledger.accounting import BudgetCheck, check_budget
+from dpledger.errors import (
+    BudgetExceeded,
+    CohortTooSmall,
+    InvalidAggregate,
+    PolicyMismatch,
+    ReleaseRefused,
+)
+from dpledger.policy import ALL, MetricSpec, Policy
+
+__all__ = [
+    "AGGREGATE_TOLERANCE",
+    "Check",
+    "Prepared",
+    "ReleaseRequest",
+    "Verdict",
+    "evaluate",
+    "mechanism_facts",
+    "refusal",
+]
+
+AGGREGATE_TOLERANCE = 1e-9
+"""Relative slack on the gross-clipping check, absorbing float rounding in the secure sum.
+
+The check is evidence that client clipping ran, not the privacy guarantee (that rests on
+the client module's clip), so a sum exceeding ``high·n`` by a few ulps is not refused.
+"""
+
+_EXACT_INT = 2**53
+_FAMILY: dict[str, Literal["policy", "aggregate", "cohort", "budget"]] = {
+    "metric_known": "policy",
+    "region_known": "policy",
+    "policy_version": "policy",
+    "edges_version": "policy",
+    "aggregate_dtype": "aggregate",
+    "aggregate_shape": "aggregate",
+    "aggregate_finite": "aggregate",
+    "counts_nonnegative": "aggregate",
+    "clipping_bounds": "aggregate",
+    "cohort_floor": "cohort",
+    "budget": "budget",
+}
+
+
+class ReleaseRequest(BaseModel):
+    """What a caller asks to release: epoch, metric, region (or all), cohort, versions."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    epoch: int = Field(ge=0, description="evaluation epoch (policy budget window)")
+    metric: str = Field(min_length=1)
+    region: str = Field(default=ALL, min_length=1, description=f"a region, or {ALL!r} for all")
+    cohort: int = Field(ge=1, description="clients summed into the aggregate (public)")
+    edges_version: str | None = None
+    policy_version: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One named approval check: ``passed`` is None when a prerequisite failed first."""
+
+    name: str
+    passed: bool | None
+    reason: str
+
+    @property
+    def status(self) -> str:
+        """``pass``, ``FAIL`` or ``skipped``."""
+        return {True: "pass", False: "FAIL", None: "skipped"}[self.passed]
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Every check for one request; ``approved`` is their conjunction."""
+
+    request: ReleaseRequest
+    checks: tuple[Check, ...]
+    charge: Fraction | None  # ε (or ρ) the release would cost
+    unit: str
+    budget: BudgetCheck | None
+
+    @property
+    def approved(self) -> bool:
+        """True iff every check ran and passed."""
+        return all(c.passed is True for c in self.checks)
+
+    @property
+    def failures(self) -> tuple[Check, ...]:
+        """The checks that failed (skipped ones are not failures)."""
+        return tuple(c for c in self.checks if c.passed is False)
+
+    def summary(self) -> str:
+        """One paragraph: the request, then each failed check and its reason."""
+        r = self.request
+        head = f"release of {r.metric!r} (epoch {r.epoch}, region {r.region}, n={r.cohort})"
+        if self.approved:
+            return f"{head}: approved, costs {self.unit} = {self.charge}"
+        why = "; ".join(f"{c.name}: {c.reason}" for c in self.failures)
+        return f"{head}: refused: {why}"
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready form for the CLI and reviews."""
+        return {
+            "approved": self.approved,
+            "request": self.request.model_dump(),
+            "charge": None if self.charge is None else str(self.charge),
+            "unit": self.unit,
+            "checks": [
+                {"name": c.name, "status": c.status, "reason": c.reason} for c in self.checks
+            ],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """An approved request's validated aggregate and mechanism, ready to release."""
+
+    verdict: Verdict
+    spec: MetricSpec
+    values: npt.NDArray[np.float64]
+    facts: mech.MechanismFacts
+
+
+def refusal(verdict: Verdict) -> ReleaseRefused:
+    """The typed error for a refused verdict, chosen by its first failed check."""
+    first = verdict.failures[0] if verdict.failures else None
+    family = _FAMILY.get(first.name, "aggregate") if first else "aggregate"
+    if family == "budget" and verdict.budget is not None:
+        b = verdict.budget
+        return BudgetExceeded(
+            verdict, requested=b.requested, spent=b.spent, remaining=b.remaining, scope=b.scope
+        )
+    cls = {"policy": PolicyMismatch, "cohort": CohortTooSmall}.get(family, InvalidAggregate)
+    return cls(verdict)
+
+
+@functools.lru_cache(maxsize=1024)
+def mechanism_facts(policy: Policy, metric: str) -> tuple[mech.MechanismFacts, Fraction]:
+    """The calibrated mechanism of one release of ``metric``, and its exact charge."""
+    spec = policy.metric(metric)
+    kind = policy.mechanism(metric)
+    if kind == "gaussian":
+        delta = mech.l2_sensitivity(spec, policy.neighbouring)
+    else:
+        delta = mech.float_up(mech.sensitivity(spec, policy.neighbouring))
+    charge = policy.release_budget(metric)
+    if charge <= 0:
+        return mech.MechanismFacts(kind, _measure(policy), delta, math.inf, 0), charge
+    facts = mech.calibrate(
+        sensitivity=delta,
+        budget=charge,
+        measure=_measure(policy),
+        mechanism=kind,
+        dimension=0 if spec.kind == "scalar_mean" else spec.size,
+    )
+    return facts, charge
+
+
+def _measure(policy: Policy) -> mech.Measure:
+    return "epsilon" if policy.definition == "pure" else "rho"
+
+
+def _as_float64(aggregate: object) -> tuple[npt.NDArray[np.float64] | None, str]:
+    """The aggregate as float64 if it widens exactly, else None and why."""
+    try:
+        arr = np.asarray(aggregate)
+    except (ValueError, TypeError) as e:
+        return None, f"not an array of numbers ({e})"
+    k = arr.dtype.kind
+    if k == "f" and arr.dtype.itemsize <= 8:
+        return arr.astype(np.float64), ""
+    if k in "iu":
+        if arr.size and int(np.max(np.abs(arr.astype(object)))) > _EXACT_INT:
+            return None, "integers beyond 2**53 do not convert to float64 exactly"
+        return arr.astype(np.float64), ""
+    return None, f"dtype {arr.dtype} is not a real number type; send float64 or integers"
+
+
+def _aggregate_checks(spec: MetricSpec, arr: npt.NDArray[np.float64], n: int) -> list[Check]:
+    want = () if spec.kind == "scalar_mean" else (spec.size,)
+    if arr.shape not in (want, want if want else (1,)):
+        return [
+            Check("aggregate_shape", False, f"shape {arr.shape}, expected {want or 'a scalar'}")
+        ]
+    checks = [Check("aggregate_shape", True, f"shape {arr.shape}")]
+    bad = int(np.count_nonzero(~np.isfinite(arr)))
+    if bad:
+        checks.append(Check("aggregate_finite", False, f"{bad} NaN/inf value(s); re-aggregate"))
+        return checks
+    checks.append(Check("aggregate_finite", True, "all finite"))
+    if spec.kind != "scalar_mean" and spec.nonnegative:
+        neg = int(np.count_nonzero(arr < 0))
+        checks.append(
+            Check("counts_nonnegative", neg == 0, f"{neg} negative count(s)" if neg else "ok")
+        )
+    else:
+        checks.append(Check("counts_nonnegative", True, "signed values allowed"))
+    slack = 1 + AGGREGATE_TOLERANCE
+    if spec.kind == "scalar_mean" and spec.clip is not None:
+        lo, hi = float(spec.clip.low) * n, float(spec.clip.high) * n
+        x = float(arr.reshape(-1)[0])
+        ok = lo - abs(lo) * AGGREGATE_TOLERANCE <= x <= hi + abs(hi) * AGGREGATE_TOLERANCE
+        reason = (
+            f"sum {x:g} within [{lo:g}, {hi:g}] = clip × n"
+            if ok
+            else f"sum {x:g} outside [{lo:g}, {hi:g}] = clip × n: client clipping failed"
+        )
+    else:
+        mass = float(np.abs(arr).sum())
+        limit = float(spec.cap_per_client or 0) * n
+        ok = mass <= limit * slack
+        reason = (
+            f"L1 mass {mass:g} ≤ cap × n = {limit:g}"
+            if ok
+            else f"L1 mass {mass:g} > cap × n = {limit:g}: client capping failed"
+        )
+    checks.append(Check("clipping_bounds", ok, reason))
+    return checks
+
+
+def evaluate(
+    policy: Policy,
+    request: ReleaseRequest,
+    aggregate: object,
+    spent: Mapping[str, Fraction],
+) -> Verdict | Prepared:
+    """Run every approval check; a :class:`Prepared` release if all pass, else the Verdict.
+
+    ``spent`` is the epoch's exact spend per scope. Nothing is mutated.
+    """
+    checks: list[Check] = []
+    unit = policy.unit
+
+    def verdict(charge: Fraction | None = None, budget: BudgetCheck | None = None) -> Verdict:
+        ran = {c.name for c in checks}
+        rest = [
+            Check(n, None, "not checked: an earlier check failed") for n in _FAMILY if n not in ran
+        ]
+        return Verdict(request, (*checks, *rest), charge, unit, budget)
+
+    spec = policy.metrics.get(request.metric)
+    if spec is None:
+        known = ", ".join(sorted(policy.metrics))
+        checks.append(Check("metric_known", False, f"unknown metric; the policy has: {known}"))
+        return verdict()
+    checks.append(Check("metric_known", True, f"{spec.kind}"))
+    region_ok = request.region == ALL or policy.regions.admits(request.region)
+    checks.append(
+        Check(
+            "region_known",
+            region_ok,
+            "ok" if region_ok else f"not a region of this policy: {list(policy.regions.names)}",
+        )
+    )
+    pv = request.policy_version
+    checks.append(
+        Check(
+            "policy_version",
+            pv is None or pv == policy.version,
+            "ok"
+            if pv in (None, policy.version)
+            else f"client used {pv}, ledger has {policy.version}",
+        )
+    )
+    if spec.edges_version is None:
+        checks.append(Check("edges_version", True, "metric has no edges"))
+    elif request.edges_version != spec.edges_version:
+        got = request.edges_version or "none stated"
+        checks.append(
+            Check(
+                "edges_version",
+                False,
+                f"client used {got}, policy has {spec.edges_version}: "
+                "re-bucket with the policy's edges",
+            )
+        )
+    else:
+        checks.append(Check("edges_version", True, spec.edges_version))
+    arr, why = _as_float64(aggregate)
+    checks.append(Check("aggregate_dtype", arr is not None, why or "real numbers"))
+    if arr is None or not all(c.passed for c in checks):
+        return verdict()
+    checks.extend(_aggregate_checks(spec, arr, request.cohort))
+    if not all(c.passed for c in checks):
+        return verdict()
+
+    facts, charge = mechanism_facts(policy, request.metric)
+    if charge <= 0:
+        checks.append(Check("budget", False, "the policy is over-committed: this metric has no ε"))
+        return verdict(charge)
+    if spec.target is None:
+        checks.append(Check("cohort_floor", True, "no error-bar target declared"))
+    else:
+        floor = mech.cohort_floor(
+            facts.sensitivity,
+            charge,
+            spec.target,
+            spec.bar,
+            measure=facts.measure,
+            mechanism=facts.mechanism,
+        )
+        ok = request.cohort >= floor
+        bar = mech.error_bar_for_scale(facts.scale, request.cohort, spec.bar, facts.mechanism)
+        checks.append(
+            Check(
+                "cohort_floor",
+                ok,
+                f"n={request.cohort} ≥ floor {floor} ({spec.bar} bar {bar:.4g} ≤ {spec.target:g})"
+                if ok
+                else f"n={request.cohort} < floor {floor}: {spec.bar} bar {bar:.4g} > target "
+                f"{spec.target:g}; merge regions or wait for a larger cohort",
+            )
+        )
+    budget = check_budget(policy, spent, request.epoch, request.region, charge)
+    checks.append(
+        Check(
+            "budget",
+            budget.fits,
+            f"{unit} {charge} fits: spent {budget.spent} of {policy.eval_budget} ({budget.scope})"
+            if budget.fits
+            else f"requested {unit} {charge}, spent {budget.spent}, remaining {budget.remaining} "
+            f"({budget.scope}); wait for the next epoch",
+        )
+    )
+    v = verdict(charge, budget)
+    if not v.approved:
+        return v
+    values = arr.reshape(1) if spec.kind == "scalar_mean" else arr
+    return Prepared(v, spec, values, facts)

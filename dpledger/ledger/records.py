@@ -1,0 +1,224 @@
+"""Ledger value types: stored entries, released values, verification reports.
+
+Stability contract: an :class:`Entry`'s fields and their meaning are persisted and
+hash-chained; fields are never removed or re-interpreted, only added (with a schema
+version bump and an upcaster for old rows).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dpledger.approval import ReleaseRequest
+from dpledger.mechanisms import MechanismFacts
+from dpledger.policy import ALL, BarKind
+
+__all__ = ["GENESIS", "Entry", "EntryDraft", "Release", "VerifyReport", "chain_hash"]
+
+GENESIS = "0" * 64
+"""The ``prev_hash`` of the first entry."""
+
+
+@dataclass(frozen=True, slots=True)
+class EntryDraft:
+    """An entry before the store assigns its sequence number, time and hashes."""
+
+    epoch: int
+    scope: str
+    metric: str
+    policy_name: str
+    policy_version: str
+    policy_hash: str
+    edges_version: str | None
+    facts: MechanismFacts
+    unit: str
+    charge: Fraction
+    cohort: int
+    output: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One committed release: what was released, under which policy, at what cost."""
+
+    seq: int
+    created_at: str
+    draft: EntryDraft
+    prev_hash: str
+    hash: str
+
+    @property
+    def entry_id(self) -> int:
+        """The entry's id: its position in the chain (1-based, no gaps)."""
+        return self.seq
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready dict: the audit record a reviewer reads (exact ε as ``"p/q"``)."""
+        d = self.draft
+        return {
+            "entry_id": self.seq,
+            "created_at": self.created_at,
+            "epoch": d.epoch,
+            "scope": d.scope,
+            "metric": d.metric,
+            "policy": {"name": d.policy_name, "version": d.policy_version, "hash": d.policy_hash},
+            "edges_version": d.edges_version,
+            "mechanism": d.facts.as_dict(),
+            "unit": d.unit,
+            "charge": _frac(d.charge),
+            "cohort": d.cohort,
+            "output": list(d.output),
+            "prev_hash": self.prev_hash,
+            "hash": self.hash,
+        }
+
+
+def _frac(q: Fraction) -> str:
+    return str(q.numerator) if q.denominator == 1 else f"{q.numerator}/{q.denominator}"
+
+
+def chain_hash(seq: int, created_at: str, draft: EntryDraft, prev_hash: str) -> str:
+    """SHA-256 over the canonical JSON of an entry's content and its predecessor's hash."""
+    body = {
+        "seq": seq,
+        "created_at": created_at,
+        "epoch": draft.epoch,
+        "scope": draft.scope,
+        "metric": draft.metric,
+        "policy": [draft.policy_name, draft.policy_version, draft.policy_hash],
+        "edges_version": draft.edges_version,
+        "mechanism": draft.facts.as_dict(),
+        "unit": draft.unit,
+        "charge": _frac(draft.charge),
+        "cohort": draft.cohort,
+        "output": list(draft.output),
+        "prev": prev_hash,
+    }
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _readonly(a: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    a = np.array(a, dtype=np.float64, copy=True)
+    a.setflags(write=False)
+    return a
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """A committed, noisy release with its error bar.
+
+    ``value`` is what is published: the mean for a ``scalar_mean`` metric (noisy sum / n),
+    the noisy vector of sums otherwise. ``error_bar`` is in ``value``'s units at the
+    metric's bar kind (``ci95``: 95% of releases fall within ± it of the truth).
+    """
+
+    request: ReleaseRequest
+    entry_id: int
+    noisy_sum: npt.NDArray[np.float64]
+    scale: float
+    error_bar: float
+    bar: BarKind
+    epsilon: Fraction  # the charge, in ``unit`` (ε, or ρ under zCDP)
+    unit: str
+    facts: MechanismFacts
+    kind: str
+    _value: npt.NDArray[np.float64] = field(
+        repr=False, default_factory=lambda: _readonly(np.zeros(0))
+    )
+
+    @classmethod
+    def make(
+        cls,
+        *,
+        request: ReleaseRequest,
+        entry_id: int,
+        noisy_sum: npt.NDArray[np.float64],
+        bar: BarKind,
+        bar_factor: float,
+        charge: Fraction,
+        unit: str,
+        facts: MechanismFacts,
+        kind: str,
+    ) -> Release:
+        """Build from the committed noisy sum; means and bars are post-processing."""
+        n = request.cohort
+        scalar = kind == "scalar_mean"
+        value = noisy_sum / n if scalar else noisy_sum
+        bar_value = bar_factor * facts.scale / (n if scalar else 1)
+        return cls(
+            request=request,
+            entry_id=entry_id,
+            noisy_sum=_readonly(noisy_sum),
+            scale=facts.scale,
+            error_bar=bar_value,
+            bar=bar,
+            epsilon=charge,
+            unit=unit,
+            facts=facts,
+            kind=kind,
+            _value=_readonly(value),
+        )
+
+    @property
+    def value(self) -> float | npt.NDArray[np.float64]:
+        """The published value: a float (mean) or a read-only vector (sums)."""
+        return float(self._value[0]) if self.kind == "scalar_mean" else self._value
+
+    @property
+    def interval(self) -> tuple[float, float] | tuple[npt.NDArray[np.float64], ...]:
+        """``value ± error_bar``."""
+        v = self.value
+        if isinstance(v, float):
+            return (v - self.error_bar, v + self.error_bar)
+        return (v - self.error_bar, v + self.error_bar)
+
+    @property
+    def per_client(self) -> npt.NDArray[np.float64]:
+        """The noisy sum divided by the cohort (the mean contribution per client)."""
+        return _readonly(self.noisy_sum / self.request.cohort)
+
+    @property
+    def region(self) -> str:
+        """The released region, or ``"*"`` for all."""
+        return self.request.region if self.request.region else ALL
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready summary for reports and the CLI."""
+        v = self.value
+        return {
+            "entry_id": self.entry_id,
+            "metric": self.request.metric,
+            "epoch": self.request.epoch,
+            "region": self.request.region,
+            "cohort": self.request.cohort,
+            "value": v if isinstance(v, float) else v.tolist(),
+            "error_bar": self.error_bar,
+            "bar": self.bar,
+            "scale": self.scale,
+            "charge": _frac(self.epsilon),
+            "unit": self.unit,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyReport:
+    """Result of :meth:`Ledger.verify`: ``ok`` iff ``problems`` is empty."""
+
+    entries_checked: int
+    problems: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        """True iff the chain, every re-derived charge and every scope's total are sound."""
+        return not self.problems
+
+    def __bool__(self) -> bool:
+        return self.ok

@@ -1,0 +1,268 @@
+"""OpenDP measurements for releases: sensitivity, calibration, noise, error bars.
+
+Every release is one OpenDP ``Measurement`` rebuilt from plain, recorded facts
+(:class:`MechanismFacts`); the ledger charges a budget that is never below the
+measurement's privacy map at the recorded sensitivity. Noise comes from OpenDP only.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from importlib.metadata import version
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+import opendp.prelude as dp
+
+from dpledger.errors import InternalError, InvalidInput
+from dpledger.policy import BarKind, MetricSpec, Neighbouring
+
+__all__ = [
+    "BAR_KINDS",
+    "OPENDP_VERSION",
+    "Measure",
+    "MechanismFacts",
+    "MechanismKind",
+    "apply",
+    "bar_factor",
+    "build",
+    "calibrate",
+    "cohort_floor",
+    "error_bar",
+    "error_bar_for_scale",
+    "float_up",
+    "l2_sensitivity",
+    "noise_scale",
+    "privacy_loss",
+    "sensitivity",
+]
+
+dp.enable_features("contrib")
+
+OPENDP_VERSION = version("opendp")
+MechanismKind = Literal["laplace", "gaussian"]
+Measure = Literal["epsilon", "rho"]
+BAR_KINDS: tuple[BarKind, ...] = ("ci95", "std", "scale")
+
+_Z95 = 1.959963984540054  # two-sided 95% normal quantile
+_MAX_NUDGES = 64
+
+
+def float_up(q: Fraction) -> float:
+    """The smallest double ≥ ``q``: sensitivities and scales are rounded against privacy."""
+    f = float(q)
+    return f if Fraction(f) >= q else math.nextafter(f, math.inf)
+
+
+def sensitivity(spec: MetricSpec, neighbouring: Neighbouring) -> Fraction:
+    """Exact L1 (absolute, for a scalar) sensitivity of the summed contributions.
+
+    Scalar clipped to [low, high]: swapping one client moves the sum by at most
+    ``high - low``; adding or removing one moves it by at most ``max(|low|, |high|)``.
+    Vector with per-client L1 norm ≤ c: swapping moves it by ≤ ‖u‖₁ + ‖v‖₁ ≤ 2c
+    (triangle inequality); adding or removing by ≤ c.
+    """
+    if spec.kind == "scalar_mean":
+        if spec.clip is None:
+            raise InternalError("scalar_mean spec without clip passed validation")
+        lo, hi = spec.clip.low, spec.clip.high
+        return hi - lo if neighbouring == "replace" else max(abs(lo), abs(hi))
+    if spec.cap_per_client is None:
+        raise InternalError(f"{spec.kind} spec without cap_per_client passed validation")
+    c = spec.cap_per_client
+    return 2 * c if neighbouring == "replace" else c
+
+
+def l2_sensitivity(spec: MetricSpec, neighbouring: Neighbouring) -> float:
+    """An upper bound (a double, rounded up) on the L2 sensitivity of the summed vector.
+
+    Proof. Let u, v be one client's contributions, ‖u‖₁, ‖v‖₁ ≤ c. Add/remove:
+    ‖u‖₂ ≤ ‖u‖₁ ≤ c. Replace with non-negative vectors (histograms): u·v ≥ 0, so
+    ‖u − v‖₂² = ‖u‖₂² + ‖v‖₂² − 2u·v ≤ ‖u‖₁² + ‖v‖₁² ≤ 2c², i.e. ≤ √2·c. Replace with
+    signed vectors: only the triangle inequality holds, ‖u − v‖₂ ≤ 2c. A scalar's L2
+    sensitivity is its absolute sensitivity.
+    """
+    delta1 = sensitivity(spec, neighbouring)
+    if spec.kind == "scalar_mean" or neighbouring == "add_remove" or not spec.nonnegative:
+        return float_up(delta1)
+    bound = math.sqrt(2.0) * float_up(spec.cap_per_client or Fraction(0))
+    return math.nextafter(bound, math.inf)
+
+
+@dataclass(frozen=True, slots=True)
+class MechanismFacts:
+    """Plain facts that rebuild one release's OpenDP measurement (a stable record type).
+
+    Stability contract: these fields are persisted in ledger entries; a field is never
+    removed or re-interpreted, only added with a default.
+    """
+
+    mechanism: MechanismKind
+    measure: Measure
+    sensitivity: float
+    scale: float
+    dimension: int  # 0 for a scalar release
+    opendp_version: str = OPENDP_VERSION
+
+    def __post_init__(self) -> None:
+        if self.mechanism not in ("laplace", "gaussian"):
+            raise InvalidInput(f"unknown mechanism {self.mechanism!r}")
+        if self.measure not in ("epsilon", "rho"):
+            raise InvalidInput(f"unknown measure {self.measure!r}")
+        if self.mechanism == "gaussian" and self.measure != "rho":
+            raise InvalidInput("a Gaussian release is accounted in rho (zCDP)")
+        for name in ("sensitivity", "scale"):
+            v = getattr(self, name)
+            if not (isinstance(v, float) and math.isfinite(v) and v > 0):
+                raise InvalidInput(f"{name} must be a finite float > 0, got {v!r}")
+        if not (isinstance(self.dimension, int) and self.dimension >= 0):
+            raise InvalidInput(f"dimension must be an int ≥ 0, got {self.dimension!r}")
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (floats round-trip exactly through ``repr``)."""
+        return {
+            "mechanism": self.mechanism,
+            "measure": self.measure,
+            "sensitivity": self.sensitivity,
+            "scale": self.scale,
+            "dimension": self.dimension,
+            "opendp_version": self.opendp_version,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> MechanismFacts:
+        """Rebuild from :meth:`as_dict` output; raise :class:`InvalidInput` if malformed."""
+        try:
+            return cls(
+                mechanism=d["mechanism"],
+                measure=d["measure"],
+                sensitivity=float(d["sensitivity"]),
+                scale=float(d["scale"]),
+                dimension=int(d["dimension"]),
+                opendp_version=str(d["opendp_version"]),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise InvalidInput(f"malformed mechanism facts {d!r}: {e}") from e
+
+
+@functools.lru_cache(maxsize=4096)
+def build(facts: MechanismFacts) -> dp.Measurement:
+    """The OpenDP measurement these facts describe (cached by facts)."""
+    atom = dp.atom_domain(T=float, nan=False)
+    if facts.dimension == 0:
+        space: tuple[Any, Any] = (atom, dp.absolute_distance(T=float))
+    elif facts.mechanism == "laplace":
+        space = (dp.vector_domain(atom), dp.l1_distance(T=float))
+    else:
+        space = (dp.vector_domain(atom), dp.l2_distance(T=float))
+    if facts.mechanism == "laplace":
+        meas = dp.m.make_laplace(*space, scale=facts.scale)
+        return dp.c.make_pureDP_to_zCDP(meas) if facts.measure == "rho" else meas
+    return dp.m.make_gaussian(*space, scale=facts.scale)
+
+
+def privacy_loss(facts: MechanismFacts) -> Fraction:
+    """OpenDP's privacy map at the recorded sensitivity, as an exact rational (ε or ρ)."""
+    loss: float = build(facts).map(facts.sensitivity)  # type: ignore[no-untyped-call]
+    return Fraction(loss)
+
+
+def noise_scale(sensitivity: float | Fraction, budget: float | Fraction, measure: Measure) -> float:
+    """Closed-form noise scale: Laplace ``b = Δ/ε``; under zCDP ``σ = Δ/√(2ρ)`` (both kinds)."""
+    d, b = float(sensitivity), float(budget)
+    if not (math.isfinite(d) and d > 0 and math.isfinite(b) and b > 0):
+        raise InvalidInput(f"sensitivity and budget must be finite and > 0, got {d!r}, {b!r}")
+    return d / b if measure == "epsilon" else d / math.sqrt(2.0 * b)
+
+
+def calibrate(
+    *,
+    sensitivity: float,
+    budget: Fraction,
+    measure: Measure,
+    mechanism: MechanismKind,
+    dimension: int,
+) -> MechanismFacts:
+    """Facts for the least noise whose OpenDP privacy map is ≤ ``budget`` exactly.
+
+    Starts from the closed form and nudges the scale up by ulps until OpenDP's
+    (conservatively rounded) map, read as an exact rational, fits the budget.
+    """
+    scale = noise_scale(sensitivity, budget, measure)
+    for _ in range(_MAX_NUDGES):
+        facts = MechanismFacts(mechanism, measure, sensitivity, scale, dimension)
+        if privacy_loss(facts) <= budget:
+            return facts
+        scale = math.nextafter(scale, math.inf) * (1 + 1e-15)
+    raise InternalError(f"could not calibrate {mechanism} to {budget} at Δ={sensitivity}")
+
+
+def apply(facts: MechanismFacts, aggregate: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Run the measurement on a validated, finite float64 aggregate; noise from OpenDP."""
+    meas = build(facts)
+    if facts.dimension == 0:
+        return np.asarray([meas(float(aggregate.reshape(-1)[0]))], dtype=np.float64)
+    if aggregate.shape != (facts.dimension,):
+        raise InternalError(f"aggregate shape {aggregate.shape} != ({facts.dimension},)")
+    return np.asarray(meas(aggregate.tolist()), dtype=np.float64)
+
+
+def bar_factor(bar: BarKind, mechanism: MechanismKind = "laplace") -> float:
+    """Multiplier from noise scale to error bar: ``scale``; ``std`` (√2·b or σ); ``ci95``.
+
+    For Laplace(b), P(|X| > t) = exp(−t/b), so the 95% half-width is b·ln 20.
+    """
+    if bar == "scale":
+        return 1.0
+    if bar == "std":
+        return math.sqrt(2.0) if mechanism == "laplace" else 1.0
+    if bar == "ci95":
+        return math.log(20.0) if mechanism == "laplace" else _Z95
+    raise InvalidInput(f"bar must be one of {BAR_KINDS}, got {bar!r}")
+
+
+def error_bar_for_scale(
+    scale: float, n: int, bar: BarKind = "ci95", mechanism: MechanismKind = "laplace"
+) -> float:
+    """Error bar on a per-client mean (a sum divided by the cohort ``n``)."""
+    if n <= 0:
+        raise InvalidInput(f"cohort n must be ≥ 1, got {n}")
+    return bar_factor(bar, mechanism) * scale / n
+
+
+def error_bar(
+    sensitivity: float | Fraction,
+    epsilon: float | Fraction,
+    n: int,
+    bar: BarKind = "ci95",
+    *,
+    measure: Measure = "epsilon",
+    mechanism: MechanismKind = "laplace",
+) -> float:
+    """Error bar of a mean over ``n`` clients: ``factor·Δ/(ε·n)`` (or σ/n under zCDP)."""
+    return error_bar_for_scale(noise_scale(sensitivity, epsilon, measure), n, bar, mechanism)
+
+
+def cohort_floor(
+    sensitivity: float | Fraction,
+    epsilon: float | Fraction,
+    target: float,
+    bar: BarKind = "ci95",
+    *,
+    measure: Measure = "epsilon",
+    mechanism: MechanismKind = "laplace",
+) -> int:
+    """The smallest cohort ``n`` whose :func:`error_bar` is ≤ ``target`` (n − 1's is not)."""
+    if not (math.isfinite(target) and target > 0):
+        raise InvalidInput(f"target error bar must be finite and > 0, got {target!r}")
+    scale = noise_scale(sensitivity, epsilon, measure)
+    n = max(1, math.ceil(bar_factor(bar, mechanism) * scale / target))
+    while n > 1 and error_bar_for_scale(scale, n - 1, bar, mechanism) <= target:
+        n -= 1
+    while error_bar_for_scale(scale, n, bar, mechanism) > target:
+        n += 1
+    return n

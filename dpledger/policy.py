@@ -1,0 +1,384 @@
+"""Privacy policies: validated, immutable, content-hashed, loaded from TOML.
+
+A policy declares everything a reviewer needs to trust a release: the neighbouring
+relation, the epoch budget and evaluation fraction, the disjoint regions, and per
+metric its kind, clip or cap (with provenance) and per-release budget. Budgets are
+kept as exact :class:`fractions.Fraction` values parsed from the decimals written.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import itertools
+import json
+import math
+import re
+import tomllib
+import warnings
+from fractions import Fraction
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from dpledger.errors import PolicyError
+
+__all__ = [
+    "ALL",
+    "EVAL_FRACTION_ADVISED",
+    "BarKind",
+    "Clip",
+    "Definition",
+    "ExactDecimal",
+    "MetricKind",
+    "MetricSpec",
+    "Neighbouring",
+    "Policy",
+    "PolicyWarning",
+    "Regions",
+    "to_fraction",
+]
+
+ALL = "*"
+"""The scope of a release that covers every region (a global release)."""
+
+EVAL_FRACTION_ADVISED = (Fraction(1, 10), Fraction(2, 5))
+"""Outside this range of ``eval_fraction`` the policy loads with a :class:`PolicyWarning`."""
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
+
+Neighbouring = Literal["replace", "add_remove"]
+Definition = Literal["pure", "zcdp"]
+MetricKind = Literal["scalar_mean", "histogram", "vector_sum"]
+BarKind = Literal["ci95", "std", "scale"]
+
+
+class PolicyWarning(UserWarning):
+    """A policy is valid but unwise (e.g. an eval fraction outside 0.10–0.40)."""
+
+
+def to_fraction(value: object) -> Fraction:
+    """An exact rational from a decimal string, int, float (its shortest repr) or Fraction.
+
+    Floats are read through ``repr`` so that ``0.1`` is exactly 1/10, the decimal the
+    policy author wrote, not the binary double nearest to it.
+    """
+    if isinstance(value, bool):
+        raise ValueError("expected a number, got a boolean")
+    if isinstance(value, Fraction):
+        q = value
+    elif isinstance(value, int):
+        q = Fraction(value)
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"expected a finite number, got {value!r}")
+        q = Fraction(repr(value))
+    elif isinstance(value, str):
+        try:
+            q = Fraction(value.strip())
+        except (ValueError, ZeroDivisionError) as e:
+            raise ValueError(f"expected a decimal number, got {value!r}") from e
+    else:
+        raise ValueError(f"expected a number, got {type(value).__name__}")
+    return q
+
+
+def _fraction_str(q: Fraction) -> str:
+    return str(q.numerator) if q.denominator == 1 else f"{q.numerator}/{q.denominator}"
+
+
+ExactDecimal = Annotated[
+    Fraction,
+    BeforeValidator(to_fraction),
+    PlainSerializer(_fraction_str, return_type=str),
+]
+"""A policy number kept exact; serialised as ``"p/q"`` text."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+
+class Clip(_Frozen):
+    """Per-client clip bounds of a scalar contribution, with where they came from."""
+
+    low: ExactDecimal
+    high: ExactDecimal
+    source: str = Field(min_length=1, description="provenance: held-out fleet, n, percentile")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Clip:
+        if not self.low < self.high:
+            raise ValueError(f"clip low ({self.low}) must be below high ({self.high})")
+        return self
+
+
+class MetricSpec(_Frozen):
+    """One releasable metric: its kind, bounds, per-release budget and error-bar target."""
+
+    kind: MetricKind
+    description: str = ""
+    clip: Clip | None = None
+    edges: tuple[float, ...] | None = None
+    edges_version: str | None = None
+    dimension: int | None = Field(default=None, ge=1, le=100_000)
+    cap_per_client: ExactDecimal | None = None
+    nonnegative: bool = True
+    epsilon: ExactDecimal | None = None
+    rho: ExactDecimal | None = None
+    weight: ExactDecimal | None = None
+    target: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    bar: BarKind = "ci95"
+    mechanism: Literal["laplace", "gaussian"] | None = None
+
+    @field_validator("edges")
+    @classmethod
+    def _edges_increasing(cls, v: tuple[float, ...] | None) -> tuple[float, ...] | None:
+        if v is None:
+            return v
+        if len(v) < 1:
+            raise ValueError("edges must hold at least one value")
+        if not all(math.isfinite(e) for e in v):
+            raise ValueError("edges must be finite")
+        if any(b <= a for a, b in itertools.pairwise(v)):
+            raise ValueError(f"edges must be strictly increasing, got {list(v)}")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> MetricSpec:
+        budgets = [b for b in (self.epsilon, self.rho, self.weight) if b is not None]
+        if len(budgets) != 1:
+            raise ValueError("give exactly one of epsilon, rho (absolute) or weight (a share)")
+        if budgets[0] <= 0:
+            raise ValueError("the per-release budget (epsilon, rho or weight) must be > 0")
+        if self.kind == "scalar_mean":
+            if self.clip is None:
+                raise ValueError("a scalar_mean metric needs clip.low and clip.high")
+            if self.edges is not None or self.cap_per_client is not None:
+                raise ValueError("a scalar_mean metric takes clip, not edges or cap_per_client")
+        else:
+            if self.cap_per_client is None or self.cap_per_client <= 0:
+                raise ValueError(f"a {self.kind} metric needs cap_per_client > 0 (L1 per client)")
+            if self.clip is not None:
+                raise ValueError(f"a {self.kind} metric is bounded by cap_per_client, not clip")
+        if self.kind == "histogram":
+            if self.edges is None or self.edges_version is None:
+                raise ValueError("a histogram needs fixed edges and an edges_version")
+            if self.dimension not in (None, len(self.edges) + 1):
+                raise ValueError("a histogram's dimension is len(edges) + 1; omit dimension")
+        if self.kind == "vector_sum" and self.dimension is None:
+            raise ValueError("a vector_sum metric needs its dimension")
+        if self.kind != "histogram" and self.edges is not None and self.edges_version is None:
+            raise ValueError("edges need an edges_version")
+        return self
+
+    @property
+    def size(self) -> int:
+        """Length of the released vector; 1 for a scalar."""
+        if self.kind == "scalar_mean":
+            return 1
+        if self.kind == "histogram":
+            return len(self.edges or ()) + 1
+        return int(self.dimension or 0)
+
+
+class Regions(_Frozen):
+    """The disjoint partition of clients: declared names, or open keys (any valid name)."""
+
+    names: tuple[str, ...] = ()
+    open: bool = False
+
+    @model_validator(mode="after")
+    def _valid(self) -> Regions:
+        if not self.open and not self.names:
+            raise ValueError("declare region names, or set open = true")
+        for n in self.names:
+            if not _NAME.match(n):
+                raise ValueError(f"region name {n!r} must match {_NAME.pattern}")
+        if len(set(self.names)) != len(self.names):
+            raise ValueError("region names must be unique")
+        return self
+
+    def admits(self, region: str) -> bool:
+        """Whether ``region`` is a region of this partition."""
+        if region in self.names:
+            return True
+        return self.open and bool(_NAME.match(region))
+
+
+class Policy(_Frozen):
+    """A validated privacy policy. Load with :meth:`load` or :meth:`from_toml`."""
+
+    name: str
+    version: str
+    privacy_unit: Literal["client"] = "client"
+    neighbouring: Neighbouring
+    definition: Definition = "pure"
+    epoch_epsilon: ExactDecimal | None = None
+    epoch_rho: ExactDecimal | None = None
+    delta: float = Field(default=1e-6, gt=0, lt=1)
+    eval_fraction: ExactDecimal = Fraction(1, 4)
+    rounds_per_epoch: int = Field(default=1, ge=1, le=100_000)
+    regions: Regions
+    metrics: dict[str, MetricSpec]
+    source: str = Field(default="<policy>", exclude=True)
+
+    @field_validator("name", "version")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise ValueError(f"{v!r} must match {_NAME.pattern}")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Policy:
+        if not 0 < self.eval_fraction <= 1:
+            raise ValueError(f"eval_fraction must be in (0, 1], got {self.eval_fraction}")
+        if self.definition == "pure":
+            if self.epoch_epsilon is None or self.epoch_epsilon <= 0:
+                raise ValueError("a pure-DP policy needs epoch_epsilon > 0")
+            if any(m.rho is not None for m in self.metrics.values()):
+                raise ValueError("a pure-DP policy budgets metrics in epsilon, not rho")
+            if any(m.mechanism == "gaussian" for m in self.metrics.values()):
+                raise ValueError("Gaussian noise is not pure DP: use definition = 'zcdp'")
+        else:
+            if self.epoch_rho is None or self.epoch_rho <= 0:
+                raise ValueError("a zCDP policy needs epoch_rho > 0")
+            if any(m.epsilon is not None for m in self.metrics.values()):
+                raise ValueError("a zCDP policy budgets metrics in rho, not epsilon")
+        if not self.metrics:
+            raise ValueError("a policy needs at least one metric")
+        for name in self.metrics:
+            if not _NAME.match(name):
+                raise ValueError(f"metric name {name!r} must match {_NAME.pattern}")
+        return self
+
+    # -- loading -------------------------------------------------------------------
+
+    @classmethod
+    def from_toml(cls, text: str, *, source: str = "<string>") -> Policy:
+        """Parse and validate a policy from TOML text; raise :class:`PolicyError`."""
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise PolicyError(f"not valid TOML: {e}", source=source) from e
+        return cls.from_mapping(data, source=source)
+
+    @classmethod
+    def from_mapping(cls, data: dict[str, Any], *, source: str = "<mapping>") -> Policy:
+        """Validate a policy from a parsed mapping; raise :class:`PolicyError`."""
+        try:
+            policy = cls.model_validate({**data, "source": source})
+        except ValidationError as e:
+            err = e.errors()[0]
+            field = ".".join(str(p) for p in err["loc"]) or "<root>"
+            more = f" (and {e.error_count() - 1} more problems)" if e.error_count() > 1 else ""
+            raise PolicyError(err["msg"] + more, source=source, field=field) from e
+        lo, hi = EVAL_FRACTION_ADVISED
+        if not lo <= policy.eval_fraction <= hi:
+            warnings.warn(
+                f"{source}: eval_fraction {float(policy.eval_fraction):g} is outside "
+                f"{float(lo):g}–{float(hi):g}: below it the error bars swallow the signal, "
+                "above it training slows",
+                PolicyWarning,
+                stacklevel=3,
+            )
+        return policy
+
+    @classmethod
+    def load(cls, path: str | Path) -> Policy:
+        """Load and validate a policy file; raise :class:`PolicyError` naming the file."""
+        p = Path(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except OSError as e:
+            raise PolicyError(f"cannot read the policy file: {e.strerror}", source=str(p)) from e
+        return cls.from_toml(text, source=str(p))
+
+    # -- derived facts -------------------------------------------------------------
+
+    @property
+    def unit(self) -> Literal["epsilon", "rho"]:
+        """The budget unit: ε for pure DP, ρ for zCDP."""
+        return "epsilon" if self.definition == "pure" else "rho"
+
+    @property
+    def epoch_budget(self) -> Fraction:
+        """A client's whole per-epoch budget (ε or ρ)."""
+        b = self.epoch_epsilon if self.definition == "pure" else self.epoch_rho
+        if b is None:  # excluded by validation
+            raise PolicyError("no epoch budget", source=self.source)
+        return b
+
+    @property
+    def eval_budget(self) -> Fraction:
+        """The evaluation allocation per client per epoch: ``eval_fraction × epoch budget``."""
+        return self.eval_fraction * self.epoch_budget
+
+    def metric(self, name: str) -> MetricSpec:
+        """The metric spec called ``name``; raise :class:`PolicyError` if unknown."""
+        try:
+            return self.metrics[name]
+        except KeyError:
+            known = ", ".join(sorted(self.metrics))
+            raise PolicyError(
+                f"unknown metric {name!r}; this policy has: {known}", source=self.source
+            ) from None
+
+    def release_budget(self, name: str, rounds_per_epoch: int | None = None) -> Fraction:
+        """Exact ε (or ρ) one release of metric ``name`` is charged.
+
+        Absolute budgets are honoured as written; weighted metrics share what the
+        absolute ones leave of ``eval_budget / rounds_per_epoch``, by weight. An
+        over-committed policy gives weighted metrics no budget: :meth:`overcommitment`.
+        """
+        spec = self.metric(name)
+        absolute = spec.epsilon if spec.epsilon is not None else spec.rho
+        if absolute is not None:
+            return absolute
+        rounds = rounds_per_epoch or self.rounds_per_epoch
+        free = self.eval_budget / rounds - self.absolute_per_round()
+        weights = sum(
+            (m.weight for m in self.metrics.values() if m.weight is not None), Fraction(0)
+        )
+        return max(free, Fraction(0)) * (spec.weight or Fraction(0)) / weights
+
+    def mechanism(self, name: str) -> Literal["laplace", "gaussian"]:
+        """The noise a release of ``name`` uses: as declared, else Laplace (pure) or Gaussian."""
+        declared = self.metric(name).mechanism
+        if declared is not None:
+            return declared
+        return "laplace" if self.definition == "pure" else "gaussian"
+
+    def absolute_per_round(self) -> Fraction:
+        """Sum of the absolute per-release budgets (one release of each metric)."""
+        return sum(
+            (m.epsilon if m.epsilon is not None else m.rho or Fraction(0))
+            for m in self.metrics.values()
+        ) or Fraction(0)
+
+    def overcommitment(self, rounds_per_epoch: int | None = None) -> Fraction:
+        """How far one round of every metric per region exceeds its share (0 if it fits)."""
+        rounds = rounds_per_epoch or self.rounds_per_epoch
+        per_round = self.eval_budget / rounds
+        used = sum((self.release_budget(m, rounds) for m in self.metrics), Fraction(0))
+        return max(used - per_round, Fraction(0))
+
+    @functools.cached_property
+    def content_hash(self) -> str:
+        """SHA-256 of the canonical JSON of the validated policy (not of its file bytes)."""
+        body = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(body.encode()).hexdigest()
+
+    def __hash__(self) -> int:
+        return hash(self.content_hash)
