@@ -1,0 +1,84 @@
+"""Policies and aggregates for the core tests (plain functions, no fixtures)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dpledger import Policy
+
+ROOT = Path(__file__).resolve().parent.parent
+SPATIAL = ROOT / "policies" / "spatial-eval.toml"
+
+BASE = """
+name = "test-policy"
+version = "1"
+neighbouring = "{neighbouring}"
+epoch_epsilon = "{epoch_epsilon}"
+eval_fraction = "{eval_fraction}"
+
+[regions]
+names = ["north", "south", "east"]
+
+[metrics.loss]
+kind = "scalar_mean"
+epsilon = "{scalar_eps}"
+clip = {{ low = "0", high = "2", source = "test" }}
+
+[metrics.loss_b]
+kind = "scalar_mean"
+epsilon = "0.25"
+clip = {{ low = "-1", high = "3", source = "test" }}
+
+[metrics.hist5]
+kind = "histogram"
+epsilon = "0.5"
+edges = [1.0, 2.0, 3.0, 4.0]
+edges_version = "h5/v1"
+cap_per_client = "4"
+
+[metrics.hist20]
+kind = "histogram"
+epsilon = "0.5"
+edges = [{edges20}]
+edges_version = "h20/v1"
+cap_per_client = "4"
+
+[metrics.floored]
+kind = "scalar_mean"
+epsilon = "0.1"
+target = 0.1
+clip = {{ low = "0", high = "1", source = "test" }}
+
+[metrics.gap]
+kind = "vector_sum"
+epsilon = "0.5"
+dimension = 4
+cap_per_client = "2"
+nonnegative = false
+"""
+
+
+def policy(
+    *,
+    neighbouring: str = "replace",
+    epoch_epsilon: str = "4",
+    eval_fraction: str = "0.25",
+    scalar_eps: str = "0.1",
+) -> Policy:
+    """A small policy: ε_eval = 1 by default, three regions, scalar/histogram/vector metrics."""
+    edges20 = ", ".join(str(float(i)) for i in range(1, 20))
+    return Policy.from_toml(
+        BASE.format(
+            neighbouring=neighbouring,
+            epoch_epsilon=epoch_epsilon,
+            eval_fraction=eval_fraction,
+            scalar_eps=scalar_eps,
+            edges20=edges20,
+        ),
+        source="test-policy.toml",
+    )
+
+
+def spatial() -> Policy:
+    """The shipped example policy."""
+    return Policy.load(SPATIAL)

@@ -1,0 +1,122 @@
+"""Approval checks: each refusal names its check and maps to a typed error."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from factories import policy
+
+from dpledger import (
+    BudgetExceeded,
+    CohortTooSmall,
+    InvalidAggregate,
+    PolicyMismatch,
+    ReleaseRequest,
+    Verdict,
+)
+from dpledger.approval import Prepared, evaluate, refusal
+
+P = policy()
+
+
+def req(metric: str = "hist5", **kw: object) -> ReleaseRequest:
+    fields: dict[str, object] = {"epoch": 0, "metric": metric, "region": "north", "cohort": 100}
+    if metric == "hist5":
+        fields["edges_version"] = "h5/v1"
+    return ReleaseRequest(**{**fields, **kw})  # type: ignore[arg-type]
+
+
+def verdict_of(request: ReleaseRequest, aggregate: object, spent: dict[str, Fraction] | None = None) -> Verdict:
+    result = evaluate(P, request, aggregate, spent or {})
+    return result.verdict if isinstance(result, Prepared) else result
+
+
+GOOD = [10.0, 20.0, 30.0, 40.0, 50.0]
+
+
+@pytest.mark.parametrize(
+    ("request_", "aggregate", "check", "error"),
+    [
+        (req(), [np.nan, *GOOD[1:]], "aggregate_finite", InvalidAggregate),
+        (req(), [np.inf, *GOOD[1:]], "aggregate_finite", InvalidAggregate),
+        (req(), GOOD[:4], "aggregate_shape", InvalidAggregate),
+        (req(), [GOOD, GOOD], "aggregate_shape", InvalidAggregate),
+        (req(), np.array(GOOD, dtype=object), "aggregate_dtype", InvalidAggregate),
+        (req(), np.array(GOOD, dtype=complex), "aggregate_dtype", InvalidAggregate),
+        (req(), ["1", "2", "3", "4", "5"], "aggregate_dtype", InvalidAggregate),
+        (req(), [2**60, 0, 0, 0, 0], "aggregate_dtype", InvalidAggregate),
+        (req(), [-1.0, *GOOD[1:]], "counts_nonnegative", InvalidAggregate),
+        (req(), [401.0, 0, 0, 0, 0], "clipping_bounds", InvalidAggregate),
+        (req("loss"), 201.0, "clipping_bounds", InvalidAggregate),
+        (req("loss"), -0.5, "clipping_bounds", InvalidAggregate),
+        (req("gap"), [-150.0, 60.0, 0.0, 0.0], "clipping_bounds", InvalidAggregate),
+        (req("nope"), GOOD, "metric_known", PolicyMismatch),
+        (req(region="west"), GOOD, "region_known", PolicyMismatch),
+        (req(edges_version="h5/v0"), GOOD, "edges_version", PolicyMismatch),
+        (req(edges_version=None), GOOD, "edges_version", PolicyMismatch),
+        (req(policy_version="0"), GOOD, "policy_version", PolicyMismatch),
+        (req("floored", cohort=50), 10.0, "cohort_floor", CohortTooSmall),
+    ],
+)
+def test_each_bad_request_fails_its_named_check_with_a_typed_error(
+    request_: ReleaseRequest, aggregate: object, check: str, error: type[Exception]
+) -> None:
+    v = verdict_of(request_, aggregate)
+    assert not v.approved
+    assert v.failures[0].name == check
+    assert v.failures[0].reason
+    assert type(refusal(v)) is error
+
+
+def test_checks_after_a_failure_are_reported_as_skipped() -> None:
+    v = verdict_of(req("nope"), GOOD)
+    statuses = {c.name: c.status for c in v.checks}
+    assert statuses["metric_known"] == "FAIL"
+    assert statuses["budget"] == "skipped"
+    assert "not checked" in next(c.reason for c in v.checks if c.name == "budget")
+
+
+def test_over_budget_carries_requested_spent_remaining_and_scope() -> None:
+    v = verdict_of(req(), GOOD, {"north": Fraction(3, 4)})
+    err = refusal(v)
+    assert isinstance(err, BudgetExceeded)
+    assert (err.requested, err.spent, err.remaining) == (Fraction(1, 2), Fraction(3, 4), Fraction(1, 4))
+    assert err.scope == "epoch 0, region north"
+    assert "requested epsilon 1/2, spent 3/4, remaining 1/4" in str(err)
+
+
+def test_global_release_is_bound_by_the_most_spent_region() -> None:
+    v = verdict_of(req(region="*"), GOOD, {"south": Fraction(3, 4), "north": Fraction(1, 4)})
+    assert v.failures[0].name == "budget"
+    assert v.budget is not None and "binding: south" in v.budget.scope
+
+
+@pytest.mark.parametrize(
+    "aggregate",
+    [GOOD, np.array(GOOD, dtype=np.float32), np.array([1, 2, 3, 4, 5], dtype=np.int16), tuple(GOOD)],
+)
+def test_real_aggregates_that_widen_exactly_are_approved(aggregate: object) -> None:
+    result = evaluate(P, req(), aggregate, {})
+    assert isinstance(result, Prepared), result
+    assert result.values.dtype == np.float64 and result.values.shape == (5,)
+    assert result.verdict.charge == Fraction(1, 2)
+
+
+def test_scalar_accepts_a_number_or_a_length_one_vector() -> None:
+    for agg in (150.0, [150.0], np.float32(150.0)):
+        assert isinstance(evaluate(P, req("loss"), agg, {}), Prepared)
+
+
+def test_sum_at_exactly_clip_times_n_is_not_refused_for_float_rounding() -> None:
+    n = 1000
+    total = float(np.sum(np.full(n, 2.0 - 1e-16)))  # a secure sum of values at the clip
+    assert isinstance(evaluate(P, req("loss", cohort=n), total * (1 + 1e-12), {}), Prepared)
+
+
+def test_verdict_as_dict_lists_every_check() -> None:
+    d = verdict_of(req(), GOOD).as_dict()
+    assert d["approved"] is True
+    assert d["charge"] == "1/2"
+    assert [c["name"] for c in d["checks"]][0] == "metric_known"  # type: ignore[index]

@@ -1,0 +1,171 @@
+"""The Ledger facade on SQLite: releases, scopes, parallel releases, audit trail, threads.
+
+Store-independent guarantees (races across processes, crashes, tampering) live in
+``test_store_contract.py``, run against every store.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+from factories import policy, spatial
+
+from dpledger import (
+    ALL,
+    BudgetExceeded,
+    InvalidInput,
+    Ledger,
+    LedgerCorrupted,
+    ReleaseRequest,
+)
+
+EDGES = {"hist5": "h5/v1", "hist20": "h20/v1"}
+
+
+def req(metric: str, region: str = "north", epoch: int = 0, cohort: int = 100) -> ReleaseRequest:
+    return ReleaseRequest(
+        epoch=epoch, metric=metric, region=region, cohort=cohort, edges_version=EDGES.get(metric)
+    )
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Ledger:
+    return Ledger.open(tmp_path / "l.db", policy())
+
+
+def test_scalar_release_publishes_the_mean_with_its_ci95_bar(ledger: Ledger) -> None:
+    r = ledger.release(req("loss"), 150.0)
+    assert isinstance(r.value, float)
+    assert r.value == pytest.approx(r.noisy_sum[0] / 100)
+    assert r.scale == pytest.approx(2 / 0.1)
+    assert r.error_bar == pytest.approx(math.log(20) * r.scale / 100)
+    assert (r.epsilon, r.unit, r.entry_id, r.bar) == (Fraction(1, 10), "epsilon", 1, "ci95")
+    lo, hi = r.interval
+    assert lo < r.value < hi
+
+
+def test_vector_release_is_read_only_and_recorded_verbatim(ledger: Ledger) -> None:
+    r = ledger.release(req("hist5"), [10.0, 20, 30, 40, 50])
+    assert isinstance(r.value, np.ndarray) and r.value.shape == (5,)
+    with pytest.raises(ValueError, match="read-only"):
+        r.value[0] = 0.0
+    (entry,) = ledger.entries()
+    assert entry.draft.output == tuple(r.value.tolist())
+    assert entry.as_dict()["charge"] == "1/2"
+    assert entry.draft.edges_version == "h5/v1"
+    assert entry.draft.policy_hash == ledger.policy.content_hash
+
+
+def test_scopes_compose_sequentially_within_and_in_parallel_across_regions(ledger: Ledger) -> None:
+    ledger.release(req("loss"), 1.0)
+    ledger.release(req("loss_b"), 1.0)
+    ledger.release(req("loss", region="south"), 1.0)
+    assert ledger.spent(0, "north") == Fraction(1, 10) + Fraction(1, 4)
+    assert ledger.spent(0, "south") == Fraction(1, 10)
+    assert ledger.spent(0, "east") == 0
+    ledger.release(req("hist5", region=ALL), [0.0] * 5)
+    assert ledger.spent(0, "east") == Fraction(1, 2)
+    assert ledger.spent(0, "north") == Fraction(17, 20)
+    assert ledger.spent(0, ALL) == Fraction(17, 20)  # the worst region
+    assert ledger.remaining(0, "north") == Fraction(3, 20)
+    assert ledger.spent(1, "north") == 0
+
+
+def test_parallel_release_charges_each_region_and_is_all_or_nothing(ledger: Ledger) -> None:
+    regions = ("north", "south", "east")
+    rels = ledger.release_parallel({r: (req("hist5", region=r), [1.0] * 5) for r in regions})
+    assert [r.request.region for r in rels] == list(regions)
+    assert all(ledger.spent(0, r) == Fraction(1, 2) for r in regions)
+    ledger.release(req("loss_b", region="east"), 1.0)
+    ledger.release(req("loss_b", region="east"), 1.0)  # east is now full
+    before = (len(ledger), ledger.head())
+    with pytest.raises(BudgetExceeded) as info:
+        ledger.release_parallel({r: (req("hist5", region=r), [1.0] * 5) for r in regions})
+    assert "east" in info.value.scope
+    assert (len(ledger), ledger.head()) == before
+    assert ledger.spent(0, "north") == Fraction(1, 2)
+
+
+def test_parallel_release_needs_distinct_regions(ledger: Ledger) -> None:
+    with pytest.raises(InvalidInput, match="distinct regions"):
+        ledger.release_parallel(
+            {"a": (req("loss", region=ALL), 1.0), "b": (req("loss", region="north"), 1.0)}
+        )
+
+
+def test_check_spends_nothing_and_agrees_with_release(ledger: Ledger) -> None:
+    for _ in range(3):
+        assert ledger.check(req("hist5"), [1.0] * 5).approved
+    assert len(ledger) == 0 and ledger.spent(0, "north") == 0
+    ledger.release(req("hist5"), [1.0] * 5)
+    ledger.release(req("hist5"), [1.0] * 5)
+    v = ledger.check(req("hist5"), [1.0] * 5)
+    assert not v.approved and v.failures[0].name == "budget"
+
+
+def test_lifetime_sums_every_epoch_for_a_client(ledger: Ledger) -> None:
+    for epoch in range(3):
+        ledger.release(req("loss", epoch=epoch), 1.0)
+    ledger.release(req("loss_b", region="south", epoch=1), 1.0)
+    assert ledger.lifetime_basic("north") == Fraction(3, 10)
+    assert ledger.lifetime_basic("south") == Fraction(1, 4)
+
+
+def test_entries_filter_and_verify_passes_on_an_honest_ledger(ledger: Ledger) -> None:
+    ledger.release(req("loss"), 1.0)
+    ledger.release(req("loss", region="south", epoch=2), 1.0)
+    assert [e.entry_id for e in ledger.entries(region="south")] == [2]
+    assert [e.entry_id for e in ledger.entries(epoch=0)] == [1]
+    report = ledger.verify()
+    assert report.ok and report.entries_checked == 2
+
+
+def test_ledger_refuses_another_policys_name(tmp_path: Path) -> None:
+    Ledger.open(tmp_path / "l.db", policy()).close()
+    with pytest.raises(LedgerCorrupted, match="test-policy"):
+        Ledger.open(tmp_path / "l.db", spatial())
+
+
+def test_a_new_policy_version_keeps_the_spend(tmp_path: Path) -> None:
+    with Ledger.open(tmp_path / "l.db", policy()) as a:
+        a.release(req("loss"), 1.0)
+    with Ledger.open(tmp_path / "l.db", policy(scalar_eps="0.2")) as b:
+        assert b.spent(0, "north") == Fraction(1, 10)
+        b.release(req("loss"), 1.0)
+        assert b.spent(0, "north") == Fraction(3, 10)
+        assert b.verify().ok
+
+
+def test_threads_sharing_one_ledger_never_overspend(ledger: Ledger) -> None:
+    accepted: list[int] = []
+    refused: list[int] = []
+    barrier = threading.Barrier(8)
+
+    def worker() -> None:
+        barrier.wait()
+        for _ in range(5):
+            try:
+                ledger.release(req("loss"), 1.0)
+                accepted.append(1)
+            except BudgetExceeded:
+                refused.append(1)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(accepted) == 10 and len(refused) == 30  # ε_eval = 1, each 0.1
+    assert ledger.spent(0, "north") == 1
+    assert ledger.verify().ok
+
+
+def test_no_ledger_target_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DPLEDGER_URL", raising=False)
+    with pytest.raises(InvalidInput, match="DPLEDGER_URL"):
+        Ledger.open(None, policy())

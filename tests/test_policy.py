@@ -1,0 +1,132 @@
+"""Policy loading, validation, exact budgets and content hashing."""
+
+from __future__ import annotations
+
+import warnings
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+from factories import BASE, SPATIAL, policy, spatial
+
+from dpledger import Policy, PolicyError, PolicyWarning
+from dpledger.policy import to_fraction
+
+
+def test_shipped_policy_has_the_seeds_five_metrics_and_four_regions() -> None:
+    p = spatial()
+    assert set(p.metrics) == {
+        "clipped_mean_loss",
+        "along_across_ratio",
+        "error_histogram",
+        "calibration_gap",
+        "coverage",
+    }
+    assert p.metrics["error_histogram"].edges == (0.5, 1.0, 2.0, 5.0, 10.0, 25.0)
+    assert p.metrics["error_histogram"].size == 7
+    assert p.metrics["calibration_gap"].size == 10
+    ratio_clip = p.metrics["along_across_ratio"].clip
+    assert ratio_clip is not None and ratio_clip.high == 10
+    assert len(p.regions.names) == 4
+    assert p.eval_budget == Fraction(1)
+    assert all(p.release_budget(m) == Fraction(1, 5) for m in p.metrics)
+    assert p.overcommitment() == 0
+
+
+def test_decimals_are_exact_so_ten_tenths_make_one() -> None:
+    assert to_fraction(0.1) == Fraction(1, 10)
+    assert to_fraction("0.1") == Fraction(1, 10)
+    assert sum([to_fraction(0.1)] * 10, Fraction(0)) == 1
+    with pytest.raises(ValueError, match="finite"):
+        to_fraction(float("inf"))
+    with pytest.raises(ValueError, match="boolean"):
+        to_fraction(True)
+
+
+def test_content_hash_is_stable_and_changes_with_any_field() -> None:
+    a, b = policy(), policy()
+    assert a.content_hash == b.content_hash and hash(a) == hash(b)
+    assert policy(scalar_eps="0.2").content_hash != a.content_hash
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "field", "message"),
+    [
+        ('neighbouring = "replace"\n', "", "neighbouring", "required"),
+        ('neighbouring = "replace"', 'neighbouring = "swap"', "neighbouring", "replace"),
+        ("[1.0, 2.0, 3.0, 4.0]", "[1.0, 3.0, 2.0, 4.0]", "metrics.hist5.edges", "increasing"),
+        ("[1.0, 2.0, 3.0, 4.0]", "[1.0, nan, 3.0]", "metrics.hist5.edges", "finite"),
+        ('eval_fraction = "0.25"', 'eval_fraction = "0"', "<root>", "eval_fraction"),
+        ('eval_fraction = "0.25"', 'eval_fraction = "1.5"', "<root>", "eval_fraction"),
+        ('edges_version = "h5/v1"\n', "", "metrics.hist5", "edges_version"),
+        ('epsilon = "0.25"', 'epsilon = "0.25"\nweight = "1"', "metrics.loss_b", "exactly one"),
+        ('epsilon = "0.25"', 'epsilon = "-0.25"', "metrics.loss_b", "> 0"),
+        ('low = "-1"', 'low = "5"', "metrics.loss_b.clip", "below"),
+        ("dimension = 4", "", "metrics.gap", "dimension"),
+    ],
+)
+def test_invalid_policy_names_the_file_field_and_problem(
+    old: str, new: str, field: str, message: str
+) -> None:
+    text = BASE.format(
+        neighbouring="replace",
+        epoch_epsilon="4",
+        eval_fraction="0.25",
+        scalar_eps="0.1",
+        edges20="1.0, 2.0",
+    )
+    assert old in text
+    with pytest.raises(PolicyError) as info:
+        Policy.from_toml(text.replace(old, new, 1), source="bad.toml")
+    assert info.value.source == "bad.toml"
+    assert field in str(info.value)
+    assert message in str(info.value)
+
+
+def test_unreadable_file_and_bad_toml_are_policy_errors(tmp_path: Path) -> None:
+    with pytest.raises(PolicyError, match="missing.toml"):
+        Policy.load(tmp_path / "missing.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("name = [unclosed")
+    with pytest.raises(PolicyError, match="not valid TOML"):
+        Policy.load(bad)
+
+
+@pytest.mark.parametrize("fraction", ["0.05", "0.5"])
+def test_eval_fraction_outside_advice_warns_but_loads(fraction: str) -> None:
+    with pytest.warns(PolicyWarning, match="outside 0.1–0.4"):
+        p = policy(eval_fraction=fraction)
+    assert p.eval_budget == Fraction(fraction) * 4
+
+
+def test_eval_fraction_inside_advice_does_not_warn() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        policy(eval_fraction="0.25")
+
+
+def test_unknown_metric_lists_the_known_ones() -> None:
+    with pytest.raises(PolicyError, match="hist5"):
+        policy().metric("nope")
+
+
+def test_weights_share_what_absolute_budgets_leave_and_overcommitment_is_reported() -> None:
+    text = SPATIAL.read_text().replace('weight = "1"', 'epsilon = "0.5"', 3)
+    p = Policy.from_toml(text)
+    # three absolute metrics at 0.5 exceed ε_eval = 1; the weighted two get nothing
+    assert p.release_budget("clipped_mean_loss") == Fraction(1, 2)
+    assert p.release_budget("coverage") == 0
+    assert p.overcommitment() == Fraction(1, 2)
+    two_rounds = spatial().release_budget("coverage", rounds_per_epoch=2)
+    assert two_rounds == Fraction(1, 10)
+
+
+def test_zcdp_policy_needs_rho_and_rejects_gaussian_under_pure() -> None:
+    text = SPATIAL.read_text()
+    with pytest.raises(PolicyError, match="epoch_rho"):
+        Policy.from_toml(text.replace('definition = "pure"', 'definition = "zcdp"'))
+    gauss = text.replace(
+        'kind = "scalar_mean"\ndescription', 'kind = "scalar_mean"\nmechanism = "gaussian"\ndescription', 1
+    )
+    with pytest.raises(PolicyError, match="zcdp"):
+        Policy.from_toml(gauss)
