@@ -86,5 +86,6 @@ def test_client_loss_is_global_plus_regional_and_remaining_complements_it(
     loss = client_loss(spent, region)
     assert loss == spent.get(ALL, 0) + spent.get(region, 0)
     b = check_budget(P, spent, 0, region, Fraction(0))
-    assert b.spent == loss and b.remaining == max(P.eval_budget - loss, 0)
+    assert b.spent == loss
+    assert b.remaining == max(P.eval_budget - loss, 0)
     assert client_loss(spent, ALL) == max(client_loss(spent, r) for r in REGIONS)

@@ -28,7 +28,9 @@ def req(metric: str = "hist5", **kw: object) -> ReleaseRequest:
     return ReleaseRequest(**{**fields, **kw})  # type: ignore[arg-type]
 
 
-def verdict_of(request: ReleaseRequest, aggregate: object, spent: dict[str, Fraction] | None = None) -> Verdict:
+def verdict_of(
+    request: ReleaseRequest, aggregate: object, spent: dict[str, Fraction] | None = None
+) -> Verdict:
     result = evaluate(P, request, aggregate, spent or {})
     return result.verdict if isinstance(result, Prepared) else result
 
@@ -82,7 +84,11 @@ def test_over_budget_carries_requested_spent_remaining_and_scope() -> None:
     v = verdict_of(req(), GOOD, {"north": Fraction(3, 4)})
     err = refusal(v)
     assert isinstance(err, BudgetExceeded)
-    assert (err.requested, err.spent, err.remaining) == (Fraction(1, 2), Fraction(3, 4), Fraction(1, 4))
+    assert (err.requested, err.spent, err.remaining) == (
+        Fraction(1, 2),
+        Fraction(3, 4),
+        Fraction(1, 4),
+    )
     assert err.scope == "epoch 0, region north"
     assert "requested epsilon 1/2, spent 3/4, remaining 1/4" in str(err)
 
@@ -90,17 +96,24 @@ def test_over_budget_carries_requested_spent_remaining_and_scope() -> None:
 def test_global_release_is_bound_by_the_most_spent_region() -> None:
     v = verdict_of(req(region="*"), GOOD, {"south": Fraction(3, 4), "north": Fraction(1, 4)})
     assert v.failures[0].name == "budget"
-    assert v.budget is not None and "binding: south" in v.budget.scope
+    assert v.budget is not None
+    assert "binding: south" in v.budget.scope
 
 
 @pytest.mark.parametrize(
     "aggregate",
-    [GOOD, np.array(GOOD, dtype=np.float32), np.array([1, 2, 3, 4, 5], dtype=np.int16), tuple(GOOD)],
+    [
+        GOOD,
+        np.array(GOOD, dtype=np.float32),
+        np.array([1, 2, 3, 4, 5], dtype=np.int16),
+        tuple(GOOD),
+    ],
 )
 def test_real_aggregates_that_widen_exactly_are_approved(aggregate: object) -> None:
     result = evaluate(P, req(), aggregate, {})
     assert isinstance(result, Prepared), result
-    assert result.values.dtype == np.float64 and result.values.shape == (5,)
+    assert result.values.dtype == np.float64
+    assert result.values.shape == (5,)
     assert result.verdict.charge == Fraction(1, 2)
 
 
@@ -119,4 +132,4 @@ def test_verdict_as_dict_lists_every_check() -> None:
     d = verdict_of(req(), GOOD).as_dict()
     assert d["approved"] is True
     assert d["charge"] == "1/2"
-    assert [c["name"] for c in d["checks"]][0] == "metric_known"  # type: ignore[index]
+    assert next(c["name"] for c in d["checks"]) == "metric_known"  # type: ignore[index]

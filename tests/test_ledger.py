@@ -51,7 +51,8 @@ def test_scalar_release_publishes_the_mean_with_its_ci95_bar(ledger: Ledger) -> 
 
 def test_vector_release_is_read_only_and_recorded_verbatim(ledger: Ledger) -> None:
     r = ledger.release(req("hist5"), [10.0, 20, 30, 40, 50])
-    assert isinstance(r.value, np.ndarray) and r.value.shape == (5,)
+    assert isinstance(r.value, np.ndarray)
+    assert r.value.shape == (5,)
     with pytest.raises(ValueError, match="read-only"):
         r.value[0] = 0.0
     (entry,) = ledger.entries()
@@ -101,11 +102,13 @@ def test_parallel_release_needs_distinct_regions(ledger: Ledger) -> None:
 def test_check_spends_nothing_and_agrees_with_release(ledger: Ledger) -> None:
     for _ in range(3):
         assert ledger.check(req("hist5"), [1.0] * 5).approved
-    assert len(ledger) == 0 and ledger.spent(0, "north") == 0
+    assert len(ledger) == 0
+    assert ledger.spent(0, "north") == 0
     ledger.release(req("hist5"), [1.0] * 5)
     ledger.release(req("hist5"), [1.0] * 5)
     v = ledger.check(req("hist5"), [1.0] * 5)
-    assert not v.approved and v.failures[0].name == "budget"
+    assert not v.approved
+    assert v.failures[0].name == "budget"
 
 
 def test_lifetime_sums_every_epoch_for_a_client(ledger: Ledger) -> None:
@@ -122,7 +125,8 @@ def test_entries_filter_and_verify_passes_on_an_honest_ledger(ledger: Ledger) ->
     assert [e.entry_id for e in ledger.entries(region="south")] == [2]
     assert [e.entry_id for e in ledger.entries(epoch=0)] == [1]
     report = ledger.verify()
-    assert report.ok and report.entries_checked == 2
+    assert report.ok
+    assert report.entries_checked == 2
 
 
 def test_ledger_refuses_another_policys_name(tmp_path: Path) -> None:
@@ -160,7 +164,8 @@ def test_threads_sharing_one_ledger_never_overspend(ledger: Ledger) -> None:
         t.start()
     for t in threads:
         t.join()
-    assert len(accepted) == 10 and len(refused) == 30  # ε_eval = 1, each 0.1
+    assert len(accepted) == 10
+    assert len(refused) == 30
     assert ledger.spent(0, "north") == 1
     assert ledger.verify().ok
 

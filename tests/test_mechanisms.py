@@ -41,7 +41,8 @@ def test_calibrated_map_never_exceeds_the_budget_and_scale_is_the_closed_form(
         sensitivity=3.4, budget=budget, measure="epsilon", mechanism="laplace", dimension=dimension
     )
     assert mech.privacy_loss(facts) <= budget
-    assert facts.scale == pytest.approx(3.4 / float(budget), rel=1e-12)
+    # noise on OpenDP's 2^-40 grid costs a relative ~1e-12 of extra scale, no more
+    assert facts.scale == pytest.approx(3.4 / float(budget), rel=1e-10)
     assert facts.scale >= 3.4 / float(budget)
 
 
@@ -50,7 +51,9 @@ def test_histogram_of_20_buckets_gets_the_same_noise_and_charge_as_5() -> None:
     f5, c5 = mechanism_facts(p, "hist5")
     f20, c20 = mechanism_facts(p, "hist20")
     assert (f5.dimension, f20.dimension) == (5, 20)
-    assert c5 == c20 and f5.scale == f20.scale
+    assert c5 == c20
+    # same ε, same noise: only OpenDP's 2^-40 rounding allowance grows with the size
+    assert f5.scale == pytest.approx(f20.scale, rel=1e-10)
     assert mech.privacy_loss(f20) <= c20
 
 
@@ -58,8 +61,9 @@ def test_recorded_facts_rebuild_the_same_opendp_measurement() -> None:
     facts, charge = mechanism_facts(policy(), "hist5")
     again = mech.MechanismFacts.from_dict(facts.as_dict())
     assert again == facts
-    space = (dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l1_distance(T=float))
-    direct = dp.m.make_laplace(*space, scale=facts.scale)
+    atom = dp.atom_domain(T=float, nan=False)
+    space = (dp.vector_domain(atom, size=5), dp.l1_distance(T=float))
+    direct = dp.m.make_laplace(*space, scale=facts.scale, k=facts.k)
     assert Fraction(direct.map(facts.sensitivity)) == mech.privacy_loss(again) <= charge
 
 
@@ -67,7 +71,7 @@ def test_gaussian_charges_rho_from_opendp_map() -> None:
     facts = mech.calibrate(
         sensitivity=1.0, budget=Fraction(1, 200), measure="rho", mechanism="gaussian", dimension=3
     )
-    assert facts.scale == pytest.approx(10.0, rel=1e-12)  # σ = Δ/√(2ρ)
+    assert facts.scale == pytest.approx(10.0, rel=1e-10)  # σ = Δ/√(2ρ)
     assert mech.privacy_loss(facts) <= Fraction(1, 200)
     assert float(mech.privacy_loss(facts)) == pytest.approx(1 / 200, rel=1e-12)
 

@@ -26,7 +26,8 @@ def test_shipped_policy_has_the_seeds_five_metrics_and_four_regions() -> None:
     assert p.metrics["error_histogram"].size == 7
     assert p.metrics["calibration_gap"].size == 10
     ratio_clip = p.metrics["along_across_ratio"].clip
-    assert ratio_clip is not None and ratio_clip.high == 10
+    assert ratio_clip is not None
+    assert ratio_clip.high == 10
     assert len(p.regions.names) == 4
     assert p.eval_budget == Fraction(1)
     assert all(p.release_budget(m) == Fraction(1, 5) for m in p.metrics)
@@ -45,7 +46,8 @@ def test_decimals_are_exact_so_ten_tenths_make_one() -> None:
 
 def test_content_hash_is_stable_and_changes_with_any_field() -> None:
     a, b = policy(), policy()
-    assert a.content_hash == b.content_hash and hash(a) == hash(b)
+    assert a.content_hash == b.content_hash
+    assert hash(a) == hash(b)
     assert policy(scalar_eps="0.2").content_hash != a.content_hash
 
 
@@ -84,7 +86,7 @@ def test_invalid_policy_names_the_file_field_and_problem(
 
 
 def test_unreadable_file_and_bad_toml_are_policy_errors(tmp_path: Path) -> None:
-    with pytest.raises(PolicyError, match="missing.toml"):
+    with pytest.raises(PolicyError, match=r"missing\.toml"):
         Policy.load(tmp_path / "missing.toml")
     bad = tmp_path / "bad.toml"
     bad.write_text("name = [unclosed")
@@ -126,7 +128,9 @@ def test_zcdp_policy_needs_rho_and_rejects_gaussian_under_pure() -> None:
     with pytest.raises(PolicyError, match="epoch_rho"):
         Policy.from_toml(text.replace('definition = "pure"', 'definition = "zcdp"'))
     gauss = text.replace(
-        'kind = "scalar_mean"\ndescription', 'kind = "scalar_mean"\nmechanism = "gaussian"\ndescription', 1
+        'kind = "scalar_mean"\ndescription',
+        'kind = "scalar_mean"\nmechanism = "gaussian"\ndescription',
+        1,
     )
     with pytest.raises(PolicyError, match="zcdp"):
         Policy.from_toml(gauss)

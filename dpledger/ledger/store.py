@@ -47,7 +47,7 @@ SCHEMA = (
         charge TEXT NOT NULL,
         cohort BIGINT NOT NULL,
         output TEXT NOT NULL,
-        prev_hash TEXT NOT NULL UNIQUE,
+        prev_hash TEXT NOT NULL,
         hash TEXT NOT NULL UNIQUE
     )""",
     """CREATE TABLE IF NOT EXISTS dpl_spend (
@@ -85,20 +85,23 @@ class WriteTxn:
 
     def __init__(self, store: SqlStore) -> None:
         self._s = store
+        self._spent: dict[int, dict[str, Fraction]] = {}
 
     def spent(self, epoch: int) -> dict[str, Fraction]:
-        """Exact spend per scope in ``epoch``, read under the write lock."""
-        return self._s._read_spent(epoch)
+        """Exact spend per scope in ``epoch``, read under the write lock (a copy)."""
+        if epoch not in self._spent:
+            self._spent[epoch] = self._s._read_spent(epoch)
+        return dict(self._spent[epoch])
 
     def append(self, drafts: Sequence[EntryDraft]) -> list[Entry]:
         """Chain, insert and total ``drafts``; visible to others only after commit."""
         s = self._s
-        rows = s._fetchall("SELECT value FROM dpl_meta WHERE key IN ('head_seq', 'head_hash') "
-                           "ORDER BY key")  # fmt: skip
-        head_hash, head_seq = (str(rows[0][0]), int(rows[1][0])) if rows else (GENESIS, 0)
+        rows = s._fetchall("SELECT key, value FROM dpl_meta WHERE key IN ('head_seq', 'head_hash')")
+        head = dict(rows)
+        head_seq, head_hash = int(head.get("head_seq", 0)), str(head.get("head_hash", GENESIS))
         now = datetime.now(UTC).isoformat(timespec="microseconds")
         out: list[Entry] = []
-        totals: dict[tuple[int, str], Fraction] = {}
+        touched: set[tuple[int, str]] = set()
         for d in drafts:
             seq = head_seq + 1
             h = chain_hash(seq, now, d, head_hash)
@@ -109,14 +112,14 @@ class WriteTxn:
                  d.policy_hash, d.edges_version, json.dumps(d.facts.as_dict()), d.unit,
                  _frac(d.charge), d.cohort, json.dumps(list(d.output)), head_hash, h),
             )  # fmt: skip
-            key = (d.epoch, d.scope)
-            if key not in totals:
-                totals[key] = s._read_spent(d.epoch).get(d.scope, Fraction(0))
-            totals[key] += d.charge
+            self.spent(d.epoch)  # make sure the epoch's totals are loaded
+            totals = self._spent[d.epoch]
+            totals[d.scope] = totals.get(d.scope, Fraction(0)) + d.charge
+            touched.add((d.epoch, d.scope))
             out.append(Entry(seq, now, d, head_hash, h))
             head_seq, head_hash = seq, h
-        for (epoch, scope), total in totals.items():
-            s._upsert_spend(epoch, scope, _frac(total))
+        for epoch, scope in sorted(touched):
+            s._upsert_spend(epoch, scope, _frac(self._spent[epoch][scope]))
         s._set_meta("head_seq", str(head_seq))
         s._set_meta("head_hash", head_hash)
         return out
