@@ -167,11 +167,10 @@ def build(facts: MechanismFacts) -> dp.Measurement:
         vector = dp.vector_domain(atom, size=facts.dimension)
         norm = dp.l1_distance if facts.mechanism == "laplace" else dp.l2_distance
         space = (vector, norm(T=float))
-    grid: dict[str, int] = {} if facts.k is None else {"k": facts.k}
     if facts.mechanism == "laplace":
-        meas = dp.m.make_laplace(*space, scale=facts.scale, **grid)
+        meas = dp.m.make_laplace(*space, scale=facts.scale, k=facts.k)
         return dp.c.make_pureDP_to_zCDP(meas) if facts.measure == "rho" else meas
-    return dp.m.make_gaussian(*space, scale=facts.scale, **grid)
+    return dp.m.make_gaussian(*space, scale=facts.scale, k=facts.k)
 
 
 def privacy_loss(facts: MechanismFacts) -> Fraction:
