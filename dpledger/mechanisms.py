@@ -175,7 +175,7 @@ def build(facts: MechanismFacts) -> dp.Measurement:
 
 def privacy_loss(facts: MechanismFacts) -> Fraction:
     """OpenDP's privacy map at the recorded sensitivity, as an exact rational (ε or ρ)."""
-    loss: float = build(facts).map(facts.sensitivity)  # type: ignore[no-untyped-call]
+    loss: float = build(facts).map(facts.sensitivity)
     return Fraction(loss)
 
 

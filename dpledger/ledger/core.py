@@ -21,6 +21,7 @@ from dpledger.approval import Prepared, ReleaseRequest, Verdict, evaluate, mecha
 from dpledger.errors import InvalidInput, StoreError
 from dpledger.ledger.records import GENESIS, Entry, EntryDraft, Release, VerifyReport, chain_hash
 from dpledger.ledger.store import SqlStore
+from dpledger.lifetime import Lifetime, lifetime_of
 from dpledger.policy import ALL, Policy
 
 __all__ = ["Ledger"]
@@ -180,6 +181,18 @@ class Ledger:
         for (epoch, scope), total in self._store.all_spent().items():
             per_epoch.setdefault(epoch, {})[scope] = total
         return sum((client_loss(s, region) for s in per_epoch.values()), Fraction(0))
+
+    def lifetime(self, region: str = ALL, *, delta: float | None = None) -> Lifetime:
+        """A client's total loss over all epochs: basic ε, zCDP (ε, δ) and PLD if installed.
+
+        ``delta`` defaults to the policy's. See :mod:`dpledger.lifetime`.
+        """
+        return lifetime_of(
+            self._store.entries(),
+            region,
+            self.policy.delta if delta is None else delta,
+            regions=self.policy.regions.names,
+        )
 
     def entries(
         self,

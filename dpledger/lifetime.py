@@ -1,0 +1,150 @@
+"""A client's cumulative privacy loss across every epoch: basic, zCDP and PLD views.
+
+Privacy loss does not reset when a policy window does. For a client of region r, the
+releases that touched it are every entry scoped to r or to all regions, in any epoch.
+Three figures, from loosest to tightest:
+
+- basic: the sum of pure ε (only when every release was pure Laplace);
+- zCDP: each release's ρ (Laplace: ε²/2 via OpenDP's ``make_pureDP_to_zCDP``; Gaussian:
+  its recorded ρ) summed, then converted to (ε, δ) by OpenDP's ``make_zCDP_to_approxDP``;
+- PLD: Google's ``dp_accounting`` privacy-loss-distribution accountant over the
+  recorded mechanisms (optional extra ``pld``), the tightest known.
+
+``Lifetime.epsilon`` is the smallest available figure and ``method`` says which it is.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal
+
+import opendp.prelude as dp
+
+from dpledger.errors import InvalidInput
+from dpledger.ledger.records import Entry
+from dpledger.mechanisms import MechanismFacts
+from dpledger.policy import ALL
+
+__all__ = ["Lifetime", "lifetime_of", "pld_epsilon", "zcdp_epsilon"]
+
+Method = Literal["basic", "zcdp", "pld"]
+
+
+@dataclass(frozen=True, slots=True)
+class Lifetime:
+    """A client's cumulative loss over all epochs, with the figure shown and how."""
+
+    region: str
+    releases: int
+    epsilon_basic: Fraction | None  # Σ pure ε; None if any release was not pure
+    rho: Fraction  # Σ ρ (zCDP) over the same releases
+    delta: float
+    epsilon_zcdp: float  # ε at ``delta`` from the summed ρ, via OpenDP
+    epsilon_pld: float | None  # ε at ``delta`` by PLD, when dp_accounting is installed
+    epsilon: float  # the smallest of the figures above
+    method: Method
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready form for reports and the CLI."""
+        return {
+            "region": self.region,
+            "releases": self.releases,
+            "epsilon_basic": None if self.epsilon_basic is None else str(self.epsilon_basic),
+            "rho": str(self.rho),
+            "delta": self.delta,
+            "epsilon_zcdp": self.epsilon_zcdp,
+            "epsilon_pld": self.epsilon_pld,
+            "epsilon": self.epsilon,
+            "method": self.method,
+        }
+
+
+def _rho_of(entry: Entry) -> Fraction:
+    """ρ of one release: its charge under zCDP; ε²/2 for a pure-ε Laplace charge."""
+    if entry.draft.unit == "rho":
+        return entry.draft.charge
+    return entry.draft.charge**2 / 2
+
+
+def zcdp_epsilon(rho: Fraction, delta: float) -> float:
+    """ε at ``delta`` for total ρ, by OpenDP's zCDP → approximate-DP conversion.
+
+    A unit-σ Gaussian at input distance d has ρ = d²/2; d is rounded up until OpenDP's
+    map is at least ``rho``, so the conversion never understates the loss.
+    """
+    if not 0 < delta < 1:
+        raise InvalidInput(f"delta must be in (0, 1), got {delta!r}")
+    if rho <= 0:
+        return 0.0
+    meas = dp.m.make_gaussian(
+        dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float), scale=1.0
+    )
+    d_in = math.sqrt(2 * float(rho))
+    while Fraction(meas.map(d_in)) < rho:
+        d_in = math.nextafter(d_in, math.inf)
+    profile = dp.c.make_zCDP_to_approxDP(meas).map(d_in)
+    return float(profile.epsilon(delta))
+
+
+def pld_epsilon(facts: Iterable[MechanismFacts], delta: float) -> float | None:
+    """ε at ``delta`` by dp_accounting's PLD accountant, or None if it is not installed."""
+    try:
+        import dp_accounting
+        from dp_accounting.pld import pld_privacy_accountant
+    except ImportError:
+        return None
+    counts = Counter(
+        (f.mechanism, f.scale / f.sensitivity) for f in facts
+    )  # identical mechanisms compose as one event with a count
+    if not counts:
+        return 0.0
+    acc = pld_privacy_accountant.PLDAccountant()
+    for (kind, multiplier), n in sorted(counts.items()):
+        event = (
+            dp_accounting.LaplaceDpEvent(noise_multiplier=multiplier)
+            if kind == "laplace"
+            else dp_accounting.GaussianDpEvent(noise_multiplier=multiplier)
+        )
+        acc.compose(event, n)
+    return float(acc.get_epsilon(delta))
+
+
+def lifetime_of(
+    entries: Iterable[Entry], region: str, delta: float, *, regions: Iterable[str] = ()
+) -> Lifetime:
+    """Cumulative loss of a client of ``region`` from the ledger's entries.
+
+    For ``region="*"`` the worst region of ``regions`` (and those seen) is reported.
+    """
+    entries = list(entries)
+    if region == ALL:
+        names = set(regions) | {e.draft.scope for e in entries if e.draft.scope != ALL}
+        views = [lifetime_of(entries, r, delta) for r in sorted(names)]
+        return max(views, key=lambda v: v.epsilon, default=lifetime_of(entries, "", delta))
+    mine = [e for e in entries if e.draft.scope in (region, ALL)]
+    pure = all(e.draft.unit == "epsilon" for e in mine)
+    basic = sum((e.draft.charge for e in mine), Fraction(0)) if pure else None
+    rho = sum((_rho_of(e) for e in mine), Fraction(0))
+    eps_z = zcdp_epsilon(rho, delta)
+    eps_pld = pld_epsilon((e.draft.facts for e in mine), delta)
+    candidates: list[tuple[float, Method]] = [(eps_z, "zcdp")]
+    if basic is not None:
+        candidates.append((float(basic), "basic"))
+    if eps_pld is not None:
+        candidates.append((eps_pld, "pld"))
+    best, method = min(candidates)
+    return Lifetime(
+        region=region,
+        releases=len(mine),
+        epsilon_basic=basic,
+        rho=rho,
+        delta=0.0 if method == "basic" else delta,
+        epsilon_zcdp=eps_z,
+        epsilon_pld=eps_pld,
+        epsilon=best,
+        method=method,
+    )
