@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
 
-import opendp.prelude as dp
-
+from dpledger import _opendp as dp
 from dpledger.errors import InvalidInput
 from dpledger.ledger.records import Entry
 from dpledger.mechanisms import MechanismFacts

@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
-import opendp.prelude as dp
 
+from dpledger import _opendp as dp
 from dpledger.errors import InternalError, InvalidInput
 from dpledger.policy import BarKind, MetricSpec, Neighbouring
 
@@ -41,7 +41,6 @@ __all__ = [
     "sensitivity",
 ]
 
-dp.enable_features("contrib")
 
 OPENDP_VERSION = version("opendp")
 MechanismKind = Literal["laplace", "gaussian"]
