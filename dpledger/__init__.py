@@ -6,6 +6,8 @@ durable, hash-chained ledger, and returns the value with its error bar.
 """
 
 from dpledger.approval import Check, ReleaseRequest, Verdict
+from dpledger.budgeting import epsilon_for_scale, epsilon_for_target, required_budget
+from dpledger.calibration import ClipCalibration, calibrate_clip
 from dpledger.errors import (
     BudgetExceeded,
     CohortTooSmall,
@@ -20,7 +22,9 @@ from dpledger.errors import (
     StoreError,
 )
 from dpledger.ledger import Entry, Ledger, Release, VerifyReport
+from dpledger.lifetime import Lifetime
 from dpledger.mechanisms import MechanismFacts, cohort_floor, error_bar
+from dpledger.planning import Plan, plan
 from dpledger.policy import ALL, MetricSpec, Policy, PolicyWarning
 
 __version__ = "0.1.0"
@@ -29,6 +33,7 @@ __all__ = [
     "ALL",
     "BudgetExceeded",
     "Check",
+    "ClipCalibration",
     "CohortTooSmall",
     "DpLedgerError",
     "Entry",
@@ -37,8 +42,10 @@ __all__ = [
     "InvalidInput",
     "Ledger",
     "LedgerCorrupted",
+    "Lifetime",
     "MechanismFacts",
     "MetricSpec",
+    "Plan",
     "Policy",
     "PolicyError",
     "PolicyMismatch",
@@ -50,6 +57,11 @@ __all__ = [
     "Verdict",
     "VerifyReport",
     "__version__",
+    "calibrate_clip",
     "cohort_floor",
+    "epsilon_for_scale",
+    "epsilon_for_target",
     "error_bar",
+    "plan",
+    "required_budget",
 ]

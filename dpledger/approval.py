@@ -9,7 +9,6 @@ turns NaN into 0, clamps inf and accepts a vector of the wrong length.
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -25,6 +24,7 @@ from dpledger.errors import (
     BudgetExceeded,
     CohortTooSmall,
     InvalidAggregate,
+    InvalidInput,
     PolicyMismatch,
     ReleaseRefused,
 )
@@ -152,7 +152,10 @@ def refusal(verdict: Verdict) -> ReleaseRefused:
         return BudgetExceeded(
             verdict, requested=b.requested, spent=b.spent, remaining=b.remaining, scope=b.scope
         )
-    cls = {"policy": PolicyMismatch, "cohort": CohortTooSmall}.get(family, InvalidAggregate)
+    # a budget failure without a budget check is an over-committed policy
+    cls = {"policy": PolicyMismatch, "budget": PolicyMismatch, "cohort": CohortTooSmall}.get(
+        family, InvalidAggregate
+    )
     return cls(verdict)
 
 
@@ -167,7 +170,10 @@ def mechanism_facts(policy: Policy, metric: str) -> tuple[mech.MechanismFacts, F
         delta = mech.float_up(mech.sensitivity(spec, policy.neighbouring))
     charge = policy.release_budget(metric)
     if charge <= 0:
-        return mech.MechanismFacts(kind, _measure(policy), delta, math.inf, 0), charge
+        raise InvalidInput(
+            f"metric {metric!r} has no budget: the policy is over-committed by "
+            f"{policy.overcommitment()}; lower the absolute budgets or the rounds"
+        )
     facts = mech.calibrate(
         sensitivity=delta,
         budget=charge,
@@ -306,10 +312,17 @@ def evaluate(
     if not all(c.passed for c in checks):
         return verdict()
 
+    if policy.release_budget(request.metric) <= 0:
+        checks.append(
+            Check(
+                "budget",
+                False,
+                f"the policy is over-committed by {policy.overcommitment()}: this metric gets no "
+                f"{unit}; lower the absolute budgets or the rounds per epoch",
+            )
+        )
+        return verdict(Fraction(0))
     facts, charge = mechanism_facts(policy, request.metric)
-    if charge <= 0:
-        checks.append(Check("budget", False, "the policy is over-committed: this metric has no ε"))
-        return verdict(charge)
     if spec.target is None:
         checks.append(Check("cohort_floor", True, "no error-bar target declared"))
     else:

@@ -133,3 +133,19 @@ def test_verdict_as_dict_lists_every_check() -> None:
     assert d["approved"] is True
     assert d["charge"] == "1/2"
     assert next(c["name"] for c in d["checks"]) == "metric_known"  # type: ignore[index]
+
+
+def test_over_committed_policy_refuses_weighted_metrics_on_budget_not_by_crashing() -> None:
+    from factories import SPATIAL
+
+    from dpledger import Policy
+
+    text = SPATIAL.read_text().replace('weight = "1"', 'epsilon = "0.5"', 3)
+    p = Policy.from_toml(text)
+    request = ReleaseRequest(epoch=0, metric="coverage", region="na", cohort=5000,
+                             edges_version="coverage-cells/v1")  # fmt: skip
+    result = evaluate(p, request, [1.0] * 6, {})
+    assert isinstance(result, Verdict)
+    assert result.failures[0].name == "budget"
+    assert "over-committed by 1/2" in result.failures[0].reason
+    assert type(refusal(result)) is PolicyMismatch
