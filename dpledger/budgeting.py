@@ -1,0 +1,196 @@
+"""Inverse planning: the budget a target error bar needs, and the budget a scale costs.
+
+:func:`epsilon_for_target` gives the per-release ε (or ρ) a metric needs for its bar at
+a cohort; :func:`required_budget` sums that over an epoch per region and says whether
+the evaluation allocation holds it; :func:`epsilon_for_scale` fixes the noise scale and
+reads the budget from OpenDP's privacy map. Budgets are exact Fractions.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping
+from fractions import Fraction
+
+from dpledger import mechanisms as mech
+from dpledger.errors import InvalidInput
+from dpledger.planning import _cohorts, _Frozen, _positive_int, _rounds, _sensitivity
+from dpledger.policy import BarKind, ExactDecimal, Policy
+
+__all__ = [
+    "BudgetRequirement",
+    "MetricRequirement",
+    "RegionRequirement",
+    "epsilon_for_scale",
+    "epsilon_for_target",
+    "required_budget",
+]
+
+_ZERO = Fraction(0)
+_SIG_DIGITS = 4  # inverse-planning budgets are rounded up to this many significant digits
+
+
+class MetricRequirement(_Frozen):
+    """The budget one release of a metric needs so that its bar meets ``target`` at ``cohort``."""
+
+    region: str
+    metric: str
+    cohort: int
+    target: float
+    bar: BarKind
+    required: ExactDecimal
+    required_float: float
+    policy_budget: ExactDecimal
+    enough: bool
+
+
+class RegionRequirement(_Frozen):
+    """A region's summed requirement over the epoch: ``rounds × Σ required``."""
+
+    region: str
+    cohort: int
+    metrics: tuple[MetricRequirement, ...]
+    total: ExactDecimal
+    total_float: float
+    eval_fraction_needed: ExactDecimal
+    fits: bool
+
+
+class BudgetRequirement(_Frozen):
+    """Inverse plan: the budget each metric's bar needs, and whether the epoch holds it."""
+
+    unit: mech.Measure
+    rounds_per_epoch: int
+    eval_budget: ExactDecimal
+    epoch_budget: ExactDecimal
+    regions: tuple[RegionRequirement, ...]
+    untargeted: tuple[str, ...]
+    fits: bool
+
+
+def _ceil_sig(x: float, digits: int = _SIG_DIGITS) -> Fraction:
+    """The smallest decimal with ``digits`` significant digits that is ≥ ``x``, exactly."""
+    exp = math.floor(math.log10(x)) - (digits - 1)
+    unit = Fraction(10) ** exp
+    return math.ceil(Fraction(x) / unit) * unit
+
+
+def epsilon_for_target(policy: Policy, metric: str, target: float | None, cohort: int) -> Fraction:
+    """The per-release budget (ε, or ρ under zCDP) that ``metric`` needs for its bar.
+
+    ``target`` is the half-width (or std, or scale: the metric's ``bar`` kind) of the
+    error bar on the per-client mean, in the metric's units; ``None`` takes the
+    policy's ``target``. The result is exact, rounded *up* to 4 significant digits, and
+    is the smallest such decimal whose :func:`~dpledger.mechanisms.cohort_floor` (the
+    approval check's) is ≤ ``cohort``.
+    """
+    spec = policy.metric(metric)
+    goal = spec.target if target is None else target
+    if goal is None:
+        raise InvalidInput(f"metric {metric!r} has no target in the policy: pass target=...")
+    if isinstance(goal, bool) or not (isinstance(goal, numbers.Real) and 0 < goal < math.inf):
+        raise InvalidInput(f"target error bar must be finite and > 0, got {goal!r}")
+    n = _positive_int(cohort, "cohort n")
+    kind = policy.mechanism(metric)
+    delta = _sensitivity(policy, metric)
+    scale = float(goal) * n / mech.bar_factor(spec.bar, kind)  # the noise that just fits
+    raw = delta / scale if policy.unit == "epsilon" else delta**2 / (2.0 * scale**2)
+    q = _ceil_sig(raw)
+    step = Fraction(10) ** (math.floor(math.log10(float(q))) - (_SIG_DIGITS - 1))
+    while (
+        mech.cohort_floor(delta, q, float(goal), spec.bar, measure=policy.unit, mechanism=kind) > n
+    ):
+        q += step
+    return q
+
+
+def required_budget(
+    policy: Policy,
+    cohorts: Mapping[str, int],
+    targets: Mapping[str, float] | None = None,
+    rounds_per_epoch: int | None = None,
+) -> BudgetRequirement:
+    """The budget every targeted metric needs per region, and whether the epoch holds it.
+
+    ``targets`` overrides (or supplies) a metric's target bar; metrics with none are
+    listed in ``untargeted``. A region fits when ``rounds × Σ required ≤ eval_budget``.
+    """
+    cohort_of = _cohorts(policy, cohorts)
+    rounds = _rounds(policy, rounds_per_epoch)
+    goals = dict(targets or {})
+    unknown = sorted(set(goals) - set(policy.metrics))
+    if unknown:
+        raise InvalidInput(
+            f"targets for unknown metric(s) {unknown}; the policy has {sorted(policy.metrics)}"
+        )
+    for name, spec in policy.metrics.items():
+        if name not in goals and spec.target is not None:
+            goals[name] = spec.target
+    untargeted = tuple(m for m in policy.metrics if m not in goals)
+    regions = []
+    for region, n in cohort_of.items():
+        rows = []
+        for name in policy.metrics:
+            if name not in goals:
+                continue
+            need = epsilon_for_target(policy, name, goals[name], n)
+            have = policy.release_budget(name, rounds)
+            rows.append(
+                MetricRequirement(
+                    region=region,
+                    metric=name,
+                    cohort=n,
+                    target=float(goals[name]),
+                    bar=policy.metric(name).bar,
+                    required=need,
+                    required_float=float(need),
+                    policy_budget=have,
+                    enough=have >= need,
+                )
+            )
+        total = rounds * sum((r.required for r in rows), _ZERO)
+        regions.append(
+            RegionRequirement(
+                region=region,
+                cohort=n,
+                metrics=tuple(rows),
+                total=total,
+                total_float=float(total),
+                eval_fraction_needed=total / policy.epoch_budget,
+                fits=total <= policy.eval_budget,
+            )
+        )
+    return BudgetRequirement(
+        unit=policy.unit,
+        rounds_per_epoch=rounds,
+        eval_budget=policy.eval_budget,
+        epoch_budget=policy.epoch_budget,
+        regions=tuple(regions),
+        untargeted=untargeted,
+        fits=all(r.fits for r in regions),
+    )
+
+
+def epsilon_for_scale(
+    sensitivity: float,
+    scale: float,
+    *,
+    measure: mech.Measure = "epsilon",
+    mechanism: mech.MechanismKind = "laplace",
+    dimension: int = 0,
+    k: int | None = mech.GRANULARITY_K,
+) -> Fraction:
+    """Fix the noise scale, get the budget: OpenDP's privacy map of that measurement.
+
+    Builds the measurement (:func:`dpledger.mechanisms.build`) for a release of
+    ``dimension`` values (0 = scalar) at ``scale`` on the noise grid ``2^k`` that
+    releases use, and maps ``sensitivity`` through it (L1, or L2 for Gaussian). The
+    result is exact (ε, or ρ for ``measure="rho"``) and never below the true loss.
+    """
+    try:
+        d, s = float(sensitivity), float(scale)
+    except (TypeError, ValueError) as e:
+        raise InvalidInput(f"sensitivity and scale must be numbers: {e}") from e
+    facts = mech.MechanismFacts(mechanism, measure, d, s, dimension, k=k)
+    return mech.privacy_loss(facts)

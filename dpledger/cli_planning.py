@@ -1,0 +1,152 @@
+"""The ``dpledger plan`` and ``dpledger calibrate`` subcommands.
+
+:func:`register` adds both to the main parser. Handlers print to stdout and return
+an exit code (0 ok); bad input raises a :class:`~dpledger.errors.DpLedgerError`
+subclass, which the main command turns into exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import warnings
+from pathlib import Path
+
+from dpledger.calibration import (
+    calibrate_clip,
+    load_held_out,
+    plot_candidates,
+    require_pyplot,
+)
+from dpledger.errors import InvalidInput
+from dpledger.planning import plan
+from dpledger.policy import Policy, PolicyWarning
+
+__all__ = ["cmd_calibrate", "cmd_plan", "parse_cohort", "parse_percentiles", "register"]
+
+
+def parse_cohort(text: str) -> tuple[str, int]:
+    """``"eu-west=2400"`` → ``("eu-west", 2400)``; :class:`InvalidInput` if malformed."""
+    region, sep, count = text.partition("=")
+    region = region.strip()
+    try:
+        n = int(count.strip())
+    except ValueError:
+        n = 0
+    if not sep or not region or n < 1:
+        raise InvalidInput(f"--cohort {text!r}: expected REGION=N with N ≥ 1, e.g. eu-west=2400")
+    return region, n
+
+
+def parse_percentiles(text: str) -> tuple[float, ...]:
+    """``"50,90,99"`` → ``(50.0, 90.0, 99.0)``; range checks happen in calibration."""
+    try:
+        return tuple(float(p) for p in text.split(",") if p.strip())
+    except ValueError:
+        raise InvalidInput(
+            f"--percentiles {text!r}: expected numbers like 50,90,95,99,100"
+        ) from None
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """``dpledger plan``: the per region × metric budget table (or JSON)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PolicyWarning)  # the plan lists it among its warnings
+        policy = Policy.load(args.policy)
+    cohorts: dict[str, int] = {}
+    for text in args.cohort or []:
+        region, n = parse_cohort(text)
+        if region in cohorts:
+            raise InvalidInput(f"--cohort {region} is given twice")
+        cohorts[region] = n
+    if not cohorts:
+        raise InvalidInput("give each region's planned cohort: --cohort REGION=N (repeatable)")
+    if args.ledger is None:
+        result = plan(policy, cohorts, rounds_per_epoch=args.rounds, epoch=args.epoch)
+    else:
+        from dpledger.ledger import Ledger
+
+        target = str(args.ledger)
+        if not target.startswith(("postgresql://", "postgres://")) and not Path(target).exists():
+            raise InvalidInput(f"no ledger at {target}: planning reads a ledger, never creates one")
+        with Ledger.open(target, policy) as ledger:
+            result = plan(
+                policy, cohorts, rounds_per_epoch=args.rounds, ledger=ledger, epoch=args.epoch
+            )
+    print(result.model_dump_json(indent=2) if args.json else result.table())
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """``dpledger calibrate``: the clip-bound candidate table (or JSON), optionally a chart."""
+    if args.plot:
+        require_pyplot()  # fail before any work if matplotlib is missing
+    path = Path(args.held_out)
+    values = load_held_out(path, args.column)
+    source = f"held-out {path.name}" + (f"[{args.column}]" if args.column else "")
+    result = calibrate_clip(
+        values,
+        epsilon=args.epsilon,
+        cohort=args.cohort,
+        percentiles=parse_percentiles(args.percentiles),
+        neighbouring=args.neighbouring,
+        low=args.low,
+        source=source,
+    )
+    if args.json:
+        data = result.model_dump(mode="json")
+        data["recommended_source"] = result.source_string()
+        print(json.dumps(data, indent=2))
+    else:
+        print(result.table())
+        print(f"clip.source = {json.dumps(result.source_string())}")
+    if args.plot:
+        out = plot_candidates(result, args.plot)
+        if not args.json:
+            print(f"chart written to {out}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``plan`` and ``calibrate`` subcommands to the main parser's subparsers."""
+    p = subparsers.add_parser(
+        "plan",
+        help="per region × metric: ε per release, noise, error bar, cohort floor, budget left",
+        description="Plan one epoch of a policy's releases before running it.",
+    )
+    p.add_argument("policy", help="policy TOML file")
+    p.add_argument(
+        "--cohort",
+        action="append",
+        metavar="REGION=N",
+        help="a region's planned cohort (clients per release); repeat per region",
+    )
+    p.add_argument("--rounds", type=int, help="rounds per epoch (default: the policy's)")
+    p.add_argument(
+        "--ledger", help="an existing ledger (SQLite path or postgresql:// URL) to read spend from"
+    )
+    p.add_argument("--epoch", type=int, default=0, help="epoch to plan (default 0)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_plan)
+
+    c = subparsers.add_parser(
+        "calibrate",
+        help="clip-bound candidates from held-out percentiles: noise vs clipping",
+        description="Table of candidate clip bounds from a held-out fleet's per-client values.",
+    )
+    c.add_argument("--held-out", required=True, help="per-client values: .npy, or .csv")
+    c.add_argument("--column", help="CSV column holding the values")
+    c.add_argument("--epsilon", type=float, required=True, help="ε of one release of the metric")
+    c.add_argument("--cohort", type=int, required=True, help="clients in one published mean")
+    c.add_argument(
+        "--percentiles",
+        default="50,90,95,99,100",
+        help="candidate percentiles, comma-separated (default 50,90,95,99,100)",
+    )
+    c.add_argument(
+        "--neighbouring", choices=("replace", "add_remove"), default="replace", help="policy rule"
+    )
+    c.add_argument("--low", type=float, default=0.0, help="lower clip bound (default 0)")
+    c.add_argument("--json", action="store_true", help="machine-readable output")
+    c.add_argument("--plot", metavar="OUT.png", help="write the grouped bar chart here")
+    c.set_defaults(func=cmd_calibrate)

@@ -1,0 +1,483 @@
+"""Budget planning: per region × metric, what a policy's epoch of releases would cost and show.
+
+:func:`plan` answers "if we release every metric of this policy in these regions, at
+these cohort sizes, what ε does each release cost, how wide is each error bar, which
+regions clear their cohort floors, and how much of the epoch's evaluation budget is
+used and left?" It uses the very functions the approval check uses
+(:func:`dpledger.approval.mechanism_facts`, :func:`dpledger.mechanisms.cohort_floor`,
+:func:`dpledger.mechanisms.error_bar_for_scale`) and the ledger's exact budget rule,
+so a release the plan calls publishable is one ``Ledger.check`` approves.
+
+Inverse planning (the budget a target needs) lives in :mod:`dpledger.budgeting`.
+Budgets are exact :class:`fractions.Fraction` values in the policy's unit (ε, or ρ
+under zCDP); JSON carries them as ``"p/q"`` strings next to a float.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Iterable, Mapping, Sequence
+from fractions import Fraction
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from dpledger import mechanisms as mech
+from dpledger.approval import mechanism_facts
+from dpledger.errors import InvalidInput
+from dpledger.mechanisms import cohort_floor, error_bar
+from dpledger.policy import (
+    ALL,
+    EVAL_FRACTION_ADVISED,
+    BarKind,
+    ExactDecimal,
+    MetricKind,
+    Neighbouring,
+    Policy,
+)
+
+__all__ = [
+    "MetricPlan",
+    "Plan",
+    "RegionPlan",
+    "SpendSource",
+    "cohort_floor",
+    "error_bar",
+    "plan",
+    "text_table",
+]
+
+_ZERO = Fraction(0)
+
+
+class SpendSource(Protocol):
+    """Anything that reports a client's exact epoch spend per region (a ``Ledger``)."""
+
+    def spent(self, epoch: int, region: str = ALL) -> Fraction:
+        """Exact ε (or ρ) a client of ``region`` has lost in ``epoch``."""
+        ...
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+
+class MetricPlan(_Frozen):
+    """One metric in one region: its per-release cost, noise, error bar and floor.
+
+    ``noise_scale`` is the scale on the released *sum* (Laplace b or Gaussian σ, in
+    the metric's units × clients); ``error_bar`` is on the per-client *mean* at the
+    metric's bar kind, exactly as the approval check computes it. ``releases`` counts
+    the releases of the epoch that pass every check, in plan order (round by round,
+    metrics in policy order); ``publishable`` means all ``rounds`` of them do.
+    """
+
+    region: str
+    metric: str
+    kind: MetricKind
+    mechanism: mech.MechanismKind
+    unit: mech.Measure
+    cohort: int
+    budget_per_release: ExactDecimal
+    budget_per_release_float: float
+    sensitivity: float
+    noise_scale: float | None
+    bar: BarKind
+    error_bar: float | None
+    target: float | None
+    cohort_floor: int | None
+    rounds: int
+    releases: int
+    publishable: bool
+    reason: str
+
+
+class RegionPlan(_Frozen):
+    """One region's releases and its epoch budget: spent before, used by the plan, left.
+
+    ``requested`` is what every release of every metric that clears its floor would
+    cost over the epoch; ``planned`` is what the releases that fit actually use (what
+    the ledger will charge); ``remaining`` is what a client has left afterwards.
+    """
+
+    region: str
+    cohort: int
+    metrics: tuple[MetricPlan, ...]
+    spent: ExactDecimal
+    requested: ExactDecimal
+    planned: ExactDecimal
+    planned_float: float
+    remaining: ExactDecimal
+    fits: bool
+
+
+class Plan(_Frozen):
+    """A budget plan for one epoch of a policy's releases (JSON via ``model_dump_json``)."""
+
+    policy_name: str
+    policy_version: str
+    policy_hash: str
+    unit: mech.Measure
+    neighbouring: Neighbouring
+    epoch: int
+    epoch_budget: ExactDecimal
+    eval_fraction: ExactDecimal
+    eval_budget: ExactDecimal
+    rounds_per_epoch: int
+    policy_rounds_per_epoch: int
+    overcommitment: ExactDecimal
+    ledger: str | None
+    regions: tuple[RegionPlan, ...]
+    warnings: tuple[str, ...]
+
+    @property
+    def rows(self) -> tuple[MetricPlan, ...]:
+        """Every region × metric row, region by region."""
+        return tuple(m for r in self.regions for m in r.metrics)
+
+    def region(self, name: str) -> RegionPlan:
+        """The plan of region ``name``; :class:`InvalidInput` if it was not planned."""
+        for r in self.regions:
+            if r.region == name:
+                return r
+        raise InvalidInput(
+            f"region {name!r} is not in this plan: {[r.region for r in self.regions]}"
+        )
+
+    def table(self) -> str:
+        """Aligned text: one line per region × metric, then each region's budget, then warnings."""
+        u = _sym(self.unit)
+        head = (
+            f"plan for {self.policy_name} {self.policy_version}, epoch {self.epoch}: "
+            f"{u}_eval = {_show(self.eval_budget)} ({_show(self.eval_fraction)} × "
+            f"{_show(self.epoch_budget)}), {self.rounds_per_epoch} round(s), {self.neighbouring}"
+        )
+        headers = ["region", "metric", "n", f"{u}/release"]
+        headers += ["scale(sum)", "bar(mean)", "target", "floor", "releases", "publishable"]
+        body = [_metric_cells(m) for m in self.rows]
+        budget = [
+            [r.region, *map(_show, (r.spent, r.planned, r.requested, r.remaining)), _yes(r.fits)]
+            for r in self.regions
+        ]
+        out = [head, text_table(headers, body, align="llrrrrrrrl"), ""]
+        out.append(f"budget per client ({u}, of {_show(self.eval_budget)} per epoch):")
+        budget_headers = ("region", "spent", "plan uses", "asks", "left after", "fits")
+        out.append(text_table(budget_headers, budget, align="lrrrrl"))
+        if self.warnings:
+            out += ["", "warnings:", *(f"  - {w}" for w in self.warnings)]
+        return "\n".join(out)
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def text_table(headers: Sequence[str], rows: Iterable[Sequence[str]], align: str = "") -> str:
+    """An aligned plain-text table; ``align`` holds ``l``/``r`` per column (default ``l``)."""
+    body = [tuple(r) for r in rows]
+    widths = [max([len(h), *(len(r[i]) for r in body)]) for i, h in enumerate(headers)]
+    modes = align.ljust(len(headers), "l")
+
+    def line(cells: Sequence[str]) -> str:
+        parts = [
+            c.rjust(w) if a == "r" else c.ljust(w)
+            for c, w, a in zip(cells, widths, modes, strict=True)
+        ]
+        return "  ".join(parts).rstrip()
+
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([line(headers), rule, *(line(r) for r in body)])
+
+
+def _show(q: Fraction) -> str:
+    """An exact decimal when q has one (1/5 → 0.2), else ≈ 6 significant digits."""
+    d = q.denominator
+    while d % 2 == 0:
+        d //= 2
+    while d % 5 == 0:
+        d //= 5
+    if d == 1:
+        s = f"{q.numerator / q.denominator:.15g}"
+        if Fraction(s) == q:
+            return s
+    return f"≈{float(q):.6g}"
+
+
+def _metric_cells(m: MetricPlan) -> list[str]:
+    floor = "-" if m.cohort_floor is None else str(m.cohort_floor)
+    cells = [m.region, m.metric, str(m.cohort), _show(m.budget_per_release), _g(m.noise_scale)]
+    cells += [f"{_g(m.error_bar)} {m.bar}", _g(m.target), floor, f"{m.releases}/{m.rounds}"]
+    return [*cells, "yes" if m.publishable else f"no: {m.reason}"]
+
+
+def _yes(ok: bool) -> str:
+    return "yes" if ok else "NO"
+
+
+def _sym(unit: str) -> str:
+    return "ε" if unit == "epsilon" else "ρ"
+
+
+def _g(x: float | None) -> str:
+    return "-" if x is None else f"{x:.4g}"
+
+
+def _sensitivity(policy: Policy, metric: str) -> float:
+    """Δ of one release as the approval check calibrates it (L2 for Gaussian, else L1)."""
+    spec = policy.metric(metric)
+    if policy.mechanism(metric) == "gaussian":
+        return mech.l2_sensitivity(spec, policy.neighbouring)
+    return mech.float_up(mech.sensitivity(spec, policy.neighbouring))
+
+
+def _facts(policy: Policy, metric: str, rounds: int) -> tuple[mech.MechanismFacts | None, Fraction]:
+    """The calibrated mechanism and exact charge of one release (None if it has no budget)."""
+    charge = policy.release_budget(metric, rounds)
+    if charge <= 0:
+        return None, charge
+    if rounds == policy.rounds_per_epoch:
+        return mechanism_facts(policy, metric)  # exactly what the ledger charges
+    spec = policy.metric(metric)
+    facts = mech.calibrate(
+        sensitivity=_sensitivity(policy, metric),
+        budget=charge,
+        measure=policy.unit,
+        mechanism=policy.mechanism(metric),
+        dimension=0 if spec.kind == "scalar_mean" else spec.size,
+    )
+    return facts, charge
+
+
+def _positive_int(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < 1:
+        raise InvalidInput(f"{what} must be an integer ≥ 1, got {value!r}")
+    return int(value)
+
+
+def _cohorts(policy: Policy, cohorts: Mapping[str, int]) -> dict[str, int]:
+    if not cohorts:
+        raise InvalidInput("give at least one region's cohort, e.g. cohorts={'eu-west': 2400}")
+    out: dict[str, int] = {}
+    for region, n in cohorts.items():
+        if region == ALL:
+            raise InvalidInput(
+                f"plan regional releases: {ALL!r} (a global release) is not a region; "
+                "give each region's cohort"
+            )
+        if not policy.regions.admits(region):
+            declared = ", ".join(policy.regions.names) or "(open partition)"
+            raise InvalidInput(f"unknown region {region!r}; the policy declares: {declared}")
+        out[region] = _positive_int(n, f"cohort n of region {region!r}")
+    return out
+
+
+def _rounds(policy: Policy, rounds_per_epoch: int | None) -> int:
+    if rounds_per_epoch is None:
+        return policy.rounds_per_epoch
+    return _positive_int(rounds_per_epoch, "rounds_per_epoch")
+
+
+def _policy_warnings(policy: Policy, rounds: int) -> list[str]:
+    out: list[str] = []
+    lo, hi = EVAL_FRACTION_ADVISED
+    if not lo <= policy.eval_fraction <= hi:
+        out.append(
+            f"eval_fraction {_show(policy.eval_fraction)} is outside {_show(lo)}–{_show(hi)}: "
+            "below it the error bars swallow the signal, above it training slows"
+        )
+    over = policy.overcommitment(rounds)
+    if over > 0:
+        out.append(
+            f"the policy is over-committed by {_show(over)} {_sym(policy.unit)} per round: "
+            "absolute budgets exceed eval_budget / rounds, so weighted metrics get no budget "
+            "(nothing was scaled down); lower the absolute budgets or the rounds"
+        )
+    if rounds != policy.rounds_per_epoch:
+        out.append(
+            f"planned with {rounds} round(s) per epoch, but the ledger charges per the "
+            f"policy's rounds_per_epoch = {policy.rounds_per_epoch}: issue a policy version "
+            f"with rounds_per_epoch = {rounds} to release at these budgets"
+        )
+    return out
+
+
+# -- planning --------------------------------------------------------------------------------
+
+
+def plan(
+    policy: Policy,
+    cohorts: Mapping[str, int],
+    rounds_per_epoch: int | None = None,
+    ledger: SpendSource | None = None,
+    epoch: int = 0,
+) -> Plan:
+    """Plan one epoch of regional releases of every metric of ``policy``.
+
+    ``cohorts`` maps each region to its planned cohort (clients per release);
+    ``rounds_per_epoch`` defaults to the policy's (weighted metrics share
+    ``ε_eval / rounds`` by weight; absolute budgets are honoured as written);
+    ``ledger`` (anything with ``spent(epoch, region)``) supplies what ``epoch`` has
+    already spent. Raise :class:`InvalidInput` for an unknown region, a cohort < 1,
+    rounds < 1 or a negative epoch.
+    """
+    if isinstance(epoch, bool) or not isinstance(epoch, numbers.Integral) or epoch < 0:
+        raise InvalidInput(f"epoch must be an integer ≥ 0, got {epoch!r}")
+    cohort_of = _cohorts(policy, cohorts)
+    rounds = _rounds(policy, rounds_per_epoch)
+    warnings = _policy_warnings(policy, rounds)
+    ledger_policy = getattr(ledger, "policy", None)
+    if isinstance(ledger_policy, Policy) and ledger_policy.content_hash != policy.content_hash:
+        warnings.append(
+            f"the ledger is bound to policy {ledger_policy.name} {ledger_policy.version}, "
+            f"not this {policy.name} {policy.version}: its releases will be checked "
+            "against the ledger's policy"
+        )
+    calibrated = {m: _facts(policy, m, rounds) for m in policy.metrics}
+    regions = []
+    for region, n in cohort_of.items():
+        spent = ledger.spent(epoch, region) if ledger is not None else _ZERO
+        rp = _plan_region(policy, region, n, rounds, spent, calibrated, warnings)
+        regions.append(rp)
+    location = getattr(ledger, "location", None) if ledger is not None else None
+    return Plan(
+        policy_name=policy.name,
+        policy_version=policy.version,
+        policy_hash=policy.content_hash,
+        unit=policy.unit,
+        neighbouring=policy.neighbouring,
+        epoch=int(epoch),
+        epoch_budget=policy.epoch_budget,
+        eval_fraction=policy.eval_fraction,
+        eval_budget=policy.eval_budget,
+        rounds_per_epoch=rounds,
+        policy_rounds_per_epoch=policy.rounds_per_epoch,
+        overcommitment=policy.overcommitment(rounds),
+        ledger=None if ledger is None else str(location or type(ledger).__name__),
+        regions=tuple(regions),
+        warnings=tuple(warnings),
+    )
+
+
+def _plan_region(
+    policy: Policy,
+    region: str,
+    n: int,
+    rounds: int,
+    spent: Fraction,
+    calibrated: Mapping[str, tuple[mech.MechanismFacts | None, Fraction]],
+    warnings: list[str],
+) -> RegionPlan:
+    budget = policy.eval_budget
+    reasons: dict[str, str] = {}
+    floors: dict[str, int | None] = {}
+    never: list[str] = []
+    for name, spec in policy.metrics.items():
+        facts, charge = calibrated[name]
+        floors[name] = None
+        if facts is None:
+            reasons[name] = "over-committed policy: this metric has no budget"
+            continue
+        if spec.target is None:
+            continue
+        floors[name] = floor = _floor(facts, charge, spec.target, spec.bar)
+        if n < floor:
+            reasons[name] = f"cohort {n} < floor {floor}"
+            best = _floor(facts, budget, spec.target, spec.bar)
+            if n < best:
+                reasons[name] += f" (needs ≥ {best} even with all of {_show(budget)})"
+                never.append(f"{name} (needs n ≥ {best})")
+    if never:
+        warnings.append(
+            f"region {region} (n={n}) can never publish {', '.join(never)} at this budget, "
+            f"even with the whole {_sym(policy.unit)}_eval = {_show(budget)} on one release; "
+            "merge regions or aggregate over a longer window"
+        )
+    eligible = [m for m in policy.metrics if m not in reasons]
+    charge_of = {m: calibrated[m][1] for m in policy.metrics}
+    requested = rounds * sum((charge_of[m] for m in eligible), _ZERO)
+    counts = _allocate(eligible, charge_of, rounds, spent, budget)
+    planned = sum((counts[m] * charge_of[m] for m in eligible), _ZERO)
+    fits = spent + requested <= budget
+    if not fits:
+        warnings.append(
+            f"region {region}: the epoch's releases ask {_show(requested)} but "
+            f"{_show(max(budget - spent, _ZERO))} of {_show(budget)} is left "
+            f"(spent {_show(spent)}); only {_show(planned)} of it can be released"
+        )
+    rows = []
+    for name, spec in policy.metrics.items():
+        facts, charge = calibrated[name]
+        done = counts.get(name, 0)
+        reason = reasons.get(name, "")
+        if not reason and done < rounds:
+            reason = f"only {done} of {rounds} release(s) fit the epoch budget"
+        rows.append(
+            MetricPlan(
+                region=region,
+                metric=name,
+                kind=spec.kind,
+                mechanism=policy.mechanism(name),
+                unit=policy.unit,
+                cohort=n,
+                budget_per_release=charge,
+                budget_per_release_float=float(charge),
+                sensitivity=_sensitivity(policy, name) if facts is None else facts.sensitivity,
+                noise_scale=None if facts is None else facts.scale,
+                bar=spec.bar,
+                error_bar=None
+                if facts is None
+                else mech.error_bar_for_scale(facts.scale, n, spec.bar, facts.mechanism),
+                target=spec.target,
+                cohort_floor=floors[name],
+                rounds=rounds,
+                releases=done,
+                publishable=not reason,
+                reason=reason,
+            )
+        )
+    return RegionPlan(
+        region=region,
+        cohort=n,
+        metrics=tuple(rows),
+        spent=spent,
+        requested=requested,
+        planned=planned,
+        planned_float=float(planned),
+        remaining=max(budget - spent - planned, _ZERO),
+        fits=fits,
+    )
+
+
+def _floor(facts: mech.MechanismFacts, budget: Fraction, target: float, bar: BarKind) -> int:
+    """The approval check's cohort floor for this mechanism at ``budget``."""
+    return mech.cohort_floor(
+        facts.sensitivity, budget, target, bar, measure=facts.measure, mechanism=facts.mechanism
+    )
+
+
+def _allocate(
+    eligible: Sequence[str],
+    charge_of: Mapping[str, Fraction],
+    rounds: int,
+    spent: Fraction,
+    budget: Fraction,
+) -> dict[str, int]:
+    """How many releases of each metric fit, released round by round in policy order.
+
+    Mirrors the ledger's rule ``spent + charge ≤ budget`` release by release. Spend only
+    grows, so a metric that does not fit in one round fits in no later one.
+    """
+    per_round = sum((charge_of[m] for m in eligible), _ZERO)
+    if spent + rounds * per_round <= budget:
+        return dict.fromkeys(eligible, rounds)
+    counts = dict.fromkeys(eligible, 0)
+    loss = spent
+    for _ in range(rounds):
+        added = False
+        for m in eligible:
+            if loss + charge_of[m] <= budget:
+                loss += charge_of[m]
+                counts[m] += 1
+                added = True
+        if not added:
+            break
+    return counts
