@@ -73,7 +73,38 @@ def cmd_plan(args: argparse.Namespace) -> int:
             result = plan(
                 policy, cohorts, rounds_per_epoch=args.rounds, ledger=ledger, epoch=args.epoch
             )
+    if args.compare_definitions:
+        return _print_comparison(policy, cohorts, args.json)
     print(result.model_dump_json(indent=2) if args.json else result.table())
+    return 0
+
+
+def _print_comparison(policy: Policy, cohorts: dict[str, int], as_json: bool) -> int:
+    from dpledger.comparison import compare_definitions
+    from dpledger.planning import text_table
+
+    rows = compare_definitions(policy, cohorts)
+    if as_json:
+        print(json.dumps([r.model_dump() for r in rows], indent=2))
+        return 0
+    print(
+        f"error bar per metric at the same per-epoch (ε, δ = {policy.delta:g}) guarantee\n"
+        + text_table(
+            ("region", "metric", "n", "pure/Laplace", "zCDP/Gaussian", "smaller"),
+            (
+                (
+                    r.region,
+                    r.metric,
+                    str(r.cohort),
+                    f"{r.laplace_bar:.4g}",
+                    f"{r.gaussian_bar:.4g}",
+                    r.better,
+                )
+                for r in rows
+            ),
+            align="llrrrl",
+        )
+    )
     return 0
 
 
@@ -126,6 +157,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--ledger", help="an existing ledger (SQLite path or postgresql:// URL) to read spend from"
     )
     p.add_argument("--epoch", type=int, default=0, help="epoch to plan (default 0)")
+    p.add_argument(
+        "--compare-definitions",
+        action="store_true",
+        help="per metric, whether pure/Laplace or zCDP/Gaussian gives the smaller bar",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_plan)
 

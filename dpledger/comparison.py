@@ -1,0 +1,99 @@
+"""Pure/Laplace or zCDP/Gaussian? The smaller error bar at the same per-epoch guarantee.
+
+The two definitions are compared at the *same* (ε, δ) guarantee for one client's epoch
+of evaluation, at the policy's δ:
+
+- pure: the epoch's ``ε_eval`` split across metrics by the policy's shares, Laplace noise
+  at ``b = Δ₁/ε_m``;
+- zCDP: the total ρ whose (ε, δ) conversion (OpenDP's) equals that ε_eval, split by the
+  same shares, Gaussian noise at ``σ = Δ₂/√(2ρ_m)``.
+
+For a zCDP policy the roles swap: its ρ_eval, converted, gives the pure ε_eval. Laplace
+tends to win for few releases at small budgets; Gaussian when Δ₂ ≪ Δ₁ or many releases
+compose.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from dpledger import mechanisms as mech
+from dpledger.errors import InvalidInput
+from dpledger.lifetime import zcdp_epsilon
+from dpledger.policy import Policy
+
+__all__ = ["DefinitionChoice", "compare_definitions", "rho_for_epsilon"]
+
+
+class DefinitionChoice(BaseModel):
+    """One metric in one region: both bars (per-client mean) and the smaller one."""
+
+    model_config = ConfigDict(frozen=True)
+
+    region: str
+    metric: str
+    cohort: int
+    laplace_bar: float
+    gaussian_bar: float
+    better: Literal["pure", "zcdp"]
+    ratio: float  # Gaussian bar / Laplace bar
+
+
+def rho_for_epsilon(epsilon: Fraction, delta: float, *, iterations: int = 80) -> Fraction:
+    """The largest ρ (to ~1e-12 relative) whose OpenDP (ε, δ) conversion stays ≤ ``epsilon``."""
+    if epsilon <= 0:
+        raise InvalidInput(f"epsilon must be > 0, got {epsilon}")
+    lo, hi = Fraction(0), Fraction(epsilon)  # ε(ρ) ≥ ρ, so ρ = ε is too large
+    for _ in range(iterations):
+        mid = (lo + hi) / 2
+        mid = Fraction(float(mid))  # keep denominators small
+        if zcdp_epsilon(mid, delta) <= float(epsilon):
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= hi * Fraction(1, 10**12):
+            break
+    return lo
+
+
+def compare_definitions(policy: Policy, cohorts: Mapping[str, int]) -> tuple[DefinitionChoice, ...]:
+    """Per region × metric, the ci95-style bar under each definition (the metric's bar kind)."""
+    for region, n in cohorts.items():
+        if not policy.regions.admits(region):
+            raise InvalidInput(f"unknown region {region!r}; the policy has {policy.regions.names}")
+        if n < 1:
+            raise InvalidInput(f"cohort of {region} must be ≥ 1, got {n}")
+    if policy.definition == "pure":
+        eps_eval = policy.eval_budget
+        rho_eval = rho_for_epsilon(eps_eval, policy.delta)
+    else:
+        rho_eval = policy.eval_budget
+        eps_eval = Fraction(zcdp_epsilon(rho_eval, policy.delta))
+    out: list[DefinitionChoice] = []
+    for name, spec in policy.metrics.items():
+        share = policy.release_budget(name) / policy.eval_budget
+        if share <= 0:
+            continue
+        d1 = mech.float_up(mech.sensitivity(spec, policy.neighbouring))
+        d2 = mech.l2_sensitivity(spec, policy.neighbouring)
+        b = mech.noise_scale(d1, eps_eval * share, "epsilon")
+        sigma = mech.noise_scale(d2, rho_eval * share, "rho")
+        for region, n in cohorts.items():
+            lap = mech.error_bar_for_scale(b, n, spec.bar, "laplace")
+            gau = mech.error_bar_for_scale(sigma, n, spec.bar, "gaussian")
+            out.append(
+                DefinitionChoice(
+                    region=region,
+                    metric=name,
+                    cohort=n,
+                    laplace_bar=lap,
+                    gaussian_bar=gau,
+                    better="pure" if lap <= gau else "zcdp",
+                    ratio=gau / lap,
+                )
+            )
+    return tuple(out)
