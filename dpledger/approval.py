@@ -71,7 +71,7 @@ class ReleaseRequest(BaseModel):
 
     epoch: int = Field(ge=0, description="evaluation epoch (policy budget window)")
     metric: str = Field(min_length=1)
-    region: str = Field(default=ALL, min_length=1, description=f"a region, or {ALL!r} for all")
+    region: str = Field(min_length=1, description=f"a region, or {ALL!r} for all (explicit)")
     cohort: int = Field(ge=1, description="clients summed into the aggregate (public)")
     edges_version: str | None = None
     policy_version: str | None = None

@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from dpledger.approval import ReleaseRequest
 from dpledger.mechanisms import MechanismFacts
-from dpledger.policy import ALL, BarKind
+from dpledger.policy import BarKind
 
 __all__ = ["GENESIS", "Entry", "EntryDraft", "Release", "VerifyReport", "chain_hash"]
 
@@ -188,7 +188,7 @@ class Release:
     @property
     def region(self) -> str:
         """The released region, or ``"*"`` for all."""
-        return self.request.region if self.request.region else ALL
+        return self.request.region
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready summary for reports and the CLI."""
