@@ -203,7 +203,7 @@ def _release_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--request", help="JSON file with the request fields (flags override)")
     p.add_argument("--epoch", type=int)
     p.add_argument("--metric")
-    p.add_argument("--region", help=f"a region, or {ALL!r} for all (default)")
+    p.add_argument("--region", help=f"a region, or {ALL!r} for a global release (required)")
     p.add_argument("--cohort", type=int, help="clients summed into the aggregate")
     p.add_argument("--edges-version", dest="edges_version")
     p.add_argument("--policy-version", dest="policy_version")
@@ -244,9 +244,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _register_optional(sub: Any, ledger_sub: Any) -> None:
-    from dpledger import cli_planning
+    from dpledger import cli_planning, demo_report
 
     cli_planning.register(sub)
+    demo_report.register(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

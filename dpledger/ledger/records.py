@@ -118,6 +118,8 @@ class Release:
     ``value`` is what is published: the mean for a ``scalar_mean`` metric (noisy sum / n),
     the noisy vector of sums otherwise. ``error_bar`` is in ``value``'s units at the
     metric's bar kind (``ci95``: 95% of releases fall within ± it of the truth).
+    Noisy counts may be negative: they are left unbiased here; clamp or project them
+    only in post-processing that needs non-negative inputs (e.g. ratios of counts).
     """
 
     request: ReleaseRequest
