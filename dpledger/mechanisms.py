@@ -35,9 +35,11 @@ __all__ = [
     "error_bar",
     "error_bar_for_scale",
     "float_up",
+    "l1_sensitivity",
     "l2_sensitivity",
     "noise_scale",
     "privacy_loss",
+    "scalar_sensitivity",
     "sensitivity",
 ]
 
@@ -60,23 +62,41 @@ def float_up(q: Fraction) -> float:
     return f if Fraction(f) >= q else math.nextafter(f, math.inf)
 
 
-def sensitivity(spec: MetricSpec, neighbouring: Neighbouring) -> Fraction:
-    """Exact L1 (absolute, for a scalar) sensitivity of the summed contributions.
+def scalar_sensitivity(low: Fraction, high: Fraction, neighbouring: Neighbouring) -> Fraction:
+    """Exact absolute sensitivity of a sum of per-client scalars clipped to [low, high].
 
-    Scalar clipped to [low, high]: swapping one client moves the sum by at most
-    ``high - low``; adding or removing one moves it by at most ``max(|low|, |high|)``.
-    Vector with per-client L1 norm ≤ c: swapping moves it by ≤ ‖u‖₁ + ‖v‖₁ ≤ 2c
-    (triangle inequality); adding or removing by ≤ c.
+    Swapping one client moves the sum by at most ``high − low``; adding or removing one
+    moves it by at most ``max(|low|, |high|)``.
     """
+    if neighbouring not in ("replace", "add_remove"):
+        raise InvalidInput(f"neighbouring must be 'replace' or 'add_remove', got {neighbouring!r}")
+    if not low < high:
+        raise InvalidInput(f"need low < high, got [{low}, {high}]")
+    return high - low if neighbouring == "replace" else max(abs(low), abs(high))
+
+
+def l1_sensitivity(cap: Fraction, neighbouring: Neighbouring) -> Fraction:
+    """Exact L1 sensitivity of a sum of per-client vectors with ‖u‖₁ ≤ ``cap``.
+
+    Swapping moves the sum by ≤ ‖u‖₁ + ‖v‖₁ ≤ 2·cap (triangle inequality); adding or
+    removing one client by ≤ cap.
+    """
+    if neighbouring not in ("replace", "add_remove"):
+        raise InvalidInput(f"neighbouring must be 'replace' or 'add_remove', got {neighbouring!r}")
+    if not cap > 0:
+        raise InvalidInput(f"cap must be > 0, got {cap}")
+    return 2 * cap if neighbouring == "replace" else cap
+
+
+def sensitivity(spec: MetricSpec, neighbouring: Neighbouring) -> Fraction:
+    """Exact L1 (absolute, for a scalar) sensitivity of a metric's summed contributions."""
     if spec.kind == "scalar_mean":
         if spec.clip is None:
             raise InternalError("scalar_mean spec without clip passed validation")
-        lo, hi = spec.clip.low, spec.clip.high
-        return hi - lo if neighbouring == "replace" else max(abs(lo), abs(hi))
+        return scalar_sensitivity(spec.clip.low, spec.clip.high, neighbouring)
     if spec.cap_per_client is None:
         raise InternalError(f"{spec.kind} spec without cap_per_client passed validation")
-    c = spec.cap_per_client
-    return 2 * c if neighbouring == "replace" else c
+    return l1_sensitivity(spec.cap_per_client, neighbouring)
 
 
 def l2_sensitivity(spec: MetricSpec, neighbouring: Neighbouring) -> float:

@@ -1,0 +1,271 @@
+"""Input checks and vectorised per-client reductions shared by the metric modules.
+
+Clients are contiguous segments of flat per-sample arrays, described by ``offsets``
+(the start index of each client; client i owns ``[offsets[i], offsets[i+1])``, the
+last owns to the end). Every helper here is a numpy reduction over those segments;
+none loops over clients or samples. Every check raises :class:`InvalidInput` naming
+the argument and the problem, before anything is computed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dpledger.errors import InvalidInput
+
+__all__ = [
+    "Segments",
+    "as_finite",
+    "as_labels",
+    "bucket_of",
+    "cap_factor",
+    "check_positive",
+    "check_same_length",
+    "check_unit_interval",
+    "edges_array",
+    "l1_cap_rows",
+    "segments_for",
+]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+def _first_bad(mask: npt.NDArray[np.bool_]) -> int:
+    return int(np.flatnonzero(mask)[0])
+
+
+def as_finite(values: npt.ArrayLike, name: str, *, ndim: int = 1) -> FloatArray:
+    """``values`` as a float64 array of ``ndim`` dimensions, refusing NaN, ±inf and non-numbers."""
+    try:
+        arr = np.asarray(values)
+    except (TypeError, ValueError) as e:
+        raise InvalidInput(f"{name} is not an array of numbers: {e}") from e
+    if arr.dtype == np.bool_ or not (
+        np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)
+    ):
+        raise InvalidInput(f"{name} must hold real numbers, got dtype {arr.dtype}")
+    if arr.ndim != ndim:
+        raise InvalidInput(f"{name} must be {ndim}-dimensional, got shape {arr.shape}")
+    out = np.asarray(arr, dtype=np.float64)
+    # A finite sum proves every entry finite (NaN and inf propagate); it allocates nothing.
+    with np.errstate(over="ignore", invalid="ignore"):
+        total_is_finite = bool(np.isfinite(out.sum()))
+    if not total_is_finite and not np.isfinite(out).all():
+        flat = _first_bad(~np.isfinite(out).reshape(-1))
+        where = np.unravel_index(flat, out.shape) if out.ndim > 1 else (flat,)
+        shown = ", ".join(str(int(i)) for i in where)
+        raise InvalidInput(
+            f"{name} holds NaN or inf (first at index {shown}); "
+            "drop or repair those samples before computing a contribution"
+        )
+    return out
+
+
+def as_labels(values: npt.ArrayLike, name: str, n_classes: int) -> IntArray:
+    """Integer class labels in ``[0, n_classes)`` as an int64 array."""
+    arr = np.asarray(values)
+    if arr.size == 0 and arr.ndim == 1:
+        return np.zeros(0, dtype=np.int64)
+    if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
+        raise InvalidInput(f"{name} must hold integer class labels, got dtype {arr.dtype}")
+    if arr.ndim != 1:
+        raise InvalidInput(f"{name} must be 1-dimensional, got shape {arr.shape}")
+    if int(arr.min()) >= 0 and int(arr.max()) < n_classes:
+        return arr.astype(np.int64, copy=False)
+    bad = (arr < 0) | (arr >= n_classes)
+    if bad.any():
+        i = _first_bad(bad)
+        raise InvalidInput(
+            f"{name} holds label {int(arr[i])} at index {i}, outside [0, n_classes={n_classes})"
+        )
+    return arr.astype(np.int64, copy=False)
+
+
+def check_same_length(**arrays: npt.NDArray[np.generic]) -> int:
+    """The common length of the named arrays; refuses a mismatch, naming every length."""
+    lengths = {name: int(a.shape[0]) for name, a in arrays.items()}
+    if len(set(lengths.values())) > 1:
+        shown = ", ".join(f"{k}={v}" for k, v in lengths.items())
+        raise InvalidInput(f"per-sample arrays must have equal lengths, got {shown}")
+    return next(iter(lengths.values()))
+
+
+def check_unit_interval(values: FloatArray, name: str) -> None:
+    """Refuse values outside [0, 1] (probabilities, outcomes)."""
+    if values.size == 0 or (values.min() >= 0.0 and values.max() <= 1.0):
+        return
+    bad = (values < 0.0) | (values > 1.0)
+    if bad.any():
+        i = _first_bad(bad)
+        raise InvalidInput(f"{name} must lie in [0, 1], got {values[i]!r} at index {i}")
+
+
+def check_positive(value: float, name: str) -> float:
+    """A finite, strictly positive bound (a clip, cap or sample limit) as a float."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise InvalidInput(f"{name} must be a number, got {type(value).__name__}")
+    v = float(value)
+    if not (math.isfinite(v) and v > 0.0):
+        raise InvalidInput(f"{name} must be finite and > 0, got {value!r}")
+    return v
+
+
+def edges_array(edges: npt.ArrayLike, name: str = "edges") -> FloatArray:
+    """Fixed bucket edges: non-empty, finite, strictly increasing (they come from the policy)."""
+    arr = as_finite(edges, name)
+    if arr.size == 0:
+        raise InvalidInput(f"{name} must hold at least one edge")
+    if arr.size > 1 and not bool(np.all(np.diff(arr) > 0)):
+        raise InvalidInput(f"{name} must be strictly increasing, got {arr.tolist()}")
+    return arr
+
+
+@dataclass(frozen=True)
+class Segments:
+    """Client segments over ``n_samples`` flat samples: starts, lengths and per-sample ids."""
+
+    starts: IntArray
+    lengths: IntArray
+    n_samples: int
+
+    @property
+    def n_clients(self) -> int:
+        """Number of clients (rows of a batch result)."""
+        return int(self.starts.shape[0])
+
+    @cached_property
+    def ids(self) -> IntArray:
+        """Client index of every sample (length ``n_samples``), computed once."""
+        return np.repeat(np.arange(self.n_clients, dtype=np.int64), self.lengths)
+
+    @cached_property
+    def uniform_length(self) -> int | None:
+        """The common sample count when every client holds the same number, else None."""
+        first = int(self.lengths[0]) if self.n_clients else 0
+        return first if bool(np.all(self.lengths == first)) else None
+
+    def sum(self, values: FloatArray) -> FloatArray:
+        """Per-client sums along axis 0 (pairwise-summed); an empty client sums to 0.
+
+        ``np.add.reduceat`` returns the element at the start index for an empty
+        segment (and fails on a start equal to the length), so it runs over the
+        non-empty segments only: their starts partition the samples exactly.
+        """
+        out = np.zeros((self.n_clients, *values.shape[1:]), dtype=np.float64)
+        nonempty = self.lengths > 0
+        if nonempty.any():
+            out[nonempty] = np.add.reduceat(values, self.starts[nonempty], axis=0)
+        return out
+
+    def max(self, values: FloatArray, empty: float = 0.0) -> FloatArray:
+        """Per-client maxima of a 1-D array; ``empty`` for a client with no samples."""
+        out = np.full(self.n_clients, empty, dtype=np.float64)
+        nonempty = self.lengths > 0
+        if nonempty.any():
+            out[nonempty] = np.maximum.reduceat(values, self.starts[nonempty])
+        return out
+
+    def per_sample(self, per_client: FloatArray) -> FloatArray:
+        """Broadcast one value per client to each of its samples."""
+        return np.repeat(per_client, self.lengths)
+
+    def counts(
+        self,
+        buckets: npt.NDArray[np.integer[Any]],
+        n_buckets: int,
+        factor: FloatArray | None = None,
+        *,
+        wide: bool = False,
+    ) -> FloatArray:
+        """Per-client counts of integer buckets in ``[0, n_buckets)``: shape (clients, buckets).
+
+        With ``factor`` (one per client) each client's counts are scaled by it: after
+        counting, or with ``wide=True`` as per-sample bincount weights (cheaper when
+        the table has more cells than there are samples). The caller fixes ``wide``
+        so that a client's row never depends on the other clients in the batch.
+        """
+        flat = self.ids * n_buckets
+        flat += buckets
+        size = self.n_clients * n_buckets
+        tally: FloatArray
+        if factor is None or not wide:
+            tally = np.bincount(flat, minlength=size).astype(np.float64)
+            if factor is not None:
+                tally = tally.reshape(self.n_clients, n_buckets) * factor[:, None]
+        else:
+            weighted = np.bincount(flat, weights=self.per_sample(factor), minlength=size)
+            tally = np.asarray(weighted, dtype=np.float64)  # already float64: no copy
+        return tally.reshape(self.n_clients, n_buckets)
+
+
+def segments_for(offsets: npt.ArrayLike | None, n_samples: int) -> Segments:
+    """Validate ``offsets`` (None means one client owning everything) into :class:`Segments`."""
+    if offsets is None:
+        starts = np.zeros(1, dtype=np.int64)
+    else:
+        arr = np.asarray(offsets)
+        if arr.ndim != 1 or arr.size == 0:
+            raise InvalidInput(
+                f"offsets must be a non-empty 1-D array of start indices, got shape {arr.shape}"
+            )
+        if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
+            raise InvalidInput(f"offsets must hold integers, got dtype {arr.dtype}")
+        starts = arr.astype(np.int64)
+        if starts[0] != 0:
+            raise InvalidInput(f"offsets must start at 0, got {int(starts[0])}")
+        if starts.size > 1 and bool(np.any(np.diff(starts) < 0)):
+            i = _first_bad(np.diff(starts) < 0)
+            raise InvalidInput(
+                f"offsets must be sorted ascending, got {int(starts[i])} then "
+                f"{int(starts[i + 1])} at position {i}"
+            )
+        if int(starts[-1]) > n_samples:
+            raise InvalidInput(
+                f"offsets point past the samples: last start {int(starts[-1])} > {n_samples}"
+            )
+    ends = np.append(starts[1:], n_samples)
+    return Segments(starts=starts, lengths=ends - starts, n_samples=n_samples)
+
+
+def bucket_of(values: FloatArray, edges: FloatArray) -> npt.NDArray[np.integer[Any]]:
+    """Bucket = number of edges strictly below the value (len(edges) + 1 buckets).
+
+    For a handful of edges, summing comparisons is several times faster than
+    ``searchsorted`` (same result: ``searchsorted(edges, v, side="left")``). The
+    result is int8 for ≤ 16 edges, int64 otherwise.
+    """
+    if edges.shape[0] > 16:
+        return np.searchsorted(edges, values, side="left").astype(np.int64)
+    out = np.zeros(values.shape[0], dtype=np.int8)
+    above = np.empty(values.shape[0], dtype=bool)
+    for e in edges:  # loop over the fixed edges, not over samples
+        np.greater(values, e, out=above)
+        np.add(out, above, out=out)
+    return out
+
+
+def cap_factor(norms: FloatArray, cap: float) -> FloatArray:
+    """Per-row factor ``min(1, cap / norm)`` that brings an L1 norm down to ``cap``."""
+    factor = np.ones(norms.shape[0], dtype=np.float64)
+    over = norms > cap
+    factor[over] = cap / norms[over]
+    return factor
+
+
+def l1_cap_rows(rows: FloatArray, cap: float) -> FloatArray:
+    """Scale each row (over all but axis 0) down so its L1 norm is ≤ ``cap``; smaller rows stay.
+
+    Proportional scaling keeps the shape of the contribution (bucket shares, mean
+    gaps) and is what bounds one client's influence whatever its sample count.
+    """
+    flat = rows.reshape(rows.shape[0], -1)
+    factor = cap_factor(np.abs(flat).sum(axis=1), cap)
+    scaled: FloatArray = (flat * factor[:, None]).reshape(rows.shape)
+    return scaled

@@ -1,0 +1,503 @@
+"""FLAM aggregatable measures: per-client sums whose total gives the centralised metric.
+
+A metric computed from the *sum* of per-client measures equals the metric computed
+centrally on the concatenated data; a weighted average of per-client metrics does
+not (for macro-F1, MCC, weighted precision, R², …). Classification: one C×C confusion
+matrix per client (rows = true class, columns = predicted, scikit-learn's layout);
+every classification metric is post-processing of the summed matrix. Regression:
+``Σ(y−ŷ)², Σ|y−ŷ|, Σ(y−c), Σ(y−c)², n`` with a public shift ``c``, giving R², MSE,
+RMSE and MAE in one round (no separate round for the global mean).
+
+Zero divisions follow scikit-learn's default ``zero_division="warn"``: a precision,
+recall or F1 whose denominator is 0 counts as 0.0 (no warning is raised here).
+"""
+
+from __future__ import annotations
+
+import math
+import types
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from dpledger.errors import InvalidInput
+from dpledger.metrics._segments import (
+    FloatArray,
+    as_finite,
+    as_labels,
+    cap_factor,
+    check_positive,
+    check_same_length,
+    segments_for,
+)
+from dpledger.metrics.release import MetricDeclaration, VectorSumCodec
+
+__all__ = [
+    "CLASSIFICATION_KEYS",
+    "FLAM_DECLARATIONS",
+    "REGRESSION_KEYS",
+    "REGRESSION_MEASURES",
+    "Labels",
+    "classification_metrics",
+    "classification_metrics_rows",
+    "confusion_matrix",
+    "flatten_confusion",
+    "participant_weighted_average",
+    "participant_weighted_classification",
+    "participant_weighted_regression",
+    "project_confusion",
+    "project_regression_measures",
+    "regression_codec",
+    "regression_measures",
+    "regression_metrics",
+    "regression_metrics_rows",
+    "unflatten_confusion",
+]
+
+Labels = Literal["present", "all"]
+
+CLASSIFICATION_KEYS = (
+    "accuracy",
+    "balanced_accuracy",
+    "precision_macro",
+    "recall_macro",
+    "f1_macro",
+    "precision_micro",
+    "recall_micro",
+    "f1_micro",
+    "precision_weighted",
+    "recall_weighted",
+    "f1_weighted",
+    "mcc",
+)
+"""Keys of :func:`classification_metrics`, in order."""
+
+REGRESSION_MEASURES = ("sum_sq_residual", "sum_abs_residual", "sum_y", "sum_y_sq", "n")
+"""Column order of :func:`regression_measures`; ``sum_y``/``sum_y_sq`` are of ``y − shift``."""
+
+REGRESSION_KEYS = ("r2", "mse", "rmse", "mae")
+"""Keys of :func:`regression_metrics`."""
+
+# Σ(y−c)² − (Σ(y−c))²/n at or below this fraction of Σ(y−c)² is cancellation noise: 0.
+_SSTOT_REL_FLOOR = 1e-12
+
+
+# --------------------------------------------------------------------------- classification
+
+
+def confusion_matrix(
+    y_true: npt.ArrayLike,
+    y_pred: npt.ArrayLike,
+    *,
+    n_classes: int,
+    offsets: npt.ArrayLike | None = None,
+    cap: float | None = None,
+) -> FloatArray:
+    """Per-client C×C confusion counts (row = true, column = predicted), float64.
+
+    Labels are integers in ``[0, n_classes)``. With ``cap`` the matrix is scaled by
+    ``min(1, cap / n)`` so its L1 norm (the sample count) is ≤ ``cap`` — what a
+    ``vector_sum`` release of :func:`flatten_confusion` needs. Shape (C, C), or
+    (clients, C, C) with ``offsets``.
+    """
+    if isinstance(n_classes, bool) or not isinstance(n_classes, int | np.integer):
+        raise InvalidInput(f"n_classes must be an integer, got {n_classes!r}")
+    if n_classes < 1:
+        raise InvalidInput(f"n_classes must be ≥ 1, got {n_classes}")
+    c = int(n_classes)
+    t = as_labels(y_true, "y_true", c)
+    p = as_labels(y_pred, "y_pred", c)
+    n = check_same_length(y_true=t, y_pred=p)
+    seg = segments_for(offsets, n)
+    factor = None
+    if cap is not None:  # a matrix's L1 norm is its sample count
+        factor = cap_factor(seg.lengths.astype(np.float64), check_positive(cap, "cap"))
+    cell = t * c
+    cell += p
+    rows = seg.counts(cell, c * c, factor, wide=True).reshape(seg.n_clients, c, c)
+    return rows[0] if offsets is None else rows
+
+
+def flatten_confusion(confusion: npt.ArrayLike) -> FloatArray:
+    """(…, C, C) → (…, C²) row-major: one vector per client for a ``vector_sum`` release."""
+    m = np.asarray(confusion, dtype=np.float64)
+    if m.ndim < 2 or m.shape[-1] != m.shape[-2]:
+        raise InvalidInput(f"confusion must end in a square (C, C), got {m.shape}")
+    return m.reshape(*m.shape[:-2], m.shape[-1] ** 2)
+
+
+def unflatten_confusion(vector: npt.ArrayLike) -> FloatArray:
+    """(…, C²) → (…, C, C): the inverse of :func:`flatten_confusion`."""
+    v = np.asarray(vector, dtype=np.float64)
+    c = math.isqrt(v.shape[-1]) if v.ndim else 0
+    if v.ndim == 0 or c * c != v.shape[-1] or c == 0:
+        raise InvalidInput(f"a flattened confusion matrix has C² entries, got shape {v.shape}")
+    return v.reshape(*v.shape[:-1], c, c)
+
+
+def project_confusion(noisy: npt.ArrayLike) -> FloatArray:
+    """Clamp a noisy (…, C, C) confusion matrix's negative entries to 0 (post-processing).
+
+    Counts are non-negative, so the clamp moves the release toward the feasible set;
+    metrics computed afterwards are post-processing and cost no ε. The clamp adds a
+    small upward bias on near-zero cells (of the order of the noise scale).
+    """
+    m = np.asarray(noisy, dtype=np.float64)
+    if m.ndim == 1:
+        m = unflatten_confusion(m)
+    if not np.all(np.isfinite(m)):
+        raise InvalidInput("noisy confusion matrix holds NaN or inf")
+    flatten_confusion(m)  # shape check
+    return np.maximum(m, 0.0)
+
+
+def _div0(num: FloatArray, den: FloatArray) -> FloatArray:
+    """num/den with 0.0 where den == 0 (scikit-learn's zero_division='warn' value)."""
+    safe = np.where(den == 0, 1.0, den)
+    return np.where(den == 0, 0.0, num / safe)
+
+
+def classification_metrics_rows(
+    confusion: npt.ArrayLike, *, labels: Labels = "present"
+) -> dict[str, FloatArray]:
+    """Every classification metric for each matrix of a (…, C, C) stack (vectorised).
+
+    Same conventions as :func:`classification_metrics`; a matrix with no mass gives
+    NaN everywhere instead of an error. Inputs are not validated here.
+    """
+    m = np.asarray(confusion, dtype=np.float64)
+    tp = np.diagonal(m, axis1=-2, axis2=-1)
+    true_sum = m.sum(axis=-1)
+    pred_sum = m.sum(axis=-2)
+    total = pred_sum.sum(axis=-1)
+    mask = (true_sum + pred_sum > 0) if labels == "present" else np.ones(tp.shape, dtype=bool)
+    n_labels = mask.sum(axis=-1).astype(np.float64)
+    per_class = {
+        "precision": _div0(tp, pred_sum),
+        "recall": _div0(tp, true_sum),
+        "f1": _div0(2.0 * tp, true_sum + pred_sum),
+    }
+    weights = np.where(mask, true_sum, 0.0)
+    w_total = weights.sum(axis=-1)
+    out: dict[str, FloatArray] = {}
+    with np.errstate(invalid="ignore", divide="ignore"):
+        accuracy = tp.sum(axis=-1) / total
+        has_true = true_sum > 0
+        out["accuracy"] = accuracy
+        out["balanced_accuracy"] = (per_class["recall"] * has_true).sum(axis=-1) / has_true.sum(
+            axis=-1
+        )
+        for name, v in per_class.items():
+            out[f"{name}_macro"] = (v * mask).sum(axis=-1) / n_labels
+        tp_m = (tp * mask).sum(axis=-1)
+        pred_m = (pred_sum * mask).sum(axis=-1)
+        true_m = (true_sum * mask).sum(axis=-1)
+        out["precision_micro"] = _div0(tp_m, pred_m)
+        out["recall_micro"] = _div0(tp_m, true_m)
+        out["f1_micro"] = _div0(2.0 * tp_m, true_m + pred_m)
+        for name, v in per_class.items():
+            # scikit-learn falls back to the unweighted mean when every weight is 0.
+            weighted = (v * weights).sum(axis=-1) / np.where(w_total > 0, w_total, 1.0)
+            out[f"{name}_weighted"] = np.where(w_total > 0, weighted, out[f"{name}_macro"])
+        cov_tp = tp.sum(axis=-1) * total - (true_sum * pred_sum).sum(axis=-1)
+        cov_pp = total * total - (pred_sum * pred_sum).sum(axis=-1)
+        cov_tt = total * total - (true_sum * true_sum).sum(axis=-1)
+        prod = cov_pp * cov_tt
+        out["mcc"] = np.where(prod > 0, cov_tp / np.sqrt(np.where(prod > 0, prod, 1.0)), 0.0)
+    empty = ~(total > 0)
+    return {k: np.where(empty, np.nan, out[k]) for k in CLASSIFICATION_KEYS}
+
+
+def classification_metrics(
+    confusion: npt.ArrayLike, *, labels: Labels = "present"
+) -> dict[str, float]:
+    """Every classification metric from one summed C×C confusion matrix (post-processing).
+
+    Equals scikit-learn on the concatenated data. ``labels="present"`` (default)
+    averages macro metrics over the classes that occur as a true or a predicted label
+    (row or column sum > 0) — scikit-learn's default ``labels``; ``labels="all"``
+    averages over all C classes, as ``labels=range(C)``: an absent class then scores
+    0.0 and lowers the macro averages. Micro and weighted averages (weights = true
+    counts) are the same either way. ``balanced_accuracy`` is the mean recall over
+    classes with a true sample, as ``balanced_accuracy_score``. ``mcc`` is Gorodkin's
+    multiclass R_K, computed as scikit-learn does (0.0 when undefined). Accepts float
+    (noisy) matrices; negative entries are refused: call :func:`project_confusion`
+    first. After noise almost every class is "present", so for a noisy release
+    ``labels="all"`` is the stable, data-independent choice. A 1-D input of length
+    C² is read as :func:`flatten_confusion` output.
+    """
+    if labels not in ("present", "all"):
+        raise InvalidInput(f"labels must be 'present' or 'all', got {labels!r}")
+    m = np.asarray(confusion)
+    if m.ndim == 1:
+        m = unflatten_confusion(m)
+    m = as_finite(m, "confusion", ndim=2)
+    if m.shape[0] != m.shape[1] or m.shape[0] == 0:
+        raise InvalidInput(f"confusion must be a square C×C matrix, got shape {m.shape}")
+    if np.any(m < 0):
+        raise InvalidInput(
+            "confusion holds negative entries; project a noisy release with "
+            "project_confusion() before computing metrics"
+        )
+    if not m.sum() > 0:
+        raise InvalidInput("confusion matrix has no mass: there is nothing to measure")
+    rows = classification_metrics_rows(m, labels=labels)
+    return {k: float(v) for k, v in rows.items()}
+
+
+# --------------------------------------------------------------------------- regression
+
+
+def _bounds(y_bounds: tuple[float, float]) -> tuple[float, float]:
+    try:
+        lo, hi = (float(v) for v in y_bounds)
+    except (TypeError, ValueError) as e:
+        raise InvalidInput(f"y_bounds must be a pair (low, high), got {y_bounds!r}") from e
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise InvalidInput(f"y_bounds must be finite with low < high, got {y_bounds!r}")
+    return lo, hi
+
+
+def _shift(shift: float | None, y_bounds: tuple[float, float] | None) -> float:
+    if shift is None:
+        return 0.0 if y_bounds is None else 0.5 * (y_bounds[0] + y_bounds[1])
+    s = float(shift)
+    if not math.isfinite(s):
+        raise InvalidInput(f"shift must be finite, got {shift!r}")
+    return s
+
+
+def regression_measures(
+    y_true: npt.ArrayLike,
+    y_pred: npt.ArrayLike,
+    *,
+    offsets: npt.ArrayLike | None = None,
+    y_bounds: tuple[float, float] | None = None,
+    residual_bound: float | None = None,
+    max_samples: float | None = None,
+    shift: float | None = None,
+) -> FloatArray:
+    """Per-client ``[Σ(y−ŷ)², Σ|y−ŷ|, Σ(y−c), Σ(y−c)², n]`` (see REGRESSION_MEASURES).
+
+    y is clipped to ``y_bounds`` and the residual y − ŷ (of the clipped y) to
+    ``[−r, r]`` with r = ``residual_bound``. ``shift`` c (public, the same for every
+    client; default the midpoint of ``y_bounds``, else 0) keeps Σ(y−c)² − (Σ(y−c))²/n
+    well conditioned; metrics do not depend on it. With ``max_samples`` m each sample
+    weighs ``min(1, m/n_i)``. Per-client bounds, with h = max(|low−c|, |high−c|):
+    Σ(y−ŷ)² ≤ m·r², Σ|y−ŷ| ≤ m·r, |Σ(y−c)| ≤ m·h, Σ(y−c)² ≤ m·h², n ≤ m. Without all
+    three bounds the measures are unclipped (the exact no-noise path) but unbounded,
+    so not releasable; release them via :func:`regression_codec`. Shape (5,) or
+    (clients, 5).
+    """
+    y = as_finite(y_true, "y_true")
+    yh = as_finite(y_pred, "y_pred")
+    n = check_same_length(y_true=y, y_pred=yh)
+    bounds = None if y_bounds is None else _bounds(y_bounds)
+    c = _shift(shift, bounds)
+    if bounds is not None:
+        y = np.clip(y, *bounds)
+    with np.errstate(over="ignore"):
+        r = y - yh
+    if residual_bound is not None:
+        rb = check_positive(residual_bound, "residual_bound")
+        r = np.clip(r, -rb, rb)
+    seg = segments_for(offsets, n)
+    if max_samples is None:
+        weight = np.ones(seg.n_clients)
+        w: FloatArray | float = 1.0
+    else:
+        m = check_positive(max_samples, "max_samples")
+        weight = np.minimum(1.0, m / np.maximum(seg.lengths, 1))
+        w = seg.per_sample(weight)
+    with np.errstate(over="ignore", invalid="ignore"):
+        d = y - c
+        cols = [w * r * r, w * np.abs(r), w * d, w * d * d]
+        rows = np.stack([*(seg.sum(col) for col in cols), seg.lengths * weight], axis=1)
+    if not np.all(np.isfinite(rows)):
+        raise InvalidInput(
+            "regression measures overflowed (values near the float limit); pass y_bounds "
+            "and residual_bound to clip them"
+        )
+    return rows[0] if offsets is None else rows
+
+
+def regression_codec(
+    *,
+    y_bounds: tuple[float, float],
+    residual_bound: float,
+    max_samples: float,
+    cap: float,
+    shift: float | None = None,
+    weights: tuple[float, float, float, float, float] | None = None,
+) -> VectorSumCodec:
+    """Codec putting regression measures into one ``vector_sum`` release (L1 cap ``cap``).
+
+    Uses the per-client bounds documented in :func:`regression_measures` (same
+    arguments, same shift); ``weights`` share the cap between the five coordinates.
+    """
+    lo, hi = _bounds(y_bounds)
+    c = _shift(shift, (lo, hi))
+    r = check_positive(residual_bound, "residual_bound")
+    m = check_positive(max_samples, "max_samples")
+    h = max(abs(lo - c), abs(hi - c))
+    bounds = (m * r * r, m * r, m * h, m * h * h, m)
+    return VectorSumCodec.build(REGRESSION_MEASURES, bounds, cap=cap, weights=weights)
+
+
+def project_regression_measures(noisy: npt.ArrayLike) -> FloatArray:
+    """Make noisy summed measures (…, 5) feasible (post-processing): clamp to the valid set.
+
+    Σ(y−ŷ)², Σ|y−ŷ| and n are clamped to ≥ 0, and Σ(y−c)² raised to at least
+    (Σ(y−c))²/n (Cauchy–Schwarz), so the total sum of squares is never negative.
+    """
+    v = np.array(noisy, dtype=np.float64)
+    if v.ndim == 0 or v.shape[-1] != len(REGRESSION_MEASURES):
+        raise InvalidInput(f"measures must end in dimension 5 {REGRESSION_MEASURES}, got {v.shape}")
+    if not np.all(np.isfinite(v)):
+        raise InvalidInput("noisy measures hold NaN or inf")
+    v[..., [0, 1, 4]] = np.maximum(v[..., [0, 1, 4]], 0.0)
+    n = v[..., 4]
+    floor = np.where(n > 0, v[..., 2] * v[..., 2] / np.where(n > 0, n, 1.0), 0.0)
+    v[..., 3] = np.maximum(np.maximum(v[..., 3], floor), 0.0)
+    return v
+
+
+def regression_metrics_rows(measures: npt.ArrayLike) -> dict[str, FloatArray]:
+    """R², MSE, RMSE, MAE for each row of a (…, 5) stack of summed measures (vectorised).
+
+    Conventions as :func:`regression_metrics`; rows with n ≤ 0 give NaN. No validation.
+    """
+    v = np.asarray(measures, dtype=np.float64)
+    sse, sae, s1, s2, n = (v[..., k] for k in range(5))
+    ok = n > 0
+    nn = np.where(ok, n, 1.0)
+    mse = np.where(ok, sse / nn, np.nan)
+    mae = np.where(ok, sae / nn, np.nan)
+    sstot = s2 - s1 * s1 / nn
+    sstot = np.where(sstot <= _SSTOT_REL_FLOOR * np.abs(s2), 0.0, sstot)
+    r2 = np.where(sse == 0, 1.0, np.where(sstot == 0, 0.0, 1.0 - sse / np.where(sstot, sstot, 1)))
+    r2 = np.where(n < 2, np.nan, r2)
+    return {"r2": r2, "mse": mse, "rmse": np.sqrt(np.maximum(mse, 0.0)), "mae": mae}
+
+
+def regression_metrics(measures: npt.ArrayLike) -> dict[str, float]:
+    """R², MSE, RMSE and MAE from summed measures, in one round (post-processing).
+
+    The total sum of squares is ``Σ(y−c)² − (Σ(y−c))²/n`` (shift-invariant), so no
+    second round for the global mean is needed. Matches scikit-learn's defaults:
+    R² is 1.0 for a perfect fit, 0.0 when y is constant (total sum of squares 0,
+    including cancellation noise ≤ 1e-12·Σ(y−c)²) but the fit is not, and NaN
+    with fewer than 2 samples. RMSE is sqrt(MSE). Negative sums or counts are refused:
+    call :func:`project_regression_measures` on a noisy release first.
+    """
+    v = as_finite(measures, "measures")
+    if v.shape != (len(REGRESSION_MEASURES),):
+        raise InvalidInput(f"measures must have shape (5,) {REGRESSION_MEASURES}, got {v.shape}")
+    if np.any(v[[0, 1, 3, 4]] < 0):
+        raise InvalidInput(
+            "measures hold a negative sum of squares, absolute sum or count; project a "
+            "noisy release with project_regression_measures() first"
+        )
+    if not v[4] > 0:
+        raise InvalidInput("measures have n = 0: there is nothing to measure")
+    return {k: float(x) for k, x in regression_metrics_rows(v).items()}
+
+
+# --------------------------------------------------------------------------- naive baseline
+
+
+def participant_weighted_average(
+    per_client_metrics: Mapping[str, npt.ArrayLike] | Sequence[Mapping[str, float]],
+    sample_counts: npt.ArrayLike,
+) -> dict[str, float]:
+    """The naive baseline: Σ n_i·metric_i / Σ n_i over clients (weighted by sample count).
+
+    Shown for comparison only: it equals the centralised value for accuracy and
+    weighted recall, and not for macro-F1, MCC, weighted precision, R², … . Clients
+    with no samples or an undefined metric (NaN, e.g. R² of one sample) are skipped.
+    ``per_client_metrics`` is a mapping of arrays (one entry per client) or a list
+    of per-client dicts.
+    """
+    if isinstance(per_client_metrics, Mapping):
+        table = {k: _as_finite_or_nan(v, k) for k, v in per_client_metrics.items()}
+    else:
+        keys = list(per_client_metrics[0]) if per_client_metrics else []
+        table = {k: _as_finite_or_nan([row[k] for row in per_client_metrics], k) for k in keys}
+    w = as_finite(sample_counts, "sample_counts")
+    if np.any(w < 0):
+        raise InvalidInput("sample_counts must be ≥ 0")
+    out: dict[str, float] = {}
+    for key, values in table.items():
+        if values.shape != w.shape:
+            raise InvalidInput(f"{key}: {values.shape[0]} clients but {w.shape[0]} sample counts")
+        ok = ~np.isnan(values) & (w > 0)
+        den = float(w[ok].sum())
+        out[key] = float((values[ok] * w[ok]).sum() / den) if den > 0 else float("nan")
+    return out
+
+
+def _as_finite_or_nan(values: npt.ArrayLike, name: str) -> FloatArray:
+    """A 1-D float array that may hold NaN (an undefined per-client metric) but no inf."""
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.ndim != 1 or np.any(np.isinf(arr)):
+        raise InvalidInput(f"{name} must be a 1-D array without inf, got shape {arr.shape}")
+    return arr
+
+
+def participant_weighted_classification(
+    y_true: npt.ArrayLike,
+    y_pred: npt.ArrayLike,
+    *,
+    n_classes: int,
+    offsets: npt.ArrayLike,
+    labels: Labels = "present",
+) -> dict[str, float]:
+    """Naive baseline: each client's classification metrics, averaged by sample count.
+
+    ``labels="present"`` uses each client's own present classes, as scikit-learn
+    would on that client's data alone.
+    """
+    rows = confusion_matrix(y_true, y_pred, n_classes=n_classes, offsets=offsets)
+    per_client = classification_metrics_rows(rows, labels=labels)
+    return participant_weighted_average(per_client, rows.sum(axis=(1, 2)))
+
+
+def participant_weighted_regression(
+    y_true: npt.ArrayLike,
+    y_pred: npt.ArrayLike,
+    *,
+    offsets: npt.ArrayLike,
+    shift: float | None = None,
+) -> dict[str, float]:
+    """Naive baseline: each client's R², MSE, RMSE, MAE, averaged by sample count.
+
+    Computed in the clear (not a release); ``shift`` defaults to the mean of y_true.
+    """
+    y = as_finite(y_true, "y_true")
+    c = float(y.mean()) if shift is None and y.size else shift
+    rows = regression_measures(y, y_pred, offsets=offsets, shift=c)
+    return participant_weighted_average(regression_metrics_rows(rows), rows[:, 4])
+
+
+FLAM_DECLARATIONS: types.MappingProxyType[str, MetricDeclaration] = types.MappingProxyType(
+    {
+        "confusion_matrix": MetricDeclaration(
+            "confusion_matrix",
+            "vector_sum",
+            "l1",
+            "flatten_confusion(confusion_matrix(..., cap=cap)): C² counts",
+            cap="cap",
+        ),
+        "regression_measures": MetricDeclaration(
+            "regression_measures",
+            "vector_sum",
+            "l1",
+            "regression_codec(...).encode(regression_measures(...)): 5 coordinates",
+            cap="cap",
+            nonnegative=False,
+        ),
+    }
+)
+"""Per metric: the policy kind releasing it, its norm, and what bounds its sensitivity."""

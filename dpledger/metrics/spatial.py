@@ -1,0 +1,433 @@
+"""The spatial metric set: bounded per-client contributions and server-side recombination.
+
+Each contribution function takes ONE client's per-sample arrays and returns that
+client's bounded contribution; with ``offsets=`` (start index of each client in the
+flat arrays, ascending, first 0; empty clients allowed) it returns one row per
+client, computed with vectorised segment reductions. Units: along/across-track
+errors and magnitudes in metres; losses in the model's loss units.
+
+Two along/across-track measures answer different questions:
+
+* :func:`along_across_ratio` — "how anisotropic is the typical client?": each client
+  reports its own across-RMSE / along-RMSE clipped to [0, clip]; the ledger releases
+  the mean of those per-client ratios (``scalar_mean``).
+* :func:`pooled_along_across_ratio` — "how anisotropic is the fleet's error, every
+  sample counted equally?": each client reports ``(Σacross², Σalong², n)``; the
+  server takes ``sqrt(ΣΣacross² / ΣΣalong²)`` with
+  :func:`pooled_along_across_ratio_from_sums` (a ratio of pooled sums, FLAM style).
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any, overload
+
+import numpy as np
+import numpy.typing as npt
+
+from dpledger.errors import InvalidInput
+from dpledger.metrics._segments import (
+    FloatArray,
+    Segments,
+    as_finite,
+    bucket_of,
+    cap_factor,
+    check_positive,
+    check_same_length,
+    check_unit_interval,
+    edges_array,
+    l1_cap_rows,
+    segments_for,
+)
+from dpledger.metrics.release import MetricDeclaration, VectorSumCodec
+
+__all__ = [
+    "ALONG_RMSE_FLOOR",
+    "POOLED_MEASURES",
+    "SPATIAL_DECLARATIONS",
+    "along_across_ratio",
+    "calibration_gap",
+    "clipped_loss",
+    "coverage",
+    "distinct_cells",
+    "error_histogram",
+    "error_magnitude",
+    "mean_calibration_gaps",
+    "pooled_along_across_ratio",
+    "pooled_along_across_ratio_from_sums",
+    "pooled_ratio_codec",
+]
+
+ALONG_RMSE_FLOOR = 1e-9
+"""Along-track RMSE (metres) at or below which a client's ratio pins at the clip."""
+
+_SQUARE_SAFE = 1e100  # |x| ≤ this: x² ≤ 1e200, so any realistic sum of squares stays finite
+
+POOLED_MEASURES = ("sum_across_sq", "sum_along_sq", "n")
+"""Column order of :func:`pooled_along_across_ratio` rows (m², m², samples)."""
+
+
+def _one_or_many(rows: FloatArray, offsets: npt.ArrayLike | None) -> FloatArray:
+    return rows[0] if offsets is None else rows
+
+
+@overload
+def clipped_loss(loss: npt.ArrayLike, *, clip_high: float, offsets: None = None) -> float: ...
+@overload
+def clipped_loss(
+    loss: npt.ArrayLike, *, clip_high: float, offsets: npt.ArrayLike
+) -> FloatArray: ...
+def clipped_loss(
+    loss: npt.ArrayLike, *, clip_high: float, offsets: npt.ArrayLike | None = None
+) -> float | FloatArray:
+    """Per-client mean loss, clipped to ``[0, clip_high]`` (released as ``scalar_mean``).
+
+    The client's mean is clipped, not each sample: ``clip_high`` is calibrated as a
+    percentile of per-client mean loss on a held-out fleet. A client with no samples
+    contributes 0.0 (it reported, with nothing to report). A client whose sum
+    overflows (|loss| near the float limit) is re-summed as ``Σ loss/(2n)`` then
+    doubled, so huge finite losses clip instead of becoming NaN.
+    """
+    high = check_positive(clip_high, "clip_high")
+    x = as_finite(loss, "loss")
+    seg = segments_for(offsets, x.shape[0])
+    count = np.maximum(seg.lengths, 1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean = seg.sum(x) / count
+        overflowed = ~np.isfinite(mean)
+        if overflowed.any():  # decided per client, so batch rows equal per-client results
+            halves = 2.0 * seg.sum(x * seg.per_sample(0.5 / count))
+            mean[overflowed] = halves[overflowed]
+    out = np.clip(mean, 0.0, high)
+    return float(out[0]) if offsets is None else out
+
+
+@overload
+def along_across_ratio(
+    along: npt.ArrayLike, across: npt.ArrayLike, *, clip: float = 10.0, offsets: None = None
+) -> float: ...
+@overload
+def along_across_ratio(
+    along: npt.ArrayLike, across: npt.ArrayLike, *, clip: float = 10.0, offsets: npt.ArrayLike
+) -> FloatArray: ...
+def along_across_ratio(
+    along: npt.ArrayLike,
+    across: npt.ArrayLike,
+    *,
+    clip: float = 10.0,
+    offsets: npt.ArrayLike | None = None,
+) -> float | FloatArray:
+    """Per-client across-RMSE / along-RMSE, clipped to ``[0, clip]`` (``scalar_mean``).
+
+    Answers "how anisotropic is each client's error?"; the release is the mean of
+    these per-client ratios. ≈ 1 is isotropic; large means sideways drift. An
+    along-track RMSE ≤ :data:`ALONG_RMSE_FLOOR` (1e-9 m) pins the ratio at ``clip``
+    (even if across is also 0); a client with no samples contributes 1.0. Errors are
+    signed, in metres. When any error exceeds 1e100 m, each client's errors are first
+    divided by a power of two near their largest magnitude (exact; the ratio is
+    scale-free), so huge values neither overflow nor become NaN.
+    """
+    high = check_positive(clip, "clip")
+    a = as_finite(along, "along")
+    b = as_finite(across, "across")
+    n = check_same_length(along=a, across=b)
+    seg = segments_for(offsets, n)
+    peak = max(float(a.max()), -float(a.min()), float(b.max()), -float(b.min())) if n else 0.0
+    if peak > _SQUARE_SAFE:
+        # Power-of-two scale: dividing by it is exact, so ordinary clients keep textbook values.
+        scale = seg.max(np.maximum(np.abs(a), np.abs(b)))
+        per_client = np.ldexp(1.0, np.frexp(np.where(scale > 0, scale, 1.0))[1] - 1)
+        per = seg.per_sample(per_client)
+        a, b = a / per, b / per
+    else:  # squares cannot overflow; tiny along errors pin at the clip whatever their rounding
+        per_client = np.ones(seg.n_clients)
+    sum_a = seg.sum(a * a)
+    sum_b = seg.sum(b * b)
+    count = np.maximum(seg.lengths, 1).astype(np.float64)
+    with np.errstate(over="ignore"):  # an inf product is correctly "not below the floor"
+        along_zero = (sum_a == 0) | (np.sqrt(sum_a / count) * per_client <= ALONG_RMSE_FLOOR)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # inf clips to clip
+        ratio = np.sqrt(sum_b / np.where(along_zero, 1.0, sum_a))
+    out = np.where(along_zero, high, np.clip(ratio, 0.0, high))
+    out = np.where(seg.lengths == 0, 1.0, out)
+    return float(out[0]) if offsets is None else out
+
+
+def pooled_along_across_ratio(
+    along: npt.ArrayLike,
+    across: npt.ArrayLike,
+    *,
+    error_bound: float,
+    max_samples: float | None = None,
+    offsets: npt.ArrayLike | None = None,
+) -> FloatArray:
+    """Per-client pooled measures ``(Σacross², Σalong², n)`` for a ratio of fleet sums.
+
+    Answers "how anisotropic is the fleet's error, each sample counted once?" (the
+    server computes :func:`pooled_along_across_ratio_from_sums`). Bounds: each error
+    is clipped to ``[−error_bound, error_bound]`` metres; with ``max_samples`` = m,
+    each sample of a client holding n_i samples weighs ``min(1, m/n_i)``, so per
+    client Σacross² ≤ m·E², Σalong² ≤ m·E² and n ≤ m. Without ``max_samples`` the
+    contribution grows with the sample count and is not releasable. Release through
+    ``vector_sum`` with :func:`pooled_ratio_codec`. Shape (3,) or (clients, 3).
+    """
+    bound = check_positive(error_bound, "error_bound")
+    if not np.isfinite(bound * bound):
+        raise InvalidInput(f"error_bound² must be finite, got error_bound={error_bound!r}")
+    a = np.clip(as_finite(along, "along"), -bound, bound)
+    b = np.clip(as_finite(across, "across"), -bound, bound)
+    n = check_same_length(along=a, across=b)
+    seg = segments_for(offsets, n)
+    weight = _sample_weights(seg, max_samples)
+    w = seg.per_sample(weight)
+    rows = np.stack(
+        [seg.sum(w * b * b), seg.sum(w * a * a), seg.lengths * weight],
+        axis=1,
+    )
+    return _one_or_many(rows, offsets)
+
+
+def _sample_weights(seg: Segments, max_samples: float | None) -> FloatArray:
+    """Per-client sample weight ``min(1, m / n_i)`` (1 without a sample cap)."""
+    if max_samples is None:
+        return np.ones(seg.n_clients)
+    m = check_positive(max_samples, "max_samples")
+    return np.minimum(1.0, m / np.maximum(seg.lengths, 1))
+
+
+def pooled_ratio_codec(
+    *,
+    error_bound: float,
+    max_samples: float,
+    cap: float,
+    weights: tuple[float, float, float] | None = None,
+) -> VectorSumCodec:
+    """Codec putting pooled measures into one ``vector_sum`` release with L1 cap ``cap``.
+
+    Per-client bounds are (m·E², m·E², m); ``weights`` share the cap between the three
+    coordinates (equal by default; the ratio itself needs only the first two).
+    """
+    e = check_positive(error_bound, "error_bound")
+    m = check_positive(max_samples, "max_samples")
+    return VectorSumCodec.build(
+        POOLED_MEASURES, (m * e * e, m * e * e, m), cap=cap, weights=weights
+    )
+
+
+def pooled_along_across_ratio_from_sums(sums: npt.ArrayLike, *, clip: float | None = None) -> float:
+    """Server side: ``sqrt(ΣΣacross² / ΣΣalong²)`` from summed (decoded) pooled measures.
+
+    A ratio of pooled sums, not a mean of per-client ratios. Noisy negative sums are
+    clamped to 0 first (post-processing). Σalong² = 0 gives ``inf`` (``clip`` if
+    given) when Σacross² > 0, and NaN when both are 0.
+    """
+    s = as_finite(sums, "sums")
+    if s.shape != (len(POOLED_MEASURES),):
+        raise InvalidInput(f"sums must have shape (3,) {POOLED_MEASURES}, got {s.shape}")
+    across, along = max(0.0, float(s[0])), max(0.0, float(s[1]))
+    if along == 0.0:
+        ratio = float("nan") if across == 0.0 else float("inf")
+    else:
+        ratio = float(np.sqrt(across / along))
+    if clip is not None and not np.isnan(ratio):
+        ratio = min(ratio, check_positive(clip, "clip"))
+    return ratio
+
+
+def error_magnitude(along: npt.ArrayLike, across: npt.ArrayLike) -> FloatArray:
+    """Per-sample error magnitude ``hypot(along, across)`` in metres (histogram input).
+
+    Computed as sqrt(a² + b²) (within an ulp of hypot, several times faster), with
+    ``np.hypot`` for the entries where squaring would overflow or underflow.
+    """
+    a = as_finite(along, "along")
+    b = as_finite(across, "across")
+    check_same_length(along=a, across=b)
+    with np.errstate(over="ignore", under="ignore"):
+        r = a * a
+        r += b * b
+    np.sqrt(r, out=r)
+    if r.size and (float(r.max()) > 1e150 or float(r.min()) < 1e-150):
+        extreme = (r > 1e150) | ((r < 1e-150) & (r > 0))
+        r[extreme] = np.hypot(a[extreme], b[extreme])
+    return r
+
+
+def error_histogram(
+    errors: npt.ArrayLike,
+    *,
+    edges: npt.ArrayLike,
+    cap: float,
+    offsets: npt.ArrayLike | None = None,
+) -> FloatArray:
+    """Per-client counts over fixed ``edges``, L1-capped at ``cap`` (``histogram`` kind).
+
+    ``errors`` are error magnitudes in metres (e.g. :func:`error_magnitude`). A value
+    v falls in bucket = number of edges e with e < v, so there are len(edges) + 1
+    buckets. A client with more than ``cap`` samples has its counts scaled by
+    ``cap / n`` (mass exactly ``cap``); fewer samples keep raw counts.
+    """
+    c = check_positive(cap, "cap")
+    e = edges_array(edges)
+    x = as_finite(errors, "errors")
+    seg = segments_for(offsets, x.shape[0])
+    factor = cap_factor(seg.lengths.astype(np.float64), c)  # a row's L1 norm is its count
+    rows = seg.counts(bucket_of(x, e), e.shape[0] + 1, factor)
+    return _one_or_many(rows, offsets)
+
+
+def calibration_gap(
+    prob: npt.ArrayLike,
+    outcome: npt.ArrayLike,
+    *,
+    buckets: int = 5,
+    cap: float,
+    offsets: npt.ArrayLike | None = None,
+) -> FloatArray:
+    """Per-client ``[Σ(p−y) per bucket…, count per bucket…]``, L1-capped (``vector_sum``).
+
+    Confidence bucket of p is ``min(buckets−1, floor(p·buckets))``. p and y are
+    checked to lie in [0, 1], so each gap p − y lies in [−1, 1] by construction (the
+    subtraction of two numbers in [0, 1] cannot round outside it). The whole vector
+    (length 2·buckets, signed) is scaled by one factor to L1 ≤ ``cap``, so each
+    bucket's mean gap Σgap/count is unchanged.
+    """
+    if isinstance(buckets, bool) or not isinstance(buckets, int | np.integer) or buckets < 1:
+        raise InvalidInput(f"buckets must be an integer ≥ 1, got {buckets!r}")
+    c = check_positive(cap, "cap")
+    p = as_finite(prob, "prob")
+    y = as_finite(outcome, "outcome")
+    n = check_same_length(prob=p, outcome=y)
+    check_unit_interval(p, "prob")
+    check_unit_interval(y, "outcome")
+    seg = segments_for(offsets, n)
+    k = int(buckets)
+    narrow: type[np.integer[Any]] = np.int8 if k <= 127 else np.int64
+    bucket: npt.NDArray[np.integer[Any]] = (p * k).astype(narrow)  # truncation = floor, p ≥ 0
+    np.minimum(bucket, k - 1, out=bucket)
+    order = seg.ids * k
+    order += bucket
+    size = seg.n_clients * k
+    sums = np.bincount(order, weights=p - y, minlength=size).reshape(seg.n_clients, k)
+    counts = np.bincount(order, minlength=size).reshape(seg.n_clients, k)
+    rows = l1_cap_rows(np.concatenate([sums, counts], axis=1), c)
+    return _one_or_many(rows, offsets)
+
+
+def mean_calibration_gaps(summed: npt.ArrayLike, *, min_count: float = 0.0) -> FloatArray:
+    """Server side: per-bucket mean gap Σ(p−y) / count from a summed calibration vector.
+
+    A bucket whose (possibly noisy) count is ≤ ``min_count`` gives NaN: no estimate.
+    With noise, raise ``min_count`` to a few noise scales to avoid dividing by noise.
+    """
+    s = as_finite(summed, "summed")
+    if s.shape[0] % 2:
+        raise InvalidInput(f"a calibration vector has even length 2·buckets, got {s.shape[0]}")
+    k = s.shape[0] // 2
+    sums, counts = s[:k], s[k:]
+    ok = counts > min_count
+    return np.where(ok, sums / np.where(ok, counts, 1.0), np.nan)
+
+
+def distinct_cells(cells: npt.ArrayLike, *, offsets: npt.ArrayLike | None = None) -> FloatArray:
+    """Number of distinct integer cell ids per client (shape (clients,), or (1,) for one).
+
+    Clients are grouped by sample count into power-of-two width classes; each class
+    becomes a table (one row per client, padded with the row's last cell, which adds
+    no new cell), sorted row-wise, and the changes along each row are counted. The
+    loop runs over the ≤ 64 width classes, never over clients; padding at most
+    doubles the work.
+    """
+    arr = np.asarray(cells)
+    if arr.ndim != 1:
+        raise InvalidInput(f"cells must be 1-dimensional integer ids, got shape {arr.shape}")
+    if arr.size and (arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer)):
+        raise InvalidInput(
+            f"cells must hold integer cell ids (flatten (ix, iy) to one id), got {arr.dtype}"
+        )
+    seg = segments_for(offsets, arr.shape[0])
+    out = np.zeros(seg.n_clients)
+    if arr.size:  # narrow ids sort faster: shift to 0 and use int32 when the span allows
+        if arr.dtype.itemsize < 8:
+            arr = arr.astype(np.int64)
+        low = arr.min()
+        if int(arr.max()) - int(low) < 2**31:
+            arr = (arr - low).astype(np.int32)  # no wrap: 0 ≤ arr − low < 2³¹
+    lengths = seg.lengths
+    width_class = np.zeros(seg.n_clients, dtype=np.int64)
+    nonempty = lengths > 0
+    width_class[nonempty] = np.frexp(lengths[nonempty] - 1)[1]  # ceil(log2(length))
+    width_class[~nonempty] = -1
+    for wc in np.unique(width_class[nonempty]):
+        rows = np.flatnonzero(width_class == wc)
+        width = int(lengths[rows].max())
+        # Pad short rows by repeating their last cell: it adds no new distinct cell.
+        index = np.minimum(np.arange(width), lengths[rows][:, None] - 1)
+        index += seg.starts[rows][:, None]
+        table = np.sort(arr[index], axis=1)
+        out[rows] = 1.0 + (table[:, 1:] != table[:, :-1]).sum(axis=1)
+    return out
+
+
+def coverage(
+    cells: npt.ArrayLike, *, edges: npt.ArrayLike, offsets: npt.ArrayLike | None = None
+) -> FloatArray:
+    """One-hot of the client's distinct-cell count over fixed coverage ``edges`` (L1 = 1).
+
+    The count k falls in bucket = number of edges e < k (as the error histogram);
+    a client with no samples has k = 0. Released as a ``histogram`` with cap 1.
+    """
+    e = edges_array(edges, "edges")
+    counts = distinct_cells(cells, offsets=offsets)
+    k = e.shape[0] + 1
+    rows = np.zeros((counts.shape[0], k))
+    rows[np.arange(counts.shape[0]), bucket_of(counts, e)] = 1.0
+    return _one_or_many(rows, offsets)
+
+
+SPATIAL_DECLARATIONS: types.MappingProxyType[str, MetricDeclaration] = types.MappingProxyType(
+    {
+        d.metric: d
+        for d in (
+            MetricDeclaration(
+                "clipped_loss",
+                "scalar_mean",
+                "absolute",
+                "per-client mean loss",
+                low=0.0,
+                high="clip_high",
+            ),
+            MetricDeclaration(
+                "along_across_ratio",
+                "scalar_mean",
+                "absolute",
+                "per-client across/along RMSE ratio",
+                low=0.0,
+                high="clip",
+                defaults=(("clip", 10.0),),
+            ),
+            MetricDeclaration(
+                "pooled_along_across_ratio",
+                "vector_sum",
+                "l1",
+                "(Σacross², Σalong², n) encoded by pooled_ratio_codec",
+                cap="cap",
+            ),
+            MetricDeclaration(
+                "error_histogram", "histogram", "l1", "error counts over fixed edges", cap="cap"
+            ),
+            MetricDeclaration(
+                "calibration_gap",
+                "vector_sum",
+                "l1",
+                "[Σ(p−y) per bucket, count per bucket]",
+                cap="cap",
+                nonnegative=False,
+            ),
+            MetricDeclaration(
+                "coverage", "histogram", "l1", "one-hot of distinct-cell count", cap=1.0
+            ),
+        )
+    }
+)
+"""Per metric: the policy kind releasing it, its norm, and what bounds its sensitivity."""

@@ -1,0 +1,264 @@
+"""Sensitivity soundness: one client moves the summed contribution by at most the declared Δ.
+
+For every metric, adversarial cohorts (extreme finite values, subnormals, ±max
+float, a 10,000-sample client against a 1-sample one) are summed with and without
+one client, and with that client's data replaced. The change, in the declared norm
+(absolute for a scalar, L1 for a vector), must not exceed the declared sensitivity
+under ``replace`` and ``add_remove``. Tolerance: 1e-12 relative to Δ plus a few ulps
+of the sums themselves (the float rounding of summing the contributions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from dpledger.errors import InvalidInput
+from dpledger.metrics import flam, release
+from dpledger.metrics import spatial as sp
+
+pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")  # no overflow noise
+
+BIG = float(np.finfo(np.float64).max)
+EPS = float(np.finfo(np.float64).eps)
+HEAVY = 10_000
+EDGES = (0.5, 1.0, 2.0, 5.0, 10.0, 25.0)
+COVER_EDGES = (0, 1, 4, 16, 64)
+N_CLASSES = 4
+
+Columns = tuple[np.ndarray, ...]
+POOLED = {"error_bound": 25.0, "max_samples": 40.0}
+POOLED_CODEC = sp.pooled_ratio_codec(cap=3.0, **POOLED)
+REGRESSION = {"y_bounds": (0.0, 200.0), "residual_bound": 50.0, "max_samples": 40.0}
+REGRESSION_CODEC = flam.regression_codec(cap=2.0, **REGRESSION)  # type: ignore[arg-type]
+
+extreme = st.sampled_from([0.0, -0.0, BIG, -BIG, 5e-324, -5e-324, 1e-300, 1e300, -1e300])
+any_float = st.floats(allow_nan=False, allow_infinity=False) | extreme
+unit = st.floats(0.0, 1.0) | st.sampled_from([0.0, 1.0, 0.2, 0.8, 0.999999])
+cell = st.integers(-(2**63), 2**63 - 1) | st.integers(0, 70)
+label = st.integers(0, N_CLASSES - 1)
+
+
+@dataclass(frozen=True)
+class Case:
+    """A metric under test: its declaration, its bound parameters and a batch contributor."""
+
+    declaration: release.MetricDeclaration
+    params: dict[str, float]
+    elements: tuple[tuple[Any, st.SearchStrategy[Any]], ...]  # (dtype, element strategy)
+    contribute: Callable[[Columns, np.ndarray], np.ndarray]  # -> (clients, d)
+
+
+def _col(x: np.ndarray) -> np.ndarray:
+    return x[:, None]
+
+
+CASES = {
+    "clipped_loss": Case(
+        sp.SPATIAL_DECLARATIONS["clipped_loss"],
+        {"clip_high": 2.5},
+        ((np.float64, any_float),),
+        lambda c, o: _col(sp.clipped_loss(c[0], clip_high=2.5, offsets=o)),
+    ),
+    "along_across_ratio": Case(
+        sp.SPATIAL_DECLARATIONS["along_across_ratio"],
+        {},  # default clip 10.0
+        ((np.float64, any_float), (np.float64, any_float)),
+        lambda c, o: _col(sp.along_across_ratio(c[0], c[1], offsets=o)),
+    ),
+    "pooled_along_across_ratio": Case(
+        sp.SPATIAL_DECLARATIONS["pooled_along_across_ratio"],
+        {"cap": 3.0},
+        ((np.float64, any_float), (np.float64, any_float)),
+        lambda c, o: POOLED_CODEC.encode(
+            sp.pooled_along_across_ratio(c[0], c[1], offsets=o, **POOLED)
+        ),
+    ),
+    "error_histogram": Case(
+        sp.SPATIAL_DECLARATIONS["error_histogram"],
+        {"cap": 40.0},
+        ((np.float64, any_float),),
+        lambda c, o: sp.error_histogram(c[0], edges=EDGES, cap=40.0, offsets=o),
+    ),
+    "calibration_gap": Case(
+        sp.SPATIAL_DECLARATIONS["calibration_gap"],
+        {"cap": 20.0},
+        ((np.float64, unit), (np.float64, unit)),
+        lambda c, o: sp.calibration_gap(c[0], c[1], cap=20.0, offsets=o),
+    ),
+    "coverage": Case(
+        sp.SPATIAL_DECLARATIONS["coverage"],
+        {},
+        ((np.int64, cell),),
+        lambda c, o: sp.coverage(c[0], edges=COVER_EDGES, offsets=o),
+    ),
+    "confusion_matrix": Case(
+        flam.FLAM_DECLARATIONS["confusion_matrix"],
+        {"cap": 30.0},
+        ((np.int64, label), (np.int64, label)),
+        lambda c, o: flam.flatten_confusion(
+            flam.confusion_matrix(c[0], c[1], n_classes=N_CLASSES, cap=30.0, offsets=o)
+        ),
+    ),
+    "regression_measures": Case(
+        flam.FLAM_DECLARATIONS["regression_measures"],
+        {"cap": 2.0},
+        ((np.float64, any_float), (np.float64, any_float)),
+        lambda c, o: REGRESSION_CODEC.encode(
+            flam.regression_measures(c[0], c[1], offsets=o, **REGRESSION)  # type: ignore[arg-type]
+        ),
+    ),
+}
+
+
+def client_strategy(case: Case) -> st.SearchStrategy[Columns]:
+    return st.integers(0, 12).flatmap(
+        lambda n: st.tuples(*(arrays(dt, n, elements=el) for dt, el in case.elements))
+    )
+
+
+def heavy(client: Columns) -> Columns:
+    """The same client holding 10,000 samples (its data tiled); empty stays empty."""
+    return client if client[0].size == 0 else tuple(np.resize(c, HEAVY) for c in client)
+
+
+def cohort_sum(case: Case, clients: list[Columns]) -> np.ndarray:
+    """Sum of the clients' contributions, computed with the batch (offsets) form."""
+    width = len(case.elements)
+    if not clients:
+        d = case.contribute(tuple(np.zeros(0, dt) for dt, _ in case.elements), np.array([0]))
+        return np.zeros(d.shape[1])
+    cols = tuple(np.concatenate([cl[k] for cl in clients]) for k in range(width))
+    lengths = [cl[0].size for cl in clients]
+    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    rows = case.contribute(cols, offsets)
+    assert rows.shape[0] == len(clients)
+    return rows.sum(axis=0)
+
+
+def norm(case: Case, v: np.ndarray) -> float:
+    return float(np.abs(v).sum())  # |x| for a scalar (d = 1), L1 for a vector
+
+
+def assert_within(case: Case, a: np.ndarray, b: np.ndarray, neighbouring: str) -> None:
+    delta = case.declaration.sensitivity(neighbouring, **case.params)  # type: ignore[arg-type]
+    slack = delta * 1e-12 + 8 * EPS * (norm(case, a) + norm(case, b))
+    moved = norm(case, a - b)
+    assert moved <= delta + slack, (neighbouring, moved, delta)
+
+
+@pytest.mark.parametrize("name", CASES)
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+def test_one_client_moves_the_sum_by_at_most_the_declared_sensitivity(
+    name: str, data: st.DataObject
+) -> None:
+    case = CASES[name]
+    client = client_strategy(case)
+    cohort = data.draw(st.lists(client, min_size=1, max_size=5), label="cohort")
+    victim = data.draw(st.integers(0, len(cohort) - 1), label="victim")
+    other = data.draw(client, label="replacement")
+    if data.draw(st.booleans(), label="replacement holds 10,000 samples"):
+        other = heavy(other)
+    if data.draw(st.booleans(), label="victim holds 10,000 samples"):
+        cohort[victim] = heavy(cohort[victim])
+    full = cohort_sum(case, cohort)
+    replaced = cohort_sum(case, [*cohort[:victim], other, *cohort[victim + 1 :]])
+    removed = cohort_sum(case, [*cohort[:victim], *cohort[victim + 1 :]])
+    assert_within(case, full, replaced, "replace")
+    assert_within(case, full, removed, "add_remove")
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_ten_thousand_samples_move_the_sum_no_more_than_one(name: str) -> None:
+    case = CASES[name]
+    rng = np.random.default_rng(7)
+
+    def sample(n: int) -> Columns:
+        out = []
+        for dt, _ in case.elements:
+            if np.issubdtype(dt, np.integer):
+                out.append(rng.integers(0, N_CLASSES, n))
+            else:
+                out.append(rng.random(n) * (1.0 if name == "calibration_gap" else 1e6))
+        return tuple(out)
+
+    crowd = [sample(30) for _ in range(4)]
+    assert_within(
+        case, cohort_sum(case, [*crowd, sample(HEAVY)]), cohort_sum(case, crowd), "add_remove"
+    )
+    assert_within(
+        case,
+        cohort_sum(case, [*crowd, sample(HEAVY)]),
+        cohort_sum(case, [*crowd, sample(1)]),
+        "replace",
+    )
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_declarations_agree_with_the_ledger_sensitivity_rules(name: str) -> None:
+    """The ledger's `mechanisms.sensitivity` on the matching policy spec gives the same Δ."""
+    mechanisms = pytest.importorskip("dpledger.mechanisms")
+    policy = pytest.importorskip("dpledger.policy")
+    case = CASES[name]
+    decl = case.declaration
+    low, high = decl.bounds(**case.params)
+    common: dict[str, Any] = {"kind": decl.policy_kind, "epsilon": 1}
+    if decl.policy_kind == "scalar_mean":
+        spec = policy.MetricSpec(clip=policy.Clip(low=low, high=high, source="test"), **common)
+    elif decl.policy_kind == "histogram":
+        edges = EDGES if name == "error_histogram" else tuple(float(e) for e in COVER_EDGES)
+        spec = policy.MetricSpec(edges=edges, edges_version="v1", cap_per_client=high, **common)
+    else:
+        dim = int(
+            case.contribute(tuple(np.zeros(0, dt) for dt, _ in case.elements), np.array([0])).shape[
+                1
+            ]
+        )
+        spec = policy.MetricSpec(
+            dimension=dim, cap_per_client=high, nonnegative=decl.nonnegative, **common
+        )
+    for neighbouring in ("replace", "add_remove"):
+        ours = decl.sensitivity(neighbouring, **case.params)  # type: ignore[arg-type]
+        assert ours == float(mechanisms.sensitivity(spec, neighbouring))
+
+
+def test_hard_coded_rules() -> None:
+    loss = sp.SPATIAL_DECLARATIONS["clipped_loss"]
+    assert loss.sensitivity("replace", clip_high=4.0) == 4.0
+    assert loss.sensitivity("add_remove", clip_high=4.0) == 4.0
+    ratio = sp.SPATIAL_DECLARATIONS["along_across_ratio"]
+    assert ratio.sensitivity("replace") == 10.0
+    assert ratio.sensitivity("add_remove", clip=3.0) == 3.0
+    assert sp.SPATIAL_DECLARATIONS["coverage"].sensitivity("replace") == 2.0
+    assert sp.SPATIAL_DECLARATIONS["error_histogram"].sensitivity("replace", cap=7) == 14.0
+    assert flam.FLAM_DECLARATIONS["confusion_matrix"].sensitivity("add_remove", cap=7) == 7.0
+    assert release.scalar_sensitivity(-2.0, 3.0, "replace") == 5.0
+    assert release.scalar_sensitivity(-2.0, 3.0, "add_remove") == 3.0
+    assert release.l1_sensitivity(2.5, "replace") == 5.0
+    with pytest.raises(InvalidInput, match="neighbouring"):
+        release.l1_sensitivity(1.0, "swap")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match="clip_high"):
+        loss.sensitivity("replace")
+
+
+def test_signed_vectors_are_declared_signed() -> None:
+    assert not sp.SPATIAL_DECLARATIONS["calibration_gap"].nonnegative
+    assert not flam.FLAM_DECLARATIONS["regression_measures"].nonnegative
+    assert sp.SPATIAL_DECLARATIONS["error_histogram"].nonnegative
+    kinds = {d.metric: d.policy_kind for d in sp.SPATIAL_DECLARATIONS.values()}
+    assert kinds == {
+        "clipped_loss": "scalar_mean",
+        "along_across_ratio": "scalar_mean",
+        "pooled_along_across_ratio": "vector_sum",
+        "error_histogram": "histogram",
+        "calibration_gap": "vector_sum",
+        "coverage": "histogram",
+    }
