@@ -1,0 +1,206 @@
+"""Rendering of the demo: an aligned text report, JSON for machines, PNG charts, the CLI.
+
+Everything shown is a released (noisy) value, a post-processed figure, or a ledger
+fact: nothing here reads the fleet's raw data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dpledger.demo import DemoResult, finite, run_demo
+from dpledger.ledger import Release
+
+__all__ = ["as_json", "register", "text_report", "write_plots"]
+
+_KIND_TITLE = {
+    "lateral_drift": "lateral drift",
+    "crs_mismatch": "CRS-mismatch signature",
+    "overconfident": "over-confidence",
+    "refused": "refused",
+}
+
+
+def _value_cell(rel: Release, derived: dict[str, float]) -> str:
+    if rel.kind == "scalar_mean":
+        return f"{float(rel.value):.4f} ± {rel.error_bar:.4f}"
+    if rel.request.metric == "error_histogram":
+        return (
+            f"> 25 m: {derived['tail_share']:.2%} "
+            f"[{derived['tail_low']:.2%}, {derived['tail_high']:.2%}]"
+        )
+    if rel.request.metric == "calibration_gap":
+        lo, hi = derived["top_low"], derived["top_high"]
+        return f"top-bucket gap {derived['top_gap']:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+    per = rel.per_client
+    return (
+        "[" + ", ".join(f"{x:.2f}" for x in per) + f"] ± {rel.error_bar / rel.request.cohort:.3f}"
+    )
+
+
+def text_report(result: DemoResult) -> str:
+    """The demo report a reviewer reads: releases, refusals, budget, findings."""
+    p = result.policy
+    lines = [
+        f"dpledger demo — policy {p.name} v{p.version} ({p.neighbouring}, {p.definition} DP), "
+        f"ε_eval = {p.eval_budget} per client per epoch",
+        f"fleet: {result.n_clients:,} clients, {result.n_samples:,} samples; per-region sums stand "
+        "in for secure aggregation",
+        f"ledger: {result.ledger_path}",
+        "",
+        "published values (epoch 0, ± is the 95% half-width from the public noise scale):",
+    ]
+    width = max(len(m) for m in p.metrics)
+    by_region: dict[str, list[Release]] = {}
+    for rel in result.releases:
+        by_region.setdefault(rel.request.region, []).append(rel)
+    for region, n in result.cohorts.items():
+        lines.append(f"  {region} (n={n:,})")
+        for rel in by_region.get(region, []):
+            d = result.derived.get((region, rel.request.metric), {})
+            lines.append(
+                f"    {rel.request.metric:<{width}}  {_value_cell(rel, d)}"
+                f"   [entry {rel.entry_id}, ε {rel.epsilon}]"
+            )
+        refused = [v for v in result.refusals if v.request.region == region]
+        if refused:
+            lines.append(f"    REFUSED ({len(refused)} releases): {refused[0].failures[0].reason}")
+    lines += ["", "budget per region (exact ε of the epoch's allocation):"]
+    for region, (spent, left) in result.budget.items():
+        lines.append(f"  {region:<10} spent {spent:>6}   left {left}")
+    lines += ["", "findings:"]
+    for f in result.findings:
+        if f.kind != "refused":
+            lines.append(f"  [{_KIND_TITLE[f.kind]}] {f.region}: {f.message}")
+    refused_regions = sorted({f.region for f in result.findings if f.kind == "refused"})
+    for region in refused_regions:
+        lines.append(
+            f"  [refused] {region}: cohort of {result.cohorts[region]} clients is below every "
+            "metric's floor; nothing was published or spent there"
+        )
+    lines.append(f"\ndone in {result.seconds:.1f} s")
+    return "\n".join(lines)
+
+
+def as_json(result: DemoResult) -> dict[str, Any]:
+    """The machine-readable report; release outputs match the ledger's entries exactly."""
+
+    def clean(d: dict[str, float]) -> dict[str, float | None]:
+        return {k: finite(v) for k, v in d.items()}
+
+    return {
+        "policy": {
+            "name": result.policy.name,
+            "version": result.policy.version,
+            "hash": result.policy.content_hash,
+        },
+        "ledger": result.ledger_path,
+        "n_clients": result.n_clients,
+        "cohorts": result.cohorts,
+        "releases": [
+            {
+                **r.as_dict(),
+                "noisy_sum": r.noisy_sum.tolist(),
+                "derived": clean(result.derived.get((r.request.region, r.request.metric), {})),
+            }
+            for r in result.releases
+        ],
+        "refusals": [v.as_dict() for v in result.refusals],
+        "budget": {r: {"spent": s, "remaining": left} for r, (s, left) in result.budget.items()},
+        "findings": [f.__dict__ for f in result.findings],
+    }
+
+
+def write_plots(result: DemoResult, directory: Path) -> list[Path]:
+    """PNG charts of released values: ratio per region, error histograms, calibration gaps."""
+    from dpledger.calibration import require_pyplot
+
+    plt = require_pyplot()
+    directory.mkdir(parents=True, exist_ok=True)
+    rels = {(r.request.region, r.request.metric): r for r in result.releases}
+    regions = [r for r in result.cohorts if (r, "along_across_ratio") in rels]
+    out: list[Path] = []
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ratios = [float(rels[(r, "along_across_ratio")].value) for r in regions]
+    bars = [rels[(r, "along_across_ratio")].error_bar for r in regions]
+    ax.bar(regions, ratios, yerr=bars, capsize=4, color="#4c72b0")
+    ax.axhline(1.0 / 0.9, color="grey", ls="--", label="baseline model (1.11)")
+    ax.set_ylabel("mean across/along RMSE ratio")
+    ax.set_title("Released along/across ratio per region (95% bars)")
+    ax.legend()
+    out.append(directory / "ratio_by_region.png")
+    fig.tight_layout()
+    fig.savefig(out[-1], dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    edges = result.policy.metrics["error_histogram"].edges or ()
+    labels = [f"≤{edges[0]:g}"] + [f"{a:g}–{b:g}" for a, b in itertools.pairwise(edges)]
+    labels.append(f">{edges[-1]:g}")
+    x = np.arange(len(labels))
+    for i, region in enumerate(regions):
+        v = np.clip(rels[(region, "error_histogram")].noisy_sum, 0, None)
+        ax.bar(x + i * 0.8 / len(regions), v / max(v.sum(), 1e-9), 0.8 / len(regions), label=region)
+    ax.set_xticks(x + 0.4 - 0.4 / len(regions), labels)
+    ax.set_xlabel("position error (m)")
+    ax.set_ylabel("share of errors")
+    ax.set_title("Released error histogram per region")
+    ax.legend()
+    out.append(directory / "error_histogram.png")
+    fig.tight_layout()
+    fig.savefig(out[-1], dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for region in regions:
+        v = rels[(region, "calibration_gap")].noisy_sum
+        k = v.shape[0] // 2
+        gaps = np.where(v[k:] > 1.0, v[:k] / np.where(v[k:] > 1.0, v[k:], 1.0), np.nan)
+        ax.plot(np.arange(k) / k + 0.5 / k, gaps, marker="o", label=region)
+    ax.axhline(0.0, color="grey", lw=0.8)
+    ax.set_xlabel("predicted probability (bucket centre)")
+    ax.set_ylabel("mean(p − y)")
+    ax.set_title("Released calibration gap per confidence bucket")
+    ax.legend()
+    out.append(directory / "calibration_gap.png")
+    fig.tight_layout()
+    fig.savefig(out[-1], dpi=110)
+    plt.close(fig)
+    return out
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    result = run_demo(
+        n_clients=args.clients,
+        seed=args.seed,
+        ledger_path=args.ledger,
+        progress=None if args.json or args.quiet else sys.stderr,
+    )
+    plots = write_plots(result, Path(args.plots)) if args.plots else []
+    if args.json:
+        print(json.dumps({**as_json(result), "plots": [str(p) for p in plots]}, indent=2))
+    else:
+        print(text_report(result))
+        for p in plots:
+            print(f"wrote {p}")
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add ``dpledger demo`` to the CLI."""
+    p = subparsers.add_parser("demo", help="simulate a fleet and run one evaluation epoch")
+    p.add_argument("--clients", type=int, default=20_000, help="fleet size (default 20,000)")
+    p.add_argument("--seed", type=int, default=0, help="fleet seed (noise is OpenDP's, unseeded)")
+    p.add_argument("--ledger", default="dpledger-demo.db", help="SQLite ledger, reset each run")
+    p.add_argument("--json", action="store_true", help="machine-readable report")
+    p.add_argument("--plots", metavar="DIR", help="write PNG charts of the released values")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_demo)

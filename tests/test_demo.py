@@ -1,0 +1,71 @@
+"""The main job end to end: findings from released values, JSON that matches the ledger."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dpledger import Ledger, Policy
+from dpledger.cli import main
+from dpledger.demo import DEFAULT_POLICY, run_demo
+from dpledger.demo_report import text_report
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    path = tmp_path_factory.mktemp("demo") / "demo.db"
+    return text_report(run_demo(ledger_path=path, progress=None)), path
+
+
+def test_report_shows_drift_crs_overconfidence_and_the_refused_small_region(
+    report: tuple[str, Path],
+) -> None:
+    text, _ = report
+    assert "[lateral drift] eu-west" in text
+    assert "[CRS-mismatch signature] eu-east" in text
+    assert "[over-confidence] na" in text
+    assert "[refused] apac" in text
+    assert "REFUSED (5 releases)" in text
+
+
+def test_demo_ledger_verifies_and_spends_exactly_the_allocation(report: tuple[str, Path]) -> None:
+    _, path = report
+    with Ledger.open(path, Policy.load(DEFAULT_POLICY)) as ledger:
+        assert ledger.verify().ok
+        assert len(ledger) == 15  # 5 metrics × 3 publishable regions
+        assert ledger.spent(0, "eu-west") == 1
+        assert ledger.spent(0, "apac") == 0
+
+
+def test_json_output_parses_and_matches_the_ledger_entries(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "demo.db"
+    assert main(["demo", "--json", "--ledger", str(db), "--plots", str(tmp_path / "png")]) == 0
+    out = json.loads(capsys.readouterr().out)
+    with Ledger.open(db, Policy.load(DEFAULT_POLICY)) as ledger:
+        entries = {e.entry_id: e for e in ledger.entries()}
+    assert len(out["releases"]) == len(entries) == 15
+    for rel in out["releases"]:
+        entry = entries[rel["entry_id"]]
+        assert list(entry.draft.output) == rel["noisy_sum"]
+        assert (entry.draft.metric, entry.draft.scope) == (rel["metric"], rel["region"])
+        assert entry.as_dict()["charge"] == rel["charge"]
+    assert {f["kind"] for f in out["findings"]} >= {"lateral_drift", "refused"}
+    assert len(out["plots"]) == 3
+    assert all(Path(p).stat().st_size > 1000 for p in out["plots"])
+
+
+def test_demo_command_exits_zero_and_resets_its_ledger(tmp_path: Path) -> None:
+    db = tmp_path / "d.db"
+    for _ in range(2):  # the second run starts from an empty ledger, so it is not refused
+        proc = subprocess.run(
+            [sys.executable, "-m", "dpledger.cli", "demo", "--ledger", str(db), "--quiet"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert "[lateral drift]" in proc.stdout
