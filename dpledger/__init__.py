@@ -26,6 +26,7 @@ from dpledger.lifetime import Lifetime
 from dpledger.mechanisms import MechanismFacts, cohort_floor, error_bar
 from dpledger.planning import Plan, plan
 from dpledger.policy import ALL, MetricSpec, Policy, PolicyWarning
+from dpledger.published import DerivedRelease, release_confusion, release_regression
 
 __version__ = "0.1.0"
 
@@ -35,6 +36,7 @@ __all__ = [
     "Check",
     "ClipCalibration",
     "CohortTooSmall",
+    "DerivedRelease",
     "DpLedgerError",
     "Entry",
     "InternalError",
@@ -63,5 +65,7 @@ __all__ = [
     "epsilon_for_target",
     "error_bar",
     "plan",
+    "release_confusion",
+    "release_regression",
     "required_budget",
 ]
