@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,11 +39,29 @@ class SqliteStore(SqlStore):
             self._conn = sqlite3.connect(
                 self._path, timeout=timeout_s, isolation_level=None, check_same_thread=False
             )
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=FULL")
             self._conn.execute(f"PRAGMA busy_timeout={int(timeout_s * 1000)}")
+            self._enable_wal(timeout_s)
+            self._conn.execute("PRAGMA synchronous=FULL")
         except sqlite3.Error as e:
             raise StoreError(f"cannot open SQLite ledger {self._path}: {e}") from e
+
+    def _enable_wal(self, timeout_s: float) -> None:
+        """Switch to WAL, retrying while another process holds the file.
+
+        Changing the journal mode answers "database is locked" at once, without the
+        busy handler, when a second process is opening the same fresh file.
+        """
+        deadline = time.monotonic() + timeout_s
+        delay = 0.001
+        while True:
+            try:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.05)
 
     @property
     def location(self) -> str:
