@@ -1,0 +1,328 @@
+"""The shared PostgreSQL store: one ledger-wide advisory transaction lock per write.
+
+When evaluation runs on many hosts, the ledger lives in PostgreSQL (psycopg 3, the
+``postgres`` extra). Semantics are the SQLite store's, through the shared
+:class:`~dpledger.ledger.store.SqlStore`: same schema, same hash chain, same spend table.
+
+**Locking.** Every write transaction starts with
+``BEGIN ISOLATION LEVEL READ COMMITTED`` followed by
+``SELECT pg_advisory_xact_lock(LOCK_KEY)`` on one fixed 64-bit key derived from
+``"dpledger"``. One ledger-wide lock, rather than row locks on the spend rows of an
+epoch, because a release touches more than its own scope: it reads the chain head
+(which every release, in every epoch, moves) and, for a global release, the spend of
+every region. Row locks would have to cover the head row anyway, i.e. serialise all
+writers, only with more ways to deadlock and to lock a row that does not exist yet (the
+first release of a scope inserts its spend row). Under the single lock the budget
+re-check, the entry, the spend update and the new head of one release are serialised
+against every other writer on any host, so racing writers never overspend and the
+chain stays linear (the ``UNIQUE`` on ``prev_hash`` would refuse a fork regardless).
+A transaction-level advisory lock is released by PostgreSQL at ``COMMIT`` or
+``ROLLBACK`` — and when the client dies, because the server then aborts the
+transaction — so a killed writer can never leave the ledger locked. Advisory locks
+are per database: ledgers in different databases do not contend.
+
+READ COMMITTED is stated explicitly, not inherited: the lock is taken by the
+transaction's first statement, and under REPEATABLE READ or SERIALIZABLE (should a
+server default to them) the snapshot would be taken *before* the lock wait, so the
+budget re-check would read stale spend. Under READ COMMITTED every statement after
+the lock sees everything committed by the previous holder.
+
+Schema creation takes the same lock, so concurrent first opens do not race on
+``CREATE TABLE IF NOT EXISTS`` (which is not concurrency-safe in PostgreSQL).
+
+**Durability.** A release's value is returned only after ``COMMIT`` returns, and with
+``synchronous_commit = on`` (PostgreSQL's default; a session that inherits ``off`` is
+switched back on) that means the commit record is flushed. If a ``COMMIT`` fails half
+way (connection lost), its outcome is unknown and the value is not returned: the
+ledger may over-count, never under-count. A server running with ``fsync = off``
+triggers a :class:`RuntimeWarning`: it could lose committed spend in a crash.
+
+**Append-only.** A row trigger refuses ``UPDATE`` and ``DELETE`` on ``dpl_entries``
+and a statement trigger refuses ``TRUNCATE``. The table owner can still disable them;
+:meth:`Ledger.verify` detects what such an editor changes.
+
+Every psycopg error is raised as :class:`~dpledger.errors.StoreError`; messages name
+the ledger by its URL without the password.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+
+from dpledger.errors import StoreError
+from dpledger.ledger.store import SCHEMA, SqlStore
+
+try:
+    import psycopg
+    from psycopg import conninfo as _conninfo
+except ImportError as _e:  # the optional extra is not installed
+    _MISSING: ImportError | None = _e
+else:
+    _MISSING = None
+
+if TYPE_CHECKING:
+    from psycopg.rows import TupleRow
+
+__all__ = ["LOCK_KEY", "PostgresStore"]
+
+LOCK_KEY = int.from_bytes(hashlib.sha256(b"dpledger").digest()[:8], "big", signed=True)
+"""The ledger-wide advisory lock key: the first 8 bytes of SHA-256("dpledger"), signed."""
+
+_APPEND_ONLY = """
+DO $dpl$
+BEGIN
+    IF to_regprocedure('dpl_entries_append_only()') IS NULL THEN
+        CREATE FUNCTION dpl_entries_append_only() RETURNS trigger
+        LANGUAGE plpgsql AS $fn$
+        BEGIN
+            RAISE EXCEPTION 'dpledger entries are append-only: % refused', TG_OP;
+        END
+        $fn$;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'dpl_entries'::regclass
+                   AND tgname = 'dpl_entries_no_change') THEN
+        CREATE TRIGGER dpl_entries_no_change BEFORE UPDATE OR DELETE ON dpl_entries
+            FOR EACH ROW EXECUTE FUNCTION dpl_entries_append_only();
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'dpl_entries'::regclass
+                   AND tgname = 'dpl_entries_no_truncate') THEN
+        CREATE TRIGGER dpl_entries_no_truncate BEFORE TRUNCATE ON dpl_entries
+            FOR EACH STATEMENT EXECUTE FUNCTION dpl_entries_append_only();
+    END IF;
+END
+$dpl$
+"""
+
+_LOCK_NOT_AVAILABLE = "55P03"
+
+
+def _redact(url: str) -> str:
+    """``url`` without its password (in the user info or a ``password=`` parameter)."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    user, at, hosts = netloc.rpartition("@")
+    if at:
+        netloc = f"{user.partition(':')[0]}@{hosts}"
+    kept = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
+            if k.lower() != "password"]  # fmt: skip
+    query = urlencode(kept, quote_via=quote)  # libpq reads '+' literally, not as a space
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+class PostgresStore(SqlStore):
+    """A ledger in a PostgreSQL database, shared by writers on any number of hosts.
+
+    ``url`` is a libpq URL (``postgresql://user@host:port/dbname?...``). ``timeout_s``
+    bounds the wait for the ledger lock (PostgreSQL ``lock_timeout``) and the connect.
+    """
+
+    placeholder = "%s"
+
+    def __init__(self, url: str, *, timeout_s: float = 60.0) -> None:
+        super().__init__()
+        self._url = url
+        self._location = _redact(url)
+        self._timeout_s = timeout_s
+        if _MISSING is not None:
+            raise StoreError(
+                f"cannot open the PostgreSQL ledger {self._location}: psycopg is not "
+                f"installed ({_MISSING}); run: pip install 'dpledger[postgres]'"
+            ) from _MISSING
+        try:
+            params = _conninfo.conninfo_to_dict(url)
+        except psycopg.Error as e:
+            raise StoreError(
+                f"not a valid PostgreSQL URL: {self._location}: {self._clean(e)}; "
+                "use postgresql://user@host:port/dbname"
+            ) from e
+        self._password = str(params.get("password") or "")
+        self._connect_kwargs: dict[str, Any] = {}
+        if "connect_timeout" not in params:
+            self._connect_kwargs["connect_timeout"] = max(1, round(timeout_s))
+        if "application_name" not in params:
+            self._connect_kwargs["application_name"] = "dpledger"
+        self._closed = False
+        self._in_txn = False
+        self._conn = self._connect()
+
+    @property
+    def location(self) -> str:
+        """The ledger's URL, without the password."""
+        return self._location
+
+    # -- connection -------------------------------------------------------------------
+
+    def _clean(self, e: BaseException) -> str:
+        text = str(e).strip()
+        return text.replace(self._password, "***") if getattr(self, "_password", "") else text
+
+    def _connect(self) -> psycopg.Connection[TupleRow]:
+        try:
+            conn = psycopg.connect(self._url, autocommit=True, **self._connect_kwargs)
+        except psycopg.Error as e:
+            raise StoreError(
+                f"cannot connect to the PostgreSQL ledger {self._location}: {self._clean(e)}; "
+                "check that the server is running and that the URL (or DPLEDGER_URL) names "
+                "the right host, port, database and user"
+            ) from e
+        try:
+            sync, fsync = conn.execute(
+                "SELECT current_setting('synchronous_commit'), current_setting('fsync')"
+            ).fetchall()[0]
+            if sync == "off":  # a release must not be returned before its commit is durable
+                conn.execute("SELECT set_config('synchronous_commit', 'on', false)")
+            conn.execute(
+                "SELECT set_config('lock_timeout', %s, false)",
+                (f"{int(self._timeout_s * 1000)}ms",),
+            )
+        except psycopg.Error as e:
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+            raise StoreError(
+                f"cannot set up the PostgreSQL ledger session on {self._location}: "
+                f"{self._clean(e)}; check the server log"
+            ) from e
+        if fsync == "off":
+            warnings.warn(
+                f"PostgreSQL at {self._location} runs with fsync=off: a server crash can "
+                "lose committed releases (under-counted spend); turn fsync on",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        return conn
+
+    def _connection(self) -> psycopg.Connection[TupleRow]:
+        """The live connection; reconnects once it broke, outside a transaction."""
+        if self._closed:
+            raise StoreError(f"the ledger {self._location} is closed; open it again")
+        if self._conn.broken and not self._in_txn:
+            self._reconnect()
+        return self._conn
+
+    def _reconnect(self) -> None:
+        with contextlib.suppress(psycopg.Error):
+            self._conn.close()
+        self._conn = self._connect()
+
+    def _error(self, e: Exception) -> StoreError:
+        if getattr(e, "sqlstate", None) == _LOCK_NOT_AVAILABLE:
+            return StoreError(
+                f"PostgreSQL ledger {self._location}: another writer held the ledger lock "
+                f"for over {self._timeout_s:g} s; nothing was recorded, retry the release"
+            )
+        return StoreError(
+            f"PostgreSQL ledger {self._location}: {type(e).__name__}: {self._clean(e)}; "
+            "nothing was recorded by this statement; retry, or check the server log"
+        )
+
+    # -- SqlStore ---------------------------------------------------------------------
+
+    def _raw_execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        args = tuple(params) if params else None
+        conn = self._connection()
+        try:
+            try:
+                return self._run(conn, sql, args)
+            except psycopg.OperationalError:
+                if self._in_txn or not conn.broken:
+                    raise
+            # The session died since the last call (server restart, failover, idle
+            # timeout). Outside a transaction only reads and BEGIN run, so running the
+            # statement again on a new session is safe; inside one it is not (the
+            # transaction is gone) and the error propagates: nothing was recorded.
+            self._reconnect()
+            return self._run(self._conn, sql, args)
+        except psycopg.Error as e:
+            raise self._error(e) from e
+
+    @staticmethod
+    def _run(
+        conn: psycopg.Connection[TupleRow], sql: str, args: tuple[Any, ...] | None
+    ) -> list[tuple[Any, ...]]:
+        cur = conn.execute(sql, args)  # args=None: no placeholder parsing ('%' is literal)
+        return cur.fetchall() if cur.description is not None else []
+
+    def init_schema(self, binding: dict[str, str]) -> None:
+        """Create tables and append-only triggers (under the ledger lock), then bind."""
+        with self._lock, self._write_transaction():
+            for stmt in SCHEMA:
+                self._raw_execute(stmt)
+            self._raw_execute(_APPEND_ONLY)
+        super().init_schema(binding)
+
+    @contextmanager
+    def _write_transaction(self) -> Iterator[None]:
+        self._raw_execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+        self._in_txn = True
+        try:
+            self._raw_execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+            yield
+        except BaseException:
+            self._rollback_quietly()
+            raise
+        try:
+            self._commit()
+        finally:
+            self._in_txn = False
+
+    @contextmanager
+    def _read_transaction(self) -> Iterator[None]:
+        # one snapshot for every read inside (verify), without taking the write lock
+        self._raw_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        self._in_txn = True
+        try:
+            yield
+        except BaseException:
+            self._rollback_quietly()
+            raise
+        try:
+            self._commit()
+        finally:
+            self._in_txn = False
+
+    def _commit(self) -> None:
+        try:
+            self._conn.execute("COMMIT")
+        except psycopg.Error as e:
+            raise StoreError(
+                f"PostgreSQL ledger {self._location}: COMMIT failed ({self._clean(e)}); its "
+                "outcome is unknown and no value was returned: the spend may have been "
+                "recorded (over-counted, never under-counted); check the ledger's entries"
+            ) from e
+
+    def _rollback_quietly(self) -> None:
+        # a failed rollback (e.g. the connection died) must not mask the original error;
+        # the server aborts the transaction and drops the lock when the session ends
+        try:
+            with contextlib.suppress(psycopg.Error):
+                self._conn.execute("ROLLBACK")
+        finally:
+            self._in_txn = False
+
+    def _upsert_spend(self, epoch: int, scope: str, total: str) -> None:
+        self._raw_execute(
+            "INSERT INTO dpl_spend (epoch, scope, total) VALUES (%s, %s, %s) "
+            "ON CONFLICT (epoch, scope) DO UPDATE SET total = EXCLUDED.total",
+            (epoch, scope, total),
+        )
+
+    def _set_meta(self, key: str, value: str) -> None:
+        self._raw_execute(
+            "INSERT INTO dpl_meta (key, value) VALUES (%s, %s) "
+            "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+            (key, value),
+        )
+
+    def close(self) -> None:
+        """Close the connection (idempotent); an open transaction is rolled back."""
+        self._closed = True
+        try:
+            self._conn.close()
+        except psycopg.Error as e:
+            raise StoreError(f"closing {self._location}: {self._clean(e)}") from e

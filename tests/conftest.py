@@ -1,0 +1,81 @@
+"""Shared fixtures: one real PostgreSQL server per session, a fresh database per test.
+
+The server is started by :mod:`pgserver` (initdb + pg_ctl on a temp directory, as the
+unprivileged ``postgres`` user when running as root) the first time a test asks for
+it, and stopped at the end of the session. When no PostgreSQL binary can be found the
+PostgreSQL tests are skipped, and the terminal summary says so in a line that cannot
+be missed: ``PostgreSQL tests SKIPPED: <reason>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from pgserver import PgServer
+
+_PG_SKIP_REASON = pytest.StashKey[str]()
+_skipped_pg_tests: list[str] = []
+
+
+def _pgserver_module() -> ModuleType:
+    # imported on demand: it needs psycopg, which the SQLite-only tests do not
+    if __package__:
+        from . import pgserver
+    else:
+        import pgserver
+    return pgserver
+
+
+@pytest.fixture(scope="session")
+def pg_server(request: pytest.FixtureRequest) -> Iterator[PgServer]:
+    """A running PostgreSQL server for the whole session (skips loudly if impossible)."""
+    try:
+        pgserver = _pgserver_module()
+    except ImportError as e:
+        reason = f"psycopg is not installed ({e}); run: pip install -e '.[postgres]'"
+        request.config.stash[_PG_SKIP_REASON] = reason
+        pytest.skip(f"PostgreSQL tests SKIPPED: {reason}")
+    try:
+        server = pgserver.start()
+    except pgserver.PgUnavailable as e:
+        request.config.stash[_PG_SKIP_REASON] = str(e)
+        pytest.skip(f"PostgreSQL tests SKIPPED: {e}")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server: PgServer) -> Iterator[str]:
+    """A URL whose ``search_path`` is a fresh, empty schema; dropped afterwards."""
+    url = pg_server.create_schema()
+    yield url
+    pg_server.drop(url)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Count PostgreSQL tests that were skipped, for the terminal summary."""
+    if report.skipped and "postgres" in report.keywords:
+        _skipped_pg_tests.append(report.nodeid)
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
+) -> None:
+    """Make skipped PostgreSQL tests impossible to miss in ``make test`` output."""
+    reason = config.stash.get(_PG_SKIP_REASON, None)
+    if reason is None and not _skipped_pg_tests:
+        return
+    why = reason or "see the skip reasons above"
+    terminalreporter.write_sep(
+        "!",
+        f"PostgreSQL tests SKIPPED: {why} ({len(_skipped_pg_tests)} tests)",
+        red=True,
+        bold=True,
+    )
