@@ -221,7 +221,8 @@ class Ledger:
     def verify(self) -> VerifyReport:
         """Check the hash chain, re-derive every charge via OpenDP, and every scope's total.
 
-        Problems name the entry ids involved; ``report.ok`` is True iff there are none.
+        All reads happen in one snapshot, so writers committing meanwhile cause no false
+        alarms. Problems name the entry ids involved; ``report.ok`` is True iff none.
         """
         problems: list[str] = []
         prev_hash, prev_seq, n = GENESIS, 0, 0
@@ -229,15 +230,16 @@ class Ledger:
         loss_cache: dict[mech.MechanismFacts, Fraction] = {}
         after = 0
         try:
-            while batch := self._store.entries(after=after, limit=_BATCH):
-                for e in batch:
-                    n += 1
-                    problems.extend(self._verify_entry(e, prev_seq, prev_hash, loss_cache))
-                    charges.append(((e.draft.epoch, e.draft.scope), e.draft.charge))
-                    prev_seq, prev_hash = e.seq, e.hash
-                after = batch[-1].seq
-            meta = self._store.meta()
-            stored_spend = self._store.all_spent()
+            with self._store.snapshot():
+                while batch := self._store.entries(after=after, limit=_BATCH):
+                    for e in batch:
+                        n += 1
+                        problems.extend(self._verify_entry(e, prev_seq, prev_hash, loss_cache))
+                        charges.append(((e.draft.epoch, e.draft.scope), e.draft.charge))
+                        prev_seq, prev_hash = e.seq, e.hash
+                    after = batch[-1].seq
+                meta = self._store.meta()
+                stored_spend = self._store.all_spent()
         except StoreError as e:
             return VerifyReport(n, (*problems, f"store unreadable: {e}"))
         if (int(meta.get("head_seq", 0)), meta.get("head_hash", GENESIS)) != (prev_seq, prev_hash):

@@ -93,6 +93,16 @@ class SqliteStore(SqlStore):
             raise
         self._raw_execute("COMMIT")
 
+    @contextmanager
+    def _read_transaction(self) -> Iterator[None]:
+        # in WAL mode a deferred transaction reads one snapshot from its first read on
+        self._raw_execute("BEGIN DEFERRED")
+        try:
+            yield
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.rollback()
+
     def _upsert_spend(self, epoch: int, scope: str, total: str) -> None:
         self._raw_execute(
             "INSERT INTO dpl_spend (epoch, scope, total) VALUES (?, ?, ?) "

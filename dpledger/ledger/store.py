@@ -145,6 +145,11 @@ class SqlStore(ABC):
         """Begin a transaction holding the ledger-wide write lock; commit or roll back."""
 
     @abstractmethod
+    @contextmanager
+    def _read_transaction(self) -> Iterator[None]:
+        """Begin a read-only transaction: every read inside sees one committed state."""
+
+    @abstractmethod
     def _upsert_spend(self, epoch: int, scope: str, total: str) -> None:
         """Set the spend total of one scope."""
 
@@ -207,6 +212,12 @@ class SqlStore(ABC):
         """A transaction under the ledger-wide write lock; commits on normal exit."""
         with self._lock, self._write_transaction():
             yield WriteTxn(self)
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Reads inside see one committed state, whatever other writers commit meanwhile."""
+        with self._lock, self._read_transaction():
+            yield
 
     def spent(self, epoch: int) -> dict[str, Fraction]:
         """Exact committed spend per scope in ``epoch`` (a consistent snapshot)."""
