@@ -164,10 +164,7 @@ def mechanism_facts(policy: Policy, metric: str) -> tuple[mech.MechanismFacts, F
     """The calibrated mechanism of one release of ``metric``, and its exact charge."""
     spec = policy.metric(metric)
     kind = policy.mechanism(metric)
-    if kind == "gaussian":
-        delta = mech.l2_sensitivity(spec, policy.neighbouring)
-    else:
-        delta = mech.float_up(mech.sensitivity(spec, policy.neighbouring))
+    delta = mech.release_sensitivity(spec, policy.neighbouring, kind)
     charge = policy.release_budget(metric)
     if charge <= 0:
         raise InvalidInput(
@@ -216,7 +213,7 @@ def _aggregate_checks(spec: MetricSpec, arr: npt.NDArray[np.float64], n: int) ->
         checks.append(Check("aggregate_finite", False, f"{bad} NaN/inf value(s); re-aggregate"))
         return checks
     checks.append(Check("aggregate_finite", True, "all finite"))
-    if spec.kind != "scalar_mean" and spec.nonnegative:
+    if spec.kind != "scalar_mean" and spec.is_nonnegative:
         neg = int(np.count_nonzero(arr < 0))
         checks.append(
             Check("counts_nonnegative", neg == 0, f"{neg} negative count(s)" if neg else "ok")

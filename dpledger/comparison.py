@@ -78,8 +78,8 @@ def compare_definitions(policy: Policy, cohorts: Mapping[str, int]) -> tuple[Def
         share = policy.release_budget(name) / policy.eval_budget
         if share <= 0:
             continue
-        d1 = mech.float_up(mech.sensitivity(spec, policy.neighbouring))
-        d2 = mech.l2_sensitivity(spec, policy.neighbouring)
+        d1 = mech.release_sensitivity(spec, policy.neighbouring, "laplace")
+        d2 = mech.release_sensitivity(spec, policy.neighbouring, "gaussian")
         b = mech.noise_scale(d1, eps_eval * share, "epsilon")
         sigma = mech.noise_scale(d2, rho_eval * share, "rho")
         for region, n in cohorts.items():

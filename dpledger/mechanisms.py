@@ -23,6 +23,7 @@ from dpledger.policy import BarKind, MetricSpec, Neighbouring
 
 __all__ = [
     "BAR_KINDS",
+    "CLIENT_ROUNDING_SLACK",
     "OPENDP_VERSION",
     "Measure",
     "MechanismFacts",
@@ -39,6 +40,7 @@ __all__ = [
     "l2_sensitivity",
     "noise_scale",
     "privacy_loss",
+    "release_sensitivity",
     "scalar_sensitivity",
     "sensitivity",
 ]
@@ -50,6 +52,11 @@ Measure = Literal["epsilon", "rho"]
 BAR_KINDS: tuple[BarKind, ...] = ("ci95", "std", "scale")
 
 _Z95 = 1.959963984540054  # two-sided 95% normal quantile
+CLIENT_ROUNDING_SLACK = Fraction(1, 10**12)
+"""Relative widening of every sensitivity for float rounding in client code.
+
+A client's capped vector of d doubles has an L1 norm within ~d·2⁻⁵³ (relative) of its
+cap; 1e-12 covers d up to ~10⁴ and costs 1e-12 relative extra noise."""
 _MAX_NUDGES = 64
 GRANULARITY_K = -40
 """Noise is sampled on the grid 2^k (≈ 1e-12): ~1.4× faster than the finest grid, and
@@ -93,26 +100,47 @@ def sensitivity(spec: MetricSpec, neighbouring: Neighbouring) -> Fraction:
     if spec.kind == "scalar_mean":
         if spec.clip is None:
             raise InternalError("scalar_mean spec without clip passed validation")
-        return scalar_sensitivity(spec.clip.low, spec.clip.high, neighbouring)
+        lo, hi = spec.clip.low, spec.clip.high
+        exact = scalar_sensitivity(lo, hi, neighbouring)
+        # clients clip to the doubles nearest the decimals; their range can be wider
+        as_double = scalar_sensitivity(Fraction(float(lo)), Fraction(float(hi)), neighbouring)
+        return max(exact, as_double)
     if spec.cap_per_client is None:
         raise InternalError(f"{spec.kind} spec without cap_per_client passed validation")
     return l1_sensitivity(spec.cap_per_client, neighbouring)
 
 
-def l2_sensitivity(spec: MetricSpec, neighbouring: Neighbouring) -> float:
-    """An upper bound (a double, rounded up) on the L2 sensitivity of the summed vector.
+def l2_sensitivity(spec: MetricSpec, neighbouring: Neighbouring) -> Fraction | float:
+    """An upper bound on the L2 sensitivity of the summed vector (exact where rational).
 
     Proof. Let u, v be one client's contributions, ‖u‖₁, ‖v‖₁ ≤ c. Add/remove:
     ‖u‖₂ ≤ ‖u‖₁ ≤ c. Replace with non-negative vectors (histograms): u·v ≥ 0, so
-    ‖u − v‖₂² = ‖u‖₂² + ‖v‖₂² − 2u·v ≤ ‖u‖₁² + ‖v‖₁² ≤ 2c², i.e. ≤ √2·c. Replace with
-    signed vectors: only the triangle inequality holds, ‖u − v‖₂ ≤ 2c. A scalar's L2
-    sensitivity is its absolute sensitivity.
+    ‖u − v‖₂² = ‖u‖₂² + ‖v‖₂² − 2u·v ≤ ‖u‖₁² + ‖v‖₁² ≤ 2c², i.e. ≤ √2·c (a double,
+    rounded up). Replace with signed vectors: only the triangle inequality holds,
+    ‖u − v‖₂ ≤ 2c. A scalar's L2 sensitivity is its absolute sensitivity.
     """
     delta1 = sensitivity(spec, neighbouring)
-    if spec.kind == "scalar_mean" or neighbouring == "add_remove" or not spec.nonnegative:
-        return float_up(delta1)
+    if spec.kind == "scalar_mean" or neighbouring == "add_remove" or not spec.is_nonnegative:
+        return delta1
     bound = math.sqrt(2.0) * float_up(spec.cap_per_client or Fraction(0))
     return math.nextafter(bound, math.inf)
+
+
+def release_sensitivity(
+    spec: MetricSpec, neighbouring: Neighbouring, mechanism: MechanismKind
+) -> float:
+    """The sensitivity a release is calibrated at: L1 (Laplace) or L2 (Gaussian), as a double.
+
+    Rounded up, and widened by :data:`CLIENT_ROUNDING_SLACK` so that float rounding in
+    the clients' clipping and capping (a capped row's norm can exceed its cap by a few
+    ulps) can never make the true sensitivity exceed the recorded one.
+    """
+    delta = (
+        l2_sensitivity(spec, neighbouring)
+        if mechanism == "gaussian"
+        else sensitivity(spec, neighbouring)
+    )
+    return float_up(Fraction(delta) * (1 + CLIENT_ROUNDING_SLACK))
 
 
 @dataclass(frozen=True, slots=True)

@@ -222,11 +222,9 @@ def _g(x: float | None) -> str:
 
 
 def _sensitivity(policy: Policy, metric: str) -> float:
-    """Δ of one release as the approval check calibrates it (L2 for Gaussian, else L1)."""
-    spec = policy.metric(metric)
-    if policy.mechanism(metric) == "gaussian":
-        return mech.l2_sensitivity(spec, policy.neighbouring)
-    return mech.float_up(mech.sensitivity(spec, policy.neighbouring))
+    return mech.release_sensitivity(
+        policy.metric(metric), policy.neighbouring, policy.mechanism(metric)
+    )
 
 
 def _facts(policy: Policy, metric: str, rounds: int) -> tuple[mech.MechanismFacts | None, Fraction]:

@@ -16,11 +16,14 @@ import math
 import re
 import tomllib
 import warnings
+from collections.abc import Mapping
 from fractions import Fraction
 from pathlib import Path
+from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -133,7 +136,7 @@ class MetricSpec(_Frozen):
     edges_version: str | None = None
     dimension: int | None = Field(default=None, ge=1, le=100_000)
     cap_per_client: ExactDecimal | None = None
-    nonnegative: bool = True
+    nonnegative: bool | None = None  # default: True for histograms, False for vector_sum
     epsilon: ExactDecimal | None = None
     rho: ExactDecimal | None = None
     weight: ExactDecimal | None = None
@@ -153,6 +156,17 @@ class MetricSpec(_Frozen):
         if any(b <= a for a, b in itertools.pairwise(v)):
             raise ValueError(f"edges must be strictly increasing, got {list(v)}")
         return v
+
+    @property
+    def is_nonnegative(self) -> bool:
+        """Whether every client's vector is ≥ 0: declared, else histograms only.
+
+        It matters for the L2 sensitivity under replace (√2·cap instead of 2·cap), so a
+        ``vector_sum`` must declare it; the ledger cannot check it per client.
+        """
+        if self.nonnegative is not None:
+            return self.nonnegative
+        return self.kind == "histogram"
 
     @model_validator(mode="after")
     def _consistent(self) -> MetricSpec:
@@ -190,6 +204,18 @@ class MetricSpec(_Frozen):
         if self.kind == "histogram":
             return len(self.edges or ()) + 1
         return int(self.dimension or 0)
+
+
+def _freeze_metrics(v: Mapping[str, MetricSpec]) -> Mapping[str, MetricSpec]:
+    return MappingProxyType(dict(v))
+
+
+FrozenMetrics = Annotated[
+    Mapping[str, MetricSpec],
+    AfterValidator(_freeze_metrics),
+    PlainSerializer(lambda m: dict(m), return_type=dict[str, MetricSpec]),
+]
+"""A policy's metrics: a read-only mapping, so a loaded policy cannot change under a cache."""
 
 
 class Regions(_Frozen):
@@ -230,7 +256,7 @@ class Policy(_Frozen):
     eval_fraction: ExactDecimal = Fraction(1, 4)
     rounds_per_epoch: int = Field(default=1, ge=1, le=100_000)
     regions: Regions
-    metrics: dict[str, MetricSpec]
+    metrics: FrozenMetrics
     source: str = Field(default="<policy>", exclude=True)
 
     @field_validator("name", "version")

@@ -133,3 +133,36 @@ def test_bad_error_bar_inputs_are_refused() -> None:
         mech.error_bar(1.0, 1.0, 0)
     with pytest.raises(InvalidInput):
         mech.cohort_floor(1.0, 1.0, 0.0)
+
+
+def test_sensitivity_covers_the_doubles_clients_clip_to_and_their_rounding() -> None:
+    from dpledger import Policy
+    from dpledger.policy import to_fraction
+
+    text = BASE_SCALAR.format(low="0.1", high="0.4")
+    spec = Policy.from_toml(text).metric("x")
+    exact = to_fraction("0.4") - to_fraction("0.1")
+    doubles = Fraction(0.4) - Fraction(0.1)  # what clients clipping to floats can span
+    assert mech.sensitivity(spec, "replace") == max(exact, doubles) > exact
+    released = mech.release_sensitivity(spec, "replace", "laplace")
+    assert Fraction(released) >= max(exact, doubles) * (1 + mech.CLIENT_ROUNDING_SLACK)
+
+
+def test_signed_vectors_get_the_triangle_bound_under_gaussian_replace() -> None:
+    p = policy()
+    # (0, 0, 1, 0) and (0, 0, -1, 0) are 2·cap apart in L2 when signs may differ
+    assert mech.l2_sensitivity(p.metric("gap"), "replace") == 2 * 2
+
+
+BASE_SCALAR = """
+name = "s"
+version = "1"
+neighbouring = "replace"
+epoch_epsilon = "4"
+[regions]
+names = ["a"]
+[metrics.x]
+kind = "scalar_mean"
+epsilon = "0.1"
+clip = {{ low = "{low}", high = "{high}", source = "test" }}
+"""

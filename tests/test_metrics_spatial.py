@@ -367,3 +367,11 @@ def test_distinct_cells_is_exact_for_every_integer_dtype(cells: list[int], dtype
         float(len(set(cells[:2]))),
         float(len(set(cells[2:]))),
     ]
+
+
+def test_an_empty_client_stays_within_a_ratio_clip_below_one() -> None:
+    # the "isotropic" default of an empty client must not exceed the declared clip
+    rows = sp.along_across_ratio(
+        np.array([1.0, 1.0]), np.array([5.0, 5.0]), clip=0.5, offsets=np.array([0, 2])
+    )
+    assert rows.tolist() == [0.5, 0.5]

@@ -360,8 +360,13 @@ def test_more_rounds_split_the_weighted_share_and_say_the_ledger_charges_per_the
     assert budgets["loss"] == Fraction(1, 10)  # absolute: honoured as written
     assert budgets["share_a"] == policy.release_budget("share_a", 2) == Fraction(1, 20)
     row = next(m for m in p.rows if m.metric == "share_a")
+    delta = mech.release_sensitivity(policy.metric("share_a"), policy.neighbouring, "laplace")
     facts = mech.calibrate(
-        sensitivity=2.0, budget=Fraction(1, 20), measure="epsilon", mechanism="laplace", dimension=0
+        sensitivity=delta,
+        budget=Fraction(1, 20),
+        measure="epsilon",
+        mechanism="laplace",
+        dimension=0,
     )
     assert row.noise_scale == facts.scale
     assert p.rounds_per_epoch == 2

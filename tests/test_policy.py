@@ -134,3 +134,18 @@ def test_zcdp_policy_needs_rho_and_rejects_gaussian_under_pure() -> None:
     )
     with pytest.raises(PolicyError, match="zcdp"):
         Policy.from_toml(gauss)
+
+
+def test_a_loaded_policy_cannot_be_changed_in_place() -> None:
+    # a mutable metrics dict let a cached mechanism (Δ = 3.4) outlive a changed clip
+    p = spatial()
+    with pytest.raises(TypeError):
+        p.metrics["clipped_mean_loss"] = p.metrics["coverage"]  # type: ignore[index]
+    with pytest.raises(ValueError, match="frozen"):
+        p.metrics["coverage"].cap_per_client = Fraction(100)  # type: ignore[misc]
+
+
+def test_vector_sums_are_signed_unless_declared_and_histograms_are_counts() -> None:
+    p = policy()
+    assert p.metrics["gap"].is_nonnegative is False
+    assert p.metrics["hist5"].is_nonnegative is True

@@ -149,7 +149,7 @@ def along_across_ratio(
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # inf clips to clip
         ratio = np.sqrt(sum_b / np.where(along_zero, 1.0, sum_a))
     out = np.where(along_zero, high, np.clip(ratio, 0.0, high))
-    out = np.where(seg.lengths == 0, 1.0, out)
+    out = np.where(seg.lengths == 0, min(1.0, high), out)  # "isotropic", within the clip
     return float(out[0]) if offsets is None else out
 
 
