@@ -1,0 +1,186 @@
+"""Shared plumbing: result rows, sizes, median timing, peak-RSS probes, the table.
+
+Every benchmark figure is a ratio against a baseline run in the same process, because
+the machines these run on are shared and noisy: an absolute figure drifts with the
+neighbours' load, a same-process ratio much less so. Times are medians over repeats.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import resource
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+__all__ = [
+    "FULL",
+    "QUICK",
+    "Row",
+    "Sizes",
+    "fmt_bytes",
+    "fmt_rate",
+    "fmt_seconds",
+    "log",
+    "median_time",
+    "peak_rss",
+    "render_table",
+    "reset_peak_rss",
+]
+
+Met = Literal["yes", "NO", "info", "skipped", "error"]
+
+
+@dataclass(frozen=True, slots=True)
+class Sizes:
+    """How big each case is; ``FULL`` is the issue's set-up, ``QUICK`` the smoke test's."""
+
+    name: str
+    n_clients: int  # fleet for cases 1, 2 and 4
+    slice_clients: int  # plain-Python baseline slice of case 1
+    repeats: int  # timed repeats of the fast (dpledger) side
+    baseline_repeats: int  # timed repeats of the plain-Python loop (case 1)
+    central_repeats: int  # timed repeats of scikit-learn on all samples (~50 s each at full)
+    releases: int  # SQLite releases per timed repeat (case 3)
+    breakdown_iters: int  # iterations per component of the release breakdown
+    pg_releases: int  # PostgreSQL releases per writer (case 3; < 1,000, one epoch's budget)
+    pg_repeats: int  # alternating repeats of the PostgreSQL rows (each starts processes)
+    epochs: int  # epochs of the shipped policy for the lifetime comparison (case 5)
+
+
+FULL = Sizes("full", 1_000_000, 20_000, 3, 3, 1, 500, 300, 60, 3, 20)
+QUICK = Sizes("quick", 10_000, 1_000, 2, 1, 1, 60, 30, 10, 1, 4)
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One line of the table: a measured figure, its same-process baseline, a ratio.
+
+    ``ratio`` is a number and ``ratio_text`` says which way it points (e.g. "38× faster",
+    "0.4× raw", "2.1× inputs"); ``met`` is yes/NO against ``target``, or info/skipped.
+    """
+
+    case: int
+    measured: str
+    dpledger: str
+    baseline: str
+    ratio_text: str
+    target: str
+    met: Met
+    ratio: float | None = None
+    values: dict[str, Any] = field(default_factory=dict)  # raw numbers for --json
+    note: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form (non-finite floats become None)."""
+        d = asdict(self)
+        d["ratio"] = _finite(self.ratio)
+        d["values"] = {k: _finite(v) for k, v in self.values.items()}
+        return d
+
+
+def _finite(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def log(msg: str) -> None:
+    """Progress to stderr, so stdout carries only the table (or the JSON)."""
+    print(f"[bench] {msg}", file=sys.stderr, flush=True)
+
+
+def median_time(
+    fn: Callable[[], object], repeats: int, *, warmup: int = 0
+) -> tuple[float, list[float]]:
+    """Median wall time of ``fn()`` over ``repeats`` runs (garbage collected before each).
+
+    ``warmup`` untimed runs go first: on these VMs the first touch of fresh memory is
+    several times slower than later ones (a 800 MB array: 1.5 s, then 0.15 s).
+    """
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(max(1, repeats)):
+        gc.collect()
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), times
+
+
+_STATUS = Path("/proc/self/status")
+_CLEAR_REFS = Path("/proc/self/clear_refs")
+
+
+def reset_peak_rss() -> bool:
+    """Reset the kernel's peak-RSS mark (Linux ``clear_refs`` 5); False if unsupported.
+
+    Resetting lets one process measure the peak of each case separately, instead of the
+    lifetime maximum that ``getrusage`` reports.
+    """
+    try:
+        _CLEAR_REFS.write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+def peak_rss() -> int:
+    """Peak resident set size in bytes since the last reset (``VmHWM``), else lifetime."""
+    try:
+        for line in _STATUS.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def fmt_rate(x: float, unit: str) -> str:
+    """``12.3 M samples/s``-style figure."""
+    for div, prefix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= div:
+            return f"{x / div:.3g} {prefix}{unit}"
+    return f"{x:.3g} {unit}"
+
+
+def fmt_seconds(s: float) -> str:
+    """Seconds in the most readable unit (µs, ms or s)."""
+    if s < 1e-3:
+        return f"{s * 1e6:.0f} µs"
+    if s < 1:
+        return f"{s * 1e3:.3g} ms"
+    return f"{s:.3g} s"
+
+
+def fmt_bytes(b: float) -> str:
+    """Bytes as GiB or MiB."""
+    return f"{b / 2**30:.2f} GiB" if b >= 2**30 else f"{b / 2**20:.0f} MiB"
+
+
+_HEADERS = ("#", "measured", "dpledger", "baseline", "ratio", "target", "met")
+
+
+def render_table(rows: Sequence[Row]) -> str:
+    """One aligned text table, rows in case order, notes below it."""
+    cells = [
+        (str(r.case), r.measured, r.dpledger, r.baseline, r.ratio_text, r.target, r.met)
+        for r in rows
+    ]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(_HEADERS)]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(v.ljust(w) for v, w in zip(values, widths, strict=True)).rstrip()
+
+    out = [line(_HEADERS), line(["-" * w for w in widths])]
+    out += [line(c) for c in cells]
+    notes = [f"  [{r.case}] {r.measured}: {r.note}" for r in rows if r.note]
+    if notes:
+        out += ["", "notes:", *notes]
+    return "\n".join(out)

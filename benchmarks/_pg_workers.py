@@ -1,0 +1,90 @@
+"""Writer processes for the PostgreSQL rows of case 3 (forked from the runner).
+
+Each writer opens its own connection, does one untimed warm-up, waits on a barrier so
+that all writers start together, then runs its loop and reports ``(start, end, n)``
+on the monotonic clock, which is shared by every process on the machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Barrier
+
+import numpy as np
+import psycopg
+
+from benchmarks.releases import AGGREGATE, PER_EPOCH, request
+from dpledger.ledger import Ledger
+from dpledger.policy import Policy
+
+__all__ = ["RAW_SCHEMA", "ledger_writer", "raw_writer"]
+
+RAW_LOCK = int.from_bytes(hashlib.sha256(b"dpledger-bench-raw").digest()[:8], "big", signed=True)
+RAW_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS raw_entries (seq BIGSERIAL PRIMARY KEY, epoch BIGINT NOT NULL, "
+    "scope TEXT NOT NULL, output TEXT NOT NULL, hash TEXT NOT NULL)"
+)
+
+
+def ledger_writer(
+    url: str,
+    policy_toml: str,
+    region: str,
+    n: int,
+    epoch: int,
+    barrier: Barrier,
+    out: Queue[object],
+) -> None:
+    """``n`` timed ``Ledger.release`` calls in ``region``, all in ``epoch``.
+
+    Puts ``(start, end, n)`` on ``out``, or the error's text.
+    """
+    first = epoch * PER_EPOCH
+    try:
+        policy = Policy.from_toml(policy_toml)
+        agg = np.asarray(AGGREGATE)
+        with Ledger.open(url, policy) as ledger:
+            ledger.release(request(first, region), agg)
+            barrier.wait()
+            t0 = time.perf_counter()
+            for i in range(first + 1, first + n + 1):
+                ledger.release(request(i, region), agg)
+            out.put((t0, time.perf_counter(), n))
+    except Exception as e:  # reported to the parent, which prints an error row
+        barrier.abort()
+        out.put(f"{type(e).__name__}: {e}")
+
+
+def raw_writer(
+    url: str,
+    policy_toml: str,
+    region: str,
+    n: int,
+    epoch: int,
+    barrier: Barrier,
+    out: Queue[object],
+) -> None:
+    """``n`` raw transactions: BEGIN, advisory lock, select head, insert, durable COMMIT."""
+    del policy_toml
+    try:
+        output, digest = json.dumps(list(AGGREGATE)), "0" * 64
+        with psycopg.connect(url) as conn:
+            conn.execute("SET synchronous_commit = on")
+            conn.commit()
+            barrier.wait()
+            t0 = time.perf_counter()
+            for _ in range(n):
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (RAW_LOCK,))
+                conn.execute("SELECT seq, hash FROM raw_entries ORDER BY seq DESC LIMIT 1")
+                conn.execute(
+                    "INSERT INTO raw_entries (epoch, scope, output, hash) VALUES (%s, %s, %s, %s)",
+                    (epoch, region, output, digest),
+                )
+                conn.commit()
+            out.put((t0, time.perf_counter(), n))
+    except Exception as e:
+        barrier.abort()
+        out.put(f"{type(e).__name__}: {e}")

@@ -1,0 +1,152 @@
+"""Case 3, PostgreSQL rows: releases/s with 1 and 8 concurrent writers vs raw psycopg.
+
+A throwaway server is started with the test suite's helper (``tests/pgserver.py``:
+initdb + pg_ctl in a temp dir, ``fsync=on``, as the ``postgres`` user under root).
+dpledger's writers call ``Ledger.release`` on a ``postgresql://`` ledger, each in its own
+region, from separate processes (as separate hosts would). The baseline writers run a
+raw psycopg loop with the same durability (``synchronous_commit=on``) and the same
+serialisation (one advisory transaction lock): lock, select the head, insert, commit.
+When no server can be started the rows say why instead of failing the run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing as mp
+import statistics
+import sys
+import threading
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from benchmarks._harness import Row, Sizes, fmt_rate, log
+from benchmarks.releases import BENCH_POLICY, bench_policy
+
+__all__ = ["WRITERS", "run"]
+
+WRITERS = (1, 8)
+_TESTS = Path(__file__).resolve().parent.parent / "tests"
+_TIMEOUT_S = 300.0
+
+
+def _pgserver() -> ModuleType:
+    """The test suite's server helper (tests/ is not a package: imported by path)."""
+    if str(_TESTS) not in sys.path:
+        sys.path.insert(0, str(_TESTS))
+    return importlib.import_module("pgserver")
+
+
+def _skipped(reason: str) -> list[Row]:
+    return [
+        Row(
+            case=3,
+            measured=f"PostgreSQL releases, {w} writer{'s' if w > 1 else ''}",
+            dpledger=f"skipped: {reason}",
+            baseline="-",
+            ratio_text="-",
+            target="report",
+            met="skipped",
+        )
+        for w in WRITERS
+    ]
+
+
+def _writers(kind: str, url: str, writers: int, n: int, epoch: int) -> float | str:
+    """Aggregate rate of ``writers`` processes doing ``n`` writes each, or an error text."""
+    from benchmarks import _pg_workers as workers
+
+    # fork (Linux): children start with dpledger, OpenDP and psycopg already imported, in
+    # milliseconds; the parent holds no threads or connections at this point
+    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
+    target = workers.ledger_writer if kind == "ledger" else workers.raw_writer
+    barrier = ctx.Barrier(writers)
+    out: Any = ctx.Queue()
+    procs = [
+        ctx.Process(target=target, args=(url, BENCH_POLICY, f"r{w}", n, epoch, barrier, out))
+        for w in range(writers)
+    ]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=_TIMEOUT_S) for _ in procs]
+    for p in procs:
+        p.join(timeout=_TIMEOUT_S)
+    errors = [r for r in results if isinstance(r, str)]
+    if errors:
+        return errors[0]
+    start = min(float(r[0]) for r in results)
+    end = max(float(r[1]) for r in results)
+    return sum(int(r[2]) for r in results) / (end - start)
+
+
+def _median(results: list[float | str]) -> float | str:
+    """Median rate, or the first error text."""
+    errors = [r for r in results if isinstance(r, str)]
+    rates = [r for r in results if not isinstance(r, str)]
+    return errors[0] if errors else float(statistics.median(rates))
+
+
+def _prepare(url: str) -> None:
+    """Create the ledger schema and the raw table before the writers race."""
+    import psycopg
+
+    from benchmarks._pg_workers import RAW_SCHEMA
+    from dpledger.ledger import Ledger
+
+    Ledger.open(url, bench_policy()).close()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(RAW_SCHEMA)
+
+
+def _row(writers: int, n: int, ours: float | str, raw: float | str) -> Row:
+    label = f"PostgreSQL releases, {writers} writer{'s' if writers > 1 else ''} (processes)"
+    if isinstance(ours, str) or isinstance(raw, str):
+        why = ours if isinstance(ours, str) else raw
+        return Row(3, label, "error", "-", "-", "report", "error", note=str(why))
+    return Row(
+        case=3,
+        measured=label,
+        dpledger=fmt_rate(ours, "releases/s"),
+        baseline=f"{fmt_rate(raw, 'txn/s')} (raw psycopg loop)",
+        ratio_text=f"{ours / raw:.2f}x raw",
+        target="report",
+        met="info",
+        ratio=ours / raw,
+        values={"releases_per_s": ours, "raw_txn_per_s": raw, "per_writer": n},
+        note=f"{n:,} writes per writer; synchronous_commit=on, fsync=on; one advisory lock "
+        "serialises writers on both sides",
+    )
+
+
+def run(sizes: Sizes) -> list[Row]:
+    """Start a server, measure 1 and 8 writers on both sides, stop the server."""
+    try:
+        import dpledger.ledger.postgres  # noqa: F401  (the store must exist)
+
+        pgserver = _pgserver()
+    except ImportError as e:
+        return _skipped(f"PostgreSQL store or psycopg unavailable ({e})")
+    log("case 3: starting a throwaway PostgreSQL server")
+    try:
+        server = pgserver.start()
+    except pgserver.PgUnavailable as e:
+        return _skipped(str(e).split(";")[0])
+    except RuntimeError as e:
+        return _skipped(f"server failed to start: {str(e).splitlines()[0]}")
+    rows = []
+    try:
+        url = server.create_database()
+        _prepare(url)
+        for writers in WRITERS:
+            log(f"case 3: PostgreSQL, {writers} writer(s) x {sizes.pg_releases} releases")
+            raws, ourss = [], []
+            for rep in range(sizes.pg_repeats):  # alternate, so load drift hits both alike
+                epoch = 100 * writers + rep  # a fresh epoch: every repeat has the budget
+                raws.append(_writers("raw", url, writers, sizes.pg_releases, epoch))
+                ourss.append(_writers("ledger", url, writers, sizes.pg_releases, epoch))
+            rows.append(_row(writers, sizes.pg_releases, _median(ourss), _median(raws)))
+    finally:
+        # a fast shutdown still checkpoints (~2 s): let it overlap the next case; the
+        # interpreter joins this non-daemon thread before it exits
+        threading.Thread(target=server.stop, name="pg-stop", daemon=False).start()
+    return rows

@@ -1,0 +1,71 @@
+"""Smoke test of ``make bench``: the harness runs at ``--quick`` sizes and reports every case.
+
+It checks that the runner finishes, prints a table row for each of the five cases,
+writes valid JSON with the same rows, and that no case crashed. It never checks how
+fast anything is: benchmarks are not timed tests (DESIGN §6).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = {1, 2, 3, 4, 5}
+ROW_KEYS = {"case", "measured", "dpledger", "baseline", "ratio_text", "target", "met", "ratio"}
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any]]:
+    """Run ``python -m benchmarks --quick`` once; return its stdout and its JSON."""
+    out = tmp_path_factory.mktemp("bench") / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, f"benchmark runner failed:\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout, json.loads(out.read_text(encoding="utf-8"))
+
+
+@pytest.mark.slow
+def test_quick_run_prints_a_table_row_for_every_case(
+    quick_run: tuple[str, dict[str, Any]],
+) -> None:
+    stdout, _ = quick_run
+    lines = stdout.splitlines()
+    assert lines[0].split()[:3] == ["#", "measured", "dpledger"]
+    printed = {int(line.split()[0]) for line in lines[2:] if line[:1].isdigit()}
+    assert printed >= CASES
+
+
+@pytest.mark.slow
+def test_quick_run_writes_json_with_every_case_and_no_crashed_case(
+    quick_run: tuple[str, dict[str, Any]],
+) -> None:
+    _, doc = quick_run
+    rows = doc["rows"]
+    assert isinstance(rows, list)
+    assert {r["case"] for r in rows} >= CASES
+    for r in rows:
+        assert set(r) >= ROW_KEYS, r
+        assert r["met"] in {"yes", "NO", "info", "skipped"}, r
+    assert doc["meta"]["sizes"] == "quick"
+
+
+@pytest.mark.slow
+def test_every_targeted_row_says_whether_its_target_is_met(
+    quick_run: tuple[str, dict[str, Any]],
+) -> None:
+    _, doc = quick_run
+    targeted = [r for r in doc["rows"] if r["target"] not in {"-", "report"}]
+    assert {r["case"] for r in targeted} == {1, 2, 3, 4}
+    assert all(r["met"] in {"yes", "NO"} and r["ratio"] is not None for r in targeted)
