@@ -221,23 +221,27 @@ def _aggregate_checks(spec: MetricSpec, arr: npt.NDArray[np.float64], n: int) ->
     else:
         checks.append(Check("counts_nonnegative", True, "signed values allowed"))
     slack = 1 + AGGREGATE_TOLERANCE
+    # reasons name public bounds only: the un-noised aggregate must never reach a
+    # verdict, a log or a review (a refused release would leak it at no charge)
     if spec.kind == "scalar_mean" and spec.clip is not None:
         lo, hi = float(spec.clip.low) * n, float(spec.clip.high) * n
         x = float(arr.reshape(-1)[0])
         ok = lo - abs(lo) * AGGREGATE_TOLERANCE <= x <= hi + abs(hi) * AGGREGATE_TOLERANCE
         reason = (
-            f"sum {x:g} within [{lo:g}, {hi:g}] = clip × n"
+            f"sum within clip × n = [{lo:g}, {hi:g}]"
             if ok
-            else f"sum {x:g} outside [{lo:g}, {hi:g}] = clip × n: client clipping failed"
+            else f"sum outside clip × n = [{lo:g}, {hi:g}]: client clipping failed; fix the "
+            "client module before releasing"
         )
     else:
         mass = float(np.abs(arr).sum())
         limit = float(spec.cap_per_client or 0) * n
         ok = mass <= limit * slack
         reason = (
-            f"L1 mass {mass:g} ≤ cap × n = {limit:g}"
+            f"L1 mass within cap × n = {limit:g}"
             if ok
-            else f"L1 mass {mass:g} > cap × n = {limit:g}: client capping failed"
+            else f"L1 mass exceeds cap × n = {limit:g}: client capping failed; fix the client "
+            "module before releasing"
         )
     checks.append(Check("clipping_bounds", ok, reason))
     return checks

@@ -149,3 +149,18 @@ def test_over_committed_policy_refuses_weighted_metrics_on_budget_not_by_crashin
     assert result.failures[0].name == "budget"
     assert "over-committed by 1/2" in result.failures[0].reason
     assert type(refusal(result)) is PolicyMismatch
+
+
+@pytest.mark.parametrize(
+    ("request_", "aggregate"),
+    [(req("loss"), 137.123), (req("loss"), 999.875), (req(), [11.5, 22.25, 33.0, 40.0, 50.125])],
+)
+def test_verdicts_never_echo_the_unnoised_aggregate(
+    request_: ReleaseRequest, aggregate: object
+) -> None:
+    import json
+
+    text = json.dumps(verdict_of(request_, aggregate).as_dict())
+    total = float(np.sum(aggregate))
+    for shown in (f"{total:g}", f"{total:.4g}", f"{total:.2f}", repr(total)):
+        assert shown not in text
