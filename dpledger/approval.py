@@ -53,6 +53,7 @@ _FAMILY: dict[str, Literal["policy", "aggregate", "cohort", "budget"]] = {
     "metric_known": "policy",
     "region_known": "policy",
     "policy_version": "policy",
+    "epoch_policy": "policy",
     "edges_version": "policy",
     "aggregate_dtype": "aggregate",
     "aggregate_shape": "aggregate",
@@ -252,10 +253,12 @@ def evaluate(
     request: ReleaseRequest,
     aggregate: object,
     spent: Mapping[str, Fraction],
+    epoch_policy: tuple[str, str] | None = None,
 ) -> Verdict | Prepared:
     """Run every approval check; a :class:`Prepared` release if all pass, else the Verdict.
 
-    ``spent`` is the epoch's exact spend per scope. Nothing is mutated.
+    ``spent`` is the epoch's exact spend per scope; ``epoch_policy`` the ``(hash,
+    version)`` the epoch was opened under (None if unopened). Nothing is mutated.
     """
     checks: list[Check] = []
     unit = policy.unit
@@ -291,6 +294,19 @@ def evaluate(
             else f"client used {pv}, ledger has {policy.version}",
         )
     )
+    if epoch_policy is None or epoch_policy[0] == policy.content_hash:
+        checks.append(Check("epoch_policy", True, "ok"))
+    else:
+        bound_hash, bound_version = epoch_policy
+        checks.append(
+            Check(
+                "epoch_policy",
+                False,
+                f"epoch {request.epoch} was opened under policy version {bound_version} (hash "
+                f"{bound_hash[:12]}…); its budget and regions hold until it ends: finish it "
+                "under that policy, or use the new one from a new epoch",
+            )
+        )
     if spec.edges_version is None:
         checks.append(Check("edges_version", True, "metric has no edges"))
     elif request.edges_version != spec.edges_version:

@@ -21,6 +21,7 @@ from dpledger import (
     InvalidInput,
     Ledger,
     LedgerCorrupted,
+    PolicyMismatch,
     ReleaseRequest,
 )
 
@@ -135,14 +136,39 @@ def test_ledger_refuses_another_policys_name(tmp_path: Path) -> None:
         Ledger.open(tmp_path / "l.db", spatial())
 
 
-def test_a_new_policy_version_keeps_the_spend(tmp_path: Path) -> None:
+def test_a_new_policy_version_keeps_the_spend_and_starts_at_a_new_epoch(tmp_path: Path) -> None:
     with Ledger.open(tmp_path / "l.db", policy()) as a:
         a.release(req("loss"), 1.0)
-    with Ledger.open(tmp_path / "l.db", policy(scalar_eps="0.2")) as b:
+    v2 = policy(scalar_eps="0.2", epoch_epsilon="40")  # a bigger budget must not reopen epoch 0
+    with Ledger.open(tmp_path / "l.db", v2) as b:
         assert b.spent(0, "north") == Fraction(1, 10)
-        b.release(req("loss"), 1.0)
-        assert b.spent(0, "north") == Fraction(3, 10)
-        assert b.verify().ok
+        with pytest.raises(PolicyMismatch) as info:
+            b.release(req("loss"), 1.0)
+        assert info.value.verdict.failures[0].name == "epoch_policy"
+        assert b.spent(0, "north") == Fraction(1, 10)
+        b.release(req("loss", epoch=1), 1.0)
+        assert b.spent(1, "north") == Fraction(1, 5)
+        assert b.lifetime("north").epsilon_basic == Fraction(3, 10)
+        report = b.verify()
+        assert report.ok, report.problems
+
+
+def test_verify_checks_each_epoch_against_the_policy_it_was_opened_under(tmp_path: Path) -> None:
+    import sqlite3
+
+    with Ledger.open(tmp_path / "l.db", policy()) as a:
+        for _ in range(10):
+            a.release(req("loss"), 1.0)  # epoch 0 full under v1 (ε_eval = 1)
+    con = sqlite3.connect(tmp_path / "l.db")  # an editor re-labels epoch 0 as v2's
+    v2 = policy(epoch_epsilon="40")
+    con.execute("DROP TRIGGER dpl_entries_no_update")
+    con.execute("UPDATE dpl_entries SET policy_hash = ? WHERE seq = 5", (v2.content_hash,))
+    con.commit()
+    con.close()
+    with Ledger.open(tmp_path / "l.db", v2) as b:
+        problems = " ".join(b.verify().problems)
+    assert "entry 5" in problems
+    assert "epoch 0 mixes policies" in problems
 
 
 def test_threads_sharing_one_ledger_never_overspend(ledger: Ledger) -> None:

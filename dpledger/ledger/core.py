@@ -7,7 +7,9 @@ crash can over-count spend, never under-count it.
 
 from __future__ import annotations
 
+import json
 import os
+import warnings
 from collections.abc import Mapping
 from fractions import Fraction
 from pathlib import Path
@@ -51,7 +53,11 @@ class Ledger:
     def __init__(self, store: SqlStore, policy: Policy) -> None:
         self._store = store
         self.policy = policy
-        store.init_schema({"policy_name": policy.name, "unit": policy.unit})
+        body = json.dumps(policy.model_dump(mode="json"), sort_keys=True)
+        store.init_schema(
+            {"policy_name": policy.name, "unit": policy.unit},
+            (policy.content_hash, policy.version, body),
+        )
 
     @classmethod
     def open(cls, target: str | Path | None, policy: Policy) -> Ledger:
@@ -82,8 +88,18 @@ class Ledger:
 
     def check(self, request: ReleaseRequest, aggregate: object) -> Verdict:
         """Dry run: every approval check against committed spend; nothing is spent."""
-        result = evaluate(self.policy, request, aggregate, self._store.spent(request.epoch))
+        result = self._evaluate(request, aggregate)
         return result.verdict if isinstance(result, Prepared) else result
+
+    def _evaluate(self, request: ReleaseRequest, aggregate: object) -> Verdict | Prepared:
+        epoch = request.epoch
+        return evaluate(
+            self.policy,
+            request,
+            aggregate,
+            self._store.spent(epoch),
+            self._store.epoch_policy(epoch),
+        )
 
     def release(self, request: ReleaseRequest, aggregate: object) -> Release:
         """Check, then atomically re-check the budget, add OpenDP noise, record, commit.
@@ -111,11 +127,14 @@ class Ledger:
             drafts: list[EntryDraft] = []
             for p in prepared:
                 req = p.verdict.request
-                spent = txn.spent(req.epoch)
-                if not check_budget(
-                    self.policy, spent, req.epoch, req.region, p.verdict.charge or Fraction(0)
-                ).fits:
-                    late = evaluate(self.policy, req, p.values, spent)
+                spent, bound = txn.spent(req.epoch), txn.epoch_policy(req.epoch)
+                charge = p.verdict.charge or Fraction(0)
+                stale = bound is not None and bound[0] != self.policy.content_hash
+                if (
+                    stale
+                    or not check_budget(self.policy, spent, req.epoch, req.region, charge).fits
+                ):
+                    late = evaluate(self.policy, req, p.values, spent, bound)
                     raise refusal(late if isinstance(late, Verdict) else late.verdict)
                 noisy = mech.apply(p.facts, p.values)
                 drafts.append(self._draft(p, tuple(noisy.tolist())))
@@ -123,7 +142,7 @@ class Ledger:
         return tuple(self._to_release(p, e) for p, e in zip(prepared, entries, strict=True))
 
     def _prepare(self, request: ReleaseRequest, aggregate: object) -> Prepared:
-        result = evaluate(self.policy, request, aggregate, self._store.spent(request.epoch))
+        result = self._evaluate(request, aggregate)
         if isinstance(result, Verdict):
             raise refusal(result)
         return result
@@ -228,6 +247,7 @@ class Ledger:
         prev_hash, prev_seq, n = GENESIS, 0, 0
         charges: list[tuple[tuple[int, str], Fraction]] = []
         loss_cache: dict[mech.MechanismFacts, Fraction] = {}
+        epoch_policy: dict[int, str] = {}
         after = 0
         try:
             with self._store.snapshot():
@@ -236,6 +256,12 @@ class Ledger:
                         n += 1
                         problems.extend(self._verify_entry(e, prev_seq, prev_hash, loss_cache))
                         charges.append(((e.draft.epoch, e.draft.scope), e.draft.charge))
+                        first = epoch_policy.setdefault(e.draft.epoch, e.draft.policy_hash)
+                        if first != e.draft.policy_hash:
+                            problems.append(
+                                f"entry {e.seq}: epoch {e.draft.epoch} mixes policies "
+                                f"({first[:12]}… then {e.draft.policy_hash[:12]}…)"
+                            )
                         prev_seq, prev_hash = e.seq, e.hash
                     after = batch[-1].seq
                 meta = self._store.meta()
@@ -247,8 +273,21 @@ class Ledger:
                 f"chain head is entry {meta.get('head_seq')} but the last entry is {prev_seq}: "
                 "entries were deleted from the end"
             )
-        problems.extend(self._verify_spend(charges, stored_spend))
+        problems.extend(self._verify_spend(charges, stored_spend, epoch_policy))
         return VerifyReport(n, tuple(problems))
+
+    def _recorded_policy(self, policy_hash: str) -> Policy | None:
+        """The policy with this content hash, as recorded when the ledger was opened with it."""
+        if policy_hash == self.policy.content_hash:
+            return self.policy
+        body = self._store.policy_body(policy_hash)
+        if body is None:
+            return None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # its warnings were shown when it was in use
+            return Policy.from_mapping(
+                json.loads(body), source=f"recorded policy {policy_hash[:12]}"
+            )
 
     def _verify_entry(
         self, e: Entry, prev_seq: int, prev_hash: str, cache: dict[mech.MechanismFacts, Fraction]
@@ -289,6 +328,7 @@ class Ledger:
         self,
         charges: list[tuple[tuple[int, str], Fraction]],
         stored: dict[tuple[int, str], Fraction],
+        epoch_policy: dict[int, str],
     ) -> list[str]:
         out: list[str] = []
         derived: dict[tuple[int, str], Fraction] = {}
@@ -300,11 +340,17 @@ class Ledger:
                     f"spend of epoch {key[0]} scope {key[1]!r} is {stored.get(key)} but its "
                     f"entries sum to {derived.get(key)}"
                 )
-        budget = self.policy.eval_budget
         for epoch in sorted({k[0] for k in derived}):
+            policy = self._recorded_policy(epoch_policy[epoch])
+            if policy is None:
+                out.append(f"epoch {epoch}: its policy {epoch_policy[epoch][:12]}… is not recorded")
+                continue
             spent = spent_by_scope((s, v) for (e, s), v in derived.items() if e == epoch)
-            for region in regions_in_view(self.policy, spent) or (ALL,):
+            for region in regions_in_view(policy, spent) or (ALL,):
                 loss = client_loss(spent, region)
-                if loss > budget:
-                    out.append(f"epoch {epoch}, region {region}: loss {loss} exceeds {budget}")
+                if loss > policy.eval_budget:
+                    out.append(
+                        f"epoch {epoch}, region {region}: loss {loss} exceeds its policy's "
+                        f"{policy.eval_budget}"
+                    )
         return out

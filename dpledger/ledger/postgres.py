@@ -248,13 +248,13 @@ class PostgresStore(SqlStore):
         cur = conn.execute(sql, args)  # args=None: no placeholder parsing ('%' is literal)
         return cur.fetchall() if cur.description is not None else []
 
-    def init_schema(self, binding: dict[str, str]) -> None:
+    def init_schema(self, binding: dict[str, str], policy: tuple[str, str, str]) -> None:
         """Create tables and append-only triggers (under the ledger lock), then bind."""
         with self._lock, self._write_transaction():
             for stmt in SCHEMA:
                 self._raw_execute(stmt)
             self._raw_execute(_APPEND_ONLY)
-        super().init_schema(binding)
+        super().init_schema(binding, policy)
 
     @contextmanager
     def _write_transaction(self) -> Iterator[None]:

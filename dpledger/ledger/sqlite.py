@@ -68,9 +68,9 @@ class SqliteStore(SqlStore):
         """The database file path."""
         return self._path
 
-    def init_schema(self, binding: dict[str, str]) -> None:
+    def init_schema(self, binding: dict[str, str], policy: tuple[str, str, str]) -> None:
         """Create tables, append-only triggers and the policy binding."""
-        super().init_schema(binding)
+        super().init_schema(binding, policy)
         with self._write_transaction():
             for t in _TRIGGERS:
                 self._raw_execute(t)

@@ -57,6 +57,11 @@ SCHEMA = (
         PRIMARY KEY (epoch, scope)
     )""",
     "CREATE INDEX IF NOT EXISTS dpl_entries_epoch ON dpl_entries (epoch, scope)",
+    """CREATE TABLE IF NOT EXISTS dpl_policies (
+        hash TEXT PRIMARY KEY,
+        version TEXT NOT NULL,
+        body TEXT NOT NULL
+    )""",
 )
 
 
@@ -92,6 +97,10 @@ class WriteTxn:
         if epoch not in self._spent:
             self._spent[epoch] = self._s._read_spent(epoch)
         return dict(self._spent[epoch])
+
+    def epoch_policy(self, epoch: int) -> tuple[str, str] | None:
+        """``(policy hash, version)`` the epoch was opened under, read under the lock."""
+        return self._s._epoch_policy(epoch)
 
     def append(self, drafts: Sequence[EntryDraft]) -> list[Entry]:
         """Chain, insert and total ``drafts``; visible to others only after commit."""
@@ -177,15 +186,39 @@ class SqlStore(ABC):
     def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return self._raw_execute(self._sql(sql), params)
 
+    def _epoch_policy(self, epoch: int) -> tuple[str, str] | None:
+        rows = self._fetchall(
+            "SELECT policy_hash, policy_version FROM dpl_entries WHERE epoch = ? "
+            "ORDER BY seq LIMIT 1",
+            (epoch,),
+        )
+        return (str(rows[0][0]), str(rows[0][1])) if rows else None
+
+    def epoch_policy(self, epoch: int) -> tuple[str, str] | None:
+        """``(policy hash, version)`` of the epoch's first entry, or None if it is unopened.
+
+        An epoch is bound to the policy it was opened under: its budget and regions.
+        """
+        with self._lock:
+            return self._epoch_policy(epoch)
+
+    def policy_body(self, policy_hash: str) -> str | None:
+        """The recorded JSON of a policy the ledger has been opened with."""
+        with self._lock:
+            rows = self._fetchall("SELECT body FROM dpl_policies WHERE hash = ?", (policy_hash,))
+        return str(rows[0][0]) if rows else None
+
     def _read_spent(self, epoch: int) -> dict[str, Fraction]:
         rows = self._fetchall("SELECT scope, total FROM dpl_spend WHERE epoch = ?", (epoch,))
         return {str(scope): Fraction(total) for scope, total in rows}
 
-    def init_schema(self, binding: dict[str, str]) -> None:
-        """Create the schema if missing and bind it to a policy name and unit.
+    def init_schema(self, binding: dict[str, str], policy: tuple[str, str, str]) -> None:
+        """Create the schema if missing, bind it to a policy name and unit, record the policy.
 
         Opening a ledger with a policy of another name or budget unit raises
-        :class:`LedgerCorrupted`: its spend would be read against the wrong budget.
+        :class:`LedgerCorrupted` (and records nothing): its spend would be read against
+        the wrong budget. ``policy`` is ``(hash, version, JSON body)``, kept so that
+        ``verify`` can check each epoch against the policy it was opened under.
         """
         with self._write_transaction():
             for stmt in SCHEMA:
@@ -194,7 +227,15 @@ class SqlStore(ABC):
             if not meta:
                 for k, v in {"schema_version": SCHEMA_VERSION, **binding}.items():
                     self._set_meta(k, v)
-                return
+            self._check_binding(meta, binding)
+            if not self._fetchall("SELECT 1 FROM dpl_policies WHERE hash = ?", (policy[0],)):
+                self._execute(
+                    "INSERT INTO dpl_policies (hash, version, body) VALUES (?, ?, ?)", policy
+                )
+
+    def _check_binding(self, meta: dict[str, str], binding: dict[str, str]) -> None:
+        if not meta:
+            return
         if meta.get("schema_version") != SCHEMA_VERSION:
             raise LedgerCorrupted(
                 f"{self.location}: schema version {meta.get('schema_version')!r}, this "
