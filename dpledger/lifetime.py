@@ -25,7 +25,7 @@ from typing import Literal
 from dpledger import _opendp as dp
 from dpledger.errors import InvalidInput
 from dpledger.ledger.records import Entry
-from dpledger.mechanisms import MechanismFacts
+from dpledger.mechanisms import MechanismFacts, float_up
 from dpledger.policy import ALL
 
 __all__ = ["Lifetime", "lifetime_of", "pld_epsilon", "zcdp_epsilon"]
@@ -115,30 +115,62 @@ def pld_epsilon(facts: Iterable[MechanismFacts], delta: float) -> float | None:
 def lifetime_of(
     entries: Iterable[Entry], region: str, delta: float, *, regions: Iterable[str] = ()
 ) -> Lifetime:
-    """Cumulative loss of a client of ``region`` from the ledger's entries.
+    """Cumulative loss of a client of ``region`` (staying there) from the ledger's entries.
 
-    For ``region="*"`` the worst region of ``regions`` (and those seen) is reported.
+    For ``region="*"``, the worst client, who may change region between epochs (regions
+    are disjoint only within an epoch): basic ε and ρ sum each epoch's worst region; PLD
+    composes, per epoch, every region's releases — an upper bound, since a device is in
+    one region per epoch.
     """
     entries = list(entries)
-    if region == ALL:
-        names = set(regions) | {e.draft.scope for e in entries if e.draft.scope != ALL}
-        views = [lifetime_of(entries, r, delta) for r in sorted(names)]
-        return max(views, key=lambda v: v.epsilon, default=lifetime_of(entries, "", delta))
-    mine = [e for e in entries if e.draft.scope in (region, ALL)]
+    if region != ALL:
+        return _summarise(region, [e for e in entries if e.draft.scope in (region, ALL)], delta)
+    names = set(regions) | {e.draft.scope for e in entries if e.draft.scope != ALL}
+    by_epoch: dict[int, list[Entry]] = {}
+    for e in entries:
+        by_epoch.setdefault(e.draft.epoch, []).append(e)
+    basic: Fraction | None = Fraction(0)
+    rho = Fraction(0)
+    releases = 0
+    for epoch_entries in by_epoch.values():
+        touching = [
+            [e for e in epoch_entries if e.draft.scope in (r, ALL)] for r in sorted(names)
+        ] or [epoch_entries]
+        releases += max(len(t) for t in touching)
+        rho += max(sum((_rho_of(e) for e in t), Fraction(0)) for t in touching)
+        if basic is not None and all(e.draft.unit == "epsilon" for e in epoch_entries):
+            basic += max(sum((e.draft.charge for e in t), Fraction(0)) for t in touching)
+        else:
+            basic = None
+    return _figures(ALL, releases, basic, rho, delta, [e.draft.facts for e in entries])
+
+
+def _summarise(region: str, mine: list[Entry], delta: float) -> Lifetime:
     pure = all(e.draft.unit == "epsilon" for e in mine)
     basic = sum((e.draft.charge for e in mine), Fraction(0)) if pure else None
     rho = sum((_rho_of(e) for e in mine), Fraction(0))
+    return _figures(region, len(mine), basic, rho, delta, [e.draft.facts for e in mine])
+
+
+def _figures(
+    region: str,
+    releases: int,
+    basic: Fraction | None,
+    rho: Fraction,
+    delta: float,
+    facts: list[MechanismFacts],
+) -> Lifetime:
     eps_z = zcdp_epsilon(rho, delta)
-    eps_pld = pld_epsilon((e.draft.facts for e in mine), delta)
+    eps_pld = pld_epsilon(facts, delta)
     candidates: list[tuple[float, Method]] = [(eps_z, "zcdp")]
     if basic is not None:
-        candidates.append((float(basic), "basic"))
+        candidates.append((float_up(basic), "basic"))
     if eps_pld is not None:
         candidates.append((eps_pld, "pld"))
     best, method = min(candidates)
     return Lifetime(
         region=region,
-        releases=len(mine),
+        releases=releases,
         epsilon_basic=basic,
         rho=rho,
         delta=0.0 if method == "basic" else delta,

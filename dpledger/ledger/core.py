@@ -194,13 +194,6 @@ class Ledger:
         """The epoch's raw spend per scope (``"*"`` = global releases)."""
         return self._store.spent(epoch)
 
-    def lifetime_basic(self, region: str = ALL) -> Fraction:
-        """A client's total loss over all epochs by basic composition (sum)."""
-        per_epoch: dict[int, dict[str, Fraction]] = {}
-        for (epoch, scope), total in self._store.all_spent().items():
-            per_epoch.setdefault(epoch, {})[scope] = total
-        return sum((client_loss(s, region) for s in per_epoch.values()), Fraction(0))
-
     def lifetime(self, region: str = ALL, *, delta: float | None = None) -> Lifetime:
         """A client's total loss over all epochs: basic ε, zCDP (ε, δ) and PLD if installed.
 
