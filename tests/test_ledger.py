@@ -96,7 +96,7 @@ def test_parallel_release_charges_each_region_and_is_all_or_nothing(ledger: Ledg
 def test_parallel_release_needs_distinct_regions(ledger: Ledger) -> None:
     with pytest.raises(InvalidInput, match="distinct regions"):
         ledger.release_parallel(
-            {"a": (req("loss", region=ALL), 1.0), "b": (req("loss", region="north"), 1.0)}
+            {ALL: (req("loss", region=ALL), 1.0), "north": (req("loss", region="north"), 1.0)}
         )
 
 
@@ -202,3 +202,30 @@ def test_no_ledger_target_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.delenv("DPLEDGER_URL", raising=False)
     with pytest.raises(InvalidInput, match="DPLEDGER_URL"):
         Ledger.open(None, policy())
+
+
+def test_budget_views_refuse_an_unknown_region(ledger: Ledger) -> None:
+    with pytest.raises(InvalidInput, match="unknown region 'nroth'"):
+        ledger.remaining(0, "nroth")
+
+
+def test_parallel_release_keys_must_name_their_requests_region(ledger: Ledger) -> None:
+    with pytest.raises(InvalidInput, match="names another region"):
+        ledger.release_parallel({"south": (req("loss", region="north"), 1.0)})
+    assert len(ledger) == 0
+
+
+def test_verify_reports_an_unreadable_row_instead_of_raising(tmp_path: Path) -> None:
+    import sqlite3
+
+    with Ledger.open(tmp_path / "l.db", policy()) as a:
+        a.release(req("loss"), 1.0)
+    con = sqlite3.connect(tmp_path / "l.db")
+    con.execute("DROP TRIGGER dpl_entries_no_update")
+    con.execute("UPDATE dpl_entries SET charge = 'one tenth' WHERE seq = 1")
+    con.commit()
+    con.close()
+    with Ledger.open(tmp_path / "l.db", policy()) as b:
+        report = b.verify()
+    assert not report.ok
+    assert "entry 1 cannot be read" in " ".join(report.problems)

@@ -20,7 +20,7 @@ import numpy as np
 from dpledger import mechanisms as mech
 from dpledger.accounting import check_budget, client_loss, regions_in_view, spent_by_scope
 from dpledger.approval import Prepared, ReleaseRequest, Verdict, evaluate, mechanism_facts, refusal
-from dpledger.errors import InvalidInput, StoreError
+from dpledger.errors import InvalidInput, LedgerCorrupted, StoreError
 from dpledger.ledger.records import GENESIS, Entry, EntryDraft, Release, VerifyReport, chain_hash
 from dpledger.ledger.store import SqlStore
 from dpledger.lifetime import Lifetime, lifetime_of
@@ -116,6 +116,12 @@ class Ledger:
 
         Each region's scope is charged its own ε; all are committed together or none.
         """
+        for key, (req, _) in requests.items():
+            if key != req.region:
+                raise InvalidInput(
+                    f"release_parallel key {key!r} names another region than its request "
+                    f"({req.region!r})"
+                )
         prepared = [self._prepare(req, agg) for req, agg in requests.values()]
         scopes = [p.verdict.request.region for p in prepared]
         epochs = {p.verdict.request.epoch for p in prepared}
@@ -183,8 +189,15 @@ class Ledger:
         """Exact ε (ρ under zCDP) a client of ``region`` has lost in ``epoch``.
 
         That is ``spent(ALL) + spent(region)``; for ``region="*"``, the worst region's.
+        An unknown region is an error, not a full budget.
         """
+        self._known_region(region)
         return client_loss(self._store.spent(epoch), region)
+
+    def _known_region(self, region: str) -> None:
+        if region != ALL and not self.policy.regions.admits(region):
+            names = list(self.policy.regions.names) or "any valid name (open regions)"
+            raise InvalidInput(f"unknown region {region!r}; this policy's regions: {names}")
 
     def remaining(self, epoch: int, region: str = ALL) -> Fraction:
         """What a client of ``region`` has left of the epoch's evaluation allocation."""
@@ -259,7 +272,7 @@ class Ledger:
                     after = batch[-1].seq
                 meta = self._store.meta()
                 stored_spend = self._store.all_spent()
-        except StoreError as e:
+        except (StoreError, LedgerCorrupted) as e:
             return VerifyReport(n, (*problems, f"store unreadable: {e}"))
         if (int(meta.get("head_seq", 0)), meta.get("head_hash", GENESIS)) != (prev_seq, prev_hash):
             problems.append(

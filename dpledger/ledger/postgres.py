@@ -15,7 +15,7 @@ writers, only with more ways to deadlock and to lock a row that does not exist y
 first release of a scope inserts its spend row). Under the single lock the budget
 re-check, the entry, the spend update and the new head of one release are serialised
 against every other writer on any host, so racing writers never overspend and the
-chain stays linear (the ``UNIQUE`` on ``prev_hash`` would refuse a fork regardless).
+chain stays linear (the ``seq`` primary key would refuse a fork regardless).
 A transaction-level advisory lock is released by PostgreSQL at ``COMMIT`` or
 ``ROLLBACK`` — and when the client dies, because the server then aborts the
 transaction — so a killed writer can never leave the ledger locked. Advisory locks

@@ -91,7 +91,13 @@ class SqliteStore(SqlStore):
             with contextlib.suppress(sqlite3.Error):
                 self._conn.rollback()
             raise
-        self._raw_execute("COMMIT")
+        try:
+            self._raw_execute("COMMIT")
+        except StoreError:
+            # leave no half-open transaction behind: every later BEGIN would fail
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.rollback()
+            raise
 
     @contextmanager
     def _read_transaction(self) -> Iterator[None]:
