@@ -136,8 +136,14 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
+    anchor = None
+    if args.expected_head:
+        seq, _, digest = args.expected_head.partition(":")
+        if not (seq.isdigit() and len(digest) == 64):
+            raise InvalidInput("--expected-head takes ENTRY_ID:HASH (a release's entry_hash)")
+        anchor = (int(seq), digest)
     with _open(args) as ledger:
-        report = ledger.verify()
+        report = ledger.verify(expected_head=anchor)
     text = f"verified {report.entries_checked} entries: " + (
         "ok" if report.ok else "FAILED\n" + "\n".join(f"  - {p}" for p in report.problems)
     )
@@ -236,6 +242,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         if name == "export":
             p.add_argument("--out", help="file to write (default stdout)")
+        if name == "verify":
+            p.add_argument("--expected-head", help="ENTRY_ID:HASH recorded outside the database")
         if name == "lifetime":
             p.add_argument("--region", default=ALL, help="a region, or '*' for the worst")
             p.add_argument("--delta", type=float, help="δ for the (ε, δ) views (default: policy's)")

@@ -229,3 +229,27 @@ def test_verify_reports_an_unreadable_row_instead_of_raising(tmp_path: Path) -> 
         report = b.verify()
     assert not report.ok
     assert "entry 1 cannot be read" in " ".join(report.problems)
+
+
+def test_an_anchored_head_catches_a_truncation_that_rewrote_head_and_spend(
+    tmp_path: Path,
+) -> None:
+    import sqlite3
+
+    with Ledger.open(tmp_path / "l.db", policy()) as a:
+        a.release(req("loss"), 1.0)
+        last = a.release(req("loss"), 1.0)
+        first_hash = a.entries()[0].hash
+    con = sqlite3.connect(tmp_path / "l.db")  # a thorough editor hides the last release
+    con.execute("DROP TRIGGER dpl_entries_no_delete")
+    con.execute("DELETE FROM dpl_entries WHERE seq = 2")
+    con.execute("UPDATE dpl_spend SET total = '1/10'")
+    con.execute("UPDATE dpl_meta SET value = '1' WHERE key = 'head_seq'")
+    con.execute("UPDATE dpl_meta SET value = ? WHERE key = 'head_hash'", (first_hash,))
+    con.commit()
+    con.close()
+    with Ledger.open(tmp_path / "l.db", policy()) as b:
+        assert b.verify().ok  # without an anchor the chain alone cannot tell
+        report = b.verify(expected_head=(last.entry_id, last.entry_hash))
+    assert not report.ok
+    assert "entry 2 is missing" in report.problems[0]

@@ -174,6 +174,7 @@ class Ledger:
         return Release.make(
             request=p.verdict.request,
             entry_id=entry.entry_id,
+            entry_hash=entry.hash,
             noisy_sum=np.asarray(entry.draft.output, dtype=np.float64),
             bar=p.spec.bar,
             bar_factor=mech.bar_factor(p.spec.bar, p.facts.mechanism),
@@ -243,17 +244,22 @@ class Ledger:
 
     # -- audit -----------------------------------------------------------------------
 
-    def verify(self) -> VerifyReport:
+    def verify(self, expected_head: tuple[int, str] | None = None) -> VerifyReport:
         """Check the hash chain, re-derive every charge via OpenDP, and every scope's total.
 
-        All reads happen in one snapshot, so writers committing meanwhile cause no false
-        alarms. Problems name the entry ids involved; ``report.ok`` is True iff none.
+        The chain has no secret: someone able to rewrite every later hash, the head and
+        the spend can hide a truncation. ``expected_head`` — an ``(entry_id,
+        entry_hash)`` kept outside the database (e.g. from a :class:`Release`) — closes
+        that: the chain must contain exactly that entry. All reads happen in one
+        snapshot, so concurrent writers cause no false alarms. Problems name the entry
+        ids involved; ``report.ok`` is True iff there are none.
         """
         problems: list[str] = []
         prev_hash, prev_seq, n = GENESIS, 0, 0
         charges: list[tuple[tuple[int, str], Fraction]] = []
         loss_cache: dict[mech.MechanismFacts, Fraction] = {}
         epoch_policy: dict[int, str] = {}
+        anchored: bool | None = None
         after = 0
         try:
             with self._store.snapshot():
@@ -268,6 +274,8 @@ class Ledger:
                                 f"entry {e.seq}: epoch {e.draft.epoch} mixes policies "
                                 f"({first[:12]}… then {e.draft.policy_hash[:12]}…)"
                             )
+                        if expected_head is not None and e.seq == expected_head[0]:
+                            anchored = e.hash == expected_head[1]
                         prev_seq, prev_hash = e.seq, e.hash
                     after = batch[-1].seq
                 meta = self._store.meta()
@@ -278,6 +286,15 @@ class Ledger:
             problems.append(
                 f"chain head is entry {meta.get('head_seq')} but the last entry is {prev_seq}: "
                 "entries were deleted from the end"
+            )
+        if expected_head is not None and anchored is not True:
+            problems.append(
+                f"entry {expected_head[0]} is "
+                + (
+                    "missing: the chain was truncated"
+                    if anchored is None
+                    else "not the one anchored"
+                )
             )
         problems.extend(self._verify_spend(charges, stored_spend, epoch_policy))
         return VerifyReport(n, tuple(problems))

@@ -124,6 +124,7 @@ class Release:
 
     request: ReleaseRequest
     entry_id: int
+    entry_hash: str  # the chain hash after this release: keep it outside the DB as an anchor
     noisy_sum: npt.NDArray[np.float64]
     scale: float
     error_bar: float
@@ -142,6 +143,7 @@ class Release:
         *,
         request: ReleaseRequest,
         entry_id: int,
+        entry_hash: str,
         noisy_sum: npt.NDArray[np.float64],
         bar: BarKind,
         bar_factor: float,
@@ -158,6 +160,7 @@ class Release:
         return cls(
             request=request,
             entry_id=entry_id,
+            entry_hash=entry_hash,
             noisy_sum=_readonly(noisy_sum),
             scale=facts.scale,
             error_bar=bar_value,
@@ -197,6 +200,7 @@ class Release:
         v = self.value
         return {
             "entry_id": self.entry_id,
+            "entry_hash": self.entry_hash,
             "metric": self.request.metric,
             "epoch": self.request.epoch,
             "region": self.request.region,

@@ -3,7 +3,9 @@
 ``BEGIN IMMEDIATE`` takes SQLite's single write lock at the start of the transaction,
 so the budget re-check, the entry and the spend update of one release are serialised
 against every other writer — threads and processes alike. Triggers refuse UPDATE and
-DELETE on entries (append-only); :meth:`Ledger.verify` still detects a determined editor.
+DELETE on entries (append-only); :meth:`Ledger.verify` detects an edited or removed
+entry unless the editor also rewrites every later hash, the head and the spend — which
+``verify(expected_head=…)`` catches against a head recorded outside the database.
 """
 
 from __future__ import annotations
