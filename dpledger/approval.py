@@ -73,7 +73,12 @@ class ReleaseRequest(BaseModel):
     epoch: int = Field(ge=0, description="evaluation epoch (policy budget window)")
     metric: str = Field(min_length=1)
     region: str = Field(min_length=1, description=f"a region, or {ALL!r} for all (explicit)")
-    cohort: int = Field(ge=1, description="clients summed into the aggregate (public)")
+    cohort: int = Field(
+        ge=1,
+        description="clients summed into the aggregate, a public number: under replace the "
+        "known cohort; under add_remove the planned cohort fixed before the round (the "
+        "aggregator must sum at most this many clients), never the count of who reported",
+    )
     edges_version: str | None = None
     policy_version: str | None = None
 
@@ -101,6 +106,7 @@ class Verdict:
     charge: Fraction | None  # ε (or ρ) the release would cost
     unit: str
     budget: BudgetCheck | None
+    floor: int | None = None  # the metric's cohort floor, when it has a target
 
     @property
     def approved(self) -> bool:
@@ -154,9 +160,9 @@ def refusal(verdict: Verdict) -> ReleaseRefused:
             verdict, requested=b.requested, spent=b.spent, remaining=b.remaining, scope=b.scope
         )
     # a budget failure without a budget check is an over-committed policy
-    cls = {"policy": PolicyMismatch, "budget": PolicyMismatch, "cohort": CohortTooSmall}.get(
-        family, InvalidAggregate
-    )
+    if family == "cohort" and verdict.floor is not None:
+        return CohortTooSmall(verdict, cohort=verdict.request.cohort, floor=verdict.floor)
+    cls = {"policy": PolicyMismatch, "budget": PolicyMismatch}.get(family, InvalidAggregate)
     return cls(verdict)
 
 
@@ -263,12 +269,14 @@ def evaluate(
     checks: list[Check] = []
     unit = policy.unit
 
+    floor: int | None = None
+
     def verdict(charge: Fraction | None = None, budget: BudgetCheck | None = None) -> Verdict:
         ran = {c.name for c in checks}
         rest = [
             Check(n, None, "not checked: an earlier check failed") for n in _FAMILY if n not in ran
         ]
-        return Verdict(request, (*checks, *rest), charge, unit, budget)
+        return Verdict(request, (*checks, *rest), charge, unit, budget, floor)
 
     spec = policy.metrics.get(request.metric)
     if spec is None:

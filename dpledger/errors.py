@@ -77,7 +77,15 @@ class PolicyMismatch(ReleaseRefused):
 
 
 class CohortTooSmall(ReleaseRefused):
-    """The cohort is below the floor that the metric's error-bar target requires."""
+    """The cohort is below the floor that the metric's error-bar target requires.
+
+    ``cohort`` is the request's, ``floor`` the smallest cohort that meets the target.
+    """
+
+    def __init__(self, verdict: Verdict, *, cohort: int, floor: int) -> None:
+        self.cohort = cohort
+        self.floor = floor
+        super().__init__(verdict)
 
 
 class BudgetExceeded(ReleaseRefused):

@@ -164,3 +164,9 @@ def test_verdicts_never_echo_the_unnoised_aggregate(
     total = float(np.sum(aggregate))
     for shown in (f"{total:g}", f"{total:.4g}", f"{total:.2f}", repr(total)):
         assert shown not in text
+
+
+def test_cohort_too_small_carries_the_cohort_and_the_floor() -> None:
+    err = refusal(verdict_of(req("floored", cohort=50), 10.0))
+    assert isinstance(err, CohortTooSmall)
+    assert (err.cohort, err.floor) == (50, 300)  # ln 20 · (1 / 0.1) / 0.1 → 300
