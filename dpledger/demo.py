@@ -134,7 +134,9 @@ def _region_sums(fleet: Fleet, rows: npt.NDArray[np.float64]) -> dict[str, npt.N
     out = {}
     for region in fleet.regions:
         r = fleet.client_range(region)
-        out[region] = np.asarray(rows[r.start : r.stop].sum(axis=0), dtype=np.float64)
+        # contiguous columns get numpy's pairwise summation: ~1e-15 relative, not ~n·1e-16
+        block = np.ascontiguousarray(rows[r.start : r.stop].T)
+        out[region] = np.asarray(block.sum(axis=-1), dtype=np.float64)
     return out
 
 

@@ -305,20 +305,6 @@ class PostgresStore(SqlStore):
         finally:
             self._in_txn = False
 
-    def _upsert_spend(self, epoch: int, scope: str, total: str) -> None:
-        self._raw_execute(
-            "INSERT INTO dpl_spend (epoch, scope, total) VALUES (%s, %s, %s) "
-            "ON CONFLICT (epoch, scope) DO UPDATE SET total = EXCLUDED.total",
-            (epoch, scope, total),
-        )
-
-    def _set_meta(self, key: str, value: str) -> None:
-        self._raw_execute(
-            "INSERT INTO dpl_meta (key, value) VALUES (%s, %s) "
-            "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-            (key, value),
-        )
-
     def close(self) -> None:
         """Close the connection (idempotent); an open transaction is rolled back."""
         self._closed = True

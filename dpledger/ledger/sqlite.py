@@ -111,20 +111,6 @@ class SqliteStore(SqlStore):
             with contextlib.suppress(sqlite3.Error):
                 self._conn.rollback()
 
-    def _upsert_spend(self, epoch: int, scope: str, total: str) -> None:
-        self._raw_execute(
-            "INSERT INTO dpl_spend (epoch, scope, total) VALUES (?, ?, ?) "
-            "ON CONFLICT (epoch, scope) DO UPDATE SET total = excluded.total",
-            (epoch, scope, total),
-        )
-
-    def _set_meta(self, key: str, value: str) -> None:
-        self._raw_execute(
-            "INSERT INTO dpl_meta (key, value) VALUES (?, ?) "
-            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            (key, value),
-        )
-
     def close(self) -> None:
         """Close the connection (idempotent)."""
         try:

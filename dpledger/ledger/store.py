@@ -129,8 +129,7 @@ class WriteTxn:
             head_seq, head_hash = seq, h
         for epoch, scope in sorted(touched):
             s._upsert_spend(epoch, scope, _frac(self._spent[epoch][scope]))
-        s._set_meta("head_seq", str(head_seq))
-        s._set_meta("head_hash", head_hash)
+        s._set_meta(("head_seq", str(head_seq)), ("head_hash", head_hash))
         return out
 
 
@@ -141,6 +140,7 @@ class SqlStore(ABC):
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
+        self._bound: dict[int, tuple[str, str]] = {}  # epoch -> (policy hash, version)
 
     # -- what a backend provides ------------------------------------------------------
 
@@ -158,13 +158,22 @@ class SqlStore(ABC):
     def _read_transaction(self) -> Iterator[None]:
         """Begin a read-only transaction: every read inside sees one committed state."""
 
-    @abstractmethod
     def _upsert_spend(self, epoch: int, scope: str, total: str) -> None:
         """Set the spend total of one scope."""
+        self._execute(
+            "INSERT INTO dpl_spend (epoch, scope, total) VALUES (?, ?, ?) "
+            "ON CONFLICT (epoch, scope) DO UPDATE SET total = excluded.total",
+            (epoch, scope, total),
+        )
 
-    @abstractmethod
-    def _set_meta(self, key: str, value: str) -> None:
-        """Set one meta value."""
+    def _set_meta(self, *pairs: tuple[str, str]) -> None:
+        """Set meta values, in one statement."""
+        rows = ", ".join("(?, ?)" for _ in pairs)
+        self._execute(
+            f"INSERT INTO dpl_meta (key, value) VALUES {rows} "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [x for pair in pairs for x in pair],
+        )
 
     @abstractmethod
     def close(self) -> None:
@@ -187,12 +196,18 @@ class SqlStore(ABC):
         return self._raw_execute(self._sql(sql), params)
 
     def _epoch_policy(self, epoch: int) -> tuple[str, str] | None:
+        # an epoch's first entry never changes (append-only), so a binding once seen is kept
+        if epoch in self._bound:
+            return self._bound[epoch]
         rows = self._fetchall(
             "SELECT policy_hash, policy_version FROM dpl_entries WHERE epoch = ? "
             "ORDER BY seq LIMIT 1",
             (epoch,),
         )
-        return (str(rows[0][0]), str(rows[0][1])) if rows else None
+        if not rows:
+            return None
+        self._bound[epoch] = (str(rows[0][0]), str(rows[0][1]))
+        return self._bound[epoch]
 
     def epoch_policy(self, epoch: int) -> tuple[str, str] | None:
         """``(policy hash, version)`` of the epoch's first entry, or None if it is unopened.
@@ -225,8 +240,7 @@ class SqlStore(ABC):
                 self._execute(stmt)
             meta = dict(self._fetchall("SELECT key, value FROM dpl_meta"))
             if not meta:
-                for k, v in {"schema_version": SCHEMA_VERSION, **binding}.items():
-                    self._set_meta(k, v)
+                self._set_meta(("schema_version", SCHEMA_VERSION), *binding.items())
             self._check_binding(meta, binding)
             if not self._fetchall("SELECT 1 FROM dpl_policies WHERE hash = ?", (policy[0],)):
                 self._execute(
