@@ -116,7 +116,7 @@ class _RawLoop:
 def _store_writer(policy: Policy, path: Path, facts: mech.MechanismFacts) -> Callable[[], None]:
     """One bare store write transaction (spend read + chained append), as a release does."""
     store = SqliteStore(path)
-    store.init_schema({"policy_name": policy.name, "unit": policy.unit})
+    Ledger(store, policy)  # creates the schema and records the policy, as Ledger.open does
     draft = EntryDraft(
         epoch=0, scope="r0", metric="hist7", policy_name=policy.name,
         policy_version=policy.version, policy_hash=policy.content_hash,
