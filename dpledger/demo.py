@@ -28,7 +28,7 @@ from dpledger.metrics import spatial
 from dpledger.metrics.uncertainty import derived_interval
 from dpledger.policy import MetricSpec, Policy
 
-__all__ = ["DEFAULT_POLICY", "DemoResult", "Finding", "Progress", "run_demo"]
+__all__ = ["DEFAULT_POLICY", "DemoResult", "Finding", "Progress", "release_epoch", "run_demo"]
 
 DEFAULT_POLICY = Path(__file__).resolve().parent.parent / "policies" / "spatial-eval.toml"
 BASELINE_RATIO = REFERENCE_MODELS["baseline"][1] / REFERENCE_MODELS["baseline"][0]
@@ -159,6 +159,33 @@ def _derive(rel: Release) -> dict[str, float]:
     return {}
 
 
+def release_epoch(
+    ledger: Ledger,
+    sums: dict[str, dict[str, npt.NDArray[np.float64]]],
+    cohorts: dict[str, int],
+    *,
+    epoch: int = 0,
+    on_metric: Callable[[str], None] | None = None,
+) -> tuple[list[Release], list[Verdict]]:
+    """Release every metric of the ledger's policy in every region, once; keep refusals."""
+    policy = ledger.policy
+    releases: list[Release] = []
+    refusals: list[Verdict] = []
+    for name, spec in policy.metrics.items():
+        for region, total in sums[name].items():
+            req = ReleaseRequest(
+                epoch=epoch, metric=name, region=region, cohort=cohorts[region],
+                edges_version=spec.edges_version, policy_version=policy.version,
+            )  # fmt: skip
+            try:
+                releases.append(ledger.release(req, total))
+            except ReleaseRefused as e:
+                refusals.append(e.verdict)
+        if on_metric is not None:
+            on_metric(f"released {name}")
+    return releases, refusals
+
+
 def _findings(result: DemoResult) -> tuple[Finding, ...]:
     out: list[Finding] = []
     by = {(r.request.region, r.request.metric): r for r in result.releases}
@@ -218,20 +245,8 @@ def run_demo(
     sums = {name: _region_sums(fleet, rows) for name, rows in contributions.items()}
     cohorts = {r: len(fleet.client_range(r)) for r in fleet.regions}
     bar.step("per-region sums (secure-aggregation stand-in)")
-    releases: list[Release] = []
-    refusals: list[Verdict] = []
     with Ledger.open(path, policy) as ledger:
-        for name, spec in policy.metrics.items():
-            for region, total in sums[name].items():
-                req = ReleaseRequest(
-                    epoch=0, metric=name, region=region, cohort=cohorts[region],
-                    edges_version=spec.edges_version, policy_version=policy.version,
-                )  # fmt: skip
-                try:
-                    releases.append(ledger.release(req, total))
-                except ReleaseRefused as e:
-                    refusals.append(e.verdict)
-            bar.step(f"released {name}")
+        releases, refusals = release_epoch(ledger, sums, cohorts, epoch=0, on_metric=bar.step)
         budget = {r: (str(ledger.spent(0, r)), str(ledger.remaining(0, r))) for r in fleet.regions}
         ok = ledger.verify().ok
     bar.step("ledger verified" if ok else "LEDGER VERIFICATION FAILED")

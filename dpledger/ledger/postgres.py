@@ -258,25 +258,22 @@ class PostgresStore(SqlStore):
 
     @contextmanager
     def _write_transaction(self) -> Iterator[None]:
-        self._raw_execute("BEGIN ISOLATION LEVEL READ COMMITTED")
-        self._in_txn = True
-        try:
-            self._raw_execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+        with self._transaction("BEGIN ISOLATION LEVEL READ COMMITTED", lock=True):
             yield
-        except BaseException:
-            self._rollback_quietly()
-            raise
-        try:
-            self._commit()
-        finally:
-            self._in_txn = False
 
     @contextmanager
     def _read_transaction(self) -> Iterator[None]:
         # one snapshot for every read inside (verify), without taking the write lock
-        self._raw_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        with self._transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", lock=False):
+            yield
+
+    @contextmanager
+    def _transaction(self, begin: str, *, lock: bool) -> Iterator[None]:
+        self._raw_execute(begin)
         self._in_txn = True
         try:
+            if lock:
+                self._raw_execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
             yield
         except BaseException:
             self._rollback_quietly()
