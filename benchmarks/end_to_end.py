@@ -27,8 +27,6 @@ from benchmarks._harness import (
     reset_peak_rss,
 )
 from dpledger import demo
-from dpledger.approval import ReleaseRequest
-from dpledger.errors import ReleaseRefused
 from dpledger.fleet import Fleet
 from dpledger.ledger import Ledger
 from dpledger.policy import Policy
@@ -46,19 +44,9 @@ def one_epoch(fleet: Fleet, policy: Policy, path: Path) -> dict[str, float]:
     sums = {name: demo._region_sums(fleet, r) for name, r in rows.items()}
     cohorts = {r: len(fleet.client_range(r)) for r in fleet.regions}
     t2 = time.perf_counter()
-    released = refused = 0
     with Ledger.open(path, policy) as ledger:
-        for name, spec in policy.metrics.items():
-            for region, total in sums[name].items():
-                req = ReleaseRequest(
-                    epoch=0, metric=name, region=region, cohort=cohorts[region],
-                    edges_version=spec.edges_version, policy_version=policy.version,
-                )  # fmt: skip
-                try:
-                    ledger.release(req, total)
-                    released += 1
-                except ReleaseRefused:
-                    refused += 1
+        releases, refusals = demo.release_epoch(ledger, sums, cohorts)
+    released, refused = len(releases), len(refusals)
     t3 = time.perf_counter()
     return {
         "contributions": t1 - t0,
