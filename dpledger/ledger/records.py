@@ -186,6 +186,11 @@ class Release:
         return (v - self.error_bar, v + self.error_bar)
 
     @property
+    def charge(self) -> Fraction:
+        """The exact charge in :attr:`unit` (ε, or ρ under zCDP); ``epsilon`` is its old name."""
+        return self.epsilon
+
+    @property
     def per_client(self) -> npt.NDArray[np.float64]:
         """The noisy sum divided by the cohort (the mean contribution per client)."""
         return _readonly(self.noisy_sum / self.request.cohort)
