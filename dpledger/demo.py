@@ -147,7 +147,8 @@ def _derive(rel: Release) -> dict[str, float]:
     if name == "error_histogram":
         tail = derived_interval(lambda z: float(z[-1] / max(z.sum(), 1e-9)), v, rel.scale,
                                 bounds=(0.0, 1.0))  # fmt: skip
-        share = float(v[-1] / max(v.sum(), 1e-9))
+        # a share lies in [0, 1]: clamp the noisy point as its interval is (post-processing)
+        share = min(max(float(v[-1] / max(v.sum(), 1e-9)), 0.0), 1.0)
         return {"tail_share": share, "tail_low": tail.low, "tail_high": tail.high}
     if name == "calibration_gap":
         k = v.shape[0] // 2
