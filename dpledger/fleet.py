@@ -32,7 +32,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import pairwise
-from statistics import NormalDist
 from typing import Any, Final, TypeAlias
 
 import numpy as np
@@ -52,9 +51,10 @@ from dpledger.fleet_scenarios import (
     Overconfident,
     Scenario,
     SmallRegion,
-    _check_anchors,
     _is_int,
+    _loss_levels,
     _require,
+    held_out_losses,
 )
 
 # fmt: off
@@ -83,7 +83,6 @@ _STREAMS: Final = (
     "counts", "client", "crs", "label_mix", "along", "across", "loss",
     "prob", "outcome", "labels", "pred", "reg", "reg_pred", "cells",
 )  # fmt: skip
-_NORMAL: Final = NormalDist()
 
 
 @dataclass(frozen=True)
@@ -208,34 +207,6 @@ class Fleet:
             seed=self.seed,
             **arrays,
         )
-
-
-def _loss_levels(z: F64, anchors: Sequence[tuple[float, float]]) -> F64:
-    """Map standard-normal scores to loss levels through the anchors (see HeavyTailedLoss)."""
-    zs = np.array([_NORMAL.inv_cdf(q) for q, _ in anchors])
-    lv = np.log(np.array([v for _, v in anchors]))
-    out: F64 = np.interp(z, zs, lv)
-    lo, hi = z < zs[0], z > zs[-1]
-    out[lo] = lv[0] + (lv[1] - lv[0]) / (zs[1] - zs[0]) * (z[lo] - zs[0])
-    out[hi] = lv[-1] + (lv[-1] - lv[-2]) / (zs[-1] - zs[-2]) * (z[hi] - zs[-1])
-    return np.exp(out)
-
-
-def held_out_losses(
-    n_clients: int = 2000,
-    *,
-    seed: int = 0,
-    anchors: Sequence[tuple[float, float]] = HELD_OUT_LOSS_ANCHORS,
-) -> F64:
-    """Per-client mean losses of a held-out fleet, for choosing a clip bound.
-
-    With the default anchors, 2,000 clients have p50 ≈ 0.4, p90 ≈ 1.2, p95 ≈ 1.6, p99 ≈ 3.4
-    and a maximum typically in the tens (one draw from the tail: it varies with the seed, about
-    20-250 over seeds 0-9; 26 for seed 0). Clipping at the max costs far more noise than at p99.
-    """
-    _require(n_clients > 0, f"n_clients must be > 0, got {n_clients}")
-    _check_anchors(anchors)
-    return _loss_levels(np.random.default_rng(seed).standard_normal(n_clients), anchors)
 
 
 def _parse_scenarios(scenarios: Iterable[Scenario | str]) -> tuple[Scenario, ...]:

@@ -6,7 +6,8 @@ not (for macro-F1, MCC, weighted precision, R², …). Classification: one C×C 
 matrix per client (rows = true class, columns = predicted, scikit-learn's layout);
 every classification metric is post-processing of the summed matrix. Regression:
 ``Σ(y−ŷ)², Σ|y−ŷ|, Σ(y−c), Σ(y−c)², n`` with a public shift ``c``, giving R², MSE,
-RMSE and MAE in one round (no separate round for the global mean).
+RMSE and MAE in one round (no separate round for the global mean); those functions
+live in :mod:`dpledger.metrics.flam_regression` and are re-exported here.
 
 Zero divisions follow scikit-learn's default ``zero_division="warn"``: a precision,
 recall or F1 whose denominator is 0 counts as 0.0 (no warning is raised here).
@@ -32,7 +33,16 @@ from dpledger.metrics._segments import (
     check_same_length,
     segments_for,
 )
-from dpledger.metrics.release import MetricDeclaration, VectorSumCodec
+from dpledger.metrics.flam_regression import (
+    REGRESSION_KEYS,
+    REGRESSION_MEASURES,
+    project_regression_measures,
+    regression_codec,
+    regression_measures,
+    regression_metrics,
+    regression_metrics_rows,
+)
+from dpledger.metrics.release import MetricDeclaration
 
 __all__ = [
     "CLASSIFICATION_KEYS",
@@ -73,16 +83,6 @@ CLASSIFICATION_KEYS = (
     "mcc",
 )
 """Keys of :func:`classification_metrics`, in order."""
-
-REGRESSION_MEASURES = ("sum_sq_residual", "sum_abs_residual", "sum_y", "sum_y_sq", "n")
-"""Column order of :func:`regression_measures`; ``sum_y``/``sum_y_sq`` are of ``y − shift``."""
-
-REGRESSION_KEYS = ("r2", "mse", "rmse", "mae")
-"""Keys of :func:`regression_metrics`."""
-
-# Σ(y−c)² − (Σ(y−c))²/n at or below this fraction of Σ(y−c)² is cancellation noise: 0.
-_SSTOT_REL_FLOOR = 1e-12
-
 
 # --------------------------------------------------------------------------- classification
 
@@ -245,164 +245,6 @@ def classification_metrics(
         raise InvalidInput("confusion matrix has no mass: there is nothing to measure")
     rows = classification_metrics_rows(m, labels=labels)
     return {k: float(v) for k, v in rows.items()}
-
-
-# --------------------------------------------------------------------------- regression
-
-
-def _bounds(y_bounds: tuple[float, float]) -> tuple[float, float]:
-    try:
-        lo, hi = (float(v) for v in y_bounds)
-    except (TypeError, ValueError) as e:
-        raise InvalidInput(f"y_bounds must be a pair (low, high), got {y_bounds!r}") from e
-    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-        raise InvalidInput(f"y_bounds must be finite with low < high, got {y_bounds!r}")
-    return lo, hi
-
-
-def _shift(shift: float | None, y_bounds: tuple[float, float] | None) -> float:
-    if shift is None:
-        return 0.0 if y_bounds is None else 0.5 * (y_bounds[0] + y_bounds[1])
-    s = float(shift)
-    if not math.isfinite(s):
-        raise InvalidInput(f"shift must be finite, got {shift!r}")
-    return s
-
-
-def regression_measures(
-    y_true: npt.ArrayLike,
-    y_pred: npt.ArrayLike,
-    *,
-    offsets: npt.ArrayLike | None = None,
-    y_bounds: tuple[float, float] | None = None,
-    residual_bound: float | None = None,
-    max_samples: float | None = None,
-    shift: float | None = None,
-) -> FloatArray:
-    """Per-client ``[Σ(y−ŷ)², Σ|y−ŷ|, Σ(y−c), Σ(y−c)², n]`` (see REGRESSION_MEASURES).
-
-    y is clipped to ``y_bounds`` and the residual y − ŷ (of the clipped y) to
-    ``[−r, r]`` with r = ``residual_bound``. ``shift`` c (public, the same for every
-    client; default the midpoint of ``y_bounds``, else 0) keeps Σ(y−c)² − (Σ(y−c))²/n
-    well conditioned; metrics do not depend on it. With ``max_samples`` m each sample
-    weighs ``min(1, m/n_i)``. Per-client bounds, with h = max(|low−c|, |high−c|):
-    Σ(y−ŷ)² ≤ m·r², Σ|y−ŷ| ≤ m·r, |Σ(y−c)| ≤ m·h, Σ(y−c)² ≤ m·h², n ≤ m. Without all
-    three bounds the measures are unclipped (the exact no-noise path) but unbounded,
-    so not releasable; release them via :func:`regression_codec`. Shape (5,) or
-    (clients, 5).
-    """
-    y = as_finite(y_true, "y_true")
-    yh = as_finite(y_pred, "y_pred")
-    n = check_same_length(y_true=y, y_pred=yh)
-    bounds = None if y_bounds is None else _bounds(y_bounds)
-    c = _shift(shift, bounds)
-    if bounds is not None:
-        y = np.clip(y, *bounds)
-    with np.errstate(over="ignore"):
-        r = y - yh
-    if residual_bound is not None:
-        rb = check_positive(residual_bound, "residual_bound")
-        r = np.clip(r, -rb, rb)
-    seg = segments_for(offsets, n)
-    if max_samples is None:
-        weight = np.ones(seg.n_clients)
-        w: FloatArray | float = 1.0
-    else:
-        m = check_positive(max_samples, "max_samples")
-        weight = np.minimum(1.0, m / np.maximum(seg.lengths, 1))
-        w = seg.per_sample(weight)
-    with np.errstate(over="ignore", invalid="ignore"):
-        d = y - c
-        cols = [w * r * r, w * np.abs(r), w * d, w * d * d]
-        rows = np.stack([*(seg.sum(col) for col in cols), seg.lengths * weight], axis=1)
-    if not np.all(np.isfinite(rows)):
-        raise InvalidInput(
-            "regression measures overflowed (values near the float limit); pass y_bounds "
-            "and residual_bound to clip them"
-        )
-    return rows[0] if offsets is None else rows
-
-
-def regression_codec(
-    *,
-    y_bounds: tuple[float, float],
-    residual_bound: float,
-    max_samples: float,
-    cap: float,
-    shift: float | None = None,
-    weights: tuple[float, float, float, float, float] | None = None,
-) -> VectorSumCodec:
-    """Codec putting regression measures into one ``vector_sum`` release (L1 cap ``cap``).
-
-    Uses the per-client bounds documented in :func:`regression_measures` (same
-    arguments, same shift); ``weights`` share the cap between the five coordinates.
-    """
-    lo, hi = _bounds(y_bounds)
-    c = _shift(shift, (lo, hi))
-    r = check_positive(residual_bound, "residual_bound")
-    m = check_positive(max_samples, "max_samples")
-    h = max(abs(lo - c), abs(hi - c))
-    bounds = (m * r * r, m * r, m * h, m * h * h, m)
-    return VectorSumCodec.build(REGRESSION_MEASURES, bounds, cap=cap, weights=weights)
-
-
-def project_regression_measures(noisy: npt.ArrayLike) -> FloatArray:
-    """Make noisy summed measures (…, 5) feasible (post-processing): clamp to the valid set.
-
-    Σ(y−ŷ)², Σ|y−ŷ| and n are clamped to ≥ 0, and Σ(y−c)² raised to at least
-    (Σ(y−c))²/n (Cauchy–Schwarz), so the total sum of squares is never negative.
-    """
-    v = np.array(noisy, dtype=np.float64)
-    if v.ndim == 0 or v.shape[-1] != len(REGRESSION_MEASURES):
-        raise InvalidInput(f"measures must end in dimension 5 {REGRESSION_MEASURES}, got {v.shape}")
-    if not np.all(np.isfinite(v)):
-        raise InvalidInput("noisy measures hold NaN or inf")
-    v[..., [0, 1, 4]] = np.maximum(v[..., [0, 1, 4]], 0.0)
-    n = v[..., 4]
-    floor = np.where(n > 0, v[..., 2] * v[..., 2] / np.where(n > 0, n, 1.0), 0.0)
-    v[..., 3] = np.maximum(np.maximum(v[..., 3], floor), 0.0)
-    return v
-
-
-def regression_metrics_rows(measures: npt.ArrayLike) -> dict[str, FloatArray]:
-    """R², MSE, RMSE, MAE for each row of a (…, 5) stack of summed measures (vectorised).
-
-    Conventions as :func:`regression_metrics`; rows with n ≤ 0 give NaN. No validation.
-    """
-    v = np.asarray(measures, dtype=np.float64)
-    sse, sae, s1, s2, n = (v[..., k] for k in range(5))
-    ok = n > 0
-    nn = np.where(ok, n, 1.0)
-    mse = np.where(ok, sse / nn, np.nan)
-    mae = np.where(ok, sae / nn, np.nan)
-    sstot = s2 - s1 * s1 / nn
-    sstot = np.where(sstot <= _SSTOT_REL_FLOOR * np.abs(s2), 0.0, sstot)
-    r2 = np.where(sse == 0, 1.0, np.where(sstot == 0, 0.0, 1.0 - sse / np.where(sstot, sstot, 1)))
-    r2 = np.where(n < 2, np.nan, r2)
-    return {"r2": r2, "mse": mse, "rmse": np.sqrt(np.maximum(mse, 0.0)), "mae": mae}
-
-
-def regression_metrics(measures: npt.ArrayLike) -> dict[str, float]:
-    """R², MSE, RMSE and MAE from summed measures, in one round (post-processing).
-
-    The total sum of squares is ``Σ(y−c)² − (Σ(y−c))²/n`` (shift-invariant), so no
-    second round for the global mean is needed. Matches scikit-learn's defaults:
-    R² is 1.0 for a perfect fit, 0.0 when y is constant (total sum of squares 0,
-    including cancellation noise ≤ 1e-12·Σ(y−c)²) but the fit is not, and NaN
-    with fewer than 2 samples. RMSE is sqrt(MSE). Negative sums or counts are refused:
-    call :func:`project_regression_measures` on a noisy release first.
-    """
-    v = as_finite(measures, "measures")
-    if v.shape != (len(REGRESSION_MEASURES),):
-        raise InvalidInput(f"measures must have shape (5,) {REGRESSION_MEASURES}, got {v.shape}")
-    if np.any(v[[0, 1, 3, 4]] < 0):
-        raise InvalidInput(
-            "measures hold a negative sum of squares, absolute sum or count; project a "
-            "noisy release with project_regression_measures() first"
-        )
-    if not v[4] > 0:
-        raise InvalidInput("measures have n = 0: there is nothing to measure")
-    return {k: float(x) for k, x in regression_metrics_rows(v).items()}
 
 
 # --------------------------------------------------------------------------- naive baseline
