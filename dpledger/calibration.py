@@ -284,10 +284,10 @@ def calibrate_clip(
     clipped_sum = low * n_low + inside + bounds * (n - n_le)
     bias = clipped_sum / n - prefix[-1] / n
     clipped_fraction = (n_low + (n - n_le)) / n
-    deltas = bounds - low if neighbouring == "replace" else np.maximum(abs(low), np.abs(bounds))
-    scales = np.array([mech.noise_scale(float(d), epsilon, "epsilon") for d in deltas]) / int(
-        cohort
-    )
+    deltas = [  # the ledger's rule, one implementation (a handful of candidates)
+        mech.scalar_sensitivity(Fraction(low), Fraction(float(b)), neighbouring) for b in bounds
+    ]
+    scales = np.array([mech.noise_scale(d, epsilon, "epsilon") for d in deltas]) / int(cohort)
     rmse = np.sqrt(bias**2 + 2.0 * scales**2)
     rows = tuple(
         ClipCandidate(
