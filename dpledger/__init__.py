@@ -22,7 +22,7 @@ from dpledger.errors import (
     StoreError,
 )
 from dpledger.ledger import Entry, Ledger, Release, VerifyReport
-from dpledger.lifetime import Lifetime
+from dpledger.ledger.lifetime import Lifetime
 from dpledger.mechanisms import MechanismFacts, cohort_floor, error_bar
 from dpledger.planning import Plan, plan
 from dpledger.policy import ALL, MetricSpec, Policy, PolicyWarning

@@ -8,7 +8,6 @@ turns NaN into 0, clamps inf and accepts a vector of the wrong length.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -24,10 +23,10 @@ from dpledger.errors import (
     BudgetExceeded,
     CohortTooSmall,
     InvalidAggregate,
-    InvalidInput,
     PolicyMismatch,
     ReleaseRefused,
 )
+from dpledger.mechanisms import mechanism_facts
 from dpledger.policy import ALL, MetricSpec, Policy
 
 __all__ = [
@@ -164,32 +163,6 @@ def refusal(verdict: Verdict) -> ReleaseRefused:
         return CohortTooSmall(verdict, cohort=verdict.request.cohort, floor=verdict.floor)
     cls = {"policy": PolicyMismatch, "budget": PolicyMismatch}.get(family, InvalidAggregate)
     return cls(verdict)
-
-
-@functools.lru_cache(maxsize=1024)
-def mechanism_facts(policy: Policy, metric: str) -> tuple[mech.MechanismFacts, Fraction]:
-    """The calibrated mechanism of one release of ``metric``, and its exact charge."""
-    spec = policy.metric(metric)
-    kind = policy.mechanism(metric)
-    delta = mech.release_sensitivity(spec, policy.neighbouring, kind)
-    charge = policy.release_budget(metric)
-    if charge <= 0:
-        raise InvalidInput(
-            f"metric {metric!r} has no budget: the policy is over-committed by "
-            f"{policy.overcommitment()}; lower the absolute budgets or the rounds"
-        )
-    facts = mech.calibrate(
-        sensitivity=delta,
-        budget=charge,
-        measure=_measure(policy),
-        mechanism=kind,
-        dimension=0 if spec.kind == "scalar_mean" else spec.size,
-    )
-    return facts, charge
-
-
-def _measure(policy: Policy) -> mech.Measure:
-    return "epsilon" if policy.definition == "pure" else "rho"
 
 
 def _as_float64(aggregate: object) -> tuple[npt.NDArray[np.float64] | None, str]:

@@ -14,8 +14,14 @@ from collections.abc import Mapping
 from fractions import Fraction
 
 from dpledger import mechanisms as mech
+from dpledger._plan_common import (
+    FrozenModel,
+    positive_int,
+    release_sensitivity_of,
+    validated_cohorts,
+    validated_rounds,
+)
 from dpledger.errors import InvalidInput
-from dpledger.planning import _cohorts, _Frozen, _positive_int, _rounds, _sensitivity
 from dpledger.policy import BarKind, ExactDecimal, Policy
 
 __all__ = [
@@ -31,7 +37,7 @@ _ZERO = Fraction(0)
 _SIG_DIGITS = 4  # inverse-planning budgets are rounded up to this many significant digits
 
 
-class MetricRequirement(_Frozen):
+class MetricRequirement(FrozenModel):
     """The budget one release of a metric needs so that its bar meets ``target`` at ``cohort``."""
 
     region: str
@@ -45,7 +51,7 @@ class MetricRequirement(_Frozen):
     enough: bool
 
 
-class RegionRequirement(_Frozen):
+class RegionRequirement(FrozenModel):
     """A region's summed requirement over the epoch: ``rounds × Σ required``."""
 
     region: str
@@ -57,7 +63,7 @@ class RegionRequirement(_Frozen):
     fits: bool
 
 
-class BudgetRequirement(_Frozen):
+class BudgetRequirement(FrozenModel):
     """Inverse plan: the budget each metric's bar needs, and whether the epoch holds it."""
 
     unit: mech.Measure
@@ -91,9 +97,9 @@ def epsilon_for_target(policy: Policy, metric: str, target: float | None, cohort
         raise InvalidInput(f"metric {metric!r} has no target in the policy: pass target=...")
     if isinstance(goal, bool) or not (isinstance(goal, numbers.Real) and 0 < goal < math.inf):
         raise InvalidInput(f"target error bar must be finite and > 0, got {goal!r}")
-    n = _positive_int(cohort, "cohort n")
+    n = positive_int(cohort, "cohort n")
     kind = policy.mechanism(metric)
-    delta = _sensitivity(policy, metric)
+    delta = release_sensitivity_of(policy, metric)
     scale = float(goal) * n / mech.bar_factor(spec.bar, kind)  # the noise that just fits
     raw = delta / scale if policy.unit == "epsilon" else delta**2 / (2.0 * scale**2)
     q = _ceil_sig(raw)
@@ -116,8 +122,8 @@ def required_budget(
     ``targets`` overrides (or supplies) a metric's target bar; metrics with none are
     listed in ``untargeted``. A region fits when ``rounds × Σ required ≤ eval_budget``.
     """
-    cohort_of = _cohorts(policy, cohorts)
-    rounds = _rounds(policy, rounds_per_epoch)
+    cohort_of = validated_cohorts(policy, cohorts)
+    rounds = validated_rounds(policy, rounds_per_epoch)
     goals = dict(targets or {})
     unknown = sorted(set(goals) - set(policy.metrics))
     if unknown:

@@ -80,8 +80,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _print_comparison(policy: Policy, cohorts: dict[str, int], as_json: bool) -> int:
+    from dpledger._plan_common import text_table
     from dpledger.comparison import compare_definitions
-    from dpledger.planning import text_table
 
     rows = compare_definitions(policy, cohorts)
     if as_json:

@@ -22,8 +22,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from dpledger import mechanisms as mech
+from dpledger.accounting import zcdp_epsilon
 from dpledger.errors import InvalidInput
-from dpledger.lifetime import zcdp_epsilon
 from dpledger.policy import Policy
 
 __all__ = ["DefinitionChoice", "compare_definitions", "rho_for_epsilon"]

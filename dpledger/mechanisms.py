@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from dpledger import _opendp as dp
 from dpledger.errors import InternalError, InvalidInput
-from dpledger.policy import BarKind, MetricSpec, Neighbouring
+from dpledger.policy import BarKind, MetricSpec, Neighbouring, Policy
 
 __all__ = [
     "BAR_KINDS",
@@ -38,6 +38,7 @@ __all__ = [
     "float_up",
     "l1_sensitivity",
     "l2_sensitivity",
+    "mechanism_facts",
     "noise_scale",
     "privacy_loss",
     "release_sensitivity",
@@ -327,3 +328,27 @@ def cohort_floor(
     while error_bar_for_scale(scale, n, bar, mechanism) > target:
         n += 1
     return n
+
+
+@functools.lru_cache(maxsize=1024)
+def mechanism_facts(policy: Policy, metric: str) -> tuple[MechanismFacts, Fraction]:
+    """The calibrated mechanism of one release of ``metric`` under ``policy``, and its charge.
+
+    Cached by the policy's content hash (policies are immutable) and the metric name.
+    """
+    spec = policy.metric(metric)
+    kind = policy.mechanism(metric)
+    charge = policy.release_budget(metric)
+    if charge <= 0:
+        raise InvalidInput(
+            f"metric {metric!r} has no budget: the policy is over-committed by "
+            f"{policy.overcommitment()}; lower the absolute budgets or the rounds"
+        )
+    facts = calibrate(
+        sensitivity=release_sensitivity(spec, policy.neighbouring, kind),
+        budget=charge,
+        measure="epsilon" if policy.definition == "pure" else "rho",
+        mechanism=kind,
+        dimension=0 if spec.kind == "scalar_mean" else spec.size,
+    )
+    return facts, charge

@@ -16,16 +16,20 @@ under zCDP); JSON carries them as ``"p/q"`` strings next to a float.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Protocol
 
-from pydantic import BaseModel, ConfigDict
-
 from dpledger import mechanisms as mech
-from dpledger.approval import mechanism_facts
+from dpledger._plan_common import (
+    FrozenModel,
+    release_sensitivity_of,
+    text_table,
+    validated_cohorts,
+    validated_rounds,
+)
 from dpledger.errors import InvalidInput
-from dpledger.mechanisms import cohort_floor, error_bar
+from dpledger.mechanisms import cohort_floor, error_bar, mechanism_facts
 from dpledger.policy import (
     ALL,
     EVAL_FRACTION_ADVISED,
@@ -58,11 +62,7 @@ class SpendSource(Protocol):
         ...
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
-
-
-class MetricPlan(_Frozen):
+class MetricPlan(FrozenModel):
     """One metric in one region: its per-release cost, noise, error bar and floor.
 
     ``noise_scale`` is the scale on the released *sum* (Laplace b or Gaussian σ, in
@@ -92,7 +92,7 @@ class MetricPlan(_Frozen):
     reason: str
 
 
-class RegionPlan(_Frozen):
+class RegionPlan(FrozenModel):
     """One region's releases and its epoch budget: spent before, used by the plan, left.
 
     ``requested`` is what every release of every metric that clears its floor would
@@ -111,7 +111,7 @@ class RegionPlan(_Frozen):
     fits: bool
 
 
-class Plan(_Frozen):
+class Plan(FrozenModel):
     """A budget plan for one epoch of a policy's releases (JSON via ``model_dump_json``)."""
 
     policy_name: str
@@ -171,23 +171,6 @@ class Plan(_Frozen):
 # -- helpers -------------------------------------------------------------------------------
 
 
-def text_table(headers: Sequence[str], rows: Iterable[Sequence[str]], align: str = "") -> str:
-    """An aligned plain-text table; ``align`` holds ``l``/``r`` per column (default ``l``)."""
-    body = [tuple(r) for r in rows]
-    widths = [max([len(h), *(len(r[i]) for r in body)]) for i, h in enumerate(headers)]
-    modes = align.ljust(len(headers), "l")
-
-    def line(cells: Sequence[str]) -> str:
-        parts = [
-            c.rjust(w) if a == "r" else c.ljust(w)
-            for c, w, a in zip(cells, widths, modes, strict=True)
-        ]
-        return "  ".join(parts).rstrip()
-
-    rule = "  ".join("-" * w for w in widths)
-    return "\n".join([line(headers), rule, *(line(r) for r in body)])
-
-
 def _show(q: Fraction) -> str:
     """An exact decimal when q has one (1/5 → 0.2), else ≈ 6 significant digits."""
     d = q.denominator
@@ -221,12 +204,6 @@ def _g(x: float | None) -> str:
     return "-" if x is None else f"{x:.4g}"
 
 
-def _sensitivity(policy: Policy, metric: str) -> float:
-    return mech.release_sensitivity(
-        policy.metric(metric), policy.neighbouring, policy.mechanism(metric)
-    )
-
-
 def _facts(policy: Policy, metric: str, rounds: int) -> tuple[mech.MechanismFacts | None, Fraction]:
     """The calibrated mechanism and exact charge of one release (None if it has no budget)."""
     charge = policy.release_budget(metric, rounds)
@@ -236,42 +213,13 @@ def _facts(policy: Policy, metric: str, rounds: int) -> tuple[mech.MechanismFact
         return mechanism_facts(policy, metric)  # exactly what the ledger charges
     spec = policy.metric(metric)
     facts = mech.calibrate(
-        sensitivity=_sensitivity(policy, metric),
+        sensitivity=release_sensitivity_of(policy, metric),
         budget=charge,
         measure=policy.unit,
         mechanism=policy.mechanism(metric),
         dimension=0 if spec.kind == "scalar_mean" else spec.size,
     )
     return facts, charge
-
-
-def _positive_int(value: object, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < 1:
-        raise InvalidInput(f"{what} must be an integer ≥ 1, got {value!r}")
-    return int(value)
-
-
-def _cohorts(policy: Policy, cohorts: Mapping[str, int]) -> dict[str, int]:
-    if not cohorts:
-        raise InvalidInput("give at least one region's cohort, e.g. cohorts={'eu-west': 2400}")
-    out: dict[str, int] = {}
-    for region, n in cohorts.items():
-        if region == ALL:
-            raise InvalidInput(
-                f"plan regional releases: {ALL!r} (a global release) is not a region; "
-                "give each region's cohort"
-            )
-        if not policy.regions.admits(region):
-            declared = ", ".join(policy.regions.names) or "(open partition)"
-            raise InvalidInput(f"unknown region {region!r}; the policy declares: {declared}")
-        out[region] = _positive_int(n, f"cohort n of region {region!r}")
-    return out
-
-
-def _rounds(policy: Policy, rounds_per_epoch: int | None) -> int:
-    if rounds_per_epoch is None:
-        return policy.rounds_per_epoch
-    return _positive_int(rounds_per_epoch, "rounds_per_epoch")
 
 
 def _policy_warnings(policy: Policy, rounds: int) -> list[str]:
@@ -319,8 +267,8 @@ def plan(
     """
     if isinstance(epoch, bool) or not isinstance(epoch, numbers.Integral) or epoch < 0:
         raise InvalidInput(f"epoch must be an integer ≥ 0, got {epoch!r}")
-    cohort_of = _cohorts(policy, cohorts)
-    rounds = _rounds(policy, rounds_per_epoch)
+    cohort_of = validated_cohorts(policy, cohorts)
+    rounds = validated_rounds(policy, rounds_per_epoch)
     warnings = _policy_warnings(policy, rounds)
     ledger_policy = getattr(ledger, "policy", None)
     if isinstance(ledger_policy, Policy) and ledger_policy.content_hash != policy.content_hash:
@@ -418,7 +366,9 @@ def _plan_region(
                 cohort=n,
                 budget_per_release=charge,
                 budget_per_release_float=float(charge),
-                sensitivity=_sensitivity(policy, name) if facts is None else facts.sensitivity,
+                sensitivity=release_sensitivity_of(policy, name)
+                if facts is None
+                else facts.sensitivity,
                 noise_scale=None if facts is None else facts.scale,
                 bar=spec.bar,
                 error_bar=None

@@ -12,8 +12,8 @@ from factories import SPATIAL, policy
 
 from dpledger import ALL, Ledger, Policy, ReleaseRequest
 from dpledger import mechanisms as mech
+from dpledger.accounting import pld_epsilon, zcdp_epsilon
 from dpledger.approval import mechanism_facts
-from dpledger.lifetime import pld_epsilon, zcdp_epsilon
 
 ZCDP = """
 name = "zcdp-test"

@@ -21,9 +21,9 @@ from dpledger import mechanisms as mech
 from dpledger.accounting import check_budget, client_loss, regions_in_view, spent_by_scope
 from dpledger.approval import Prepared, ReleaseRequest, Verdict, evaluate, mechanism_facts, refusal
 from dpledger.errors import InvalidInput, LedgerCorrupted, StoreError
+from dpledger.ledger.lifetime import Lifetime, lifetime_of
 from dpledger.ledger.records import GENESIS, Entry, EntryDraft, Release, VerifyReport, chain_hash
 from dpledger.ledger.store import SqlStore
-from dpledger.lifetime import Lifetime, lifetime_of
 from dpledger.policy import ALL, Policy
 
 __all__ = ["Ledger"]
@@ -211,7 +211,7 @@ class Ledger:
     def lifetime(self, region: str = ALL, *, delta: float | None = None) -> Lifetime:
         """A client's total loss over all epochs: basic ε, zCDP (ε, δ) and PLD if installed.
 
-        ``delta`` defaults to the policy's. See :mod:`dpledger.lifetime`.
+        ``delta`` defaults to the policy's. See :mod:`dpledger.ledger.lifetime`.
         """
         return lifetime_of(
             self._store.entries(),

@@ -15,20 +15,17 @@ Three figures, from loosest to tightest:
 
 from __future__ import annotations
 
-import math
-from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
 
-from dpledger import _opendp as dp
-from dpledger.errors import InvalidInput
+from dpledger.accounting import pld_epsilon, zcdp_epsilon
 from dpledger.ledger.records import Entry
 from dpledger.mechanisms import MechanismFacts, float_up
 from dpledger.policy import ALL
 
-__all__ = ["Lifetime", "lifetime_of", "pld_epsilon", "zcdp_epsilon"]
+__all__ = ["Lifetime", "lifetime_of"]
 
 Method = Literal["basic", "zcdp", "pld"]
 
@@ -67,49 +64,6 @@ def _rho_of(entry: Entry) -> Fraction:
     if entry.draft.unit == "rho":
         return entry.draft.charge
     return entry.draft.charge**2 / 2
-
-
-def zcdp_epsilon(rho: Fraction, delta: float) -> float:
-    """ε at ``delta`` for total ρ, by OpenDP's zCDP → approximate-DP conversion.
-
-    A unit-σ Gaussian at input distance d has ρ = d²/2; d is rounded up until OpenDP's
-    map is at least ``rho``, so the conversion never understates the loss.
-    """
-    if not 0 < delta < 1:
-        raise InvalidInput(f"delta must be in (0, 1), got {delta!r}")
-    if rho <= 0:
-        return 0.0
-    meas = dp.m.make_gaussian(
-        dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float), scale=1.0
-    )
-    d_in = math.sqrt(2 * float(rho))
-    while Fraction(meas.map(d_in)) < rho:
-        d_in = math.nextafter(d_in, math.inf)
-    profile = dp.c.make_zCDP_to_approxDP(meas).map(d_in)
-    return float(profile.epsilon(delta))
-
-
-def pld_epsilon(facts: Iterable[MechanismFacts], delta: float) -> float | None:
-    """ε at ``delta`` by dp_accounting's PLD accountant, or None if it is not installed."""
-    try:
-        import dp_accounting
-        from dp_accounting.pld import pld_privacy_accountant
-    except ImportError:
-        return None
-    counts = Counter(
-        (f.mechanism, f.scale / f.sensitivity) for f in facts
-    )  # identical mechanisms compose as one event with a count
-    if not counts:
-        return 0.0
-    acc = pld_privacy_accountant.PLDAccountant()
-    for (kind, multiplier), n in sorted(counts.items()):
-        event = (
-            dp_accounting.LaplaceDpEvent(noise_multiplier=multiplier)
-            if kind == "laplace"
-            else dp_accounting.GaussianDpEvent(noise_multiplier=multiplier)
-        )
-        acc.compose(event, n)
-    return float(acc.get_epsilon(delta))
 
 
 def lifetime_of(
