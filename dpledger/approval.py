@@ -324,14 +324,7 @@ def evaluate(
     if spec.target is None:
         checks.append(Check("cohort_floor", True, "no error-bar target declared"))
     else:
-        floor = mech.cohort_floor(
-            facts.sensitivity,
-            charge,
-            spec.target,
-            spec.bar,
-            measure=facts.measure,
-            mechanism=facts.mechanism,
-        )
+        floor = mech.cohort_floor_for_scale(facts.scale, spec.target, spec.bar, facts.mechanism)
         ok = request.cohort >= floor
         bar = mech.error_bar_for_scale(facts.scale, request.cohort, spec.bar, facts.mechanism)
         checks.append(

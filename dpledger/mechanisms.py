@@ -33,6 +33,7 @@ __all__ = [
     "build",
     "calibrate",
     "cohort_floor",
+    "cohort_floor_for_scale",
     "error_bar",
     "error_bar_for_scale",
     "float_up",
@@ -319,9 +320,21 @@ def cohort_floor(
     mechanism: MechanismKind = "laplace",
 ) -> int:
     """The smallest cohort ``n`` whose :func:`error_bar` is ≤ ``target`` (n − 1's is not)."""
+    return cohort_floor_for_scale(
+        noise_scale(sensitivity, epsilon, measure), target, bar, mechanism
+    )
+
+
+def cohort_floor_for_scale(
+    scale: float, target: float, bar: BarKind = "ci95", mechanism: MechanismKind = "laplace"
+) -> int:
+    """The smallest ``n`` whose :func:`error_bar_for_scale` is ≤ ``target`` at this scale.
+
+    The approval check and the planner use it with a release's calibrated scale, so the
+    floor and the bar a release reports can never disagree.
+    """
     if not (math.isfinite(target) and target > 0):
         raise InvalidInput(f"target error bar must be finite and > 0, got {target!r}")
-    scale = noise_scale(sensitivity, epsilon, measure)
     n = max(1, math.ceil(bar_factor(bar, mechanism) * scale / target))
     while n > 1 and error_bar_for_scale(scale, n - 1, bar, mechanism) <= target:
         n -= 1

@@ -324,10 +324,13 @@ def _plan_region(
             continue
         if spec.target is None:
             continue
-        floors[name] = floor = _floor(facts, charge, spec.target, spec.bar)
+        floors[name] = floor = _floor(facts, spec.target, spec.bar)
         if n < floor:
             reasons[name] = f"cohort {n} < floor {floor}"
-            best = _floor(facts, budget, spec.target, spec.bar)
+            best = mech.cohort_floor(  # if the metric had the whole allocation
+                facts.sensitivity, budget, spec.target, spec.bar,
+                measure=facts.measure, mechanism=facts.mechanism,
+            )  # fmt: skip
             if n < best:
                 reasons[name] += f" (needs ≥ {best} even with all of {_show(budget)})"
                 never.append(f"{name} (needs n ≥ {best})")
@@ -395,11 +398,9 @@ def _plan_region(
     )
 
 
-def _floor(facts: mech.MechanismFacts, budget: Fraction, target: float, bar: BarKind) -> int:
-    """The approval check's cohort floor for this mechanism at ``budget``."""
-    return mech.cohort_floor(
-        facts.sensitivity, budget, target, bar, measure=facts.measure, mechanism=facts.mechanism
-    )
+def _floor(facts: mech.MechanismFacts, target: float, bar: BarKind) -> int:
+    """The approval check's cohort floor for this calibrated mechanism."""
+    return mech.cohort_floor_for_scale(facts.scale, target, bar, facts.mechanism)
 
 
 def _allocate(
