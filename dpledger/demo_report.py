@@ -118,6 +118,21 @@ def as_json(result: DemoResult) -> dict[str, Any]:
     }
 
 
+def _finish(
+    plt: Any, fig: Any, ax: Any, path: Path, title: str, xlabel: str | None, ylabel: str
+) -> Path:
+    """Label, lay out, save (PNG, 110 dpi) and close one chart."""
+    if xlabel:
+        ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def write_plots(result: DemoResult, directory: Path) -> list[Path]:
     """PNG charts of released values: ratio per region, error histograms, calibration gaps."""
     from dpledger.calibration import require_pyplot
@@ -133,13 +148,9 @@ def write_plots(result: DemoResult, directory: Path) -> list[Path]:
     bars = [rels[(r, "along_across_ratio")].error_bar for r in regions]
     ax.bar(regions, ratios, yerr=bars, capsize=4, color="#4c72b0")
     ax.axhline(1.0 / 0.9, color="grey", ls="--", label="baseline model (1.11)")
-    ax.set_ylabel("mean across/along RMSE ratio")
-    ax.set_title("Released along/across ratio per region (95% bars)")
-    ax.legend()
-    out.append(directory / "ratio_by_region.png")
-    fig.tight_layout()
-    fig.savefig(out[-1], dpi=110)
-    plt.close(fig)
+    out.append(_finish(plt, fig, ax, directory / "ratio_by_region.png",
+                       "Released along/across ratio per region (95% bars)",
+                       None, "mean across/along RMSE ratio"))  # fmt: skip
 
     fig, ax = plt.subplots(figsize=(7, 3.5))
     edges = result.policy.metrics["error_histogram"].edges or ()
@@ -150,14 +161,9 @@ def write_plots(result: DemoResult, directory: Path) -> list[Path]:
         v = np.clip(rels[(region, "error_histogram")].noisy_sum, 0, None)
         ax.bar(x + i * 0.8 / len(regions), v / max(v.sum(), 1e-9), 0.8 / len(regions), label=region)
     ax.set_xticks(x + 0.4 - 0.4 / len(regions), labels)
-    ax.set_xlabel("position error (m)")
-    ax.set_ylabel("share of errors")
-    ax.set_title("Released error histogram per region")
-    ax.legend()
-    out.append(directory / "error_histogram.png")
-    fig.tight_layout()
-    fig.savefig(out[-1], dpi=110)
-    plt.close(fig)
+    out.append(_finish(plt, fig, ax, directory / "error_histogram.png",
+                       "Released error histogram per region",
+                       "position error (m)", "share of errors"))  # fmt: skip
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for region in regions:
@@ -166,14 +172,9 @@ def write_plots(result: DemoResult, directory: Path) -> list[Path]:
         gaps = np.where(v[k:] > 1.0, v[:k] / np.where(v[k:] > 1.0, v[k:], 1.0), np.nan)
         ax.plot(np.arange(k) / k + 0.5 / k, gaps, marker="o", label=region)
     ax.axhline(0.0, color="grey", lw=0.8)
-    ax.set_xlabel("predicted probability (bucket centre)")
-    ax.set_ylabel("mean(p − y)")
-    ax.set_title("Released calibration gap per confidence bucket")
-    ax.legend()
-    out.append(directory / "calibration_gap.png")
-    fig.tight_layout()
-    fig.savefig(out[-1], dpi=110)
-    plt.close(fig)
+    out.append(_finish(plt, fig, ax, directory / "calibration_gap.png",
+                       "Released calibration gap per confidence bucket",
+                       "predicted probability (bucket centre)", "mean(p − y)"))  # fmt: skip
     return out
 
 
