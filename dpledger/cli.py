@@ -247,11 +247,12 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "lifetime":
             p.add_argument("--region", default=ALL, help="a region, or '*' for the worst")
             p.add_argument("--delta", type=float, help="δ for the (ε, δ) views (default: policy's)")
-    _register_optional(sub, lg)
+    _register_subcommands(sub)
     return parser
 
 
-def _register_optional(sub: Any, ledger_sub: Any) -> None:
+def _register_subcommands(sub: Any) -> None:
+    """Planning, calibration and the demo live in their own modules."""
     from dpledger import cli_planning, demo_report
 
     cli_planning.register(sub)

@@ -71,14 +71,18 @@ def float_up(q: Fraction) -> float:
     return f if Fraction(f) >= q else math.nextafter(f, math.inf)
 
 
+def _check_neighbouring(neighbouring: str) -> None:
+    if neighbouring not in ("replace", "add_remove"):
+        raise InvalidInput(f"neighbouring must be 'replace' or 'add_remove', got {neighbouring!r}")
+
+
 def scalar_sensitivity(low: Fraction, high: Fraction, neighbouring: Neighbouring) -> Fraction:
     """Exact absolute sensitivity of a sum of per-client scalars clipped to [low, high].
 
     Swapping one client moves the sum by at most ``high − low``; adding or removing one
     moves it by at most ``max(|low|, |high|)``.
     """
-    if neighbouring not in ("replace", "add_remove"):
-        raise InvalidInput(f"neighbouring must be 'replace' or 'add_remove', got {neighbouring!r}")
+    _check_neighbouring(neighbouring)
     if not low < high:
         raise InvalidInput(f"need low < high, got [{low}, {high}]")
     return high - low if neighbouring == "replace" else max(abs(low), abs(high))
@@ -90,8 +94,7 @@ def l1_sensitivity(cap: Fraction, neighbouring: Neighbouring) -> Fraction:
     Swapping moves the sum by ≤ ‖u‖₁ + ‖v‖₁ ≤ 2·cap (triangle inequality); adding or
     removing one client by ≤ cap.
     """
-    if neighbouring not in ("replace", "add_remove"):
-        raise InvalidInput(f"neighbouring must be 'replace' or 'add_remove', got {neighbouring!r}")
+    _check_neighbouring(neighbouring)
     if not cap > 0:
         raise InvalidInput(f"cap must be > 0, got {cap}")
     return 2 * cap if neighbouring == "replace" else cap

@@ -49,6 +49,7 @@ __all__ = [
     "Policy",
     "PolicyWarning",
     "Regions",
+    "fraction_text",
     "to_fraction",
 ]
 
@@ -96,14 +97,15 @@ def to_fraction(value: object) -> Fraction:
     return q
 
 
-def _fraction_str(q: Fraction) -> str:
+def fraction_text(q: Fraction) -> str:
+    """Exact text of a budget: ``"3"`` or ``"1/5"`` (what ledgers and JSON carry)."""
     return str(q.numerator) if q.denominator == 1 else f"{q.numerator}/{q.denominator}"
 
 
 ExactDecimal = Annotated[
     Fraction,
     BeforeValidator(to_fraction),
-    PlainSerializer(_fraction_str, return_type=str),
+    PlainSerializer(fraction_text, return_type=str),
 ]
 """A policy number kept exact; serialised as ``"p/q"`` text."""
 

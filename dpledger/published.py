@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -29,11 +28,14 @@ from dpledger.metrics.flam import (
     regression_metrics,
 )
 from dpledger.metrics.release import VectorSumCodec
-from dpledger.metrics.uncertainty import Interval, classification_intervals, regression_intervals
+from dpledger.metrics.uncertainty import (
+    Interval,
+    Method,
+    classification_intervals,
+    regression_intervals,
+)
 
 __all__ = ["DerivedRelease", "release_confusion", "release_regression"]
-
-Method = Literal["delta", "monte_carlo"]
 
 
 @dataclass(frozen=True)

@@ -298,6 +298,19 @@ def _race(
     return [(i, ids, refused) for i, ids, refused, _ in got]
 
 
+def _looping_writer(store: StoreUnderTest, req: dict[str, Any]) -> tuple[Any, Any]:
+    """A child process releasing ``req`` in a loop, reporting (entry id, value) after each."""
+    ctx = _mp()
+    reader, writer = ctx.Pipe(duplex=False)
+    child = ctx.Process(
+        target=workers.release_until_killed,
+        args=(store.target, RACE_POLICY, req, 5.0, 100, writer),
+    )
+    child.start()
+    writer.close()
+    return child, reader
+
+
 def _snapshot(ledger: Ledger) -> tuple[object, ...]:
     return (
         len(ledger),
@@ -535,15 +548,8 @@ class TestStoreContract:
     def test_sigkill_mid_loop_leaves_a_verifiable_ledger_with_every_returned_value(
         self, store: StoreUnderTest
     ) -> None:
-        ctx = _mp()
-        reader, writer = ctx.Pipe(duplex=False)
         req = {"epoch": 0, "metric": "tick", "region": "a", "cohort": 10}
-        child = ctx.Process(
-            target=workers.release_until_killed,
-            args=(store.target, RACE_POLICY, req, 5.0, 100, writer),
-        )
-        child.start()
-        writer.close()
+        child, reader = _looping_writer(store, req)
         try:
             reported = [reader.recv() for _ in range(30)]  # the child is still looping
         finally:
@@ -572,15 +578,8 @@ class TestStoreContract:
     ) -> None:
         # verify reads entries, head and spend in one snapshot: a commit landing between
         # those reads must not look like a deleted entry or a spend mismatch
-        ctx = _mp()
-        reader, writer = ctx.Pipe(duplex=False)
         req = {"epoch": 0, "metric": "tick", "region": "a", "cohort": 10}
-        child = ctx.Process(
-            target=workers.release_until_killed,
-            args=(store.target, RACE_POLICY, req, 5.0, 100, writer),
-        )
-        child.start()
-        writer.close()
+        child, reader = _looping_writer(store, req)
         ledger = store.open(RACE)
         try:
             reader.recv()  # the writer is under way

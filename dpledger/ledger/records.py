@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from dpledger.approval import ReleaseRequest
 from dpledger.mechanisms import MechanismFacts
-from dpledger.policy import BarKind
+from dpledger.policy import BarKind, fraction_text
 
 __all__ = ["GENESIS", "Entry", "EntryDraft", "Release", "VerifyReport", "chain_hash"]
 
@@ -72,16 +72,12 @@ class Entry:
             "edges_version": d.edges_version,
             "mechanism": d.facts.as_dict(),
             "unit": d.unit,
-            "charge": _frac(d.charge),
+            "charge": fraction_text(d.charge),
             "cohort": d.cohort,
             "output": list(d.output),
             "prev_hash": self.prev_hash,
             "hash": self.hash,
         }
-
-
-def _frac(q: Fraction) -> str:
-    return str(q.numerator) if q.denominator == 1 else f"{q.numerator}/{q.denominator}"
 
 
 def chain_hash(seq: int, created_at: str, draft: EntryDraft, prev_hash: str) -> str:
@@ -96,7 +92,7 @@ def chain_hash(seq: int, created_at: str, draft: EntryDraft, prev_hash: str) -> 
         "edges_version": draft.edges_version,
         "mechanism": draft.facts.as_dict(),
         "unit": draft.unit,
-        "charge": _frac(draft.charge),
+        "charge": fraction_text(draft.charge),
         "cohort": draft.cohort,
         "output": list(draft.output),
         "prev": prev_hash,
@@ -178,11 +174,11 @@ class Release:
         return float(self._value[0]) if self.kind == "scalar_mean" else self._value
 
     @property
-    def interval(self) -> tuple[float, float] | tuple[npt.NDArray[np.float64], ...]:
+    def interval(
+        self,
+    ) -> tuple[float | npt.NDArray[np.float64], float | npt.NDArray[np.float64]]:
         """``value ± error_bar``."""
         v = self.value
-        if isinstance(v, float):
-            return (v - self.error_bar, v + self.error_bar)
         return (v - self.error_bar, v + self.error_bar)
 
     @property
@@ -214,7 +210,7 @@ class Release:
             "error_bar": self.error_bar,
             "bar": self.bar,
             "scale": self.scale,
-            "charge": _frac(self.epsilon),
+            "charge": fraction_text(self.epsilon),
             "unit": self.unit,
         }
 

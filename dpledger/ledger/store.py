@@ -20,6 +20,7 @@ from typing import Any
 from dpledger.errors import LedgerCorrupted
 from dpledger.ledger.records import GENESIS, Entry, EntryDraft, chain_hash
 from dpledger.mechanisms import MechanismFacts
+from dpledger.policy import fraction_text
 
 __all__ = ["SCHEMA_VERSION", "SqlStore", "WriteTxn"]
 
@@ -63,10 +64,6 @@ SCHEMA = (
         body TEXT NOT NULL
     )""",
 )
-
-
-def _frac(q: Fraction) -> str:
-    return str(q.numerator) if q.denominator == 1 else f"{q.numerator}/{q.denominator}"
 
 
 def _row_to_entry(row: Sequence[Any]) -> Entry:
@@ -119,7 +116,7 @@ class WriteTxn:
                 "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (seq, now, d.epoch, d.scope, d.metric, d.policy_name, d.policy_version,
                  d.policy_hash, d.edges_version, json.dumps(d.facts.as_dict()), d.unit,
-                 _frac(d.charge), d.cohort, json.dumps(list(d.output)), head_hash, h),
+                 fraction_text(d.charge), d.cohort, json.dumps(list(d.output)), head_hash, h),
             )  # fmt: skip
             self.spent(d.epoch)  # make sure the epoch's totals are loaded
             totals = self._spent[d.epoch]
@@ -128,7 +125,7 @@ class WriteTxn:
             out.append(Entry(seq, now, d, head_hash, h))
             head_seq, head_hash = seq, h
         for epoch, scope in sorted(touched):
-            s._upsert_spend(epoch, scope, _frac(self._spent[epoch][scope]))
+            s._upsert_spend(epoch, scope, fraction_text(self._spent[epoch][scope]))
         s._set_meta(("head_seq", str(head_seq)), ("head_hash", head_hash))
         return out
 
