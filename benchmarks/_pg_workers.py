@@ -46,7 +46,7 @@ def ledger_writer(
     try:
         policy = Policy.from_toml(policy_toml)
         agg = np.asarray(AGGREGATE)
-        with Ledger.open(url, policy) as ledger:
+        with Ledger.open(url, policy, mode="create") as ledger:
             ledger.release(request(first, region), agg)
             barrier.wait()
             t0 = time.perf_counter()

@@ -93,7 +93,8 @@ def _prepare(url: str) -> None:
     from benchmarks._pg_workers import RAW_SCHEMA
     from dpledger.ledger import Ledger
 
-    Ledger.open(url, bench_policy()).close()
+    with Ledger.open(url, bench_policy(), mode="create") as ledger:
+        ledger.init()
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(RAW_SCHEMA)
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from benchmarks._harness import Row, Sizes, fmt_rate, fmt_seconds, log
 from dpledger import mechanisms as mech
+from dpledger.accounting import EpochSpend
 from dpledger.approval import Prepared, ReleaseRequest, evaluate
 from dpledger.ledger import Ledger
 from dpledger.ledger.records import EntryDraft
@@ -38,6 +39,7 @@ neighbouring = "replace"
 definition = "pure"
 epoch_epsilon = "400"          # eps_eval = 100: 1,000 releases of 0.1 per region per epoch
 eval_fraction = "0.25"
+rounds_per_epoch = 1000        # hist7's allocation: all 1,000 releases of an epoch
 
 [regions]
 names = ["r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7"]
@@ -115,8 +117,8 @@ class _RawLoop:
 
 def _store_writer(policy: Policy, path: Path, facts: mech.MechanismFacts) -> Callable[[], None]:
     """One bare store write transaction (spend read + chained append), as a release does."""
-    store = SqliteStore(path)
-    Ledger(store, policy)  # creates the schema and records the policy, as Ledger.open does
+    store = SqliteStore(path, "create")
+    Ledger(store, policy).init()  # creates the schema, as a ledger's first release does
     draft = EntryDraft(
         epoch=0, scope="r0", metric="hist7", policy_name=policy.name,
         policy_version=policy.version, policy_hash=policy.content_hash,
@@ -126,7 +128,7 @@ def _store_writer(policy: Policy, path: Path, facts: mech.MechanismFacts) -> Cal
 
     def write() -> None:
         with store.write() as txn:
-            txn.spent(0)
+            txn.spend(0)
             txn.append([draft])
 
     return write
@@ -141,7 +143,7 @@ def _interleaved(tmp: Path, policy: Policy, n: int) -> dict[str, float]:
     not medians: a rate is a mean, and a durable commit's cost is partly in its tail.
     """
     agg = np.asarray(AGGREGATE)
-    prepared = evaluate(policy, request(1), agg, {})
+    prepared = evaluate(policy, request(1), agg, EpochSpend.empty())
     if not isinstance(prepared, Prepared):
         raise RuntimeError(f"benchmark release refused: {prepared.summary()}")
     facts = prepared.facts
@@ -150,12 +152,12 @@ def _interleaved(tmp: Path, policy: Policy, n: int) -> dict[str, float]:
     ops: dict[str, Callable[[int], object]] = {
         _RAW: raw,
         _STORE: lambda i: write(),
-        _APPROVAL: lambda i: evaluate(policy, request(i), agg, {}),
+        _APPROVAL: lambda i: evaluate(policy, request(i), agg, EpochSpend.empty()),
         _NOISE: lambda i: mech.apply(facts, agg),
     }
     totals = dict.fromkeys([_RELEASE, *ops], 0.0)
     try:
-        with Ledger.open(tmp / "ledger.db", policy) as ledger:
+        with Ledger.open(tmp / "ledger.db", policy, mode="create") as ledger:
             ops[_RELEASE] = lambda i: ledger.release(request(i), agg)
             for op in ops.values():  # warm-up: schemas, WAL files, caches
                 op(0)
@@ -171,7 +173,7 @@ def _interleaved(tmp: Path, policy: Policy, n: int) -> dict[str, float]:
 
 def _opendp_uncached(policy: Policy, iters: int) -> dict[str, float]:
     """Mean seconds of an uncached OpenDP build and of the privacy map (CPU only)."""
-    prepared = evaluate(policy, request(1), np.asarray(AGGREGATE), {})
+    prepared = evaluate(policy, request(1), np.asarray(AGGREGATE), EpochSpend.empty())
     if not isinstance(prepared, Prepared):
         raise RuntimeError(f"benchmark release refused: {prepared.summary()}")
     facts = prepared.facts

@@ -302,7 +302,7 @@ n = floor and n = floor − 1, with an all-zero aggregate (valid for every kind)
 """),
     code("""
 verdicts = {}
-with tempfile.TemporaryDirectory() as tmp, dl.Ledger.open(Path(tmp, "floor.db"), policy) as ledger:
+with tempfile.TemporaryDirectory() as tmp, dl.Ledger.open(Path(tmp, "floor.db"), policy, mode="create") as ledger:
     for name, r in rows.items():
         spec = policy.metric(name)
         for size in (r.cohort_floor - 1, r.cohort_floor):
@@ -428,6 +428,7 @@ rig = dl.Policy.from_toml(
     version = "1"
     neighbouring = "replace"
     epoch_epsilon = "{4 * 2 * RELEASES * EPSILON}"  # ε_eval = 0.25 × this fits every release
+    rounds_per_epoch = {RELEASES}  # each metric's allocation: all its releases in one epoch
     [regions]
     names = ["fleet"]
     {metrics}
@@ -445,7 +446,7 @@ for b, t in true.items():
 """),
     code("""
 noise, scale = {}, {}
-with tempfile.TemporaryDirectory() as tmp, dl.Ledger.open(Path(tmp, "rig.db"), rig) as ledger:
+with tempfile.TemporaryDirectory() as tmp, dl.Ledger.open(Path(tmp, "rig.db"), rig, mode="create") as ledger:
     for b in EDGES:
         spec = rig.metric(f"errors_{b}")
         request = dl.ReleaseRequest(
@@ -752,7 +753,7 @@ rows = flatten_confusion(
     confusion_matrix(big.y_true, big.y_pred, n_classes=C, offsets=big.offsets, cap=CAP)
 )
 aggregate = rows.sum(axis=0)  # the secure aggregator's output (a plain sum here)
-with tempfile.TemporaryDirectory() as tmp, dl.Ledger.open(Path(tmp, "flam.db"), flam) as ledger:
+with tempfile.TemporaryDirectory() as tmp, dl.Ledger.open(Path(tmp, "flam.db"), flam, mode="create") as ledger:
     release = ledger.release(
         dl.ReleaseRequest(epoch=0, metric="confusion", region="fleet", cohort=big.n_clients),
         aggregate,

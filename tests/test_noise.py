@@ -26,9 +26,9 @@ ALPHA = 1e-5
 def roomy(tmp_path: Path) -> Ledger:
     text = BASE.format(
         neighbouring="replace", epoch_epsilon="10000", eval_fraction="0.25",
-        scalar_eps="0.5", edges20="1.0, 2.0",
+        scalar_eps="0.5", edges20="1.0, 2.0", version="1",
     )  # fmt: skip
-    return Ledger.open(tmp_path / "noise.db", Policy.from_toml(text))
+    return Ledger.open(tmp_path / "noise.db", Policy.from_toml(text), mode="create")
 
 
 def test_histogram_noise_is_laplace_at_l1_sensitivity_over_epsilon(roomy: Ledger) -> None:

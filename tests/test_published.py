@@ -48,7 +48,9 @@ def fleet(seed: int = 3) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def open_ledger(tmp_path: Path, eps: str, per: str) -> Ledger:
-    return Ledger.open(tmp_path / "p.db", Policy.from_toml(POLICY.format(eps=eps, per=per)))
+    return Ledger.open(
+        tmp_path / "p.db", Policy.from_toml(POLICY.format(eps=eps, per=per)), mode="create"
+    )
 
 
 def test_one_confusion_release_costs_one_epsilon_and_yields_every_metric(tmp_path: Path) -> None:

@@ -65,6 +65,7 @@ neighbouring = "replace"
 definition = "pure"
 epoch_epsilon = "4"
 eval_fraction = "0.25"        # ε_eval = 1 per client per epoch
+allocation = "pooled"         # the budget tests release one metric many times per epoch
 
 [regions]
 names = ["a", "b"]
@@ -106,6 +107,7 @@ version = "1"
 neighbouring = "replace"
 epoch_epsilon = "{epoch_epsilon}"
 eval_fraction = "0.25"
+rounds_per_epoch = {fit}      # tick's allocation: all {fit} releases of the epoch
 
 [regions]
 names = ["a", "b"]
@@ -158,7 +160,7 @@ class StoreUnderTest:
     _opened: list[Ledger] = field(default_factory=list)
 
     def open(self, policy: Policy = CONTRACT) -> Ledger:
-        ledger = Ledger.open(self.target, policy)
+        ledger = Ledger.open(self.target, policy, mode="create")
         self._opened.append(ledger)
         return ledger
 
@@ -684,8 +686,11 @@ class TestStoreContract:
         assert len(store.open()) == 1
 
     def test_database_errors_surface_as_store_error(self, store: StoreUnderTest) -> None:
-        with pytest.raises(StoreError) as failed:
-            Ledger.open(store.unreachable, CONTRACT)
+        with (
+            pytest.raises(StoreError) as failed,
+            Ledger.open(store.unreachable, CONTRACT, mode="create") as ledger,
+        ):
+            ledger.release(loss(), 30.0)  # SQLite: the ledger's directory does not exist
         assert isinstance(failed.value.__cause__, store.db_error)
         assert "s3cret" not in str(failed.value)
 
@@ -693,7 +698,7 @@ class TestStoreContract:
         self, store: StoreUnderTest, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         monkeypatch.setenv("DPLEDGER_URL", store.target)
-        with Ledger.open(None, CONTRACT) as ledger:
+        with Ledger.open(None, CONTRACT, mode="create") as ledger:
             ledger.release(loss(), 30.0)
         assert len(store.open()) == 1
 
@@ -714,7 +719,7 @@ def test_postgres_location_hides_the_password(pg_url: str) -> None:
     # trust authentication accepts any password, so this URL really connects
     url = pg_url.replace("postgresql://postgres@", "postgresql://postgres:s3cret@")
     url += "&password=s3cret&application_name=t"
-    with Ledger.open(url, CONTRACT) as ledger:
+    with Ledger.open(url, CONTRACT, mode="create") as ledger:
         ledger.release(loss(), 30.0)
         assert "s3cret" not in ledger.location
         assert ledger.location.startswith("postgresql://postgres@127.0.0.1:")
@@ -728,7 +733,7 @@ def test_postgres_store_does_not_inherit_unsafe_session_defaults(pg_url: str) ->
     url = _with_session_defaults(
         pg_url, "-c synchronous_commit=off -c default_transaction_isolation=serializable"
     )
-    s = PostgresStore(url)
+    s = PostgresStore(url, "create")
     try:
         assert s._fetchall("SHOW synchronous_commit") == [("on",)]
         with s._write_transaction():
@@ -749,7 +754,7 @@ def test_postgres_racing_writers_never_overspend_under_a_repeatable_read_default
     req = {"epoch": 0, "metric": "tick", "region": "a", "cohort": 10}
     got = _race(url, [(req, 10)] * WRITERS, policy)
     assert sum(len(ids) for _, ids, _ in got) == SMALL_FIT
-    with Ledger.open(pg_url, Policy.from_toml(policy)) as ledger:
+    with Ledger.open(pg_url, Policy.from_toml(policy), mode="create") as ledger:
         assert ledger.spent(0, "a") == Fraction(SMALL_FIT, 100)
         assert ledger.verify().ok
 
@@ -760,7 +765,7 @@ def test_postgres_ledger_reconnects_after_its_session_is_killed_between_releases
 ) -> None:
     import psycopg
 
-    with Ledger.open(pg_url + "&application_name=victim", CONTRACT) as ledger:
+    with Ledger.open(pg_url + "&application_name=victim", CONTRACT, mode="create") as ledger:
         ledger.release(loss(), 30.0)
         with psycopg.connect(pg_url, autocommit=True) as admin:
             killed = admin.execute(

@@ -42,6 +42,8 @@ class EntryDraft:
     charge: Fraction
     cohort: int
     output: tuple[float, ...]
+    release_id: str | None = None  # the caller's idempotency key, unique per ledger
+    request_hash: str | None = None  # fingerprint of the request and aggregate it answered
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +77,8 @@ class Entry:
             "charge": fraction_text(d.charge),
             "cohort": d.cohort,
             "output": list(d.output),
+            "release_id": d.release_id,
+            "request_hash": d.request_hash,
             "prev_hash": self.prev_hash,
             "hash": self.hash,
         }
@@ -95,6 +99,8 @@ def chain_hash(seq: int, created_at: str, draft: EntryDraft, prev_hash: str) -> 
         "charge": fraction_text(draft.charge),
         "cohort": draft.cohort,
         "output": list(draft.output),
+        "release_id": draft.release_id,
+        "request_hash": draft.request_hash,
         "prev": prev_hash,
     }
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
@@ -196,6 +202,11 @@ class Release:
         """The released region, or ``"*"`` for all."""
         return self.request.region
 
+    @property
+    def release_id(self) -> str | None:
+        """The caller's idempotency key, if the request carried one."""
+        return self.request.release_id
+
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready summary for reports and the CLI."""
         v = self.value
@@ -212,15 +223,21 @@ class Release:
             "scale": self.scale,
             "charge": fraction_text(self.epsilon),
             "unit": self.unit,
+            "release_id": self.request.release_id,
         }
 
 
 @dataclass(frozen=True, slots=True)
 class VerifyReport:
-    """Result of :meth:`Ledger.verify`: ``ok`` iff ``problems`` is empty."""
+    """Result of :meth:`Ledger.verify`: ``ok`` iff ``problems`` is empty.
+
+    ``notices`` are facts an auditor should see that are not failures, e.g. a policy
+    version that raised the budget from some epoch on.
+    """
 
     entries_checked: int
     problems: tuple[str, ...]
+    notices: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
