@@ -270,7 +270,8 @@ def _clipping_check(
             "client module before releasing"
         )
         return Check("clipping_bounds", ok, reason)
-    mass = float(np.abs(arr).sum())
+    with np.errstate(over="ignore"):  # an overflowing mass is inf: refused below
+        mass = float(np.abs(arr).sum())
     limit = float(spec.cap_per_client or 0) * n
     ok = mass <= limit * slack
     reason = (

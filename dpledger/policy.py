@@ -429,7 +429,7 @@ class Policy(FrozenModel):
             raise PolicyError("no epoch budget", source=self.source)
         return b
 
-    @property
+    @functools.cached_property
     def eval_budget(self) -> Fraction:
         """The evaluation allocation per client per epoch: ``eval_fraction × epoch budget``."""
         return self.eval_fraction * self.epoch_budget
@@ -471,7 +471,12 @@ class Policy(FrozenModel):
         """
         if self.allocation == "pooled":
             return None
-        return self.rounds_per_epoch * self.release_budget(name)
+        self.metric(name)  # an unknown metric is a PolicyError
+        return self._allocations[name]
+
+    @functools.cached_property
+    def _allocations(self) -> dict[str, Fraction]:
+        return {m: self.rounds_per_epoch * self.release_budget(m) for m in self.metrics}
 
     def mechanism(self, name: str) -> Literal["laplace", "gaussian"]:
         """The noise a release of ``name`` uses: as declared, else Laplace (pure) or Gaussian."""

@@ -294,8 +294,8 @@ def budget_notices(history: Iterable[tuple[int, Policy]]) -> list[str]:
         if raised and previous is not None:
             unit = "ε" if policy.unit == "epsilon" else "ρ"
             out.append(
-                f"from epoch {epoch}, policy {policy.name} {policy.version} raised "
-                f"{unit}_eval from {previous.eval_budget} ({previous.version}) to "
+                f"from epoch {epoch}, policy {policy.name} version {policy.version} raised "
+                f"{unit}_eval from {previous.eval_budget} (version {previous.version}) to "
                 f"{policy.eval_budget}"
             )
         previous = policy

@@ -97,6 +97,8 @@ class Ledger:
     def __init__(
         self, store: SqlStore, policy: Policy, *, labels: Mapping[str, str] | None = None
     ) -> None:
+        if not isinstance(policy, Policy):
+            raise InvalidInput(f"policy must be a dpledger Policy, got {type(policy).__name__}")
         self._store = store
         self.policy = policy
         self._binding = {"policy_name": policy.name, "unit": policy.unit}
@@ -125,6 +127,8 @@ class Ledger:
         this call creates (e.g. ``{"purpose": "demo"}``). With ``target=None`` the
         ``DPLEDGER_URL`` environment variable is used.
         """
+        if not isinstance(policy, Policy):
+            raise InvalidInput(f"policy must be a dpledger Policy, got {type(policy).__name__}")
         store = _open_store(target, mode)
         try:
             return cls(store, policy, labels=labels)
@@ -233,6 +237,8 @@ class Ledger:
                 f"{self.location} was opened for reading (mode='read'): open it with "
                 "mode='write' to release"
             )
+        if not isinstance(requests, Mapping):
+            raise InvalidInput("requests must map each region to its (request, aggregate)")
         items = list(requests.items())
         for key, (req, _) in items:
             if not isinstance(req, ReleaseRequest):
@@ -416,6 +422,9 @@ class Ledger:
         limit: int | None = None,
     ) -> list[Entry]:
         """The audit trail in chain order, optionally filtered."""
+        for name, value in (("after", after), ("limit", limit)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise InvalidInput(f"{name} must be an integer, got {value!r}")
         if not self._store.exists():
             return []
         return self._store.entries(
