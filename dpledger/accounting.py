@@ -57,14 +57,17 @@ class EpochSpend:
     """
 
     totals: Mapping[tuple[str, str], Fraction]
+    scopes: Mapping[str, Fraction] | None = None  # per-scope sums, when kept alongside
 
     @classmethod
     def empty(cls) -> EpochSpend:
         """An epoch nothing was released in."""
-        return cls({})
+        return cls({}, {})
 
     def by_scope(self) -> dict[str, Fraction]:
         """Exact spend per scope (``"*"`` = global releases), summed over metrics."""
+        if self.scopes is not None:
+            return dict(self.scopes)
         return spent_by_scope((scope, v) for (scope, _), v in self.totals.items())
 
     def of_metric(self, metric: str) -> dict[str, Fraction]:

@@ -322,7 +322,7 @@ def _state_checks(
                 "allocation",
                 allocation.fits,
                 f"{unit} {charge} fits {request.metric}'s allocation: spent {allocation.spent} "
-                f"of {allocation.spent + allocation.remaining}"
+                f"of {policy.allocation_of(request.metric)}"
                 if allocation.fits
                 else f"requested {unit} {charge}, spent {allocation.spent}, remaining "
                 f"{allocation.remaining} ({allocation.scope}: {policy.rounds_per_epoch} "
@@ -352,9 +352,13 @@ def _complete(
     budget: BudgetCheck | None = None,
     floor: int | None = None,
     allocation: BudgetCheck | None = None,
+    deferred: tuple[str, ...] = (),
 ) -> Verdict:
-    """A verdict listing ``checks`` in order, and every check that did not run as skipped."""
-    ran = {c.name for c in checks}
+    """A verdict listing ``checks`` in order, and every check that did not run as skipped.
+
+    ``deferred`` checks are left out: they run later (under the write lock).
+    """
+    ran = {c.name for c in checks} | set(deferred)
     rest = [Check(n, None, "not checked: an earlier check failed") for n in _FAMILY if n not in ran]
     return Verdict(request, (*checks, *rest), charge, unit, budget, floor, allocation)
 
@@ -363,13 +367,15 @@ def evaluate(
     policy: Policy,
     request: ReleaseRequest,
     aggregate: object,
-    spend: EpochSpend,
+    spend: EpochSpend | None,
     epoch_policy: tuple[str, str] | None = None,
 ) -> Verdict | Prepared:
     """Run every approval check; a :class:`Prepared` release if all pass, else the Verdict.
 
     ``spend`` is the epoch's exact committed spend; ``epoch_policy`` the ``(hash,
-    version)`` the epoch was opened under (None if unopened). Nothing is mutated.
+    version)`` the epoch was opened under (None if unopened). With ``spend=None`` the
+    ledger-state checks (:data:`STATE_CHECKS`) are deferred to :func:`recheck`, which a
+    release runs under the write lock anyway. Nothing is mutated.
     """
     checks: list[Check] = []
     unit = policy.unit
@@ -447,31 +453,31 @@ def evaluate(
                 f"{spec.target:g}; merge regions or wait for a larger cohort",
             )
         )
+    values = arr.reshape(1) if spec.kind == "scalar_mean" else arr
+    if spend is None:
+        pending = _complete(request, checks, unit, charge, floor=floor, deferred=STATE_CHECKS)
+        return Prepared(pending, spec, values, facts) if pending.approved else pending
     state, allocation, budget = _state_checks(policy, request, charge, spend, epoch_policy)
     checks.extend(state)
     v = _complete(request, checks, unit, charge, budget, floor, allocation)
     if not v.approved:
         return v
-    values = arr.reshape(1) if spec.kind == "scalar_mean" else arr
     return Prepared(v, spec, values, facts)
 
 
 def recheck(
     policy: Policy, prepared: Prepared, spend: EpochSpend, epoch_policy: tuple[str, str] | None
 ) -> Verdict:
-    """The ledger-state checks of an approved request again, on fresh state (under the lock).
+    """The ledger-state checks of a prepared request, on fresh state (under the lock).
 
-    Returns the request's verdict with :data:`STATE_CHECKS` replaced: ``approved`` says
-    whether the release may still go ahead.
+    Returns the request's whole verdict with :data:`STATE_CHECKS` (re)run: ``approved``
+    says whether the release may go ahead.
     """
     v = prepared.verdict
     charge = v.charge or Fraction(0)
     state, allocation, budget = _state_checks(policy, v.request, charge, spend, epoch_policy)
-    if all(c.passed for c in state):
-        return v
-    fresh = {c.name: c for c in state}
-    checks = [fresh.get(c.name, c) for c in v.checks]
-    return Verdict(v.request, tuple(checks), v.charge, v.unit, budget, v.floor, allocation)
+    checks = (*(c for c in v.checks if c.name not in STATE_CHECKS), *state)
+    return Verdict(v.request, checks, v.charge, v.unit, budget, v.floor, allocation)
 
 
 def fingerprint(request: ReleaseRequest, values: npt.NDArray[np.float64]) -> str:
@@ -480,7 +486,7 @@ def fingerprint(request: ReleaseRequest, values: npt.NDArray[np.float64]) -> str
     What an idempotent retry must repeat exactly: the same fields and the same float64
     values (``-0.0`` and ``0.0`` alike).
     """
-    fields = request.model_dump(mode="json", exclude={"release_id"})
+    fields = {k: v for k, v in request.__dict__.items() if k != "release_id"}  # str/int/None
     head = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
     body = np.ascontiguousarray(values, dtype="<f8").reshape(-1) + 0.0
     return hashlib.sha256(head + b"\0" + body.tobytes()).hexdigest()

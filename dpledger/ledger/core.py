@@ -3,8 +3,9 @@
 Invariants:
 
 - no release leaves :meth:`Ledger.release` unless its spend is committed in the same
-  transaction as its record; the noise is drawn inside that transaction, so a crash
-  can over-count spend, never under-count it;
+  transaction as its record, so a crash can over-count spend, never under-count it
+  (noise is drawn just before the write lock is taken and discarded if the re-check
+  under the lock refuses: see :mod:`dpledger.ledger.writer`);
 - a release is idempotent under its ``release_id``: a retry returns the recorded
   release (same noisy value, same entry), never new noise and never a second charge;
 - a read never creates or changes a ledger: only an approved release (or an explicit
@@ -15,42 +16,32 @@ The audit (:meth:`Ledger.verify`) lives in :mod:`dpledger.ledger.audit`.
 
 from __future__ import annotations
 
-import json
 import numbers
 import os
-import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
 from types import TracebackType
 
-import numpy as np
-
-from dpledger import mechanisms as mech
 from dpledger.accounting import EpochSpend, client_loss
 from dpledger.approval import (
     MAX_EPOCH,
     Prepared,
     ReleaseRequest,
     Verdict,
-    evaluate,
-    fingerprint,
-    id_conflict,
-    recheck,
     refusal,
 )
 from dpledger.errors import (
     InvalidInput,
-    LedgerCorrupted,
     LedgerNotFound,
     PolicyMismatch,
-    ReleaseIdConflict,
 )
 from dpledger.ledger import audit
 from dpledger.ledger.lifetime import Lifetime, lifetime_of
-from dpledger.ledger.records import GENESIS, Entry, EntryDraft, Release, VerifyReport
+from dpledger.ledger.records import GENESIS, Entry, Release, VerifyReport
 from dpledger.ledger.store import Mode, SqlStore
-from dpledger.policy import ALL, MetricSpec, Policy
+from dpledger.ledger.writer import RoundResult, Writer
+from dpledger.policy import ALL, Policy
 
 __all__ = ["Ledger"]
 
@@ -83,14 +74,6 @@ def _epoch(epoch: object) -> int:
     return int(epoch)
 
 
-def _values(aggregate: object) -> np.ndarray | None:
-    """The aggregate as flat float64, for a retry's fingerprint (None if not numeric)."""
-    try:
-        return np.asarray(aggregate, dtype=np.float64).reshape(-1)
-    except (TypeError, ValueError, OverflowError):
-        return None
-
-
 class Ledger:
     """A durable privacy-budget ledger bound to one policy. Open with :meth:`open`."""
 
@@ -103,7 +86,7 @@ class Ledger:
         self.policy = policy
         self._binding = {"policy_name": policy.name, "unit": policy.unit}
         self._labels = {str(k): str(v) for k, v in (labels or {}).items()}
-        self._body = json.dumps(policy.model_dump(mode="json"), sort_keys=True)
+        self._writer = Writer(store, policy, self.init)
         if store.exists():
             self._check_existing()
 
@@ -197,22 +180,8 @@ class Ledger:
 
     def check(self, request: ReleaseRequest, aggregate: object) -> Verdict:
         """Dry run: every approval check against committed spend; nothing is spent."""
-        result = self._evaluate(request, aggregate)
+        result = self._writer.evaluate(request, aggregate)
         return result.verdict if isinstance(result, Prepared) else result
-
-    def _evaluate(self, request: ReleaseRequest, aggregate: object) -> Verdict | Prepared:
-        if not isinstance(request, ReleaseRequest):
-            raise InvalidInput(f"request must be a ReleaseRequest, got {type(request).__name__}")
-        if not self._store.exists():
-            return evaluate(self.policy, request, aggregate, EpochSpend.empty(), None)
-        epoch = request.epoch
-        return evaluate(
-            self.policy,
-            request,
-            aggregate,
-            self._store.epoch_spend(epoch),
-            self._store.epoch_policy(epoch),
-        )
 
     def release(self, request: ReleaseRequest, aggregate: object) -> Release:
         """Check, then atomically re-check the budget, add OpenDP noise, record, commit.
@@ -222,7 +191,8 @@ class Ledger:
         ``release_id``, a retry returns the recorded release (no new noise, no charge);
         the same id with another request or aggregate is :class:`ReleaseIdConflict`.
         """
-        return self.release_parallel({request.region: (request, aggregate)})[0]
+        (out,) = self._writer.release([(request, aggregate)])
+        return self._committed(out)
 
     def release_parallel(
         self, requests: Mapping[str, tuple[ReleaseRequest, object]]
@@ -230,17 +200,11 @@ class Ledger:
         """Release one metric in several disjoint regions as one atomic parallel release.
 
         Each region's scope is charged its own ε; all are committed together or none.
-        Requests carrying a ``release_id`` that is already recorded return their record.
         """
-        if self._store.mode == "read":
-            raise InvalidInput(
-                f"{self.location} was opened for reading (mode='read'): open it with "
-                "mode='write' to release"
-            )
         if not isinstance(requests, Mapping):
             raise InvalidInput("requests must map each region to its (request, aggregate)")
-        items = list(requests.items())
-        for key, (req, _) in items:
+        items = list(requests.values())
+        for key, (req, _) in requests.items():
             if not isinstance(req, ReleaseRequest):
                 raise InvalidInput(f"request must be a ReleaseRequest, got {type(req).__name__}")
             if key != req.region:
@@ -248,114 +212,43 @@ class Ledger:
                     f"release_parallel key {key!r} names another region than its request "
                     f"({req.region!r})"
                 )
-        done: dict[int, Release] = {}
-        if self._store.exists():  # a retry is answered from the record, without the lock
-            for i, (_, (req, agg)) in enumerate(items):
-                if req.release_id is not None:
-                    hit = self._store.find_release(req.release_id)
-                    if hit is not None:
-                        done[i] = self._replay(req, _values(agg), hit)
-        if len(done) == len(items):
-            return tuple(done[i] for i in range(len(items)))
-        prepared = {i: self._prepare(req, agg) for i, (_, (req, agg)) in enumerate(items)
-                    if i not in done}  # fmt: skip
-        scopes = [p.verdict.request.region for p in prepared.values()]
-        epochs = {p.verdict.request.epoch for p in prepared.values()}
-        if len(items) > 1 and (len(set(scopes)) != len(scopes) or ALL in scopes or len(epochs) > 1):
-            raise InvalidInput("a parallel release needs distinct regions (not '*') in one epoch")
-        if self._store.mode == "create":
-            self.init()  # the first approved release creates the ledger
-        fresh: list[tuple[int, Prepared]] = []
-        with self._store.write() as txn:
-            txn.record_policy(
-                self.policy.content_hash, self.policy.name, self.policy.version, self._body
+        metrics = {req.metric for req, _ in items}
+        epochs = {req.epoch for req, _ in items}
+        if len(items) > 1 and (ALL in requests or len(epochs) > 1 or len(metrics) > 1):
+            raise InvalidInput(
+                "a parallel release is one metric in distinct regions (not '*') of one epoch"
             )
-            drafts: list[EntryDraft] = []
-            for i, p in prepared.items():
-                req = p.verdict.request
-                fp = fingerprint(req, p.values)
-                if req.release_id is not None:
-                    hit = txn.find_release(req.release_id)
-                    if hit is not None:  # a concurrent twin committed it first
-                        done[i] = self._replay(req, p.values, hit)
-                        continue
-                late = recheck(self.policy, p, txn.spend(req.epoch), txn.epoch_policy(req.epoch))
-                if not late.approved:
-                    raise refusal(late)
-                noisy = mech.apply(p.facts, p.values)
-                drafts.append(self._draft(p, tuple(noisy.tolist()), fp))
-                fresh.append((i, p))
-            entries = txn.append(drafts)
-        for (i, p), e in zip(fresh, entries, strict=True):
-            done[i] = self._to_release(p.verdict.request, p.spec, e)
-        return tuple(done[i] for i in range(len(items)))
+        return tuple(self._committed(o) for o in self._writer.release(items))
 
-    def _prepare(self, request: ReleaseRequest, aggregate: object) -> Prepared:
-        result = self._evaluate(request, aggregate)
-        if isinstance(result, Verdict):
-            raise refusal(result)
-        return result
+    def release_round(
+        self, items: Sequence[tuple[ReleaseRequest, object]], *, partial: bool = False
+    ) -> RoundResult:
+        """Release every (metric, region) of a round in one transaction and one commit.
 
-    def _replay(self, request: ReleaseRequest, values: np.ndarray | None, hit: Entry) -> Release:
-        """The recorded release a retry gets back; a reused id is a conflict."""
-        same = values is not None and hit.draft.request_hash == fingerprint(request, values)
-        if not same:
-            raise ReleaseIdConflict(id_conflict(request, self.policy.unit))
-        policy = self._policy_of(hit.draft.policy_hash)
-        return self._to_release(request, policy.metric(request.metric), hit)
-
-    def _policy_of(self, policy_hash: str) -> Policy:
-        """The policy an entry was released under (recorded in the ledger)."""
-        if policy_hash == self.policy.content_hash:
-            return self.policy
-        body = self._store.policy_body(policy_hash)
-        if body is None:
-            raise LedgerCorrupted(f"policy {policy_hash[:12]}… is not recorded in {self.location}")
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # its warnings were shown when it was in use
-                data = json.loads(body)
-                return Policy.from_mapping(data, source=f"recorded policy {policy_hash[:12]}")
-        except (ValueError, RecursionError) as e:
-            raise LedgerCorrupted(
-                f"the recorded policy {policy_hash[:12]}… in {self.location} is unreadable "
-                f"({e}); run `dpledger ledger verify`"
-            ) from None
-
-    def _draft(self, p: Prepared, output: tuple[float, ...], request_hash: str) -> EntryDraft:
-        req = p.verdict.request
-        return EntryDraft(
-            epoch=req.epoch,
-            scope=req.region,
-            metric=req.metric,
-            policy_name=self.policy.name,
-            policy_version=self.policy.version,
-            policy_hash=self.policy.content_hash,
-            edges_version=p.spec.edges_version,
-            facts=p.facts,
-            unit=self.policy.unit,
-            charge=p.verdict.charge or Fraction(0),
-            cohort=req.cohort,
-            output=output,
-            release_id=req.release_id,
-            request_hash=request_hash,
-        )
+        Every budget and allocation is checked under one lock, each request against the
+        spend its predecessors in the round add. All or nothing: the first refusal
+        raises and nothing is recorded — unless ``partial=True``, which commits the
+        approved requests and returns each refused one as its :class:`Verdict` in the
+        result. Each request is idempotent under its ``release_id``. Noise is drawn
+        with one OpenDP call per mechanism (e.g. one per metric across its regions).
+        """
+        if isinstance(items, Mapping) or not isinstance(items, Sequence):
+            raise InvalidInput("items must be a sequence of (ReleaseRequest, aggregate) pairs")
+        return RoundResult(self._writer.release(items, partial=partial))
 
     @staticmethod
-    def _to_release(request: ReleaseRequest, spec: MetricSpec, entry: Entry) -> Release:
-        facts = entry.draft.facts
-        return Release.make(
-            request=request,
-            entry_id=entry.entry_id,
-            entry_hash=entry.hash,
-            noisy_sum=np.asarray(entry.draft.output, dtype=np.float64),
-            bar=spec.bar,
-            bar_factor=mech.bar_factor(spec.bar, facts.mechanism),
-            charge=entry.draft.charge,
-            unit=entry.draft.unit,
-            facts=facts,
-            kind=spec.kind,
-        )
+    def _committed(outcome: Release | Verdict) -> Release:
+        if isinstance(outcome, Verdict):  # only partial rounds return verdicts
+            raise refusal(outcome)
+        return outcome
+
+    def budget_changes(self) -> tuple[str, ...]:
+        """Where a later policy version raised the evaluation budget, from which epoch."""
+        if not self._store.exists():
+            return ()
+        epochs = self._store.policy_epochs()
+        history = [(epoch, self._writer.policy_of(h)) for epoch, h in epochs]
+        return tuple(audit.budget_notices(history))
 
     # -- budget views ----------------------------------------------------------------
 
@@ -444,13 +337,6 @@ class Ledger:
             return 0, GENESIS
         meta = self._store.meta()
         return int(meta.get("head_seq", 0)), meta.get("head_hash", GENESIS)
-
-    def budget_changes(self) -> tuple[str, ...]:
-        """Where a later policy version raised the evaluation budget, from which epoch."""
-        if not self._store.exists():
-            return ()
-        history = [(epoch, self._policy_of(h)) for epoch, h in self._store.policy_epochs()]
-        return tuple(audit.budget_notices(history))
 
     # -- audit -----------------------------------------------------------------------
 

@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from dpledger.errors import LedgerNotFound, StoreError
-from dpledger.ledger.store import SCHEMA, Mode, SqlStore
+from dpledger.ledger.store import COLUMNS, SCHEMA, Mode, SqlStore
 
 try:
     import psycopg
@@ -263,6 +263,26 @@ class PostgresStore(SqlStore):
         cur = conn.execute(sql, args)  # args=None: no placeholder parsing ('%' is literal)
         return cur.fetchall() if cur.description is not None else []
 
+    def _write_rows(
+        self,
+        entries: Sequence[tuple[Any, ...]],
+        spend: Sequence[tuple[int, str, str, str]],
+        head: tuple[int, str],
+    ) -> None:
+        """Entries, spend totals and the new head in one statement (one round trip)."""
+        width = len(entries[0])
+        entry_values = ", ".join("(" + ", ".join(["%s"] * width) + ")" for _ in entries)
+        spend_values = ", ".join("(%s, %s, %s, %s)" for _ in spend)
+        self._raw_execute(
+            f"WITH e AS (INSERT INTO dpl_entries ({COLUMNS}) VALUES {entry_values}), "
+            f"s AS (INSERT INTO dpl_spend (epoch, scope, metric, total) VALUES {spend_values} "
+            "ON CONFLICT (epoch, scope, metric) DO UPDATE SET total = excluded.total) "
+            "INSERT INTO dpl_meta (key, value) VALUES ('head_seq', %s), ('head_hash', %s) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [*(x for row in entries for x in row), *(x for row in spend for x in row),
+             str(head[0]), head[1]],
+        )  # fmt: skip
+
     def exists(self) -> bool:
         """Whether the ledger's tables exist in this database (its ``search_path``)."""
         if not self._exists:
@@ -293,11 +313,15 @@ class PostgresStore(SqlStore):
 
     @contextmanager
     def _transaction(self, begin: str, *, lock: bool) -> Iterator[None]:
-        self._raw_execute(begin)
+        # BEGIN and the lock in one round trip (a parameterless, multi-statement query)
+        sql = f"{begin}; SELECT pg_advisory_xact_lock({LOCK_KEY})" if lock else begin
+        try:
+            self._raw_execute(sql)
+        except BaseException:
+            self._rollback_quietly()  # e.g. the lock wait timed out after BEGIN
+            raise
         self._in_txn = True
         try:
-            if lock:
-                self._raw_execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
             yield
         except BaseException:
             self._rollback_quietly()

@@ -227,6 +227,12 @@ class SqliteStore(SqlStore):
         except OverflowError as e:  # an integer beyond SQLite's 64 bits
             raise StoreError(f"SQLite ledger {self._path}: {e}") from e
 
+    def _execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        try:
+            self._connection().executemany(sql, rows)
+        except (sqlite3.Error, OverflowError) as e:
+            raise StoreError(f"SQLite ledger {self._path}: {e}") from e
+
     @contextmanager
     def _write_transaction(self) -> Iterator[None]:
         self._raw_execute("BEGIN IMMEDIATE")

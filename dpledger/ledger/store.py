@@ -16,8 +16,9 @@ from __future__ import annotations
 import json
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any, Literal
@@ -28,7 +29,16 @@ from dpledger.ledger.records import GENESIS, Entry, EntryDraft, chain_hash
 from dpledger.mechanisms import MechanismFacts
 from dpledger.policy import fraction_text
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION", "Mode", "SqlStore", "WriteTxn", "row_to_entry"]
+__all__ = [
+    "COLUMNS",
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "Mode",
+    "SqlStore",
+    "TxnState",
+    "WriteTxn",
+    "row_to_entry",
+]
 
 SCHEMA_VERSION = "2"
 Mode = Literal["read", "write", "create"]
@@ -110,18 +120,49 @@ def _text(v: object) -> str:
     return v
 
 
+@dataclass
+class TxnState:
+    """What a write transaction reads under the lock, in as few round trips as the store can."""
+
+    spend: dict[int, dict[tuple[str, str], Fraction]]  # epoch -> (scope, metric) -> total
+    head: tuple[int, str]  # (seq, hash) of the chain's last entry
+    found: dict[str, Entry]  # release id -> its committed entry
+
+
 class WriteTxn:
-    """A write transaction holding the ledger's write lock (see :meth:`SqlStore.write`)."""
+    """A write transaction holding the ledger's write lock (see :meth:`SqlStore.write`).
+
+    Drafts are staged first (the spend seen by later checks in the same transaction
+    includes them), then written together by :meth:`flush`: one chained batch of
+    entries, one spend update and one new head.
+    """
 
     def __init__(self, store: SqlStore) -> None:
         self._s = store
         self._spend: dict[int, dict[tuple[str, str], Fraction]] = {}
+        self._scopes: dict[int, dict[str, Fraction]] = {}  # the same, summed per scope
+        self._found: dict[str, Entry | None] = {}
+        self._head: tuple[int, str] | None = None
+        self._staged: list[EntryDraft] = []
+
+    def load(self, epochs: Iterable[int], release_ids: Iterable[str]) -> None:
+        """Read the spend of ``epochs``, the chain head and ``release_ids`` at once."""
+        want = sorted(set(epochs) - set(self._spend))
+        ids = sorted(set(release_ids) - set(self._found))
+        state = self._s._load_state(want, ids)
+        for epoch in want:
+            totals = state.spend.get(epoch, {})
+            self._spend[epoch] = totals
+            self._scopes[epoch] = EpochSpend(totals).by_scope()
+        for rid in ids:
+            self._found[rid] = state.found.get(rid)
+        self._head = state.head
 
     def spend(self, epoch: int) -> EpochSpend:
-        """The epoch's exact spend per (scope, metric), read under the write lock."""
+        """The epoch's exact spend per (scope, metric): committed plus staged."""
         if epoch not in self._spend:
-            self._spend[epoch] = self._s._read_spend(epoch)
-        return EpochSpend(dict(self._spend[epoch]))
+            self.load([epoch], [])
+        return EpochSpend(dict(self._spend[epoch]), dict(self._scopes[epoch]))
 
     def epoch_policy(self, epoch: int) -> tuple[str, str] | None:
         """``(policy hash, version)`` the epoch was opened under, read under the lock."""
@@ -129,43 +170,54 @@ class WriteTxn:
 
     def find_release(self, release_id: str) -> Entry | None:
         """The committed entry recorded under ``release_id`` (an indexed read), if any."""
-        return self._s._find_release(release_id)
+        if release_id not in self._found:
+            self.load([], [release_id])
+        return self._found[release_id]
 
     def record_policy(self, policy_hash: str, name: str, version: str, body: str) -> None:
         """Record a policy body once, refusing a second content for one version."""
         self._s._record_policy(policy_hash, name, version, body)
 
-    def append(self, drafts: Sequence[EntryDraft]) -> list[Entry]:
-        """Chain, insert and total ``drafts``; visible to others only after commit."""
-        s = self._s
-        rows = s._fetchall("SELECT key, value FROM dpl_meta WHERE key IN ('head_seq', 'head_hash')")
-        head = dict(rows)
-        head_seq, head_hash = int(head.get("head_seq", 0)), str(head.get("head_hash", GENESIS))
+    def stage(self, draft: EntryDraft) -> None:
+        """Add a draft to this transaction; its charge counts for the checks that follow."""
+        if draft.epoch not in self._spend:  # the epoch's committed totals come first
+            self.load([draft.epoch], [])
+        totals, scopes = self._spend[draft.epoch], self._scopes[draft.epoch]
+        key = (draft.scope, draft.metric)
+        totals[key] = totals.get(key, Fraction(0)) + draft.charge
+        scopes[draft.scope] = scopes.get(draft.scope, Fraction(0)) + draft.charge
+        self._staged.append(draft)
+
+    def flush(self) -> list[Entry]:
+        """Chain, insert and total the staged drafts; visible to others only after commit."""
+        if not self._staged:
+            return []
+        if self._head is None:
+            self.load([], [])
+        head_seq, head_hash = self._head or (0, GENESIS)
         now = datetime.now(UTC).isoformat(timespec="microseconds")
         out: list[Entry] = []
+        rows: list[tuple[Any, ...]] = []
         touched: set[tuple[int, str, str]] = set()
-        for d in drafts:
+        for d in self._staged:
             seq = head_seq + 1
             h = chain_hash(seq, now, d, head_hash)
-            s._execute(
-                f"INSERT INTO dpl_entries ({COLUMNS}) VALUES "
-                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows.append(
                 (seq, now, d.epoch, d.scope, d.metric, d.policy_name, d.policy_version,
-                 d.policy_hash, d.edges_version, json.dumps(d.facts.as_dict()), d.unit,
+                 d.policy_hash, d.edges_version, d.facts.as_json(), d.unit,
                  fraction_text(d.charge), d.cohort, json.dumps(list(d.output)), d.release_id,
-                 d.request_hash, head_hash, h),
+                 d.request_hash, head_hash, h)
             )  # fmt: skip
-            self.spend(d.epoch)  # make sure the epoch's totals are loaded
-            totals = self._spend[d.epoch]
-            key = (d.scope, d.metric)
-            totals[key] = totals.get(key, Fraction(0)) + d.charge
             touched.add((d.epoch, d.scope, d.metric))
             out.append(Entry(seq, now, d, head_hash, h))
             head_seq, head_hash = seq, h
-        for epoch, scope, metric in sorted(touched):
-            total = fraction_text(self._spend[epoch][(scope, metric)])
-            s._upsert_spend(epoch, scope, metric, total)
-        s._set_meta(("head_seq", str(head_seq)), ("head_hash", head_hash))
+        spend = [
+            (epoch, scope, metric, fraction_text(self._spend[epoch][(scope, metric)]))
+            for epoch, scope, metric in sorted(touched)
+        ]
+        self._s._write_rows(rows, spend, (head_seq, head_hash))
+        self._head = (head_seq, head_hash)
+        self._staged = []
         return out
 
 
@@ -218,14 +270,6 @@ class SqlStore(ABC):
     def location(self) -> str:
         """Where the ledger lives (path or URL without password)."""
 
-    def _upsert_spend(self, epoch: int, scope: str, metric: str, total: str) -> None:
-        """Set the spend total of one (scope, metric)."""
-        self._execute(
-            "INSERT INTO dpl_spend (epoch, scope, metric, total) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (epoch, scope, metric) DO UPDATE SET total = excluded.total",
-            (epoch, scope, metric, total),
-        )
-
     def _set_meta(self, *pairs: tuple[str, str]) -> None:
         """Set meta values, in one statement."""
         rows = ", ".join("(?, ?)" for _ in pairs)
@@ -242,6 +286,11 @@ class SqlStore(ABC):
 
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> None:
         self._raw_execute(self._sql(sql), params)
+
+    def _execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """One statement over many parameter rows (a store may send them together)."""
+        for row in rows:
+            self._execute(sql, row)
 
     def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return self._raw_execute(self._sql(sql), params)
@@ -273,24 +322,68 @@ class SqlStore(ABC):
         self._bound[epoch] = (str(rows[0][0]), str(rows[0][1]))
         return self._bound[epoch]
 
-    def _find_release(self, release_id: str) -> Entry | None:
+    def _find_releases(self, release_ids: Sequence[str]) -> dict[str, Entry]:
+        if not release_ids:
+            return {}
+        marks = ", ".join("?" * len(release_ids))
         rows = self._fetchall(
-            f"SELECT {COLUMNS} FROM dpl_entries WHERE release_id = ?", (release_id,)
+            f"SELECT {COLUMNS} FROM dpl_entries WHERE release_id IN ({marks})", list(release_ids)
         )
-        return row_to_entry(rows[0]) if rows else None
+        entries = [row_to_entry(r) for r in rows]
+        return {e.draft.release_id: e for e in entries if e.draft.release_id is not None}
 
     def _record_policy(self, policy_hash: str, name: str, version: str, body: str) -> None:
         if policy_hash in self._recorded:
             return
         rows = self._fetchall("SELECT hash FROM dpl_policies WHERE version = ?", (version,))
-        if not rows:
+        if not rows:  # recorded in this transaction: known only once it commits
             self._execute(
                 "INSERT INTO dpl_policies (hash, name, version, body) VALUES (?, ?, ?, ?)",
                 (policy_hash, name, version, body),
             )
         elif any(str(h) != policy_hash for (h,) in rows):
             raise PolicyMismatch(message=_conflict(self.location, name, version))
-        self._recorded.add(policy_hash)
+        else:
+            self._recorded.add(policy_hash)  # committed by an earlier transaction
+
+    def _load_state(self, epochs: Sequence[int], release_ids: Sequence[str]) -> TxnState:
+        """The head and the epochs' spend in one query (plus one for release ids)."""
+        marks = ", ".join("?" * len(epochs)) or "NULL"
+        rows = self._fetchall(
+            "SELECT NULL, key, NULL, value FROM dpl_meta WHERE key IN ('head_seq', 'head_hash') "
+            f"UNION ALL SELECT epoch, scope, metric, total FROM dpl_spend WHERE epoch IN ({marks})",
+            list(epochs),
+        )
+        head = {str(k): str(v) for e, k, _, v in rows if e is None}
+        spend: dict[int, dict[tuple[str, str], Fraction]] = {e: {} for e in epochs}
+        try:
+            for e, scope, metric, total in rows:
+                if e is not None:
+                    spend[int(e)][(str(scope), str(metric))] = Fraction(total)
+        except (ValueError, TypeError, ZeroDivisionError, KeyError) as err:
+            raise LedgerCorrupted(
+                f"{self.location}: a spend total is unreadable ({err}); run `dpledger ledger "
+                "verify` and restore the ledger from a backup"
+            ) from err
+        seq, digest = int(head.get("head_seq", 0)), head.get("head_hash", GENESIS)
+        return TxnState(spend, (seq, digest), self._find_releases(release_ids))
+
+    def _write_rows(
+        self,
+        entries: Sequence[tuple[Any, ...]],
+        spend: Sequence[tuple[int, str, str, str]],
+        head: tuple[int, str],
+    ) -> None:
+        """Insert entries, set spend totals and the new head (a store may do it in one go)."""
+        marks = ", ".join("?" * len(entries[0]))
+        self._execute_many(f"INSERT INTO dpl_entries ({COLUMNS}) VALUES ({marks})", entries)
+        values = ", ".join("(?, ?, ?, ?)" for _ in spend)
+        self._execute(
+            f"INSERT INTO dpl_spend (epoch, scope, metric, total) VALUES {values} "
+            "ON CONFLICT (epoch, scope, metric) DO UPDATE SET total = excluded.total",
+            [x for row in spend for x in row],
+        )
+        self._set_meta(("head_seq", str(head[0])), ("head_hash", head[1]))
 
     def _read_spend(self, epoch: int) -> dict[tuple[str, str], Fraction]:
         rows = self._fetchall(
@@ -360,10 +453,10 @@ class SqlStore(ABC):
         with self._lock:
             return self._epoch_policy(epoch)
 
-    def find_release(self, release_id: str) -> Entry | None:
-        """The committed entry recorded under ``release_id``, if any."""
+    def find_releases(self, release_ids: Sequence[str]) -> dict[str, Entry]:
+        """The committed entries recorded under ``release_ids`` (one indexed read)."""
         with self._lock:
-            return self._find_release(release_id)
+            return self._find_releases(release_ids)
 
     def policy_body(self, policy_hash: str) -> str | None:
         """The recorded JSON of a policy the ledger has released under."""
