@@ -486,8 +486,8 @@ def fingerprint(request: ReleaseRequest, values: npt.NDArray[np.float64]) -> str
     What an idempotent retry must repeat exactly: the same fields and the same float64
     values (``-0.0`` and ``0.0`` alike).
     """
-    fields = {k: v for k, v in request.__dict__.items() if k != "release_id"}  # str/int/None
-    head = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
+    fields = [v for k, v in request.__dict__.items() if k != "release_id"]  # field order
+    head = json.dumps(fields, separators=(",", ":")).encode()
     body = np.ascontiguousarray(values, dtype="<f8").reshape(-1) + 0.0
     return hashlib.sha256(head + b"\0" + body.tobytes()).hexdigest()
 

@@ -85,25 +85,31 @@ class Entry:
 
 
 def chain_hash(seq: int, created_at: str, draft: EntryDraft, prev_hash: str) -> str:
-    """SHA-256 over the canonical JSON of an entry's content and its predecessor's hash."""
-    body = {
-        "seq": seq,
-        "created_at": created_at,
-        "epoch": draft.epoch,
-        "scope": draft.scope,
-        "metric": draft.metric,
-        "policy": [draft.policy_name, draft.policy_version, draft.policy_hash],
-        "edges_version": draft.edges_version,
-        "mechanism": draft.facts.as_dict(),
-        "unit": draft.unit,
-        "charge": fraction_text(draft.charge),
-        "cohort": draft.cohort,
-        "output": list(draft.output),
-        "release_id": draft.release_id,
-        "request_hash": draft.request_hash,
-        "prev": prev_hash,
-    }
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    """SHA-256 over an entry's content, in one canonical JSON array, and its predecessor's hash.
+
+    The array's order is fixed (stability contract: never reordered; new fields are
+    appended); the mechanism facts are their canonical JSON text (:meth:`as_json`).
+    """
+    body = [
+        seq,
+        created_at,
+        draft.epoch,
+        draft.scope,
+        draft.metric,
+        draft.policy_name,
+        draft.policy_version,
+        draft.policy_hash,
+        draft.edges_version,
+        draft.facts.as_json(),
+        draft.unit,
+        fraction_text(draft.charge),
+        draft.cohort,
+        draft.output,
+        draft.release_id,
+        draft.request_hash,
+        prev_hash,
+    ]
+    text = json.dumps(body, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
