@@ -480,13 +480,17 @@ def recheck(
     return Verdict(v.request, checks, v.charge, v.unit, budget, v.floor, allocation)
 
 
-def fingerprint(request: ReleaseRequest, values: npt.NDArray[np.float64]) -> str:
-    """SHA-256 of a request (without its release id) and its validated aggregate.
+def fingerprint(
+    request: ReleaseRequest, values: npt.NDArray[np.float64], principal: str | None = None
+) -> str:
+    """SHA-256 of a request (without its release id), its validated aggregate and principal.
 
-    What an idempotent retry must repeat exactly: the same fields and the same float64
-    values (``-0.0`` and ``0.0`` alike).
+    What an idempotent retry must repeat exactly: the same fields, the same float64
+    values (``-0.0`` and ``0.0`` alike) and the same principal (a release id belongs to
+    whoever spent it).
     """
     fields = [v for k, v in request.__dict__.items() if k != "release_id"]  # field order
+    fields.append(principal)
     head = json.dumps(fields, separators=(",", ":")).encode()
     body = np.ascontiguousarray(values, dtype="<f8").reshape(-1) + 0.0
     return hashlib.sha256(head + b"\0" + body.tobytes()).hexdigest()

@@ -242,9 +242,9 @@ def forge_entries(store: StoreUnderTest, ledger: Ledger, count: int) -> None:
         store.raw(
             "INSERT INTO dpl_entries (seq, created_at, epoch, scope, metric, policy_name, "
             "policy_version, policy_hash, edges_version, mechanism, unit, charge, cohort, output, "
-            "release_id, request_hash, prev_hash, hash) VALUES "
-            "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (seq, last.created_at, *row, None, last.draft.request_hash, prev, h),
+            "release_id, request_hash, principal, prev_hash, hash) VALUES "
+            "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (seq, last.created_at, *row, None, last.draft.request_hash, None, prev, h),
         )
         prev = h
     total = sum((e.draft.charge for e in ledger.entries()), Fraction(0))
@@ -359,3 +359,22 @@ def test_aggregate_values_used_in_fingerprints_are_canonical() -> None:
     a = fingerprint(loss(rid="x"), np.array([0.0, 1.0]))
     assert a == fingerprint(loss(rid="y"), np.array([-0.0, 1.0]))  # the id is not hashed
     assert a != fingerprint(loss(rid="x"), np.array([0.0, 1.5]))
+
+
+def test_the_principal_is_recorded_in_the_chain_and_owns_its_release_ids(
+    store: StoreUnderTest,
+) -> None:
+    ledger = store.open()
+    r = ledger.release(loss(rid="team-a/1"), 30.0, principal="key:team-a")
+    (entry,) = ledger.entries()
+    assert entry.draft.principal == "key:team-a"
+    assert entry.as_dict()["principal"] == "key:team-a"
+    again = ledger.release(loss(rid="team-a/1"), 30.0, principal="key:team-a")
+    assert again.entry_id == r.entry_id
+    with pytest.raises(ReleaseIdConflict):  # another principal cannot claim the id
+        ledger.release(loss(rid="team-a/1"), 30.0, principal="key:team-b")
+    with pytest.raises(InvalidInput, match="principal"):
+        ledger.release(loss(rid="x"), 30.0, principal="has space")
+    store.disable_append_only()
+    store.raw("UPDATE dpl_entries SET principal = 'key:team-b' WHERE seq = 1")
+    assert "entry 1: content does not match its hash" in " ".join(ledger.verify().problems)

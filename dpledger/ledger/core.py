@@ -183,19 +183,25 @@ class Ledger:
         result = self._writer.evaluate(request, aggregate)
         return result.verdict if isinstance(result, Prepared) else result
 
-    def release(self, request: ReleaseRequest, aggregate: object) -> Release:
+    def release(
+        self, request: ReleaseRequest, aggregate: object, *, principal: str | None = None
+    ) -> Release:
         """Check, then atomically re-check the budget, add OpenDP noise, record, commit.
 
         Raises a :class:`~dpledger.errors.ReleaseRefused` subclass (ledger unchanged)
         when any check fails. The value is returned only after the commit. With a
         ``release_id``, a retry returns the recorded release (no new noise, no charge);
         the same id with another request or aggregate is :class:`ReleaseIdConflict`.
+        ``principal`` names who spends; it is recorded in the entry, inside the chain.
         """
-        (out,) = self._writer.release([(request, aggregate)])
+        (out,) = self._writer.release([(request, aggregate)], principal=principal)
         return self._committed(out)
 
     def release_parallel(
-        self, requests: Mapping[str, tuple[ReleaseRequest, object]]
+        self,
+        requests: Mapping[str, tuple[ReleaseRequest, object]],
+        *,
+        principal: str | None = None,
     ) -> tuple[Release, ...]:
         """Release one metric in several disjoint regions as one atomic parallel release.
 
@@ -218,10 +224,15 @@ class Ledger:
             raise InvalidInput(
                 "a parallel release is one metric in distinct regions (not '*') of one epoch"
             )
-        return tuple(self._committed(o) for o in self._writer.release(items))
+        outcomes = self._writer.release(items, principal=principal)
+        return tuple(self._committed(o) for o in outcomes)
 
     def release_round(
-        self, items: Sequence[tuple[ReleaseRequest, object]], *, partial: bool = False
+        self,
+        items: Sequence[tuple[ReleaseRequest, object]],
+        *,
+        partial: bool = False,
+        principal: str | None = None,
     ) -> RoundResult:
         """Release every (metric, region) of a round in one transaction and one commit.
 
@@ -234,7 +245,7 @@ class Ledger:
         """
         if isinstance(items, Mapping) or not isinstance(items, Sequence):
             raise InvalidInput("items must be a sequence of (ReleaseRequest, aggregate) pairs")
-        return RoundResult(self._writer.release(items, partial=partial))
+        return RoundResult(self._writer.release(items, partial=partial, principal=principal))
 
     @staticmethod
     def _committed(outcome: Release | Verdict) -> Release:

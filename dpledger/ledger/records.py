@@ -44,6 +44,7 @@ class EntryDraft:
     output: tuple[float, ...]
     release_id: str | None = None  # the caller's idempotency key, unique per ledger
     request_hash: str | None = None  # fingerprint of the request and aggregate it answered
+    principal: str | None = None  # who spent (e.g. the service's authenticated key), if known
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +80,7 @@ class Entry:
             "output": list(d.output),
             "release_id": d.release_id,
             "request_hash": d.request_hash,
+            "principal": d.principal,
             "prev_hash": self.prev_hash,
             "hash": self.hash,
         }
@@ -108,6 +110,7 @@ def chain_hash(seq: int, created_at: str, draft: EntryDraft, prev_hash: str) -> 
         draft.release_id,
         draft.request_hash,
         prev_hash,
+        draft.principal,
     ]
     text = json.dumps(body, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(text.encode()).hexdigest()

@@ -48,7 +48,7 @@ Mode = Literal["read", "write", "create"]
 COLUMNS = (
     "seq, created_at, epoch, scope, metric, policy_name, policy_version, policy_hash, "
     "edges_version, mechanism, unit, charge, cohort, output, release_id, request_hash, "
-    "prev_hash, hash"
+    "principal, prev_hash, hash"
 )
 
 SCHEMA = (
@@ -70,6 +70,7 @@ SCHEMA = (
         output TEXT NOT NULL,
         release_id TEXT UNIQUE,
         request_hash TEXT,
+        principal TEXT,
         prev_hash TEXT NOT NULL,
         hash TEXT NOT NULL UNIQUE
     )""",
@@ -93,7 +94,7 @@ SCHEMA = (
 def row_to_entry(row: Sequence[Any]) -> Entry:
     """An :class:`Entry` from a row of :data:`COLUMNS`; :class:`LedgerCorrupted` if unreadable."""
     (seq, created, epoch, scope, metric, pname, pver, phash, edges, mech, unit, charge,
-     cohort, output, release_id, request_hash, prev, h) = row  # fmt: skip
+     cohort, output, release_id, request_hash, principal, prev, h) = row  # fmt: skip
     try:
         facts = MechanismFacts.from_dict(json.loads(mech))
         out = tuple(float(x) for x in json.loads(output))
@@ -102,6 +103,7 @@ def row_to_entry(row: Sequence[Any]) -> Entry:
             None if edges is None else _text(edges), facts, _text(unit), Fraction(charge),
             _int(cohort), out, None if release_id is None else _text(release_id),
             None if request_hash is None else _text(request_hash),
+            None if principal is None else _text(principal),
         )  # fmt: skip
         return Entry(_int(seq), _text(created), draft, _text(prev), _text(h))
     except (ValueError, TypeError, ZeroDivisionError, AttributeError, RecursionError) as e:
@@ -206,7 +208,7 @@ class WriteTxn:
                 (seq, now, d.epoch, d.scope, d.metric, d.policy_name, d.policy_version,
                  d.policy_hash, d.edges_version, d.facts.as_json(), d.unit,
                  fraction_text(d.charge), d.cohort, json.dumps(list(d.output)), d.release_id,
-                 d.request_hash, head_hash, h)
+                 d.request_hash, d.principal, head_hash, h)
             )  # fmt: skip
             touched.add((d.epoch, d.scope, d.metric))
             out.append(Entry(seq, now, d, head_hash, h))

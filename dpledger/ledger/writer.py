@@ -22,6 +22,7 @@ are committed together.
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ from dpledger.policy import MetricSpec, Policy
 __all__ = ["RoundResult", "Writer"]
 
 Item = tuple[ReleaseRequest, object]
+_PRINCIPAL = re.compile(r"[!-~]{1,128}")
 Outcome = Release | Verdict
 
 
@@ -102,8 +104,20 @@ class Writer:
             self._store.epoch_policy(epoch),
         )
 
-    def release(self, items: Sequence[Item], *, partial: bool = False) -> tuple[Outcome, ...]:
-        """Release ``items`` in one transaction; see the module docstring."""
+    def release(
+        self, items: Sequence[Item], *, partial: bool = False, principal: str | None = None
+    ) -> tuple[Outcome, ...]:
+        """Release ``items`` in one transaction; see the module docstring.
+
+        ``principal`` (who spends: e.g. the service's authenticated key) is recorded with
+        every entry, inside the hash chain.
+        """
+        if principal is not None and not (
+            isinstance(principal, str) and _PRINCIPAL.fullmatch(principal)
+        ):
+            raise InvalidInput(
+                f"principal must be 1-128 printable ASCII characters, got {principal!r}"
+            )
         if self._store.mode == "read":
             raise InvalidInput(
                 f"{self._store.location} was opened for reading (mode='read'): open it with "
@@ -116,7 +130,7 @@ class Writer:
                 raise InvalidInput(
                     f"request must be a ReleaseRequest, got {type(item[0]).__name__}"
                 )
-        outcomes: dict[int, Outcome] = self._retries(items)
+        outcomes: dict[int, Outcome] = self._retries(items, principal)
         prepared: dict[int, Prepared] = {}
         for i, (req, agg) in enumerate(items):
             if i in outcomes:
@@ -131,22 +145,24 @@ class Writer:
             else:
                 raise refusal(result)
         if prepared:
-            outcomes.update(self._commit(prepared, partial))
+            outcomes.update(self._commit(prepared, partial, principal))
         return tuple(outcomes[i] for i in range(len(items)))
 
-    def _retries(self, items: Sequence[Item]) -> dict[int, Outcome]:
+    def _retries(self, items: Sequence[Item], principal: str | None) -> dict[int, Outcome]:
         """Requests whose release id is already recorded, answered from the record."""
         ids = [req.release_id for req, _ in items if req.release_id is not None]
         if not ids or not self._store.exists():
             return {}
         found = self._store.find_releases(ids)
         return {
-            i: self.replay(req, _values(agg), found[req.release_id])
+            i: self.replay(req, _values(agg), found[req.release_id], principal)
             for i, (req, agg) in enumerate(items)
             if req.release_id in found
         }
 
-    def _commit(self, prepared: dict[int, Prepared], partial: bool) -> dict[int, Outcome]:
+    def _commit(
+        self, prepared: dict[int, Prepared], partial: bool, principal: str | None
+    ) -> dict[int, Outcome]:
         noise = self._noise(prepared)
         if not self._store.exists():
             self._init()  # the first approved release creates the ledger (mode "create")
@@ -163,7 +179,7 @@ class Writer:
                 if req.release_id is not None:
                     hit = txn.find_release(req.release_id)
                     if hit is not None:  # a concurrent twin committed it first
-                        out[i] = self.replay(req, p.values, hit)
+                        out[i] = self.replay(req, p.values, hit, principal)
                         continue
                 late = recheck(self.policy, p, txn.spend(req.epoch), txn.epoch_policy(req.epoch))
                 if not late.approved:
@@ -171,7 +187,7 @@ class Writer:
                         out[i] = late
                         continue
                     raise refusal(late)
-                txn.stage(self._draft(p, noise[i]))
+                txn.stage(self._draft(p, noise[i], principal))
                 fresh.append((i, p))
             entries = txn.flush()
         for (i, p), entry in zip(fresh, entries, strict=True):
@@ -191,10 +207,16 @@ class Writer:
         return out
 
     def replay(
-        self, request: ReleaseRequest, values: npt.NDArray[np.float64] | None, hit: Entry
+        self,
+        request: ReleaseRequest,
+        values: npt.NDArray[np.float64] | None,
+        hit: Entry,
+        principal: str | None,
     ) -> Release:
         """The recorded release a retry gets back; a reused id is a conflict."""
-        same = values is not None and hit.draft.request_hash == fingerprint(request, values)
+        same = values is not None and hit.draft.request_hash == fingerprint(
+            request, values, principal
+        )
         if not same:
             raise ReleaseIdConflict(id_conflict(request, self.policy.unit))
         policy = self.policy_of(hit.draft.policy_hash)
@@ -219,7 +241,7 @@ class Writer:
                 f"({e}); run `dpledger ledger verify`"
             ) from None
 
-    def _draft(self, p: Prepared, output: tuple[float, ...]) -> EntryDraft:
+    def _draft(self, p: Prepared, output: tuple[float, ...], principal: str | None) -> EntryDraft:
         req = p.verdict.request
         return EntryDraft(
             epoch=req.epoch,
@@ -235,7 +257,8 @@ class Writer:
             cohort=req.cohort,
             output=output,
             release_id=req.release_id,
-            request_hash=fingerprint(req, p.values),
+            request_hash=fingerprint(req, p.values, principal),
+            principal=principal,
         )
 
 
