@@ -480,20 +480,16 @@ def recheck(
     return Verdict(v.request, checks, v.charge, v.unit, budget, v.floor, allocation)
 
 
-def fingerprint(
-    request: ReleaseRequest, values: npt.NDArray[np.float64], principal: str | None = None
-) -> str:
-    """SHA-256 of a request (without its release id), its validated aggregate and principal.
+def fingerprint(request: ReleaseRequest, principal: str | None = None) -> str:
+    """SHA-256 of a request's public fields (all but its release id) and its principal.
 
-    What an idempotent retry must repeat exactly: the same fields, the same float64
-    values (``-0.0`` and ``0.0`` alike) and the same principal (a release id belongs to
-    whoever spent it).
+    What an idempotent retry must repeat exactly (a release id belongs to whoever spent
+    it). It holds nothing derived from the aggregate: the entry is readable by anyone who
+    reads the ledger, and a digest of a private sum could be tested against guesses.
     """
     fields = [v for k, v in request.__dict__.items() if k != "release_id"]  # field order
     fields.append(principal)
-    head = json.dumps(fields, separators=(",", ":")).encode()
-    body = np.ascontiguousarray(values, dtype="<f8").reshape(-1) + 0.0
-    return hashlib.sha256(head + b"\0" + body.tobytes()).hexdigest()
+    return hashlib.sha256(json.dumps(fields, separators=(",", ":")).encode()).hexdigest()
 
 
 def id_conflict(request: ReleaseRequest, unit: str) -> Verdict:

@@ -287,7 +287,8 @@ def test_a_cli_retry_with_a_release_id_returns_the_recorded_release(
         outs.append(json.loads(capsys.readouterr().out))
     assert outs[0] == outs[1]
     assert outs[0]["release_id"] == "round-3/na"
-    (tmp_path / "other.json").write_text(json.dumps([99.0] * 7))
+    # an aggregate the recorded release cannot have come from (≈ 50 noise scales away)
+    (tmp_path / "other.json").write_text(json.dumps([20000.0] + [0.0] * 6))
     other = ["--aggregate", str(tmp_path / "other.json"), "--release-id", "round-3/na"]
     assert main(["release", *at(db), "--request", files["req"], *other]) == 1
     assert "release_id" in capsys.readouterr().out

@@ -32,7 +32,9 @@ from dpledger.approval import (
     refusal,
 )
 from dpledger.errors import (
+    DpLedgerError,
     InvalidInput,
+    LedgerCorrupted,
     LedgerNotFound,
     PolicyMismatch,
 )
@@ -86,9 +88,12 @@ class Ledger:
         self.policy = policy
         self._binding = {"policy_name": policy.name, "unit": policy.unit}
         self._labels = {str(k): str(v) for k, v in (labels or {}).items()}
-        self._writer = Writer(store, policy, self.init)
-        if store.exists():
-            self._check_existing()
+        self._checked = False
+        self._unsound: DpLedgerError | None = None  # why a ledger opened to read is unsound
+        self._writer = Writer(store, policy, self.init, self._exists)
+        # an existing ledger's binding and policy are checked at once; opened to read, a
+        # failure waits for the first read, so that verify can report it as a problem
+        self._exists(audit=store.mode == "read")
 
     @classmethod
     def open(
@@ -129,16 +134,38 @@ class Ledger:
                 "version (bump `version` in the policy file)"
             )
 
+    def _exists(self, *, audit: bool = False) -> bool:
+        """Whether the ledger exists; the first time it does, its binding is checked.
+
+        A ``create`` ledger may find the ledger created meanwhile by someone else (with
+        another policy, perhaps): it is checked before anything is read or written.
+        ``audit`` lets :meth:`verify` go on with a ledger opened to read whose binding
+        failed: it reports the failure among its problems.
+        """
+        if not self._store.exists():
+            return False
+        if not self._checked:
+            try:
+                self._check_existing()
+            except (LedgerCorrupted, PolicyMismatch) as e:
+                if self._store.mode != "read":
+                    raise
+                self._unsound = e
+            self._checked = True
+        if self._unsound is not None and not audit:
+            raise self._unsound
+        return True
+
     def init(self) -> bool:
         """Create the ledger now if it does not exist (what ``dpledger ledger init`` runs).
 
         Returns True if this call created it. Needs ``mode="create"``.
         """
-        if self._store.exists():
+        if self._exists():
             return False
         meta = {**self._binding, **{_LABEL + k: v for k, v in self._labels.items()}}
         self._store.create(meta)
-        self._check_existing()
+        self._exists()
         return True
 
     @property
@@ -154,12 +181,12 @@ class Ledger:
     @property
     def exists(self) -> bool:
         """Whether the ledger exists yet (False only for a ``create`` not yet used)."""
-        return self._store.exists()
+        return self._exists()
 
     @property
     def labels(self) -> dict[str, str]:
         """The labels the ledger was created with (e.g. ``{"purpose": "demo"}``)."""
-        if not self._store.exists():
+        if not self._exists():
             return dict(self._labels)
         meta = self._store.meta()
         return {k[len(_LABEL) :]: v for k, v in meta.items() if k.startswith(_LABEL)}
@@ -255,7 +282,7 @@ class Ledger:
 
     def budget_changes(self) -> tuple[str, ...]:
         """Where a later policy version raised the evaluation budget, from which epoch."""
-        if not self._store.exists():
+        if not self._exists():
             return ()
         epochs = self._store.policy_epochs()
         history = [(epoch, self._writer.policy_of(h)) for epoch, h in epochs]
@@ -264,7 +291,7 @@ class Ledger:
     # -- budget views ----------------------------------------------------------------
 
     def _spend(self, epoch: int) -> EpochSpend:
-        if not self._store.exists():
+        if not self._exists():
             return EpochSpend.empty()
         return self._store.epoch_spend(_epoch(epoch))
 
@@ -329,7 +356,7 @@ class Ledger:
         for name, value in (("after", after), ("limit", limit)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
                 raise InvalidInput(f"{name} must be an integer, got {value!r}")
-        if not self._store.exists():
+        if not self._exists():
             return []
         return self._store.entries(
             epoch=None if epoch is None else _epoch(epoch),
@@ -340,11 +367,11 @@ class Ledger:
         )
 
     def __len__(self) -> int:
-        return self._store.count() if self._store.exists() else 0
+        return self._store.count() if self._exists() else 0
 
     def head(self) -> tuple[int, str]:
         """``(last entry id, its hash)``; ``(0, GENESIS)`` for an empty ledger."""
-        if not self._store.exists():
+        if not self._exists():
             return 0, GENESIS
         meta = self._store.meta()
         return int(meta.get("head_seq", 0)), meta.get("head_hash", GENESIS)
@@ -360,6 +387,10 @@ class Ledger:
         that. Problems name the rows involved; ``report.ok`` is True iff there are none.
         A ledger that does not exist yet is :class:`~dpledger.errors.LedgerNotFound`.
         """
-        if not self._store.exists():
+        if not self._exists(audit=True):
             raise LedgerNotFound(f"no ledger at {self.location} yet: there is nothing to verify")
-        return audit.verify(self._store, self.policy, expected_head)
+        report = audit.verify(self._store, self.policy, expected_head)
+        if self._unsound is None:
+            return report
+        opening = f"the ledger cannot be opened with this policy: {self._unsound}"
+        return VerifyReport(report.entries_checked, (opening, *report.problems), report.notices)

@@ -11,9 +11,11 @@ entry unless the editor also rewrites every later hash, the head and the spend â
 ledger: a directory, a 0-byte file (perhaps a truncated ledger) or any other file is
 refused. A new ledger is built in a temporary file beside the target and hard-linked
 into place, so it appears complete or not at all, and concurrent creators cannot
-clobber each other. Reading (mode ``read``) uses a ``query_only`` connection; a
-read-only copy (no write permission bits on the file or its directory) is opened
-``immutable``, so no ``-wal``/``-shm`` file is ever created beside it.
+clobber each other. Reading (mode ``read``) never writes: a ledger nobody has
+open is read ``immutable`` (no ``-wal``/``-shm`` is created beside it, no write permission
+is needed: a read-only copy or another user's ledger verifies in place); a ledger in use,
+or left with a WAL by a crashed writer, is read through a read-only connection, which
+never checkpoints the WAL into the file nor removes it.
 """
 
 from __future__ import annotations
@@ -42,10 +44,6 @@ _TRIGGERS = (
 )
 _HEADER = b"SQLite format 3\x00"
 MEMORY = ":memory:"
-
-
-def _no_write_bits(path: Path) -> bool:
-    return not (path.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
 
 
 class SqliteStore(SqlStore):
@@ -107,13 +105,13 @@ class SqliteStore(SqlStore):
         path = quote(str(p.resolve()))
         if self.mode != "read":
             return f"file:{path}?mode=rw"
-        wal = Path(self._path + "-wal")
-        readonly_copy = _no_write_bits(p) or _no_write_bits(p.parent)
-        if readonly_copy and not (wal.exists() and wal.stat().st_size > 0):
-            # nothing un-checkpointed and nobody can be writing: read the file as it is,
-            # without the -wal/-shm files a WAL reader would otherwise create beside it
-            return f"file:{path}?immutable=1"
-        return f"file:{path}?mode=ro" if readonly_copy else f"file:{path}?mode=rw"
+        if any(Path(self._path + s).exists() for s in ("-wal", "-shm")):
+            # in use, or a writer crashed: read through its WAL; a read-only connection
+            # never checkpoints, so it neither writes the file nor removes the WAL
+            return f"file:{path}?mode=ro"
+        # nobody has it open (a WAL ledger in use always has its -wal and -shm): read the
+        # file as it is, creating no -wal/-shm beside it and needing no write permission
+        return f"file:{path}?immutable=1"
 
     def _connect(self, p: Path | None) -> sqlite3.Connection:
         target = MEMORY if p is None else self._uri(p)

@@ -22,11 +22,13 @@ are committed together.
 from __future__ import annotations
 
 import json
+import math
 import re
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from statistics import NormalDist
 
 import numpy as np
 import numpy.typing as npt
@@ -48,7 +50,7 @@ from dpledger.ledger.records import Entry, EntryDraft, Release
 from dpledger.ledger.store import SqlStore
 from dpledger.policy import MetricSpec, Policy
 
-__all__ = ["RoundResult", "Writer"]
+__all__ = ["RETRY_FALSE_CONFLICT", "RoundResult", "Writer", "retry_tolerance", "to_release"]
 
 Item = tuple[ReleaseRequest, object]
 _PRINCIPAL = re.compile(r"[!-~]{1,128}")
@@ -72,28 +74,54 @@ class RoundResult:
         return tuple(o for o in self.outcomes if isinstance(o, Verdict))
 
 
-def _values(aggregate: object) -> npt.NDArray[np.float64] | None:
-    """The aggregate as flat float64, for a retry's fingerprint (None if not numeric)."""
-    try:
-        return np.asarray(aggregate, dtype=np.float64).reshape(-1)
-    except (TypeError, ValueError, OverflowError):
-        return None
+RETRY_FALSE_CONFLICT = 1e-9
+"""Chance that a true retry (the same aggregate) is refused as a conflict, per release."""
+
+
+def retry_tolerance(facts: mech.MechanismFacts) -> float:
+    """Noise scales within which a retry's aggregate must lie of the recorded noisy value.
+
+    A union bound over the release's coordinates: Laplace tails ``P(|X| > t·b) = e^(−t)``,
+    Gaussian ``2Φ(−z)``, at :data:`RETRY_FALSE_CONFLICT` in all (e.g. t ≈ 22.7 for 7
+    Laplace coordinates).
+    """
+    d = max(facts.dimension, 1)
+    if facts.mechanism == "laplace":
+        return math.log(d / RETRY_FALSE_CONFLICT)
+    return NormalDist().inv_cdf(1.0 - RETRY_FALSE_CONFLICT / (2 * d))
+
+
+def _plausible(values: npt.NDArray[np.float64], hit: Entry) -> bool:
+    """Whether ``values`` could be the aggregate the recorded noisy output came from."""
+    facts = hit.draft.facts
+    output = np.asarray(hit.draft.output, dtype=np.float64)
+    if output.shape != values.reshape(-1).shape:
+        return False
+    gap = np.abs(values.reshape(-1) - output)
+    return bool(np.all(gap <= retry_tolerance(facts) * facts.scale))
 
 
 class Writer:
     """Checks, noises and records releases for one ledger (its store and policy)."""
 
-    def __init__(self, store: SqlStore, policy: Policy, init: Callable[[], object]) -> None:
+    def __init__(
+        self,
+        store: SqlStore,
+        policy: Policy,
+        init: Callable[[], object],
+        exists: Callable[[], bool],
+    ) -> None:
         self._store = store
         self.policy = policy
         self._init = init
+        self._exists = exists  # the ledger's check: binding verified when it first exists
         self._body = json.dumps(policy.model_dump(mode="json"), sort_keys=True)
 
     def evaluate(self, request: ReleaseRequest, aggregate: object) -> Verdict | Prepared:
         """Every approval check against committed spend (the dry run of ``check``)."""
         if not isinstance(request, ReleaseRequest):
             raise InvalidInput(f"request must be a ReleaseRequest, got {type(request).__name__}")
-        if not self._store.exists():
+        if not self._exists():
             return evaluate(self.policy, request, aggregate, EpochSpend.empty(), None)
         epoch = request.epoch
         return evaluate(
@@ -130,11 +158,9 @@ class Writer:
                 raise InvalidInput(
                     f"request must be a ReleaseRequest, got {type(item[0]).__name__}"
                 )
-        outcomes: dict[int, Outcome] = self._retries(items, principal)
+        outcomes: dict[int, Outcome] = {}
         prepared: dict[int, Prepared] = {}
         for i, (req, agg) in enumerate(items):
-            if i in outcomes:
-                continue
             # the checks of the request and aggregate; the ledger-state checks (epoch
             # policy, allocation, budget) run once, under the lock, on fresh spend
             result = evaluate(self.policy, req, agg, None)
@@ -144,27 +170,62 @@ class Writer:
                 outcomes[i] = result
             else:
                 raise refusal(result)
+        twins = self._twins(prepared, principal)
+        for i in twins:
+            del prepared[i]
+        outcomes.update(self._retries(prepared, principal))
+        for i in outcomes:
+            prepared.pop(i, None)
         if prepared:
             outcomes.update(self._commit(prepared, partial, principal))
+        for i, first in twins.items():
+            outcomes[i] = outcomes[first]
         return tuple(outcomes[i] for i in range(len(items)))
 
-    def _retries(self, items: Sequence[Item], principal: str | None) -> dict[int, Outcome]:
+    def _twins(self, prepared: dict[int, Prepared], principal: str | None) -> dict[int, int]:
+        """Repeats of a release id within one call: each maps to the first request.
+
+        A repeat of the same request and aggregate is a retry of the first (it gets the
+        same release); anything else under the same id is :class:`ReleaseIdConflict`.
+        """
+        first: dict[str, int] = {}
+        twins: dict[int, int] = {}
+        for i, p in prepared.items():
+            rid = p.verdict.request.release_id
+            if rid is None:
+                continue
+            if rid not in first:
+                first[rid] = i
+                continue
+            original = prepared[first[rid]]
+            same = fingerprint(p.verdict.request, principal) == fingerprint(
+                original.verdict.request, principal
+            ) and np.array_equal(p.values, original.values)
+            if not same:
+                raise ReleaseIdConflict(id_conflict(p.verdict.request, self.policy.unit))
+            twins[i] = first[rid]
+        return twins
+
+    def _retries(self, prepared: dict[int, Prepared], principal: str | None) -> dict[int, Outcome]:
         """Requests whose release id is already recorded, answered from the record."""
-        ids = [req.release_id for req, _ in items if req.release_id is not None]
-        if not ids or not self._store.exists():
+        ids = [rid for p in prepared.values() if (rid := p.verdict.request.release_id)]
+        if not ids or not self._exists():
             return {}
         found = self._store.find_releases(ids)
         return {
-            i: self.replay(req, _values(agg), found[req.release_id], principal)
-            for i, (req, agg) in enumerate(items)
-            if req.release_id in found
+            i: self.replay(p, found[rid], principal)
+            for i, p in prepared.items()
+            if (rid := p.verdict.request.release_id) in found
         }
 
     def _commit(
         self, prepared: dict[int, Prepared], partial: bool, principal: str | None
     ) -> dict[int, Outcome]:
         noise = self._noise(prepared)
-        if not self._store.exists():
+        if not self._exists():
+            refused = self._refused_by_a_new_ledger(prepared, partial)
+            if len(refused) == len(prepared):
+                return dict(refused)  # nothing to record: no ledger is created
             self._init()  # the first approved release creates the ledger (mode "create")
         out: dict[int, Outcome] = {}
         fresh: list[tuple[int, Prepared]] = []
@@ -179,7 +240,7 @@ class Writer:
                 if req.release_id is not None:
                     hit = txn.find_release(req.release_id)
                     if hit is not None:  # a concurrent twin committed it first
-                        out[i] = self.replay(req, p.values, hit, principal)
+                        out[i] = self.replay(p, hit, principal)
                         continue
                 late = recheck(self.policy, p, txn.spend(req.epoch), txn.epoch_policy(req.epoch))
                 if not late.approved:
@@ -194,6 +255,29 @@ class Writer:
             out[i] = to_release(p.verdict.request, p.spec, entry)
         return out
 
+    def _refused_by_a_new_ledger(
+        self, prepared: dict[int, Prepared], partial: bool
+    ) -> dict[int, Verdict]:
+        """The ledger-state checks against an empty ledger, before creating it.
+
+        A round that a new ledger would refuse entirely (or, all or nothing, in part)
+        creates nothing: the refusal leaves the filesystem as it was.
+        """
+        totals: dict[int, dict[tuple[str, str], Fraction]] = {}
+        refused: dict[int, Verdict] = {}
+        for i, p in prepared.items():
+            req = p.verdict.request
+            epoch = totals.setdefault(req.epoch, {})
+            verdict = recheck(self.policy, p, EpochSpend(dict(epoch)), None)
+            if not verdict.approved:
+                if not partial:
+                    raise refusal(verdict)
+                refused[i] = verdict
+                continue
+            key = (req.region, req.metric)
+            epoch[key] = epoch.get(key, Fraction(0)) + (p.verdict.charge or Fraction(0))
+        return refused
+
     @staticmethod
     def _noise(prepared: dict[int, Prepared]) -> dict[int, tuple[float, ...]]:
         """OpenDP noise for every prepared release: one call per distinct mechanism."""
@@ -206,21 +290,21 @@ class Writer:
             out.update({i: tuple(v.tolist()) for i, v in zip(members, noisy, strict=True)})
         return out
 
-    def replay(
-        self,
-        request: ReleaseRequest,
-        values: npt.NDArray[np.float64] | None,
-        hit: Entry,
-        principal: str | None,
-    ) -> Release:
-        """The recorded release a retry gets back; a reused id is a conflict."""
-        same = values is not None and hit.draft.request_hash == fingerprint(
-            request, values, principal
-        )
-        if not same:
-            raise ReleaseIdConflict(id_conflict(request, self.policy.unit))
+    def replay(self, p: Prepared, hit: Entry, principal: str | None) -> Release:
+        """The recorded release a retry gets back; a reused id is a conflict.
+
+        A retry is the same request (fields and principal) with an aggregate that the
+        recorded release could have come from: every coordinate within
+        :func:`retry_tolerance` noise scales of the recorded noisy value. The decision reads
+        only the caller's own aggregate and the public release — never a digest of the
+        original aggregate, which anyone who reads the ledger could test guesses against.
+        """
+        req = p.verdict.request
+        same_request = hit.draft.request_hash == fingerprint(req, principal)
+        if not (same_request and _plausible(p.values, hit)):
+            raise ReleaseIdConflict(id_conflict(req, self.policy.unit))
         policy = self.policy_of(hit.draft.policy_hash)
-        return to_release(request, policy.metric(request.metric), hit)
+        return to_release(req, policy.metric(req.metric), hit)
 
     def policy_of(self, policy_hash: str) -> Policy:
         """The policy an entry was released under (recorded in the ledger)."""
@@ -257,7 +341,7 @@ class Writer:
             cohort=req.cohort,
             output=output,
             release_id=req.release_id,
-            request_hash=fingerprint(req, p.values, principal),
+            request_hash=fingerprint(req, principal),
             principal=principal,
         )
 
