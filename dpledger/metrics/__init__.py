@@ -53,11 +53,16 @@ from dpledger.metrics.spatial import (
 )
 from dpledger.metrics.uncertainty import (
     Distribution,
+    Guard,
     Interval,
     Method,
+    classification_batch,
+    classification_estimates,
     classification_intervals,
     derived_interval,
     derived_intervals,
+    regression_batch,
+    regression_estimates,
     regression_intervals,
 )
 
@@ -70,6 +75,7 @@ __all__ = [
     "REGRESSION_MEASURES",
     "SPATIAL_DECLARATIONS",
     "Distribution",
+    "Guard",
     "Interval",
     "Labels",
     "Method",
@@ -80,6 +86,8 @@ __all__ = [
     "VectorSumCodec",
     "along_across_ratio",
     "calibration_gap",
+    "classification_batch",
+    "classification_estimates",
     "classification_intervals",
     "classification_metrics",
     "classification_metrics_rows",
@@ -102,7 +110,9 @@ __all__ = [
     "pooled_ratio_codec",
     "project_confusion",
     "project_regression_measures",
+    "regression_batch",
     "regression_codec",
+    "regression_estimates",
     "regression_intervals",
     "regression_measures",
     "regression_metrics",
