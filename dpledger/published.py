@@ -37,6 +37,7 @@ from dpledger.metrics.flam import (
     REGRESSION_MEASURES,
     Labels,
     flatten_confusion,
+    unflatten_confusion,
 )
 from dpledger.metrics.release import VectorSumCodec
 from dpledger.metrics.uncertainty import (
@@ -167,7 +168,7 @@ def release_confusion(
     level: float = 0.95,
     method: Method = "delta",
 ) -> DerivedRelease:
-    """Release a summed (C, C) confusion matrix once; derive all classification metrics.
+    """Release a summed (C, C) confusion matrix (or its C² flattening) once; derive every metric.
 
     The policy's metric must be a ``vector_sum`` of dimension C² whose cap bounds a
     client's (L1-capped) confusion counts. ``labels="all"`` averages macro metrics over
@@ -176,7 +177,10 @@ def release_confusion(
     measure anything is always flagged unusable.
     """
     _check_options(level, method, labels)
-    flat = flatten_confusion(np.asarray(summed_confusion, dtype=np.float64)).reshape(-1)
+    matrix = np.asarray(summed_confusion, dtype=np.float64)
+    if matrix.ndim == 1:
+        matrix = unflatten_confusion(matrix)  # a C² flattening, as clients' rows are summed
+    flat = flatten_confusion(matrix).reshape(-1)
     spec = _vector_spec(ledger, request)
     if spec is not None:
         c = math.isqrt(spec.size)

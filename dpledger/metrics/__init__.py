@@ -1,8 +1,10 @@
 """Client-side bounded contributions and server-side recombination.
 
 ``spatial`` holds the spatial metric set, ``flam`` the FLAM aggregatable measures,
-``release`` how each maps onto a ledger policy kind (and its sensitivity), and
-``uncertainty`` the error bars of metrics derived from a noisy release.
+``release`` how each maps onto a ledger policy kind (and its sensitivity),
+``secure_sum`` the exact sum the aggregator owes the ledger (and a fixed-point stand-in),
+and ``uncertainty`` the estimates, intervals and unusable flags of metrics derived from
+a noisy release.
 """
 
 from dpledger.metrics.flam import (
@@ -35,6 +37,7 @@ from dpledger.metrics.release import (
     l1_sensitivity,
     scalar_sensitivity,
 )
+from dpledger.metrics.secure_sum import FixedPoint, exact_sum
 from dpledger.metrics.spatial import (
     ALONG_RMSE_FLOOR,
     POOLED_MEASURES,
@@ -75,6 +78,7 @@ __all__ = [
     "REGRESSION_MEASURES",
     "SPATIAL_DECLARATIONS",
     "Distribution",
+    "FixedPoint",
     "Guard",
     "Interval",
     "Labels",
@@ -99,6 +103,7 @@ __all__ = [
     "distinct_cells",
     "error_histogram",
     "error_magnitude",
+    "exact_sum",
     "flatten_confusion",
     "l1_sensitivity",
     "mean_calibration_gaps",
