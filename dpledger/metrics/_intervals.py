@@ -292,8 +292,9 @@ def batch_intervals(
     if method == "monte_carlo":
         rng = np.random.default_rng(seed)
         r, d = x.shape
-        for r0 in range(0, r, max(1, _BLOCK_FLOATS // (draws * d))):
-            xs = x[r0 : r0 + max(1, _BLOCK_FLOATS // (draws * d))]
+        chunk = max(1, _BLOCK_FLOATS // (draws * d))  # releases redrawn per vectorised call
+        for r0 in range(0, r, chunk):
+            xs = x[r0 : r0 + chunk]
             shape = (xs.shape[0], draws, d)
             if distribution == "laplace":
                 noise = rng.laplace(0.0, std / math.sqrt(2.0), size=shape)
