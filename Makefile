@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/dpledger demo
+	$(VENV)/bin/dpledger demo --fresh
 
 postgres:
 	@if [ -z "$(PG_BIN)" ]; then \

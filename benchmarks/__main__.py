@@ -84,9 +84,10 @@ def run(sizes: Sizes, cases: set[int]) -> list[Row]:
         rows += _fleet_cases(sizes, cases)
         gc.collect()  # the fleet (3.2 GB at full size) is gone before the ledger cases
     if 3 in cases:
-        from benchmarks import pg_releases, releases
+        from benchmarks import pg_releases, releases, rounds
 
         rows += _guard(3, "ledger releases (SQLite)", lambda: releases.run(sizes))
+        rows += _guard(3, "ledger rounds (SQLite)", lambda: rounds.run(sizes))
         rows += _guard(3, "ledger releases (PostgreSQL)", lambda: pg_releases.run(sizes))
     if 5 in cases:
         from benchmarks import composition

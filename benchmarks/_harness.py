@@ -51,10 +51,11 @@ class Sizes:
     pg_releases: int  # PostgreSQL releases per writer (case 3; < 1,000, one epoch's budget)
     pg_repeats: int  # alternating repeats of the PostgreSQL rows (each starts processes)
     epochs: int  # epochs of the shipped policy for the lifetime comparison (case 5)
+    rounds: int  # rounds of 20 releases per timed repeat (case 3, SQLite and PostgreSQL)
 
 
-FULL = Sizes("full", 1_000_000, 20_000, 3, 3, 1, 500, 300, 60, 3, 20)
-QUICK = Sizes("quick", 10_000, 1_000, 2, 1, 1, 60, 30, 10, 1, 4)
+FULL = Sizes("full", 1_000_000, 20_000, 3, 3, 1, 500, 300, 60, 3, 20, 100)
+QUICK = Sizes("quick", 10_000, 1_000, 2, 1, 1, 60, 30, 10, 1, 4, 8)
 
 
 @dataclass(frozen=True, slots=True)

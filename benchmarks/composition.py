@@ -34,6 +34,7 @@ version = "1"
 neighbouring = "replace"
 epoch_epsilon = "4"
 eval_fraction = "0.25"          # eps_eval = 1: either one vector, or 20 buckets at 1/20
+allocation = "pooled"           # each way uses the whole epoch: one metric per epoch
 
 [regions]
 names = ["all"]
@@ -59,7 +60,7 @@ def _split_cost() -> Row:
     counts = np.full(_BUCKETS, _COHORT / _BUCKETS)
     with (
         tempfile.TemporaryDirectory(prefix="dpledger-bench-") as d,
-        Ledger.open(Path(d) / "split.db", policy) as ledger,
+        Ledger.open(Path(d) / "split.db", policy, mode="create") as ledger,
     ):
         vec = ledger.release(
             ReleaseRequest(
@@ -113,7 +114,7 @@ def _lifetime(epochs: int) -> list[Row]:
     n = 50_000
     with (
         tempfile.TemporaryDirectory(prefix="dpledger-bench-") as d,
-        Ledger.open(Path(d) / "lifetime.db", policy) as ledger,
+        Ledger.open(Path(d) / "lifetime.db", policy, mode="create") as ledger,
     ):
         for epoch in range(epochs):
             for name, spec in policy.metrics.items():

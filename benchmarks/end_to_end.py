@@ -47,7 +47,7 @@ def one_epoch(fleet: Fleet, policy: Policy, path: Path) -> dict[str, float]:
     }
     cohorts = {r: len(fleet.client_range(r)) for r in fleet.regions}
     t2 = time.perf_counter()
-    with Ledger.open(path, policy) as ledger:
+    with Ledger.open(path, policy, mode="create") as ledger:
         releases, refusals = demo.release_epoch(ledger, sums, cohorts)
     released, refused = len(releases), len(refusals)
     t3 = time.perf_counter()

@@ -12,6 +12,7 @@ one operation each in turn, so the disk's swings in fsync latency hit all of the
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import tempfile
 import time
@@ -23,13 +24,23 @@ import numpy as np
 
 from benchmarks._harness import Row, Sizes, fmt_rate, fmt_seconds, log
 from dpledger import mechanisms as mech
+from dpledger.accounting import EpochSpend
 from dpledger.approval import Prepared, ReleaseRequest, evaluate
 from dpledger.ledger import Ledger
 from dpledger.ledger.records import EntryDraft
 from dpledger.ledger.sqlite import SqliteStore
 from dpledger.policy import Policy
 
-__all__ = ["AGGREGATE", "BENCH_POLICY", "COHORT", "PER_EPOCH", "bench_policy", "request", "run"]
+__all__ = [
+    "AGGREGATE",
+    "BENCH_POLICY",
+    "COHORT",
+    "PER_EPOCH",
+    "FsyncLoop",
+    "bench_policy",
+    "request",
+    "run",
+]
 
 BENCH_POLICY = """
 name = "bench-releases"
@@ -38,6 +49,7 @@ neighbouring = "replace"
 definition = "pure"
 epoch_epsilon = "400"          # eps_eval = 100: 1,000 releases of 0.1 per region per epoch
 eval_fraction = "0.25"
+rounds_per_epoch = 1000        # hist7's allocation: all 1,000 releases of an epoch
 
 [regions]
 names = ["r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7"]
@@ -79,6 +91,8 @@ _NOISE = "OpenDP noise (apply)"
 _STORE = "store write txn (commit)"
 _RELEASE = "release"
 _RAW = "raw"
+_RAW_NOISE = "raw + noise"
+_FSYNC = "fsync"
 _IN_RELEASE_PATH = (_APPROVAL, _NOISE, _STORE)  # build and map are cached in a release
 
 _RAW_SCHEMA = (
@@ -113,10 +127,27 @@ class _RawLoop:
         self._conn.close()
 
 
+class FsyncLoop:
+    """The disk's limit: one 4 KiB write and ``fsync`` per call (what a durable commit needs)."""
+
+    def __init__(self, path: Path) -> None:
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+        self._page = b"\0" * 4096
+
+    def __call__(self, i: int) -> None:
+        """Overwrite one page and flush it to the disk."""
+        os.pwrite(self._fd, self._page, 0)
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        """Close the file."""
+        os.close(self._fd)
+
+
 def _store_writer(policy: Policy, path: Path, facts: mech.MechanismFacts) -> Callable[[], None]:
     """One bare store write transaction (spend read + chained append), as a release does."""
-    store = SqliteStore(path)
-    Ledger(store, policy)  # creates the schema and records the policy, as Ledger.open does
+    store = SqliteStore(path, "create")
+    Ledger(store, policy).init()  # creates the schema, as a ledger's first release does
     draft = EntryDraft(
         epoch=0, scope="r0", metric="hist7", policy_name=policy.name,
         policy_version=policy.version, policy_hash=policy.content_hash,
@@ -126,8 +157,9 @@ def _store_writer(policy: Policy, path: Path, facts: mech.MechanismFacts) -> Cal
 
     def write() -> None:
         with store.write() as txn:
-            txn.spent(0)
-            txn.append([draft])
+            txn.load([0], [])
+            txn.stage(draft)
+            txn.flush()
 
     return write
 
@@ -141,21 +173,25 @@ def _interleaved(tmp: Path, policy: Policy, n: int) -> dict[str, float]:
     not medians: a rate is a mean, and a durable commit's cost is partly in its tail.
     """
     agg = np.asarray(AGGREGATE)
-    prepared = evaluate(policy, request(1), agg, {})
+    prepared = evaluate(policy, request(1), agg, EpochSpend.empty())
     if not isinstance(prepared, Prepared):
         raise RuntimeError(f"benchmark release refused: {prepared.summary()}")
     facts = prepared.facts
     raw = _RawLoop(tmp / "raw.db")
+    raw_noised = _RawLoop(tmp / "raw-noised.db")
+    disk = FsyncLoop(tmp / "fsync.bin")
     write = _store_writer(policy, tmp / "store.db", facts)
     ops: dict[str, Callable[[int], object]] = {
         _RAW: raw,
+        _RAW_NOISE: lambda i: (mech.apply(facts, agg), raw_noised(i)),
+        _FSYNC: disk,
         _STORE: lambda i: write(),
-        _APPROVAL: lambda i: evaluate(policy, request(i), agg, {}),
+        _APPROVAL: lambda i: evaluate(policy, request(i), agg, EpochSpend.empty()),
         _NOISE: lambda i: mech.apply(facts, agg),
     }
     totals = dict.fromkeys([_RELEASE, *ops], 0.0)
     try:
-        with Ledger.open(tmp / "ledger.db", policy) as ledger:
+        with Ledger.open(tmp / "ledger.db", policy, mode="create") as ledger:
             ops[_RELEASE] = lambda i: ledger.release(request(i), agg)
             for op in ops.values():  # warm-up: schemas, WAL files, caches
                 op(0)
@@ -166,12 +202,14 @@ def _interleaved(tmp: Path, policy: Policy, n: int) -> dict[str, float]:
                     totals[name] += time.perf_counter() - t0
     finally:
         raw.close()
+        raw_noised.close()
+        disk.close()
     return {k: v / n for k, v in totals.items()}
 
 
 def _opendp_uncached(policy: Policy, iters: int) -> dict[str, float]:
     """Mean seconds of an uncached OpenDP build and of the privacy map (CPU only)."""
-    prepared = evaluate(policy, request(1), np.asarray(AGGREGATE), {})
+    prepared = evaluate(policy, request(1), np.asarray(AGGREGATE), EpochSpend.empty())
     if not isinstance(prepared, Prepared):
         raise RuntimeError(f"benchmark release refused: {prepared.summary()}")
     facts = prepared.facts
@@ -208,21 +246,24 @@ def run(sizes: Sizes) -> list[Row]:
     raw_rates = [1.0 / r[_RAW] for r in reps]
     per_release, raw_txn = per_op[_RELEASE], per_op[_RAW]
     rate, raw_rate = 1.0 / per_release, 1.0 / raw_txn
-    ratio = rate / raw_rate
+    floor_rate, fsync_rate = 1.0 / per_op[_RAW_NOISE], 1.0 / per_op[_FSYNC]
+    ratio = rate / floor_rate
     in_path = sum(stages[k] for k in _IN_RELEASE_PATH)
     rows = [
         Row(
             case=3,
             measured="7-bucket histogram releases, SQLite WAL synchronous=FULL",
             dpledger=fmt_rate(rate, "releases/s"),
-            baseline=f"{fmt_rate(raw_rate, 'txn/s')} (raw sqlite3 loop)",
-            ratio_text=f"{ratio:.2f}x raw",
-            target=">= 1,000/s, >= 0.3x",
-            met="yes" if rate >= 1000 and ratio >= 0.3 else "NO",
+            baseline=f"{fmt_rate(floor_rate, 'txn/s')} (raw sqlite3 txn + the same OpenDP noise)",
+            ratio_text=f"{ratio:.2f}x floor",
+            target=">= 0.8x",
+            met="yes" if ratio >= 0.8 else "NO",
             ratio=ratio,
             values={
                 "releases_per_s": rate,
+                "raw_noised_txn_per_s": floor_rate,
                 "raw_txn_per_s": raw_rate,
+                "fsync_per_s": fsync_rate,
                 "release_rates": rates,
                 "raw_rates": raw_rates,
             },
@@ -232,7 +273,19 @@ def run(sizes: Sizes) -> list[Row]:
             f"stages a release runs (approval, noise, store txn) sum to {fmt_seconds(in_path)}, "
             "the rest is Ledger.release's own work (spend pre-read, budget re-check, draft, "
             "Release)",
-        )
+        ),
+        Row(
+            case=3,
+            measured="  the same releases against the raw transaction and the disk",
+            dpledger=fmt_rate(rate, "releases/s"),
+            baseline=f"{fmt_rate(raw_rate, 'txn/s')} raw txn; {fmt_rate(fsync_rate, 'fsync/s')}",
+            ratio_text=f"{rate / raw_rate:.2f}x raw, {rate / fsync_rate:.2f}x fsync",
+            target="report",
+            met="info",
+            ratio=rate / fsync_rate,
+            note="the physical limit of a durable release is one fsync (a 4 KiB write and "
+            "fsync on the same disk, timed in the same rounds)",
+        ),
     ]
     for stage, seconds in stages.items():
         rows.append(

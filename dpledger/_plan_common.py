@@ -9,26 +9,17 @@ from __future__ import annotations
 import numbers
 from collections.abc import Iterable, Mapping, Sequence
 
-from pydantic import BaseModel, ConfigDict
-
 from dpledger import mechanisms as mech
 from dpledger.errors import InvalidInput
 from dpledger.policy import ALL, Policy
 
 __all__ = [
-    "FrozenModel",
     "positive_int",
     "release_sensitivity_of",
     "text_table",
     "validated_cohorts",
     "validated_rounds",
 ]
-
-
-class FrozenModel(BaseModel):
-    """Immutable, strict pydantic base of plans and requirements."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
 
 def text_table(headers: Sequence[str], rows: Iterable[Sequence[str]], align: str = "") -> str:

@@ -21,8 +21,9 @@ from dpledger.mechanisms import MechanismFacts
 from dpledger.policy import ALL, Policy
 
 __all__ = [
-    "ALL",
     "BudgetCheck",
+    "EpochSpend",
+    "check_allocation",
     "check_budget",
     "client_loss",
     "pld_epsilon",
@@ -44,6 +45,34 @@ class BudgetCheck:
     spent: Fraction  # the binding region's client loss before this release
     remaining: Fraction  # the binding region's allocation left before this release
     scope: str  # human label of the binding scope, e.g. "epoch 3, region eu-west"
+
+
+@dataclass(frozen=True, slots=True)
+class EpochSpend:
+    """One epoch's exact spend per ``(scope, metric)``: what the ledger's spend table holds.
+
+    ``by_scope`` sums over metrics (the epoch budget binds per client, whatever the
+    metric); ``metric_loss`` is one metric's share of a client's loss (its allocation
+    binds per metric).
+    """
+
+    totals: Mapping[tuple[str, str], Fraction]
+    scopes: Mapping[str, Fraction] | None = None  # per-scope sums, when kept alongside
+
+    @classmethod
+    def empty(cls) -> EpochSpend:
+        """An epoch nothing was released in."""
+        return cls({}, {})
+
+    def by_scope(self) -> dict[str, Fraction]:
+        """Exact spend per scope (``"*"`` = global releases), summed over metrics."""
+        if self.scopes is not None:
+            return dict(self.scopes)
+        return spent_by_scope((scope, v) for (scope, _), v in self.totals.items())
+
+    def of_metric(self, metric: str) -> dict[str, Fraction]:
+        """Exact spend of one metric per scope."""
+        return {scope: v for (scope, m), v in self.totals.items() if m == metric}
 
 
 def scope_label(epoch: int, region: str) -> str:
@@ -104,6 +133,38 @@ def check_budget(
         spent=loss,
         remaining=max(budget - loss, _ZERO),
         scope=label,
+    )
+
+
+def check_allocation(
+    policy: Policy,
+    spend: EpochSpend,
+    epoch: int,
+    region: str,
+    metric: str,
+    charge: Fraction,
+) -> BudgetCheck | None:
+    """Whether ``charge`` fits metric ``metric``'s allocation for every client it touches.
+
+    Same rule as :func:`check_budget` on the metric's own spend and its allocation
+    (:meth:`Policy.allocation_of`); None when the policy pools its allocation.
+    """
+    allocation = policy.allocation_of(metric)
+    if allocation is None:
+        return None
+    mine = spend.of_metric(metric)
+    if region == ALL:
+        candidates = regions_in_view(policy, mine) or (ALL,)
+        binding = max(candidates, key=lambda r: client_loss(mine, r))
+        loss = client_loss(mine, binding) if binding != ALL else mine.get(ALL, _ZERO)
+    else:
+        loss = client_loss(mine, region)
+    return BudgetCheck(
+        fits=loss + charge <= allocation,
+        requested=charge,
+        spent=loss,
+        remaining=max(allocation - loss, _ZERO),
+        scope=f"{scope_label(epoch, region)}, metric {metric}'s allocation {allocation}",
     )
 
 

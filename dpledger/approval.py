@@ -8,35 +8,41 @@ turns NaN into 0, clamps inf and accepts a vector of the wrong length.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import hashlib
+import json
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from dpledger import mechanisms as mech
-from dpledger.accounting import BudgetCheck, check_budget
+from dpledger.accounting import BudgetCheck, EpochSpend, check_allocation, check_budget
 from dpledger.errors import (
     BudgetExceeded,
     CohortTooSmall,
     InvalidAggregate,
     PolicyMismatch,
+    ReleaseIdConflict,
     ReleaseRefused,
 )
-from dpledger.mechanisms import mechanism_facts
-from dpledger.policy import ALL, MetricSpec, Policy
+from dpledger.policy import ALL, FrozenModel, MetricSpec, Policy
 
 __all__ = [
     "AGGREGATE_TOLERANCE",
+    "MAX_COHORT",
+    "MAX_EPOCH",
+    "STATE_CHECKS",
     "Check",
     "Prepared",
     "ReleaseRequest",
     "Verdict",
     "evaluate",
-    "mechanism_facts",
+    "fingerprint",
+    "id_conflict",
+    "recheck",
     "refusal",
 ]
 
@@ -48,11 +54,15 @@ the client module's clip), so a sum exceeding ``high·n`` by a few ulps is not r
 """
 
 _EXACT_INT = 2**53
-_FAMILY: dict[str, Literal["policy", "aggregate", "cohort", "budget"]] = {
+MAX_EPOCH = 2**63 - 1
+"""The largest epoch number: what a signed 64-bit integer column (every store) holds."""
+MAX_COHORT = 10**9
+"""The largest cohort a release may declare (a billion clients: more than any fleet)."""
+
+_FAMILY: dict[str, Literal["policy", "aggregate", "cohort", "budget", "release_id"]] = {
     "metric_known": "policy",
     "region_known": "policy",
     "policy_version": "policy",
-    "epoch_policy": "policy",
     "edges_version": "policy",
     "aggregate_dtype": "aggregate",
     "aggregate_shape": "aggregate",
@@ -60,26 +70,45 @@ _FAMILY: dict[str, Literal["policy", "aggregate", "cohort", "budget"]] = {
     "counts_nonnegative": "aggregate",
     "clipping_bounds": "aggregate",
     "cohort_floor": "cohort",
+    "epoch_policy": "policy",
+    "allocation": "budget",
     "budget": "budget",
 }
+STATE_CHECKS = ("epoch_policy", "allocation", "budget")
+"""The checks that read the ledger's state: re-run under the write lock before a release."""
 
 
-class ReleaseRequest(BaseModel):
-    """What a caller asks to release: epoch, metric, region (or all), cohort, versions."""
+class ReleaseRequest(FrozenModel):
+    """What a caller asks to release: epoch, metric, region (or all), cohort, versions.
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    Strict: ``epoch`` and ``cohort`` must be integers (``True``, ``1.0`` and ``"2400"``
+    are refused, not coerced), strings must be strings. ``release_id`` makes the release
+    idempotent: a retry with the same id, request and aggregate returns the recorded
+    release (no new noise, no second charge).
+    """
 
-    epoch: int = Field(ge=0, description="evaluation epoch (policy budget window)")
-    metric: str = Field(min_length=1)
-    region: str = Field(min_length=1, description=f"a region, or {ALL!r} for all (explicit)")
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    epoch: int = Field(ge=0, le=MAX_EPOCH, description="evaluation epoch (policy budget window)")
+    metric: str = Field(min_length=1, max_length=64)
+    region: str = Field(
+        min_length=1, max_length=64, description=f"a region, or {ALL!r} for all (explicit)"
+    )
     cohort: int = Field(
         ge=1,
+        le=MAX_COHORT,
         description="clients summed into the aggregate, a public number: under replace the "
         "known cohort; under add_remove the planned cohort fixed before the round (the "
         "aggregator must sum at most this many clients), never the count of who reported",
     )
-    edges_version: str | None = None
-    policy_version: str | None = None
+    edges_version: str | None = Field(default=None, min_length=1, max_length=128)
+    policy_version: str | None = Field(default=None, min_length=1, max_length=64)
+    release_id: str | None = Field(
+        default=None,
+        pattern=r"^[!-~]{1,128}$",
+        description="caller-chosen idempotency key, unique per ledger: 1-128 printable "
+        "ASCII characters without spaces (e.g. a UUID, or 'round-7/eu-west/loss')",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +135,7 @@ class Verdict:
     unit: str
     budget: BudgetCheck | None
     floor: int | None = None  # the metric's cohort floor, when it has a target
+    allocation: BudgetCheck | None = None  # the metric's allocation, unless pooled
 
     @property
     def approved(self) -> bool:
@@ -153,10 +183,17 @@ def refusal(verdict: Verdict) -> ReleaseRefused:
     """The typed error for a refused verdict, chosen by its first failed check."""
     first = verdict.failures[0] if verdict.failures else None
     family = _FAMILY.get(first.name, "aggregate") if first else "aggregate"
-    if family == "budget" and verdict.budget is not None:
-        b = verdict.budget
+    if first is not None and first.name == "release_id":
+        return ReleaseIdConflict(verdict)
+    binding = verdict.allocation if first is not None and first.name == "allocation" else None
+    binding = binding or (verdict.budget if family == "budget" else None)
+    if family == "budget" and binding is not None:
         return BudgetExceeded(
-            verdict, requested=b.requested, spent=b.spent, remaining=b.remaining, scope=b.scope
+            verdict,
+            requested=binding.requested,
+            spent=binding.spent,
+            remaining=binding.remaining,
+            scope=binding.scope,
         )
     # a budget failure without a budget check is an over-committed policy
     if family == "cohort" and verdict.floor is not None:
@@ -181,7 +218,9 @@ def _as_float64(aggregate: object) -> tuple[npt.NDArray[np.float64] | None, str]
     return None, f"dtype {arr.dtype} is not a real number type; send float64 or integers"
 
 
-def _aggregate_checks(spec: MetricSpec, arr: npt.NDArray[np.float64], n: int) -> list[Check]:
+def _aggregate_checks(
+    spec: MetricSpec, arr: npt.NDArray[np.float64], n: int, neighbouring: str
+) -> list[Check]:
     want = () if spec.kind == "scalar_mean" else (spec.size,)
     if arr.shape not in (want, want if want else (1,)):
         return [
@@ -200,11 +239,28 @@ def _aggregate_checks(spec: MetricSpec, arr: npt.NDArray[np.float64], n: int) ->
         )
     else:
         checks.append(Check("counts_nonnegative", True, "signed values allowed"))
+    checks.append(_clipping_check(spec, arr, n, neighbouring))
+    return checks
+
+
+def _clipping_check(
+    spec: MetricSpec, arr: npt.NDArray[np.float64], n: int, neighbouring: str
+) -> Check:
+    """Evidence that client clipping ran: the sum lies where ``n`` clipped clients can put it.
+
+    Under ``add_remove`` the number of clients actually summed is private (at most the
+    planned ``n``), so a scalar's range is ``[min(0, low)·n, max(0, high)·n]``: the range
+    of any number of clients up to n. With ``[low·n, high·n]`` a clip excluding 0 would
+    approve a dataset and refuse its neighbour without one client, at no charge. Reasons
+    name public bounds only: the un-noised aggregate must never reach a verdict, a log or
+    a review (a refused release would leak it at no charge).
+    """
     slack = 1 + AGGREGATE_TOLERANCE
-    # reasons name public bounds only: the un-noised aggregate must never reach a
-    # verdict, a log or a review (a refused release would leak it at no charge)
     if spec.kind == "scalar_mean" and spec.clip is not None:
-        lo, hi = float(spec.clip.low) * n, float(spec.clip.high) * n
+        low, high = float(spec.clip.low), float(spec.clip.high)
+        if neighbouring == "add_remove":
+            low, high = min(0.0, low), max(0.0, high)
+        lo, hi = low * n, high * n
         x = float(arr.reshape(-1)[0])
         ok = lo - abs(lo) * AGGREGATE_TOLERANCE <= x <= hi + abs(hi) * AGGREGATE_TOLERANCE
         reason = (
@@ -213,49 +269,121 @@ def _aggregate_checks(spec: MetricSpec, arr: npt.NDArray[np.float64], n: int) ->
             else f"sum outside clip × n = [{lo:g}, {hi:g}]: client clipping failed; fix the "
             "client module before releasing"
         )
-    else:
+        return Check("clipping_bounds", ok, reason)
+    with np.errstate(over="ignore"):  # an overflowing mass is inf: refused below
         mass = float(np.abs(arr).sum())
-        limit = float(spec.cap_per_client or 0) * n
-        ok = mass <= limit * slack
-        reason = (
-            f"L1 mass within cap × n = {limit:g}"
-            if ok
-            else f"L1 mass exceeds cap × n = {limit:g}: client capping failed; fix the client "
-            "module before releasing"
+    limit = float(spec.cap_per_client or 0) * n
+    ok = mass <= limit * slack
+    reason = (
+        f"L1 mass within cap × n = {limit:g}"
+        if ok
+        else f"L1 mass exceeds cap × n = {limit:g}: client capping failed; fix the client "
+        "module before releasing"
+    )
+    return Check("clipping_bounds", ok, reason)
+
+
+def _state_checks(
+    policy: Policy,
+    request: ReleaseRequest,
+    charge: Fraction,
+    spend: EpochSpend,
+    epoch_policy: tuple[str, str] | None,
+) -> tuple[list[Check], BudgetCheck | None, BudgetCheck]:
+    """The checks that read the ledger: the epoch's policy, the allocation, the budget.
+
+    ``spend`` is the epoch's committed spend; ``epoch_policy`` the ``(hash, version)``
+    the epoch was opened under (None if unopened). One function for the dry run and for
+    the re-check under the write lock, so the two can never disagree.
+    """
+    checks: list[Check] = []
+    unit = policy.unit
+    if epoch_policy is None or epoch_policy[0] == policy.content_hash:
+        checks.append(Check("epoch_policy", True, "ok"))
+    else:
+        bound_hash, bound_version = epoch_policy
+        checks.append(
+            Check(
+                "epoch_policy",
+                False,
+                f"epoch {request.epoch} was opened under policy version {bound_version} (hash "
+                f"{bound_hash[:12]}…); its budget and regions hold until it ends: finish it "
+                "under that policy, or use the new one from a new epoch",
+            )
         )
-    checks.append(Check("clipping_bounds", ok, reason))
-    return checks
+    allocation = check_allocation(
+        policy, spend, request.epoch, request.region, request.metric, charge
+    )
+    if allocation is None:
+        checks.append(Check("allocation", True, "pooled: metrics share the epoch's budget"))
+    else:
+        checks.append(
+            Check(
+                "allocation",
+                allocation.fits,
+                f"{unit} {charge} fits {request.metric}'s allocation: spent {allocation.spent} "
+                f"of {policy.allocation_of(request.metric)}"
+                if allocation.fits
+                else f"requested {unit} {charge}, spent {allocation.spent}, remaining "
+                f"{allocation.remaining} ({allocation.scope}: {policy.rounds_per_epoch} "
+                "release(s) per epoch); it cannot use another metric's share: wait for the "
+                "next epoch, or issue a policy version with more rounds or a pooled allocation",
+            )
+        )
+    budget = check_budget(policy, spend.by_scope(), request.epoch, request.region, charge)
+    checks.append(
+        Check(
+            "budget",
+            budget.fits,
+            f"{unit} {charge} fits: spent {budget.spent} of {policy.eval_budget} ({budget.scope})"
+            if budget.fits
+            else f"requested {unit} {charge}, spent {budget.spent}, remaining {budget.remaining} "
+            f"({budget.scope}); wait for the next epoch",
+        )
+    )
+    return checks, allocation, budget
+
+
+def _complete(
+    request: ReleaseRequest,
+    checks: list[Check],
+    unit: str,
+    charge: Fraction | None = None,
+    budget: BudgetCheck | None = None,
+    floor: int | None = None,
+    allocation: BudgetCheck | None = None,
+    deferred: tuple[str, ...] = (),
+) -> Verdict:
+    """A verdict listing ``checks`` in order, and every check that did not run as skipped.
+
+    ``deferred`` checks are left out: they run later (under the write lock).
+    """
+    ran = {c.name for c in checks} | set(deferred)
+    rest = [Check(n, None, "not checked: an earlier check failed") for n in _FAMILY if n not in ran]
+    return Verdict(request, (*checks, *rest), charge, unit, budget, floor, allocation)
 
 
 def evaluate(
     policy: Policy,
     request: ReleaseRequest,
     aggregate: object,
-    spent: Mapping[str, Fraction],
+    spend: EpochSpend | None,
     epoch_policy: tuple[str, str] | None = None,
 ) -> Verdict | Prepared:
     """Run every approval check; a :class:`Prepared` release if all pass, else the Verdict.
 
-    ``spent`` is the epoch's exact spend per scope; ``epoch_policy`` the ``(hash,
-    version)`` the epoch was opened under (None if unopened). Nothing is mutated.
+    ``spend`` is the epoch's exact committed spend; ``epoch_policy`` the ``(hash,
+    version)`` the epoch was opened under (None if unopened). With ``spend=None`` the
+    ledger-state checks (:data:`STATE_CHECKS`) are deferred to :func:`recheck`, which a
+    release runs under the write lock anyway. Nothing is mutated.
     """
     checks: list[Check] = []
     unit = policy.unit
-
-    floor: int | None = None
-
-    def verdict(charge: Fraction | None = None, budget: BudgetCheck | None = None) -> Verdict:
-        ran = {c.name for c in checks}
-        rest = [
-            Check(n, None, "not checked: an earlier check failed") for n in _FAMILY if n not in ran
-        ]
-        return Verdict(request, (*checks, *rest), charge, unit, budget, floor)
-
     spec = policy.metrics.get(request.metric)
     if spec is None:
         known = ", ".join(sorted(policy.metrics))
         checks.append(Check("metric_known", False, f"unknown metric; the policy has: {known}"))
-        return verdict()
+        return _complete(request, checks, unit)
     checks.append(Check("metric_known", True, f"{spec.kind}"))
     region_ok = request.region == ALL or policy.regions.admits(request.region)
     checks.append(
@@ -275,19 +403,6 @@ def evaluate(
             else f"client used {pv}, ledger has {policy.version}",
         )
     )
-    if epoch_policy is None or epoch_policy[0] == policy.content_hash:
-        checks.append(Check("epoch_policy", True, "ok"))
-    else:
-        bound_hash, bound_version = epoch_policy
-        checks.append(
-            Check(
-                "epoch_policy",
-                False,
-                f"epoch {request.epoch} was opened under policy version {bound_version} (hash "
-                f"{bound_hash[:12]}…); its budget and regions hold until it ends: finish it "
-                "under that policy, or use the new one from a new epoch",
-            )
-        )
     if spec.edges_version is None:
         checks.append(Check("edges_version", True, "metric has no edges"))
     elif request.edges_version != spec.edges_version:
@@ -305,10 +420,10 @@ def evaluate(
     arr, why = _as_float64(aggregate)
     checks.append(Check("aggregate_dtype", arr is not None, why or "real numbers"))
     if arr is None or not all(c.passed for c in checks):
-        return verdict()
-    checks.extend(_aggregate_checks(spec, arr, request.cohort))
+        return _complete(request, checks, unit)
+    checks.extend(_aggregate_checks(spec, arr, request.cohort, policy.neighbouring))
     if not all(c.passed for c in checks):
-        return verdict()
+        return _complete(request, checks, unit)
 
     if policy.release_budget(request.metric) <= 0:
         checks.append(
@@ -319,8 +434,9 @@ def evaluate(
                 f"{unit}; lower the absolute budgets or the rounds per epoch",
             )
         )
-        return verdict(Fraction(0))
-    facts, charge = mechanism_facts(policy, request.metric)
+        return _complete(request, checks, unit, Fraction(0))
+    facts, charge = mech.mechanism_facts(policy, request.metric)
+    floor: int | None = None
     if spec.target is None:
         checks.append(Check("cohort_floor", True, "no error-bar target declared"))
     else:
@@ -337,19 +453,51 @@ def evaluate(
                 f"{spec.target:g}; merge regions or wait for a larger cohort",
             )
         )
-    budget = check_budget(policy, spent, request.epoch, request.region, charge)
-    checks.append(
-        Check(
-            "budget",
-            budget.fits,
-            f"{unit} {charge} fits: spent {budget.spent} of {policy.eval_budget} ({budget.scope})"
-            if budget.fits
-            else f"requested {unit} {charge}, spent {budget.spent}, remaining {budget.remaining} "
-            f"({budget.scope}); wait for the next epoch",
-        )
-    )
-    v = verdict(charge, budget)
+    values = arr.reshape(1) if spec.kind == "scalar_mean" else arr
+    if spend is None:
+        pending = _complete(request, checks, unit, charge, floor=floor, deferred=STATE_CHECKS)
+        return Prepared(pending, spec, values, facts) if pending.approved else pending
+    state, allocation, budget = _state_checks(policy, request, charge, spend, epoch_policy)
+    checks.extend(state)
+    v = _complete(request, checks, unit, charge, budget, floor, allocation)
     if not v.approved:
         return v
-    values = arr.reshape(1) if spec.kind == "scalar_mean" else arr
     return Prepared(v, spec, values, facts)
+
+
+def recheck(
+    policy: Policy, prepared: Prepared, spend: EpochSpend, epoch_policy: tuple[str, str] | None
+) -> Verdict:
+    """The ledger-state checks of a prepared request, on fresh state (under the lock).
+
+    Returns the request's whole verdict with :data:`STATE_CHECKS` (re)run: ``approved``
+    says whether the release may go ahead.
+    """
+    v = prepared.verdict
+    charge = v.charge or Fraction(0)
+    state, allocation, budget = _state_checks(policy, v.request, charge, spend, epoch_policy)
+    checks = (*(c for c in v.checks if c.name not in STATE_CHECKS), *state)
+    return Verdict(v.request, checks, v.charge, v.unit, budget, v.floor, allocation)
+
+
+def fingerprint(request: ReleaseRequest, values: npt.NDArray[np.float64]) -> str:
+    """SHA-256 of a request (without its release id) and its validated aggregate.
+
+    What an idempotent retry must repeat exactly: the same fields and the same float64
+    values (``-0.0`` and ``0.0`` alike).
+    """
+    fields = [v for k, v in request.__dict__.items() if k != "release_id"]  # field order
+    head = json.dumps(fields, separators=(",", ":")).encode()
+    body = np.ascontiguousarray(values, dtype="<f8").reshape(-1) + 0.0
+    return hashlib.sha256(head + b"\0" + body.tobytes()).hexdigest()
+
+
+def id_conflict(request: ReleaseRequest, unit: str) -> Verdict:
+    """The verdict refusing a reused release id (a different request or aggregate)."""
+    check = Check(
+        "release_id",
+        False,
+        f"release id {request.release_id!r} was already used for another request or "
+        "aggregate; a retry must repeat both exactly; choose a new id for a new release",
+    )
+    return Verdict(request, (check,), None, unit, None)

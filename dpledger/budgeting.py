@@ -15,14 +15,13 @@ from fractions import Fraction
 
 from dpledger import mechanisms as mech
 from dpledger._plan_common import (
-    FrozenModel,
     positive_int,
     release_sensitivity_of,
     validated_cohorts,
     validated_rounds,
 )
 from dpledger.errors import InvalidInput
-from dpledger.policy import BarKind, ExactDecimal, Policy
+from dpledger.policy import BarKind, ExactDecimal, FrozenModel, Policy
 
 __all__ = [
     "BudgetRequirement",

@@ -1,7 +1,9 @@
 """The ``dpledger`` command: check, release, audit the ledger; plan, calibrate, demo.
 
 Exit codes make it a CI gate: 0 approved/ok, 1 refused (or verification failed),
-2 usage or input error.
+2 usage or input error, 3 internal error (a dpledger bug; ``--debug`` shows the
+traceback). Reading commands (``check``, ``ledger show|verify|export|lifetime``) open
+an existing ledger only; a ledger is created by ``release`` or ``ledger init``.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ import argparse
 import json
 import os
 import sys
+import traceback
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,52 +22,111 @@ import numpy as np
 import numpy.typing as npt
 
 from dpledger.approval import ReleaseRequest, Verdict
-from dpledger.errors import DpLedgerError, InvalidInput, ReleaseRefused
+from dpledger.errors import DpLedgerError, InternalError, InvalidInput, ReleaseRefused
 from dpledger.ledger import Ledger, Release
+from dpledger.ledger.store import Mode
 from dpledger.policy import ALL, Policy
 
-__all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_REFUSED", "build_parser", "main"]
+__all__ = [
+    "EXIT_ERROR",
+    "EXIT_INTERNAL",
+    "EXIT_OK",
+    "EXIT_REFUSED",
+    "MAX_AGGREGATE_VALUES",
+    "build_parser",
+    "load_aggregate",
+    "main",
+]
 
-EXIT_OK, EXIT_REFUSED, EXIT_ERROR = 0, 1, 2
+EXIT_OK, EXIT_REFUSED, EXIT_ERROR, EXIT_INTERNAL = 0, 1, 2, 3
+MAX_AGGREGATE_VALUES = 100_000
+"""An aggregate file may hold at most this many numbers (a policy's largest dimension)."""
+_MAX_JSON_BYTES = 8 << 20  # 8 MiB: 100,000 numbers in JSON fit several times over
 
 
 def _emit(data: Any, as_json: bool, text: str) -> None:
     print(json.dumps(data, indent=2, sort_keys=True) if as_json else text)
 
 
-def _open(args: argparse.Namespace) -> Ledger:
+def _open(args: argparse.Namespace, mode: Mode) -> Ledger:
     if not args.policy:
         raise InvalidInput("no policy: pass --policy FILE or set DPLEDGER_POLICY")
-    return Ledger.open(args.ledger, Policy.load(args.policy))
+    return Ledger.open(args.ledger, Policy.load(args.policy), mode=mode)
+
+
+def _read_json(path: str, what: str) -> Any:
+    p = Path(path)
+    try:
+        if p.stat().st_size > _MAX_JSON_BYTES:
+            raise InvalidInput(f"cannot read {what} {path}: larger than {_MAX_JSON_BYTES} bytes")
+        return json.loads(p.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise InvalidInput(f"cannot read {what} {path}: {e.strerror}") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise InvalidInput(f"cannot read {what} {path}: not valid JSON ({e})") from None
+    except RecursionError:
+        raise InvalidInput(f"cannot read {what} {path}: JSON nested too deeply") from None
+
+
+def _load_npy(p: Path) -> npt.NDArray[Any]:
+    """An ``.npy`` array, its header checked before anything is allocated."""
+    with p.open("rb") as f:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+        elif version in ((2, 0), (3, 0)):
+            shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+        else:
+            raise ValueError(f"unsupported .npy version {version}")
+        size = int(np.prod(shape, dtype=object)) if shape else 1
+        if size > MAX_AGGREGATE_VALUES:
+            raise ValueError(f"claims {size} values, more than {MAX_AGGREGATE_VALUES}")
+        if dtype.hasobject:
+            raise ValueError("holds Python objects; save a numeric array")
+        needed = f.tell() + size * dtype.itemsize
+    if p.stat().st_size < needed:
+        raise ValueError("is shorter than its header says (truncated)")
+    arr: npt.NDArray[Any] = np.load(p, allow_pickle=False)
+    return arr
 
 
 def load_aggregate(path: str) -> npt.NDArray[Any]:
-    """An aggregate from ``.npy`` or JSON (a number or a list of numbers), unvalidated."""
+    """An aggregate from ``.npy`` or JSON (a number or a list of numbers), unvalidated.
+
+    Sizes are checked before allocating: at most :data:`MAX_AGGREGATE_VALUES` numbers.
+    """
     p = Path(path)
+    if p.suffix == ".npy":
+        try:
+            return _load_npy(p)
+        except (OSError, ValueError, EOFError) as e:
+            raise InvalidInput(f"cannot read aggregate {path}: {e}") from None
+    data = _read_json(path, "aggregate")
     try:
-        if p.suffix == ".npy":
-            arr: npt.NDArray[Any] = np.load(p, allow_pickle=False)
-            return arr
-        return np.asarray(json.loads(p.read_text(encoding="utf-8")))
-    except (OSError, ValueError) as e:
-        raise InvalidInput(f"cannot read aggregate {path}: {e}") from e
+        arr = np.asarray(data)
+    except (ValueError, TypeError) as e:
+        raise InvalidInput(f"cannot read aggregate {path}: not an array of numbers ({e})") from None
+    if arr.size > MAX_AGGREGATE_VALUES:
+        raise InvalidInput(f"aggregate {path} holds {arr.size} values, more than allowed")
+    return arr
 
 
 def _request(args: argparse.Namespace) -> ReleaseRequest:
     fields: dict[str, Any] = {}
     if args.request:
-        try:
-            fields = dict(json.loads(Path(args.request).read_text(encoding="utf-8")))
-        except (OSError, ValueError, TypeError) as e:
-            raise InvalidInput(f"cannot read request {args.request}: {e}") from e
-    for name in ("epoch", "metric", "region", "cohort", "edges_version", "policy_version"):
-        value = getattr(args, name)
+        data = _read_json(args.request, "request")
+        if not isinstance(data, dict):
+            raise InvalidInput(f"request {args.request} must be a JSON object of fields")
+        fields = dict(data)
+    for name in ("epoch", "metric", "region", "cohort", "edges_version", "policy_version",
+                 "release_id"):  # fmt: skip
+        value = getattr(args, name, None)
         if value is not None:
             fields[name] = value
     try:
         return ReleaseRequest(**fields)
-    except ValueError as e:
-        raise InvalidInput(f"invalid release request: {e}") from e
+    except InvalidInput as e:
+        raise InvalidInput(f"invalid release request: {e}") from None
 
 
 def verdict_text(v: Verdict) -> str:
@@ -78,34 +141,63 @@ def release_text(r: Release) -> str:
     """The released value with its bar and charge."""
     v = r.value
     shown = f"{v:.6g}" if isinstance(v, float) else np.array2string(v, precision=4)
+    rid = f", release id {r.release_id}" if r.release_id else ""
     return (
         f"entry {r.entry_id}: {r.request.metric} (epoch {r.request.epoch}, "
-        f"region {r.request.region}, n={r.request.cohort})\n"
+        f"region {r.request.region}, n={r.request.cohort}{rid})\n"
         f"  value     {shown}\n  ± {r.bar:<7} {r.error_bar:.6g}\n"
         f"  scale     {r.scale:.6g}\n  charged   {r.unit} = {r.epsilon}"
     )
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    with _open(args) as ledger:
-        v = ledger.check(_request(args), load_aggregate(args.aggregate))
+    request, aggregate = _request(args), load_aggregate(args.aggregate)
+    with _open(args, "read") as ledger:
+        v = ledger.check(request, aggregate)
     _emit(v.as_dict(), args.json, verdict_text(v))
     return EXIT_OK if v.approved else EXIT_REFUSED
 
 
 def _cmd_release(args: argparse.Namespace) -> int:
-    with _open(args) as ledger:
+    request, aggregate = _request(args), load_aggregate(args.aggregate)
+    with _open(args, "create") as ledger:
         try:
-            r = ledger.release(_request(args), load_aggregate(args.aggregate))
+            r = ledger.release(request, aggregate)
         except ReleaseRefused as e:
+            if e.verdict is None:
+                raise
             _emit(e.verdict.as_dict(), args.json, verdict_text(e.verdict))
             return EXIT_REFUSED
     _emit(r.as_dict(), args.json, release_text(r))
     return EXIT_OK
 
 
+def _cmd_init(args: argparse.Namespace) -> int:
+    with _open(args, "create") as ledger:
+        created = ledger.init()
+        where, name, version = ledger.location, ledger.policy.name, ledger.policy.version
+    verb = "created" if created else "already exists:"
+    _emit(
+        {"created": created, "ledger": where, "policy": name},
+        args.json,
+        f"{verb} ledger {where} for policy {name} (opened with version {version})",
+    )
+    return EXIT_OK
+
+
+def _unit_view(ledger: Ledger) -> str:
+    """The epoch budget in its unit; under zCDP with its (ε, δ) view."""
+    p = ledger.policy
+    if p.unit == "epsilon":
+        return f"ε_eval {p.eval_budget} per client per epoch (pure DP)"
+    from dpledger.accounting import zcdp_epsilon
+
+    eps = zcdp_epsilon(p.eval_budget, p.delta)
+    return f"ρ_eval {p.eval_budget} per client per epoch (zCDP; ≈ ε {eps:.4g} at δ = {p.delta:g})"
+
+
 def _cmd_show(args: argparse.Namespace) -> int:
-    with _open(args) as ledger:
+    with _open(args, "read") as ledger:
         epochs = sorted({e.draft.epoch for e in ledger.entries()})
         regions = (*ledger.policy.regions.names, ALL)
         rows = []
@@ -121,14 +213,25 @@ def _cmd_show(args: argparse.Namespace) -> int:
                     }
                 )
         n, head = ledger.head()
-        budget = ledger.policy.eval_budget
-    text = [f"ledger {ledger.location}: {n} entries, head {head[:16]}…, ε_eval {budget}"]
+        budget, unit, view = ledger.policy.eval_budget, ledger.policy.unit, _unit_view(ledger)
+        notices = ledger.budget_changes()
+    sym = "ε" if unit == "epsilon" else "ρ"
+    text = [f"ledger {ledger.location}: {n} entries, head {head[:16]}…, {view}"]
     text += [
-        f"  epoch {r['epoch']:>4}  {r['region']:<12} spent {r['spent']:>8}  left {r['remaining']}"
+        f"  epoch {r['epoch']:>4}  {r['region']:<12} spent {sym} {r['spent']:>8}  "
+        f"left {r['remaining']}"
         for r in rows
     ]
+    text += [f"  notice: {x}" for x in notices]
     _emit(
-        {"entries": n, "head": head, "eval_budget": str(budget), "scopes": rows},
+        {
+            "entries": n,
+            "head": head,
+            "unit": unit,
+            "eval_budget": str(budget),
+            "scopes": rows,
+            "notices": list(notices),
+        },
         args.json,
         "\n".join(text),
     )
@@ -142,13 +245,19 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         if not (seq.isdigit() and len(digest) == 64):
             raise InvalidInput("--expected-head takes ENTRY_ID:HASH (a release's entry_hash)")
         anchor = (int(seq), digest)
-    with _open(args) as ledger:
+    with _open(args, "read") as ledger:
         report = ledger.verify(expected_head=anchor)
     text = f"verified {report.entries_checked} entries: " + (
         "ok" if report.ok else "FAILED\n" + "\n".join(f"  - {p}" for p in report.problems)
     )
+    text += "".join(f"\n  notice: {x}" for x in report.notices)
     _emit(
-        {"ok": report.ok, "entries": report.entries_checked, "problems": list(report.problems)},
+        {
+            "ok": report.ok,
+            "entries": report.entries_checked,
+            "problems": list(report.problems),
+            "notices": list(report.notices),
+        },
         args.json,
         text,
     )
@@ -156,7 +265,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    with _open(args) as ledger:
+    with _open(args, "read") as ledger:
         out = open(args.out, "w", encoding="utf-8") if args.out else sys.stdout  # noqa: SIM115
         try:
             for e in ledger.entries():
@@ -168,23 +277,25 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_lifetime(args: argparse.Namespace) -> int:
-    with _open(args) as ledger:
+    with _open(args, "read") as ledger:
         life = ledger.lifetime(args.region, delta=args.delta)
         delta = args.delta or ledger.policy.delta
-    basic = (
-        "n/a (not all pure)" if life.epsilon_basic is None else f"{float(life.epsilon_basic):.6g}"
-    )
     pld = (
         "not installed (pip install 'dpledger[pld]')"
         if life.epsilon_pld is None
         else f"{life.epsilon_pld:.6g}"
     )
+    head = f"lifetime loss of a client of region {life.region} over {life.releases} releases"
+    if life.method == "basic":
+        headline = f"  ε = {life.exact} (pure DP, exact; δ = 0)"
+    else:
+        headline = (
+            f"  ρ = {life.exact} (zCDP, exact) → ε = {life.epsilon:.6g} at δ = {delta:g} "
+            f"({life.method})"
+        )
     text = (
-        f"lifetime loss of a client of region {life.region} over {life.releases} releases\n"
-        f"  basic composition   ε = {basic}\n"
-        f"  zCDP (ρ = {float(life.rho):.6g})   ε = {life.epsilon_zcdp:.6g} at δ = {delta:g}\n"
-        f"  PLD                 ε = {pld}\n"
-        f"  shown: ε = {life.epsilon:.6g}, δ = {life.delta:g} ({life.method})"
+        f"{head}\n{headline}\n  (ε, δ = {delta:g}) views: zCDP conversion ε = "
+        f"{life.epsilon_zcdp:.6g}; PLD ε = {pld}"
     )
     _emit(life.as_dict(), args.json, text)
     return EXIT_OK
@@ -204,7 +315,7 @@ def _ledger_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
-def _release_args(p: argparse.ArgumentParser) -> None:
+def _release_args(p: argparse.ArgumentParser, *, release: bool) -> None:
     _ledger_args(p)
     p.add_argument("--request", help="JSON file with the request fields (flags override)")
     p.add_argument("--epoch", type=int)
@@ -213,6 +324,12 @@ def _release_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cohort", type=int, help="clients summed into the aggregate")
     p.add_argument("--edges-version", dest="edges_version")
     p.add_argument("--policy-version", dest="policy_version")
+    if release:
+        p.add_argument(
+            "--release-id",
+            dest="release_id",
+            help="idempotency key: a retry with the same id returns the recorded release",
+        )
     p.add_argument(
         "--aggregate", required=True, help="the secure sum: .json (number or list) or .npy"
     )
@@ -221,21 +338,23 @@ def _release_args(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser (subcommands from planning and the demo included)."""
     parser = argparse.ArgumentParser(prog="dpledger", description=__doc__)
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("check", help="dry-run every approval check; spend nothing")
-    _release_args(p)
+    _release_args(p, release=False)
     p.set_defaults(func=_cmd_check)
     p = sub.add_parser("release", help="check, spend, add OpenDP noise, record")
-    _release_args(p)
+    _release_args(p, release=True)
     p.set_defaults(func=_cmd_release)
-    lg = sub.add_parser("ledger", help="inspect and audit a ledger").add_subparsers(
+    lg = sub.add_parser("ledger", help="create, inspect and audit a ledger").add_subparsers(
         dest="action", required=True
     )
     for name, func, help_ in (
+        ("init", _cmd_init, "create a new, empty ledger for a policy"),
         ("show", _cmd_show, "spend and remaining budget per epoch and region"),
-        ("verify", _cmd_verify, "hash chain + re-derive every ε via OpenDP"),
+        ("verify", _cmd_verify, "hash chain, recorded policies, every ε re-derived via OpenDP"),
         ("export", _cmd_export, "entries as JSON lines"),
-        ("lifetime", _cmd_lifetime, "a client's total loss over all epochs: basic, zCDP, PLD"),
+        ("lifetime", _cmd_lifetime, "a client's total loss over all epochs"),
     ):
         p = lg.add_parser(name, help=help_)
         _ledger_args(p)
@@ -259,18 +378,60 @@ def _register_subcommands(sub: Any) -> None:
     demo_report.register(sub)
 
 
+def _warn(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
+    print(f"dpledger: warning: {message}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; return the exit code."""
-    args = build_parser().parse_args(argv)
+    """Run the CLI; return the exit code (0 ok, 1 refused, 2 input error, 3 internal)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv  # accepted anywhere on the line
+    args = build_parser().parse_args([a for a in argv if a != "--debug"])
+    args.debug = debug
+    shown = warnings.showwarning
+    warnings.showwarning = _warn
     try:
         code: int = args.func(args)
     except ReleaseRefused as e:
+        if e.verdict is None:
+            print(f"dpledger: error: {e}", file=sys.stderr)
+            return EXIT_ERROR
         print(verdict_text(e.verdict), file=sys.stderr)
         return EXIT_REFUSED
+    except InternalError as e:
+        return _internal(e, args.debug)
     except DpLedgerError as e:
         print(f"dpledger: error: {e}", file=sys.stderr)
         return EXIT_ERROR
+    except BrokenPipeError:  # the reader went away (`| head`): stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:
+        return _internal(e, args.debug)
+    finally:
+        warnings.showwarning = shown
     return code
+
+
+def _internal(e: BaseException, debug: bool) -> int:
+    if debug:
+        traceback.print_exc()
+    print(
+        f"dpledger: internal error: {type(e).__name__}: {e}\nthis is a dpledger bug: please "
+        "report it (rerun with --debug for the traceback)",
+        file=sys.stderr,
+    )
+    return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

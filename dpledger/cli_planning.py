@@ -69,7 +69,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         target = str(args.ledger)
         if not target.startswith(("postgresql://", "postgres://")) and not Path(target).exists():
             raise InvalidInput(f"no ledger at {target}: planning reads a ledger, never creates one")
-        with Ledger.open(target, policy) as ledger:
+        with Ledger.open(target, policy, mode="read") as ledger:
             result = plan(
                 policy, cohorts, rounds_per_epoch=args.rounds, ledger=ledger, epoch=args.epoch
             )

@@ -33,12 +33,14 @@ from dpledger.policy import MetricSpec, Policy
 
 __all__ = [
     "DEFAULT_POLICY",
+    "DEMO_LABEL",
     "DRIFT_FACTOR",
     "OVERCONFIDENT_GAP",
     "TAIL_SHARE",
     "DemoResult",
     "Finding",
     "Progress",
+    "claim_ledger",
     "contribution_grid",
     "policy_reference",
     "reference_ratio",
@@ -274,6 +276,8 @@ def release_epoch(
             try:
                 releases.append(ledger.release(req, total))
             except ReleaseRefused as e:
+                if e.verdict is None:
+                    raise
                 refusals.append(e.verdict)
         if on_metric is not None:
             on_metric(f"released {name}")
@@ -319,6 +323,49 @@ def _findings(result: DemoResult) -> tuple[Finding, ...]:
     return tuple(out)
 
 
+DEMO_LABEL = {"purpose": "demo"}
+"""The label a demo ledger is created with: the only kind of ledger the demo replaces."""
+
+
+def claim_ledger(path: Path, *, fresh: bool) -> None:
+    """Make ``path`` free for a new demo ledger, or refuse; never touch another file.
+
+    A missing path is free. An existing file is replaced only if it is a ledger the demo
+    created (labelled ``purpose = demo``) and ``fresh`` is set; anything else — a real
+    ledger, a file that is not a ledger — is refused with :class:`InvalidInput`.
+    """
+    if str(path).startswith(("postgresql://", "postgres://")):
+        raise InvalidInput("the demo writes a local SQLite ledger: give --ledger a file path")
+    if not (path.exists() or path.is_symlink()):
+        return
+    from dpledger.errors import DpLedgerError
+    from dpledger.ledger.sqlite import SqliteStore
+
+    try:
+        store = SqliteStore(path, "read")
+        try:
+            purpose = store.meta().get("label.purpose")
+        finally:
+            store.close()
+    except DpLedgerError as e:
+        raise InvalidInput(
+            f"{path} exists and is not a demo ledger ({e}); the demo never overwrites a file "
+            "it did not create: pass --ledger with a new path"
+        ) from None
+    if purpose != DEMO_LABEL["purpose"]:
+        raise InvalidInput(
+            f"{path} is a dpledger ledger the demo did not create; the demo never touches "
+            "it: pass --ledger with a new path"
+        )
+    if not fresh:
+        raise InvalidInput(
+            f"{path} holds a previous demo ledger: pass --fresh to replace it, or --ledger "
+            "with a new path"
+        )
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(path) + suffix).unlink(missing_ok=True)
+
+
 def run_demo(
     *,
     n_clients: int = 20_000,
@@ -326,16 +373,18 @@ def run_demo(
     ledger_path: str | Path = "dpledger-demo.db",
     policy: Policy | None = None,
     progress: TextIO | None = sys.stderr,
-    reset: bool = True,
+    fresh: bool = False,
 ) -> DemoResult:
-    """Simulate, aggregate, release one epoch per region, and read the findings."""
+    """Simulate, aggregate, release one epoch per region, and read the findings.
+
+    The ledger at ``ledger_path`` is created by the demo; an existing one is replaced
+    only if it is a previous demo ledger and ``fresh`` is set (see :func:`claim_ledger`).
+    """
     t0 = time.perf_counter()
     policy = policy or Policy.load(DEFAULT_POLICY)
-    bar = Progress(4 + len(policy.metrics), progress)
     path = Path(ledger_path)
-    if reset:
-        for suffix in ("", "-wal", "-shm"):
-            Path(str(path) + suffix).unlink(missing_ok=True)
+    claim_ledger(path, fresh=fresh)
+    bar = Progress(4 + len(policy.metrics), progress)
     fleet = make_fleet(n_clients=n_clients, seed=seed, regions=policy.regions.names)
     bar.step(f"fleet: {fleet.n_clients:,} clients, {fleet.n_samples:,} samples")
     contributions = _contributions(fleet, policy)
@@ -346,7 +395,7 @@ def run_demo(
     }
     cohorts = {r: len(fleet.client_range(r)) for r in fleet.regions}
     bar.step("per-region exact sums (secure-aggregation stand-in)")
-    with Ledger.open(path, policy) as ledger:
+    with Ledger.open(path, policy, mode="create", labels=DEMO_LABEL) as ledger:
         releases, refusals = release_epoch(ledger, sums, cohorts, epoch=0, on_metric=bar.step)
         budget = {r: (str(ledger.spent(0, r)), str(ledger.remaining(0, r))) for r in fleet.regions}
         ok = ledger.verify().ok

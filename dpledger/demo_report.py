@@ -133,6 +133,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         seed=args.seed,
         ledger_path=args.ledger,
         progress=None if args.json or args.quiet else sys.stderr,
+        fresh=args.fresh,
     )
     plots = write_plots(result, Path(args.plots)) if args.plots else []
     if args.json:
@@ -149,7 +150,12 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("demo", help="simulate a fleet and run one evaluation epoch")
     p.add_argument("--clients", type=int, default=20_000, help="fleet size (default 20,000)")
     p.add_argument("--seed", type=int, default=0, help="fleet seed (noise is OpenDP's, unseeded)")
-    p.add_argument("--ledger", default="dpledger-demo.db", help="SQLite ledger, reset each run")
+    p.add_argument(
+        "--ledger",
+        default="dpledger-demo.db",
+        help="the SQLite ledger the demo creates (an existing file is never overwritten)",
+    )
+    p.add_argument("--fresh", action="store_true", help="replace this path's previous demo ledger")
     p.add_argument("--json", action="store_true", help="machine-readable report")
     p.add_argument("--plots", metavar="DIR", help="write PNG charts of the released values")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -20,8 +20,10 @@ __all__ = [
     "InvalidAggregate",
     "InvalidInput",
     "LedgerCorrupted",
+    "LedgerNotFound",
     "PolicyError",
     "PolicyMismatch",
+    "ReleaseIdConflict",
     "ReleaseRefused",
     "StoreError",
 ]
@@ -41,12 +43,21 @@ class PolicyError(DpLedgerError, ValueError):
     def __init__(self, message: str, *, source: str = "<policy>", field: str = "") -> None:
         self.source = source
         self.field = field
+        self.problem = message
         where = f"{source}: {field}: " if field else f"{source}: "
         super().__init__(where + message)
 
 
 class StoreError(DpLedgerError):
     """The ledger's database failed (locked, unreachable, I/O); the release did not happen."""
+
+
+class LedgerNotFound(StoreError):
+    """There is no ledger where one was expected (missing path, empty database schema).
+
+    Reading never creates a ledger: open with ``mode="create"`` (or run ``dpledger ledger
+    init``) to start a new one.
+    """
 
 
 class LedgerCorrupted(DpLedgerError):
@@ -60,12 +71,15 @@ class InternalError(DpLedgerError):
 class ReleaseRefused(DpLedgerError):
     """A release failed an approval check; ``verdict`` lists every check and its reason.
 
-    The ledger is unchanged when this is raised.
+    The ledger is unchanged when this is raised. ``verdict`` is None only for a
+    :class:`PolicyMismatch` raised when opening a ledger (no release was asked for).
     """
 
-    def __init__(self, verdict: Verdict) -> None:
+    verdict: Verdict | None
+
+    def __init__(self, verdict: Verdict | None, *, message: str = "") -> None:
         self.verdict = verdict
-        super().__init__(verdict.summary())
+        super().__init__(message or (verdict.summary() if verdict is not None else ""))
 
 
 class InvalidAggregate(ReleaseRefused):
@@ -73,7 +87,23 @@ class InvalidAggregate(ReleaseRefused):
 
 
 class PolicyMismatch(ReleaseRefused):
-    """The request names an unknown metric or region, or a stale edges/policy version."""
+    """The request names an unknown metric or region, or a stale edges/policy version.
+
+    Also raised, without a verdict (``verdict is None``), when a ledger is opened with a
+    policy whose (name, version) the ledger already recorded under another content: a
+    changed policy needs a new version.
+    """
+
+    def __init__(self, verdict: Verdict | None = None, *, message: str = "") -> None:
+        super().__init__(verdict, message=message)
+
+
+class ReleaseIdConflict(ReleaseRefused):
+    """The request's ``release_id`` was already used for another request or aggregate.
+
+    A release id names one release: a retry must send the same request and aggregate
+    (and then gets the recorded release back). Choose a new id for a new release.
+    """
 
 
 class CohortTooSmall(ReleaseRefused):

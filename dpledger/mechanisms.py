@@ -7,8 +7,11 @@ measurement's privacy map at the recorded sensitivity. Noise comes from OpenDP o
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from importlib.metadata import version
@@ -29,6 +32,7 @@ __all__ = [
     "MechanismFacts",
     "MechanismKind",
     "apply",
+    "apply_many",
     "bar_factor",
     "build",
     "calibrate",
@@ -185,6 +189,10 @@ class MechanismFacts:
         if self.k is not None and not (isinstance(self.k, int) and -1074 <= self.k <= 0):
             raise InvalidInput(f"k must be None or an int in [-1074, 0], got {self.k!r}")
 
+    def as_json(self) -> str:
+        """:meth:`as_dict` as JSON text (what a ledger entry stores), computed once per facts."""
+        return _facts_json(self)
+
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict (floats round-trip exactly through ``repr``)."""
         return {
@@ -212,6 +220,11 @@ class MechanismFacts:
             )
         except (KeyError, TypeError, ValueError) as e:
             raise InvalidInput(f"malformed mechanism facts {d!r}: {e}") from e
+
+
+@functools.lru_cache(maxsize=4096)
+def _facts_json(facts: MechanismFacts) -> str:
+    return json.dumps(facts.as_dict())
 
 
 @functools.lru_cache(maxsize=4096)
@@ -282,6 +295,29 @@ def apply(facts: MechanismFacts, aggregate: npt.NDArray[np.float64]) -> npt.NDAr
     return np.asarray(meas(aggregate.tolist()), dtype=np.float64)
 
 
+def apply_many(
+    facts: MechanismFacts, aggregates: Sequence[npt.NDArray[np.float64]]
+) -> list[npt.NDArray[np.float64]]:
+    """Noise for several releases that share one mechanism, drawn in one OpenDP call.
+
+    Every coordinate of every release gets independent noise at ``facts.scale`` from
+    OpenDP's sampler, exactly as separate calls of :func:`apply` would draw it: the
+    joint measurement (one vector of all the coordinates, same scale, same grid) is used
+    to sample only; each release is recorded, and charged, under its own ``facts``.
+    One call instead of k saves OpenDP's per-call cost (~0.1 ms of its Python bindings).
+    """
+    if len(aggregates) == 1:
+        return [apply(facts, aggregates[0])]
+    width = max(facts.dimension, 1)
+    for a in aggregates:
+        if a.size != width:
+            raise InternalError(f"aggregate of {a.size} values, mechanism has {width}")
+    joint = dataclasses.replace(facts, dimension=width * len(aggregates))
+    flat = np.concatenate([a.reshape(-1) for a in aggregates]).tolist()
+    noisy = np.asarray(build(joint)(flat), dtype=np.float64)
+    return [noisy[i * width : (i + 1) * width] for i in range(len(aggregates))]
+
+
 def bar_factor(bar: BarKind, mechanism: MechanismKind = "laplace") -> float:
     """Multiplier from noise scale to error bar: ``scale``; ``std`` (√2·b or σ); ``ci95``.
 
@@ -333,6 +369,7 @@ def cohort_floor(
     )
 
 
+@functools.lru_cache(maxsize=4096)
 def cohort_floor_for_scale(
     scale: float, target: float, bar: BarKind = "ci95", mechanism: MechanismKind = "laplace"
 ) -> int:

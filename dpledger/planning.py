@@ -22,7 +22,6 @@ from typing import Protocol
 
 from dpledger import mechanisms as mech
 from dpledger._plan_common import (
-    FrozenModel,
     release_sensitivity_of,
     text_table,
     validated_cohorts,
@@ -35,6 +34,7 @@ from dpledger.policy import (
     EVAL_FRACTION_ADVISED,
     BarKind,
     ExactDecimal,
+    FrozenModel,
     MetricKind,
     Neighbouring,
     Policy,
@@ -59,6 +59,10 @@ class SpendSource(Protocol):
 
     def spent(self, epoch: int, region: str = ALL) -> Fraction:
         """Exact ε (or ρ) a client of ``region`` has lost in ``epoch``."""
+        ...
+
+    def metric_spent(self, epoch: int, region: str, metric: str) -> Fraction:
+        """The part of that loss one metric used (against its allocation)."""
         ...
 
 
@@ -95,9 +99,10 @@ class MetricPlan(FrozenModel):
 class RegionPlan(FrozenModel):
     """One region's releases and its epoch budget: spent before, used by the plan, left.
 
-    ``requested`` is what every release of every metric that clears its floor would
-    cost over the epoch; ``planned`` is what the releases that fit actually use (what
-    the ledger will charge); ``remaining`` is what a client has left afterwards.
+    ``requested`` is what the epoch's remaining releases of every metric that clears its
+    floor would cost (each metric up to its allocation: ``rounds`` releases, minus those
+    the ledger already recorded); ``planned`` is what the releases that fit actually
+    use (what the ledger will charge); ``remaining`` is what a client has left afterwards.
     """
 
     region: str
@@ -281,7 +286,11 @@ def plan(
     regions = []
     for region, n in cohort_of.items():
         spent = ledger.spent(epoch, region) if ledger is not None else _ZERO
-        rp = _plan_region(policy, region, n, rounds, spent, calibrated, warnings)
+        used = {
+            m: ledger.metric_spent(epoch, region, m) if ledger is not None else _ZERO
+            for m in policy.metrics
+        }
+        rp = _plan_region(policy, region, n, rounds, spent, used, calibrated, warnings)
         regions.append(rp)
     location = getattr(ledger, "location", None) if ledger is not None else None
     return Plan(
@@ -309,6 +318,7 @@ def _plan_region(
     n: int,
     rounds: int,
     spent: Fraction,
+    used: Mapping[str, Fraction],
     calibrated: Mapping[str, tuple[mech.MechanismFacts | None, Fraction]],
     warnings: list[str],
 ) -> RegionPlan:
@@ -342,8 +352,9 @@ def _plan_region(
         )
     eligible = [m for m in policy.metrics if m not in reasons]
     charge_of = {m: calibrated[m][1] for m in policy.metrics}
-    requested = rounds * sum((charge_of[m] for m in eligible), _ZERO)
-    counts = _allocate(eligible, charge_of, rounds, spent, budget)
+    allowed = {m: _allowed(policy, charge_of[m], rounds, used[m]) for m in eligible}
+    requested = sum((allowed[m] * charge_of[m] for m in eligible), _ZERO)
+    counts = _allocate(eligible, charge_of, allowed, spent, budget)
     planned = sum((counts[m] * charge_of[m] for m in eligible), _ZERO)
     fits = spent + requested <= budget
     if not fits:
@@ -358,7 +369,12 @@ def _plan_region(
         done = counts.get(name, 0)
         reason = reasons.get(name, "")
         if not reason and done < rounds:
-            reason = f"only {done} of {rounds} release(s) fit the epoch budget"
+            left = allowed.get(name, rounds)
+            reason = (
+                f"{rounds - left} of {rounds} release(s) already spent its allocation"
+                if left < rounds and done == left
+                else f"only {done} of {rounds} release(s) fit the epoch budget"
+            )
         rows.append(
             MetricPlan(
                 region=region,
@@ -403,27 +419,39 @@ def _floor(facts: mech.MechanismFacts, target: float, bar: BarKind) -> int:
     return mech.cohort_floor_for_scale(facts.scale, target, bar, facts.mechanism)
 
 
+def _allowed(policy: Policy, charge: Fraction, rounds: int, used: Fraction) -> int:
+    """Releases of one metric its allocation still admits this epoch (≤ ``rounds``).
+
+    The ledger's allocation check: ``used + charge ≤ rounds × charge`` per release; a
+    pooled policy has no per-metric limit (the plan still plans ``rounds`` releases).
+    """
+    if policy.allocation == "pooled":
+        return rounds
+    left = rounds * charge - used
+    return max(0, min(rounds, int(left // charge))) if charge > 0 else 0
+
+
 def _allocate(
     eligible: Sequence[str],
     charge_of: Mapping[str, Fraction],
-    rounds: int,
+    allowed: Mapping[str, int],
     spent: Fraction,
     budget: Fraction,
 ) -> dict[str, int]:
     """How many releases of each metric fit, released round by round in policy order.
 
-    Mirrors the ledger's rule ``spent + charge ≤ budget`` release by release. Spend only
-    grows, so a metric that does not fit in one round fits in no later one.
+    Mirrors the ledger's rules release by release: ``spent + charge ≤ budget`` and at
+    most ``allowed[m]`` releases of metric m (its allocation). Spend only grows, so a
+    metric that does not fit in one round fits in no later one.
     """
-    per_round = sum((charge_of[m] for m in eligible), _ZERO)
-    if spent + rounds * per_round <= budget:
-        return dict.fromkeys(eligible, rounds)
+    if spent + sum((allowed[m] * charge_of[m] for m in eligible), _ZERO) <= budget:
+        return {m: allowed[m] for m in eligible}
     counts = dict.fromkeys(eligible, 0)
     loss = spent
-    for _ in range(rounds):
+    for _ in range(max(allowed.values(), default=0)):
         added = False
         for m in eligible:
-            if loss + charge_of[m] <= budget:
+            if counts[m] < allowed[m] and loss + charge_of[m] <= budget:
                 loss += charge_of[m]
                 counts[m] += 1
                 added = True

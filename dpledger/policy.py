@@ -17,10 +17,11 @@ import re
 import tomllib
 import warnings
 from collections.abc import Mapping
+from contextvars import ContextVar
 from fractions import Fraction
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     AfterValidator,
@@ -34,21 +35,25 @@ from pydantic import (
     model_validator,
 )
 
-from dpledger.errors import PolicyError
+from dpledger.errors import DpLedgerError, InvalidInput, PolicyError
 
 __all__ = [
     "ALL",
     "EVAL_FRACTION_ADVISED",
+    "MAX_POLICY_BYTES",
+    "Allocation",
     "BarKind",
     "Clip",
     "Definition",
     "ExactDecimal",
+    "FrozenModel",
     "MetricKind",
     "MetricSpec",
     "Neighbouring",
     "Policy",
     "PolicyWarning",
     "Regions",
+    "describe_validation_error",
     "fraction_text",
     "to_fraction",
 ]
@@ -65,6 +70,10 @@ Neighbouring = Literal["replace", "add_remove"]
 Definition = Literal["pure", "zcdp"]
 MetricKind = Literal["scalar_mean", "histogram", "vector_sum"]
 BarKind = Literal["ci95", "std", "scale"]
+Allocation = Literal["per_metric", "pooled"]
+
+MAX_POLICY_BYTES = 1 << 20
+"""A policy file larger than this (1 MiB) is refused before it is parsed."""
 
 
 class PolicyWarning(UserWarning):
@@ -110,11 +119,67 @@ ExactDecimal = Annotated[
 """A policy number kept exact; serialised as ``"p/q"`` text."""
 
 
-class _Frozen(BaseModel):
+def describe_validation_error(e: ValidationError) -> str:
+    """Every problem of a pydantic error as ``field: message`` parts joined by ``; ``.
+
+    No pydantic documentation URLs, and inputs shown only as a short ``(got …)``.
+    """
+    parts = []
+    for err in e.errors(include_url=False):
+        field = ".".join(str(p) for p in err["loc"]) or "<root>"
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        got = err.get("input")
+        hint = ""
+        if "input" in err and not isinstance(got, dict | list | tuple):
+            shown = repr(got)
+            hint = f" (got {shown[:40]}{'…' if len(shown) > 40 else ''})"
+        parts.append(f"{field}: {msg}{hint}")
+    return "; ".join(parts)
+
+
+_DEPTH: ContextVar[int] = ContextVar("dpledger_validation_depth", default=0)
+
+
+class FrozenModel(BaseModel):
+    """Frozen, closed pydantic base whose bad input raises a :class:`DpLedgerError`.
+
+    Pydantic's ``ValidationError`` never escapes: the outermost construction (or
+    ``model_validate``) turns it into :meth:`_invalid`'s error, listing every problem;
+    nested models re-raise pydantic's error so that their fields keep their paths.
+    """
+
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
+    @classmethod
+    def _invalid(cls, message: str) -> DpLedgerError:
+        return InvalidInput(f"invalid {cls.__name__}: {message}")
 
-class Clip(_Frozen):
+    def __init__(self, **data: Any) -> None:
+        token = _DEPTH.set(_DEPTH.get() + 1)
+        try:
+            super().__init__(**data)
+        except ValidationError as e:
+            if _DEPTH.get() > 1:
+                raise
+            raise self._invalid(describe_validation_error(e)) from None
+        finally:
+            _DEPTH.reset(token)
+
+    @classmethod
+    def model_validate(cls, obj: Any, **kwargs: Any) -> Self:
+        """Validate ``obj``; a :class:`DpLedgerError` (not pydantic's) when it is invalid."""
+        token = _DEPTH.set(_DEPTH.get() + 1)
+        try:
+            return super().model_validate(obj, **kwargs)
+        except ValidationError as e:
+            if _DEPTH.get() > 1:
+                raise
+            raise cls._invalid(describe_validation_error(e)) from None
+        finally:
+            _DEPTH.reset(token)
+
+
+class Clip(FrozenModel):
     """Per-client clip bounds of a scalar contribution, with where they came from."""
 
     low: ExactDecimal
@@ -128,7 +193,7 @@ class Clip(_Frozen):
         return self
 
 
-class MetricSpec(_Frozen):
+class MetricSpec(FrozenModel):
     """One releasable metric: its kind, bounds, per-release budget and error-bar target."""
 
     kind: MetricKind
@@ -220,7 +285,7 @@ FrozenMetrics = Annotated[
 """A policy's metrics: a read-only mapping, so a loaded policy cannot change under a cache."""
 
 
-class Regions(_Frozen):
+class Regions(FrozenModel):
     """The disjoint partition of clients: declared names, or open keys (any valid name)."""
 
     names: tuple[str, ...] = ()
@@ -244,7 +309,7 @@ class Regions(_Frozen):
         return self.open and bool(_NAME.match(region))
 
 
-class Policy(_Frozen):
+class Policy(FrozenModel):
     """A validated privacy policy. Load with :meth:`load` or :meth:`from_toml`."""
 
     name: str
@@ -257,9 +322,14 @@ class Policy(_Frozen):
     delta: float = Field(default=1e-6, gt=0, lt=1)
     eval_fraction: ExactDecimal = Fraction(1, 4)
     rounds_per_epoch: int = Field(default=1, ge=1, le=100_000)
+    allocation: Allocation = "per_metric"
     regions: Regions
     metrics: FrozenMetrics
     source: str = Field(default="<policy>", exclude=True)
+
+    @classmethod
+    def _invalid(cls, message: str) -> DpLedgerError:
+        return PolicyError(message, source="<policy>")
 
     @field_validator("name", "version")
     @classmethod
@@ -300,18 +370,21 @@ class Policy(_Frozen):
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
             raise PolicyError(f"not valid TOML: {e}", source=source) from e
+        except RecursionError:
+            raise PolicyError("TOML nested too deeply to be a policy", source=source) from None
         return cls.from_mapping(data, source=source)
 
     @classmethod
     def from_mapping(cls, data: dict[str, Any], *, source: str = "<mapping>") -> Policy:
         """Validate a policy from a parsed mapping; raise :class:`PolicyError`."""
+        if not isinstance(data, Mapping):
+            raise PolicyError(
+                f"expected a table of fields, got {type(data).__name__}", source=source
+            )
         try:
             policy = cls.model_validate({**data, "source": source})
-        except ValidationError as e:
-            err = e.errors()[0]
-            field = ".".join(str(p) for p in err["loc"]) or "<root>"
-            more = f" (and {e.error_count() - 1} more problems)" if e.error_count() > 1 else ""
-            raise PolicyError(err["msg"] + more, source=source, field=field) from e
+        except PolicyError as e:
+            raise PolicyError(e.problem, source=source) from None
         lo, hi = EVAL_FRACTION_ADVISED
         if not lo <= policy.eval_fraction <= hi:
             warnings.warn(
@@ -328,9 +401,17 @@ class Policy(_Frozen):
         """Load and validate a policy file; raise :class:`PolicyError` naming the file."""
         p = Path(path)
         try:
+            if p.stat().st_size > MAX_POLICY_BYTES:
+                raise PolicyError(
+                    f"the file is larger than {MAX_POLICY_BYTES} bytes: not a policy", source=str(p)
+                )
             text = p.read_text(encoding="utf-8")
         except OSError as e:
             raise PolicyError(f"cannot read the policy file: {e.strerror}", source=str(p)) from e
+        except UnicodeDecodeError as e:
+            raise PolicyError(
+                f"not UTF-8 text (byte {e.start}): a policy is a UTF-8 TOML file", source=str(p)
+            ) from None
         return cls.from_toml(text, source=str(p))
 
     # -- derived facts -------------------------------------------------------------
@@ -348,7 +429,7 @@ class Policy(_Frozen):
             raise PolicyError("no epoch budget", source=self.source)
         return b
 
-    @property
+    @functools.cached_property
     def eval_budget(self) -> Fraction:
         """The evaluation allocation per client per epoch: ``eval_fraction × epoch budget``."""
         return self.eval_fraction * self.epoch_budget
@@ -380,6 +461,22 @@ class Policy(_Frozen):
             (m.weight for m in self.metrics.values() if m.weight is not None), Fraction(0)
         )
         return max(free, Fraction(0)) * (spec.weight or Fraction(0)) / weights
+
+    def allocation_of(self, name: str) -> Fraction | None:
+        """The exact share of an epoch's ``ε_eval`` metric ``name`` may spend, per client.
+
+        ``rounds_per_epoch`` releases of its per-release budget: a metric cannot spend
+        another metric's share. None when the policy declares ``allocation = "pooled"``
+        (metrics then share the whole ``ε_eval``, first come, first served).
+        """
+        if self.allocation == "pooled":
+            return None
+        self.metric(name)  # an unknown metric is a PolicyError
+        return self._allocations[name]
+
+    @functools.cached_property
+    def _allocations(self) -> dict[str, Fraction]:
+        return {m: self.rounds_per_epoch * self.release_budget(m) for m in self.metrics}
 
     def mechanism(self, name: str) -> Literal["laplace", "gaussian"]:
         """The noise a release of ``name`` uses: as declared, else Laplace (pure) or Gaussian."""

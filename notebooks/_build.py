@@ -302,7 +302,7 @@ n = floor and n = floor − 1, with an all-zero aggregate (valid for every kind)
 """),
     code("""
 verdicts = {}
-with tempfile.TemporaryDirectory() as tmp, dl.Ledger.open(Path(tmp, "floor.db"), policy) as ledger:
+with tempfile.TemporaryDirectory() as tmp, dl.Ledger.open(Path(tmp, "floor.db"), policy, mode="create") as ledger:
     for name, r in rows.items():
         spec = policy.metric(name)
         for size in (r.cohort_floor - 1, r.cohort_floor):
@@ -428,6 +428,7 @@ rig = dl.Policy.from_toml(
     version = "1"
     neighbouring = "replace"
     epoch_epsilon = "{4 * 2 * RELEASES * EPSILON}"  # ε_eval = 0.25 × this fits every release
+    rounds_per_epoch = {RELEASES}  # each metric's allocation: all its releases in one epoch
     [regions]
     names = ["fleet"]
     {metrics}
@@ -445,7 +446,7 @@ for b, t in true.items():
 """),
     code("""
 noise, scale = {}, {}
-with tempfile.TemporaryDirectory() as tmp, dl.Ledger.open(Path(tmp, "rig.db"), rig) as ledger:
+with tempfile.TemporaryDirectory() as tmp, dl.Ledger.open(Path(tmp, "rig.db"), rig, mode="create") as ledger:
     for b in EDGES:
         spec = rig.metric(f"errors_{b}")
         request = dl.ReleaseRequest(
@@ -725,7 +726,8 @@ Now through a ledger: 20,000 clients with label and quantity skew, each sending 
 10×10 confusion matrix flattened to 100 counts and scaled down to at most 100 samples
 (the L1 cap, so Δ₁ = 200 under `replace`). One `vector_sum` release at ε = 0.5 costs
 0.5 once; all twelve metrics and their 95% intervals are post-processing and cost
-nothing more. Two models side by side: the fleet's own model (about 76% accurate) and a
+nothing more. Two models side by side, each its own policy metric (the policy binds each
+metric's allocation): the fleet's own model (about 76% accurate) and a
 high-accuracy one (about 99%, the fleet's predictions with 95% of their errors fixed):
 a good classifier leaves most error cells near 0, which is where a careless estimator
 goes wrong. The cap changes the measured quantity slightly (heavy clients are
@@ -751,7 +753,12 @@ flam = dl.Policy.from_toml(
     epoch_epsilon = "4"
     [regions]
     names = ["fleet"]
-    [metrics.confusion]
+    [metrics.confusion_fleet_model]
+    kind = "vector_sum"
+    epsilon = "0.5"
+    dimension = {C * C}
+    cap_per_client = "{CAP}"
+    [metrics.confusion_high_accuracy_model]
     kind = "vector_sum"
     epsilon = "0.5"
     dimension = {C * C}
@@ -768,9 +775,18 @@ aggregates = {
     )  # the secure aggregator's exact sum (a fixed-point stand-in here)
     for name, pred in predictions.items()
 }
-request = dl.ReleaseRequest(epoch=0, metric="confusion", region="fleet", cohort=big.n_clients)
-with tempfile.TemporaryDirectory() as tmp, dl.Ledger.open(Path(tmp, "flam.db"), flam) as ledger:
-    released = {name: dl.release_confusion(ledger, request, agg) for name, agg in aggregates.items()}
+
+def request(name):
+    metric = "confusion_" + name.replace("-", "_").replace(" ", "_")  # one metric per model
+    return dl.ReleaseRequest(epoch=0, metric=metric, region="fleet", cohort=big.n_clients)
+
+
+with (
+    tempfile.TemporaryDirectory() as tmp,
+    dl.Ledger.open(Path(tmp, "flam.db"), flam, mode="create") as ledger,
+):
+    released = {name: dl.release_confusion(ledger, request(name), agg)
+                for name, agg in aggregates.items()}
     spent = ledger.spent(0, "fleet")
 truth = {name: classification_metrics(agg, labels="all") for name, agg in aggregates.items()}
 clamped = {
@@ -925,7 +941,7 @@ gaps = [abs(ways["aggregatable"][k] - ways["centralised"][k]) for k in ways["cen
 assert max(gaps) < 1e-12, gaps
 assert abs(ways["naive"]["f1_macro"] - ways["centralised"]["f1_macro"]) > 0.05, ways["naive"]
 assert abs(ways["naive"]["accuracy"] - ways["centralised"]["accuracy"]) < 1e-12
-per_release = flam.release_budget("confusion")
+per_release = flam.release_budget("confusion_fleet_model")
 assert spent == 2 * per_release
 assert all(out.release.epsilon == per_release for out in released.values())
 assert min(coverage.values()) >= 0.90, min(coverage.items(), key=lambda kv: kv[1])

@@ -49,7 +49,7 @@ def race(
         policy = Policy.from_toml(policy_toml)
         req = ReleaseRequest(**request)
         barrier.wait(_HANG_GUARD_S)  # all open at once
-        with Ledger.open(target, policy) as ledger:
+        with Ledger.open(target, policy, mode="create") as ledger:
             barrier.wait(_HANG_GUARD_S)  # all release at once
             for _ in range(attempts):
                 try:
@@ -77,7 +77,7 @@ def release_until_killed(
     """
     policy = Policy.from_toml(policy_toml)
     i = 0
-    with Ledger.open(target, policy) as ledger:
+    with Ledger.open(target, policy, mode="create") as ledger:
         while True:
             req = ReleaseRequest(**{**request, "epoch": i // per_epoch})
             r = ledger.release(req, aggregate)
@@ -102,7 +102,8 @@ def open_together(
         for target in targets:
             barrier.wait(_HANG_GUARD_S)
             try:
-                Ledger.open(target, policy).close()
+                with Ledger.open(target, policy, mode="create") as ledger:
+                    ledger.init()
             except Exception as e:
                 errors.append(f"{target}: {e!r}")
     except BaseException as e:

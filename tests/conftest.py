@@ -1,4 +1,5 @@
-"""Shared fixtures: one real PostgreSQL server per session, a fresh database per test.
+"""Shared fixtures: one real PostgreSQL server per session, a fresh database per test,
+and ``store``: each contract test once per store (SQLite, PostgreSQL; see ``_stores.py``).
 
 The server is started by :mod:`pgserver` (initdb + pg_ctl on a temp directory, as the
 unprivileged ``postgres`` user when running as root) the first time a test asks for
@@ -9,11 +10,15 @@ be missed: ``PostgreSQL tests SKIPPED: <reason>``.
 
 from __future__ import annotations
 
+import sqlite3
+import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
 import pytest
+from _stores import StoreUnderTest, closed_port
 
 if TYPE_CHECKING:
     from pgserver import PgServer
@@ -57,6 +62,39 @@ def pg_url(pg_server: PgServer) -> Iterator[str]:
     url = pg_server.create_schema()
     yield url
     pg_server.drop(url)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreUnderTest]:
+    made: list[str] = []
+    if request.param == "sqlite":
+        s = StoreUnderTest(
+            "sqlite",
+            str(tmp_path / "ledger.db"),
+            str(tmp_path / "no-such-dir" / "ledger.db"),
+            sqlite3.Error,
+            lambda: str(tmp_path / f"ledger-{uuid.uuid4().hex[:8]}.db"),
+        )
+    else:
+        import psycopg
+
+        server = request.getfixturevalue("pg_server")
+
+        def fresh_schema() -> str:
+            made.append(server.create_schema())
+            return made[-1]
+
+        s = StoreUnderTest(
+            "postgres",
+            request.getfixturevalue("pg_url"),
+            f"postgresql://dpl:s3cret-pw@127.0.0.1:{closed_port()}/nowhere?connect_timeout=5",
+            psycopg.Error,
+            fresh_schema,
+        )
+    yield s
+    s.close_all()
+    for url in made:
+        server.drop(url)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

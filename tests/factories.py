@@ -11,10 +11,11 @@ SPATIAL = ROOT / "policies" / "spatial-eval.toml"
 
 BASE = """
 name = "test-policy"
-version = "1"
+version = "{version}"
 neighbouring = "{neighbouring}"
 epoch_epsilon = "{epoch_epsilon}"
 eval_fraction = "{eval_fraction}"
+allocation = "pooled"         # composition tests release one metric many times per epoch
 
 [regions]
 names = ["north", "south", "east"]
@@ -64,6 +65,7 @@ def policy(
     epoch_epsilon: str = "4",
     eval_fraction: str = "0.25",
     scalar_eps: str = "0.1",
+    version: str = "1",
 ) -> Policy:
     """A small policy: ε_eval = 1 by default, three regions, scalar/histogram/vector metrics."""
     edges20 = ", ".join(str(float(i)) for i in range(1, 20))
@@ -74,6 +76,7 @@ def policy(
             eval_fraction=eval_fraction,
             scalar_eps=scalar_eps,
             edges20=edges20,
+            version=version,
         ),
         source="test-policy.toml",
     )

@@ -37,7 +37,8 @@ def model_fits(spent: dict[str, Fraction], region: str, charge: Fraction) -> boo
 def test_ledger_spend_equals_the_independent_sum_and_never_exceeds_the_budget(
     seq: list[tuple[int, str, str]],
 ) -> None:
-    ledger = Ledger.open(":memory:", P)
+    ledger = Ledger.open(":memory:", P, mode="create")
+    ledger.init()
     model: dict[int, dict[str, Fraction]] = {}
     for epoch, region, metric in seq:
         spent = model.setdefault(epoch, {})

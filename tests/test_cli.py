@@ -41,10 +41,13 @@ def test_check_passes_then_release_records_and_json_parses(
     env: dict[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     d = env["dir"]
-    assert (
-        main(["check", *base(env), "--request", f"{d}/req.json", "--aggregate", f"{d}/hist.json"])
-        == 0
-    )
+    check = ["check", *base(env), "--request", f"{d}/req.json", "--aggregate", f"{d}/hist.json"]
+    assert main(check) == 2  # a read: no ledger yet, and none is created
+    assert "no ledger at" in capsys.readouterr().err
+    assert not Path(env["db"]).exists()
+    assert main(["ledger", "init", *base(env)]) == 0
+    assert "created ledger" in capsys.readouterr().out
+    assert main(check) == 0
     assert "approved" in capsys.readouterr().out
     code = main(
         [
@@ -79,6 +82,7 @@ def test_refusal_exits_1_and_lists_the_failed_check(
 ) -> None:
     d = env["dir"]
     args = ["--request", f"{d}/req.json", "--aggregate", f"{d}/nan.json"]
+    assert main(["ledger", "init", *base(env)]) == 0
     assert main(["check", *base(env), *args]) == 1
     assert "FAIL    aggregate_finite" in capsys.readouterr().out
     assert main(["release", *base(env), *args, "--json"]) == 1
@@ -124,6 +128,7 @@ def test_verify_exits_1_when_the_ledger_was_tampered_with(
 
 
 def test_console_script_runs_as_a_module(env: dict[str, str]) -> None:
+    assert main(["ledger", "init", *base(env)]) == 0
     proc = subprocess.run(
         [sys.executable, "-m", "dpledger.cli", "ledger", "show", *base(env)],
         capture_output=True, text=True, check=False,

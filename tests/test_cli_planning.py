@@ -88,7 +88,7 @@ def test_plan_reads_spend_from_an_existing_ledger(
 ) -> None:
     policy = Policy.load(POLICY)
     db = tmp_path / "ledger.db"
-    with Ledger.open(db, policy) as ledger:
+    with Ledger.open(db, policy, mode="create") as ledger:
         ledger.release(
             ReleaseRequest(epoch=0, metric="clipped_mean_loss", region="apac", cohort=900),
             np.asarray(900.0),

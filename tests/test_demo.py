@@ -73,15 +73,53 @@ def test_json_output_parses_and_matches_the_ledger_entries(
     assert all(Path(p).stat().st_size > 1000 for p in out["plots"])
 
 
-def test_demo_command_exits_zero_and_resets_its_ledger(tmp_path: Path) -> None:
+def _demo(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dpledger.cli", "demo", "--quiet", *args],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+
+
+def test_demo_replaces_its_own_previous_ledger_only_with_fresh(tmp_path: Path) -> None:
     db = tmp_path / "d.db"
-    for _ in range(2):  # the second run starts from an empty ledger, so it is not refused
-        proc = subprocess.run(
-            [sys.executable, "-m", "dpledger.cli", "demo", "--ledger", str(db), "--quiet"],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
-        assert proc.returncode == 0, proc.stderr
-        assert "[lateral drift]" in proc.stdout
+    first = _demo("--ledger", str(db))
+    assert first.returncode == 0, first.stderr
+    assert "[lateral drift]" in first.stdout
+    again = _demo("--ledger", str(db))  # without --fresh: refused, the ledger untouched
+    assert again.returncode == 2
+    assert "pass --fresh" in again.stderr
+    assert "Traceback" not in again.stderr
+    fresh = _demo("--ledger", str(db), "--fresh")  # starts from an empty ledger: not refused
+    assert fresh.returncode == 0, fresh.stderr
+    assert "[lateral drift]" in fresh.stdout
+
+
+def test_demo_never_deletes_a_ledger_it_did_not_create(tmp_path: Path) -> None:
+    from factories import policy
+
+    from dpledger import ReleaseRequest
+
+    db = tmp_path / "real.db"
+    with Ledger.open(db, policy(), mode="create") as ledger:
+        ledger.release(ReleaseRequest(epoch=0, metric="loss", region="north", cohort=10), 1.0)
+    before = db.read_bytes()
+    for args in ((), ("--fresh",)):
+        proc = _demo("--ledger", str(db), *args)
+        assert proc.returncode == 2
+        assert "did not create" in proc.stderr
+    assert db.read_bytes() == before
+    with Ledger.open(db, policy(), mode="read") as ledger:
+        assert len(ledger) == 1
+
+
+@pytest.mark.parametrize("content", [b"", b"not a ledger at all"])
+def test_demo_refuses_to_overwrite_any_other_file(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "notes.db"
+    path.write_bytes(content)
+    proc = _demo("--ledger", str(path), "--fresh")
+    assert proc.returncode == 2
+    assert "never overwrites" in proc.stderr
+    assert path.read_bytes() == content
 
 
 def test_every_finding_prints_the_rule_it_was_decided_by(report: tuple[str, Path]) -> None:

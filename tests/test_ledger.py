@@ -36,7 +36,7 @@ def req(metric: str, region: str = "north", epoch: int = 0, cohort: int = 100) -
 
 @pytest.fixture
 def ledger(tmp_path: Path) -> Ledger:
-    return Ledger.open(tmp_path / "l.db", policy())
+    return Ledger.open(tmp_path / "l.db", policy(), mode="create")
 
 
 def test_scalar_release_publishes_the_mean_with_its_ci95_bar(ledger: Ledger) -> None:
@@ -133,15 +133,17 @@ def test_entries_filter_and_verify_passes_on_an_honest_ledger(ledger: Ledger) ->
 
 
 def test_ledger_refuses_another_policys_name(tmp_path: Path) -> None:
-    Ledger.open(tmp_path / "l.db", policy()).close()
+    with Ledger.open(tmp_path / "l.db", policy(), mode="create") as ledger:
+        ledger.init()
     with pytest.raises(LedgerCorrupted, match="test-policy"):
         Ledger.open(tmp_path / "l.db", spatial())
 
 
 def test_a_new_policy_version_keeps_the_spend_and_starts_at_a_new_epoch(tmp_path: Path) -> None:
-    with Ledger.open(tmp_path / "l.db", policy()) as a:
+    with Ledger.open(tmp_path / "l.db", policy(), mode="create") as a:
         a.release(req("loss"), 1.0)
-    v2 = policy(scalar_eps="0.2", epoch_epsilon="40")  # a bigger budget must not reopen epoch 0
+    # a bigger budget (a new version) must not reopen epoch 0
+    v2 = policy(scalar_eps="0.2", epoch_epsilon="40", version="2")
     with Ledger.open(tmp_path / "l.db", v2) as b:
         assert b.spent(0, "north") == Fraction(1, 10)
         with pytest.raises(PolicyMismatch) as info:
@@ -158,11 +160,11 @@ def test_a_new_policy_version_keeps_the_spend_and_starts_at_a_new_epoch(tmp_path
 def test_verify_checks_each_epoch_against_the_policy_it_was_opened_under(tmp_path: Path) -> None:
     import sqlite3
 
-    with Ledger.open(tmp_path / "l.db", policy()) as a:
+    with Ledger.open(tmp_path / "l.db", policy(), mode="create") as a:
         for _ in range(10):
             a.release(req("loss"), 1.0)  # epoch 0 full under v1 (ε_eval = 1)
     con = sqlite3.connect(tmp_path / "l.db")  # an editor re-labels epoch 0 as v2's
-    v2 = policy(epoch_epsilon="40")
+    v2 = policy(epoch_epsilon="40", version="2")
     con.execute("DROP TRIGGER dpl_entries_no_update")
     con.execute("UPDATE dpl_entries SET policy_hash = ? WHERE seq = 5", (v2.content_hash,))
     con.commit()
@@ -218,7 +220,7 @@ def test_parallel_release_keys_must_name_their_requests_region(ledger: Ledger) -
 def test_verify_reports_an_unreadable_row_instead_of_raising(tmp_path: Path) -> None:
     import sqlite3
 
-    with Ledger.open(tmp_path / "l.db", policy()) as a:
+    with Ledger.open(tmp_path / "l.db", policy(), mode="create") as a:
         a.release(req("loss"), 1.0)
     con = sqlite3.connect(tmp_path / "l.db")
     con.execute("DROP TRIGGER dpl_entries_no_update")
@@ -236,7 +238,7 @@ def test_an_anchored_head_catches_a_truncation_that_rewrote_head_and_spend(
 ) -> None:
     import sqlite3
 
-    with Ledger.open(tmp_path / "l.db", policy()) as a:
+    with Ledger.open(tmp_path / "l.db", policy(), mode="create") as a:
         a.release(req("loss"), 1.0)
         last = a.release(req("loss"), 1.0)
         first_hash = a.entries()[0].hash

@@ -13,7 +13,7 @@ from factories import SPATIAL, policy
 from dpledger import ALL, Ledger, Policy, ReleaseRequest
 from dpledger import mechanisms as mech
 from dpledger.accounting import pld_epsilon, zcdp_epsilon
-from dpledger.approval import mechanism_facts
+from dpledger.mechanisms import mechanism_facts
 
 ZCDP = """
 name = "zcdp-test"
@@ -51,10 +51,12 @@ def zcdp_policy(epoch_rho: str = "100") -> Policy:
     return Policy.from_toml(ZCDP.format(epoch_rho=epoch_rho))
 
 
-def test_pure_ledger_reports_basic_zcdp_and_the_tighter_of_them(tmp_path: Path) -> None:
+def test_pure_ledger_headlines_its_exact_epsilon_with_the_approx_views_beside(
+    tmp_path: Path,
+) -> None:
     text = SPATIAL.read_text().replace('epoch_epsilon = "4.0"', 'epoch_epsilon = "1000"')
     text = text.replace('weight = "1"', 'epsilon = "0.1"', 1)
-    with Ledger.open(tmp_path / "l.db", Policy.from_toml(text)) as ledger:
+    with Ledger.open(tmp_path / "l.db", Policy.from_toml(text), mode="create") as ledger:
         for epoch in range(100):
             req = ReleaseRequest(epoch=epoch, metric="clipped_mean_loss", region="na", cohort=5000)
             ledger.release(req, 100.0)
@@ -64,22 +66,21 @@ def test_pure_ledger_reports_basic_zcdp_and_the_tighter_of_them(tmp_path: Path) 
         assert life.epsilon_zcdp == pytest.approx(5.22, abs=0.01)  # the issue's reference
         if life.epsilon_pld is not None:
             assert life.epsilon_pld == pytest.approx(4.69, abs=0.02)
-        assert life.epsilon == min(10, life.epsilon_zcdp, life.epsilon_pld or math.inf)
-        assert life.method in ("zcdp", "pld")
-        assert life.delta == 1e-6
+        # a pure guarantee is stronger than any (ε, δ) one: it is the headline, exact
+        assert (life.epsilon, life.method, life.delta, life.exact) == (10.0, "basic", 0.0, 10)
+        assert life.epsilon_zcdp < life.epsilon  # the (ε, δ) views sit beside it
         assert ledger.lifetime("eu-west").releases == 0
         assert ledger.lifetime(ALL).epsilon == life.epsilon
 
 
 def test_a_few_releases_beat_the_zcdp_conversion_by_basic_composition(tmp_path: Path) -> None:
-    with Ledger.open(tmp_path / "l.db", policy()) as ledger:
+    with Ledger.open(tmp_path / "l.db", policy(), mode="create") as ledger:
         ledger.release(ReleaseRequest(epoch=0, metric="loss", region="north", cohort=10), 1.0)
         life = ledger.lifetime("north")
         assert life.epsilon_basic == Fraction(1, 10) < life.epsilon_zcdp
-        if life.epsilon_pld is None:
-            assert (life.epsilon, life.method, life.delta) == (0.1, "basic", 0.0)
-        else:  # PLD at δ = 1e-6 shaves a hair off a single Laplace release
-            assert life.epsilon == life.epsilon_pld <= 0.1
+        assert (life.epsilon, life.method, life.delta) == (0.1, "basic", 0.0)
+        if life.epsilon_pld is not None:  # PLD at δ = 1e-6 shaves a hair off, at δ > 0
+            assert life.epsilon_pld <= 0.1
 
 
 def test_zcdp_ledger_charges_opendps_rho_and_converts_the_sum(tmp_path: Path) -> None:
@@ -89,7 +90,7 @@ def test_zcdp_ledger_charges_opendps_rho_and_converts_the_sum(tmp_path: Path) ->
     assert facts.measure == "rho"
     assert mech.privacy_loss(facts) <= charge == Fraction(1, 200)
     assert facts.scale == pytest.approx(1 / math.sqrt(2 * 0.005), rel=1e-9)  # σ = Δ₂/√(2ρ)
-    with Ledger.open(tmp_path / "z.db", p) as ledger:
+    with Ledger.open(tmp_path / "z.db", p, mode="create") as ledger:
         for epoch in range(100):
             ledger.release(
                 ReleaseRequest(epoch=epoch, metric="count", region="north", cohort=50), 5.0

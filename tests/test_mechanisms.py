@@ -11,7 +11,7 @@ from factories import policy
 
 from dpledger import InvalidInput
 from dpledger import mechanisms as mech
-from dpledger.approval import mechanism_facts
+from dpledger.mechanisms import mechanism_facts
 
 
 @pytest.mark.parametrize(

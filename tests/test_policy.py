@@ -76,6 +76,7 @@ def test_invalid_policy_names_the_file_field_and_problem(
         eval_fraction="0.25",
         scalar_eps="0.1",
         edges20="1.0, 2.0",
+        version="1",
     )
     assert old in text
     with pytest.raises(PolicyError) as info:

@@ -49,7 +49,9 @@ def fleet(seed: int = 3) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def open_ledger(tmp_path: Path, eps: str, per: str) -> Ledger:
-    return Ledger.open(tmp_path / "p.db", Policy.from_toml(POLICY.format(eps=eps, per=per)))
+    return Ledger.open(
+        tmp_path / "p.db", Policy.from_toml(POLICY.format(eps=eps, per=per)), mode="create"
+    )
 
 
 def test_one_confusion_release_costs_one_epsilon_and_yields_every_metric(tmp_path: Path) -> None:
@@ -141,7 +143,7 @@ REG_KW = {"y_bounds": (40.0, 160.0), "residual_bound": 30.0, "max_samples": 20.0
 
 
 def small_ledger(tmp_path: Path) -> Ledger:
-    return Ledger.open(tmp_path / "small.db", Policy.from_toml(SMALL))
+    return Ledger.open(tmp_path / "small.db", Policy.from_toml(SMALL), mode="create")
 
 
 def twenty_client_regression_sum(seed: int) -> np.ndarray:
@@ -157,9 +159,9 @@ def test_twenty_client_regression_releases_return_flagged_never_raise(tmp_path: 
     printed r2 1.0000 [1.0000, 1.0000]. Now every call returns, every metric is flagged
     (even 20 clients × 20 samples is within the noise of n), no interval has zero width."""
     codec = flam.regression_codec(cap=1.0, **REG_KW)  # type: ignore[arg-type]
-    req = ReleaseRequest(epoch=0, metric="regression", region="all", cohort=20)
     with small_ledger(tmp_path) as ledger:
-        for i in range(20):
+        for i in range(20):  # one release per epoch: the metric's allocation binds
+            req = ReleaseRequest(epoch=i, metric="regression", region="all", cohort=20)
             out = release_regression(ledger, req, twenty_client_regression_sum(i), codec)
             assert set(out.unusable) == {"r2", "mse", "rmse", "mae"}, out.table()
             for iv in out.intervals.values():

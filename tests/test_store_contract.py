@@ -22,16 +22,12 @@ import multiprocessing as mp
 import os
 import re
 import signal
-import socket
-import sqlite3
 import sys
-import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
 from multiprocessing.context import BaseContext
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
@@ -55,46 +51,10 @@ from dpledger.policy import Policy
 
 if __package__:
     from . import _contract_workers as workers
+    from ._stores import CONTRACT, CONTRACT_POLICY, StoreUnderTest
 else:
     import _contract_workers as workers
-
-CONTRACT_POLICY = """
-name = "contract"
-version = "1"
-neighbouring = "replace"
-definition = "pure"
-epoch_epsilon = "4"
-eval_fraction = "0.25"        # ε_eval = 1 per client per epoch
-
-[regions]
-names = ["a", "b"]
-
-[metrics.loss]
-kind = "scalar_mean"
-epsilon = "0.1"
-clip = { low = "0", high = "1", source = "contract test" }
-target = 0.5                  # ci95 half-width 10·ln20/n ≤ 0.5 needs n ≥ 60
-
-[metrics.big]
-kind = "scalar_mean"
-epsilon = "0.95"
-clip = { low = "0", high = "1", source = "contract test" }
-
-[metrics.hist5]
-kind = "histogram"
-edges = [1.0, 2.0, 3.0, 4.0]
-edges_version = "h5/v1"
-cap_per_client = "1"
-epsilon = "0.1"
-
-[metrics.hist20]
-kind = "histogram"
-edges = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0,
-         11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 17.0, 18.0, 19.0]
-edges_version = "h20/v1"
-cap_per_client = "1"
-epsilon = "0.1"
-"""
+    from _stores import CONTRACT, CONTRACT_POLICY, StoreUnderTest
 
 
 def race_policy(fit: int) -> str:
@@ -106,6 +66,7 @@ version = "1"
 neighbouring = "replace"
 epoch_epsilon = "{epoch_epsilon}"
 eval_fraction = "0.25"
+rounds_per_epoch = {fit}      # tick's allocation: all {fit} releases of the epoch
 
 [regions]
 names = ["a", "b"]
@@ -122,7 +83,6 @@ RACE_FIT = 137
 WRITERS, ATTEMPTS = 8, 50
 _HANG_GUARD_S = 300.0  # only so that a wedged child cannot hang the suite
 
-CONTRACT = Policy.from_toml(CONTRACT_POLICY)
 RACE_POLICY = race_policy(RACE_FIT)  # epoch_epsilon 5.48: ε_eval = 1.37
 RACE = Policy.from_toml(RACE_POLICY)
 SMALL_FIT = 30  # for the races that test something else than volume
@@ -141,116 +101,6 @@ def hist(buckets: int, region: str = "a") -> tuple[ReleaseRequest, np.ndarray]:
         epoch=0, metric=f"hist{buckets}", region=region, cohort=N, edges_version=f"h{buckets}/v1"
     )
     return req, np.full(buckets, N / buckets)
-
-
-# -- the stores under test --------------------------------------------------------------
-
-
-@dataclass
-class StoreUnderTest:
-    """One store's ledger target, plus raw database access for the tamper tests."""
-
-    kind: str
-    target: str  # a path or URL a child process can open too
-    unreachable: str  # a target that must fail to open
-    db_error: type[BaseException]
-    fresh_target: Callable[[], str]  # another new, empty ledger location
-    _opened: list[Ledger] = field(default_factory=list)
-
-    def open(self, policy: Policy = CONTRACT) -> Ledger:
-        ledger = Ledger.open(self.target, policy)
-        self._opened.append(ledger)
-        return ledger
-
-    def raw(self, sql: str, params: tuple[Any, ...] | None = None) -> list[tuple[Any, ...]]:
-        """Run one statement on a separate autocommit connection, as someone with DB access."""
-        if self.kind == "sqlite":
-            conn = sqlite3.connect(self.target, isolation_level=None)
-            try:
-                return conn.execute(sql, params or ()).fetchall()
-            finally:
-                conn.close()
-        import psycopg
-
-        with psycopg.connect(self.target, autocommit=True) as pg:
-            cur = pg.execute(sql.replace("?", "%s") if params else sql, params)
-            return cur.fetchall() if cur.description else []
-
-    def disable_append_only(self) -> None:
-        """What an attacker with database access does first."""
-        if self.kind == "sqlite":
-            names = self.raw(
-                "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'dpl_entries'"
-            )
-            assert names, "the SQLite store has no append-only triggers"
-            for (name,) in names:
-                self.raw(f"DROP TRIGGER {name}")
-        else:
-            self.raw("ALTER TABLE dpl_entries DISABLE TRIGGER USER")
-
-    def fail_inserts(self, on: bool) -> None:
-        """Make every INSERT into dpl_entries fail (a database fault mid-release), or stop."""
-        if self.kind == "sqlite":
-            self.raw(
-                "CREATE TRIGGER t_fail BEFORE INSERT ON dpl_entries "
-                "BEGIN SELECT RAISE(ABORT, 'injected failure'); END"
-                if on
-                else "DROP TRIGGER t_fail"
-            )
-        elif on:
-            self.raw(
-                "CREATE FUNCTION t_fail() RETURNS trigger LANGUAGE plpgsql AS "
-                "$$ BEGIN RAISE EXCEPTION 'injected failure'; END $$"
-            )
-            self.raw(
-                "CREATE TRIGGER t_fail BEFORE INSERT ON dpl_entries "
-                "FOR EACH ROW EXECUTE FUNCTION t_fail()"
-            )
-        else:
-            self.raw("DROP TRIGGER t_fail ON dpl_entries")
-
-    def close_all(self) -> None:
-        for ledger in self._opened:
-            ledger.close()
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreUnderTest]:
-    made: list[str] = []
-    if request.param == "sqlite":
-        s = StoreUnderTest(
-            "sqlite",
-            str(tmp_path / "ledger.db"),
-            str(tmp_path / "no-such-dir" / "ledger.db"),
-            sqlite3.Error,
-            lambda: str(tmp_path / f"ledger-{uuid.uuid4().hex[:8]}.db"),
-        )
-    else:
-        import psycopg
-
-        server = request.getfixturevalue("pg_server")
-
-        def fresh_schema() -> str:
-            made.append(server.create_schema())
-            return made[-1]
-
-        s = StoreUnderTest(
-            "postgres",
-            request.getfixturevalue("pg_url"),
-            f"postgresql://dpl:s3cret-pw@127.0.0.1:{_closed_port()}/nowhere?connect_timeout=5",
-            psycopg.Error,
-            fresh_schema,
-        )
-    yield s
-    s.close_all()
-    for url in made:
-        server.drop(url)
 
 
 # -- multiprocessing --------------------------------------------------------------------
@@ -684,8 +534,11 @@ class TestStoreContract:
         assert len(store.open()) == 1
 
     def test_database_errors_surface_as_store_error(self, store: StoreUnderTest) -> None:
-        with pytest.raises(StoreError) as failed:
-            Ledger.open(store.unreachable, CONTRACT)
+        with (
+            pytest.raises(StoreError) as failed,
+            Ledger.open(store.unreachable, CONTRACT, mode="create") as ledger,
+        ):
+            ledger.release(loss(), 30.0)  # SQLite: the ledger's directory does not exist
         assert isinstance(failed.value.__cause__, store.db_error)
         assert "s3cret" not in str(failed.value)
 
@@ -693,7 +546,7 @@ class TestStoreContract:
         self, store: StoreUnderTest, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         monkeypatch.setenv("DPLEDGER_URL", store.target)
-        with Ledger.open(None, CONTRACT) as ledger:
+        with Ledger.open(None, CONTRACT, mode="create") as ledger:
             ledger.release(loss(), 30.0)
         assert len(store.open()) == 1
 
@@ -714,7 +567,7 @@ def test_postgres_location_hides_the_password(pg_url: str) -> None:
     # trust authentication accepts any password, so this URL really connects
     url = pg_url.replace("postgresql://postgres@", "postgresql://postgres:s3cret@")
     url += "&password=s3cret&application_name=t"
-    with Ledger.open(url, CONTRACT) as ledger:
+    with Ledger.open(url, CONTRACT, mode="create") as ledger:
         ledger.release(loss(), 30.0)
         assert "s3cret" not in ledger.location
         assert ledger.location.startswith("postgresql://postgres@127.0.0.1:")
@@ -728,7 +581,7 @@ def test_postgres_store_does_not_inherit_unsafe_session_defaults(pg_url: str) ->
     url = _with_session_defaults(
         pg_url, "-c synchronous_commit=off -c default_transaction_isolation=serializable"
     )
-    s = PostgresStore(url)
+    s = PostgresStore(url, "create")
     try:
         assert s._fetchall("SHOW synchronous_commit") == [("on",)]
         with s._write_transaction():
@@ -749,7 +602,7 @@ def test_postgres_racing_writers_never_overspend_under_a_repeatable_read_default
     req = {"epoch": 0, "metric": "tick", "region": "a", "cohort": 10}
     got = _race(url, [(req, 10)] * WRITERS, policy)
     assert sum(len(ids) for _, ids, _ in got) == SMALL_FIT
-    with Ledger.open(pg_url, Policy.from_toml(policy)) as ledger:
+    with Ledger.open(pg_url, Policy.from_toml(policy), mode="create") as ledger:
         assert ledger.spent(0, "a") == Fraction(SMALL_FIT, 100)
         assert ledger.verify().ok
 
@@ -760,7 +613,7 @@ def test_postgres_ledger_reconnects_after_its_session_is_killed_between_releases
 ) -> None:
     import psycopg
 
-    with Ledger.open(pg_url + "&application_name=victim", CONTRACT) as ledger:
+    with Ledger.open(pg_url + "&application_name=victim", CONTRACT, mode="create") as ledger:
         ledger.release(loss(), 30.0)
         with psycopg.connect(pg_url, autocommit=True) as admin:
             killed = admin.execute(

@@ -1,76 +1,168 @@
-"""The Ledger facade: check, release (atomic spend + OpenDP noise + record), audit.
+"""The Ledger facade: check, release (atomic spend + OpenDP noise + record), budget views.
 
-Invariant: no release leaves :meth:`Ledger.release` unless its spend is committed in
-the same transaction as its record; the noise is drawn inside that transaction, so a
-crash can over-count spend, never under-count it.
+Invariants:
+
+- no release leaves :meth:`Ledger.release` unless its spend is committed in the same
+  transaction as its record, so a crash can over-count spend, never under-count it
+  (noise is drawn just before the write lock is taken and discarded if the re-check
+  under the lock refuses: see :mod:`dpledger.ledger.writer`);
+- a release is idempotent under its ``release_id``: a retry returns the recorded
+  release (same noisy value, same entry), never new noise and never a second charge;
+- a read never creates or changes a ledger: only an approved release (or an explicit
+  :meth:`Ledger.init`) creates one, and only when opened with ``mode="create"``.
+
+The audit (:meth:`Ledger.verify`) lives in :mod:`dpledger.ledger.audit`.
 """
 
 from __future__ import annotations
 
-import json
+import numbers
 import os
-import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
 from types import TracebackType
 
-import numpy as np
-
-from dpledger import mechanisms as mech
-from dpledger.accounting import check_budget, client_loss, regions_in_view, spent_by_scope
-from dpledger.approval import Prepared, ReleaseRequest, Verdict, evaluate, mechanism_facts, refusal
-from dpledger.errors import InvalidInput, LedgerCorrupted, StoreError
+from dpledger.accounting import EpochSpend, client_loss
+from dpledger.approval import (
+    MAX_EPOCH,
+    Prepared,
+    ReleaseRequest,
+    Verdict,
+    refusal,
+)
+from dpledger.errors import (
+    InvalidInput,
+    LedgerNotFound,
+    PolicyMismatch,
+)
+from dpledger.ledger import audit
 from dpledger.ledger.lifetime import Lifetime, lifetime_of
-from dpledger.ledger.records import GENESIS, Entry, EntryDraft, Release, VerifyReport, chain_hash
-from dpledger.ledger.store import SqlStore
+from dpledger.ledger.records import GENESIS, Entry, Release, VerifyReport
+from dpledger.ledger.store import Mode, SqlStore
+from dpledger.ledger.writer import RoundResult, Writer
 from dpledger.policy import ALL, Policy
 
 __all__ = ["Ledger"]
 
-_BATCH = 2000
+_LABEL = "label."
 
 
-def _open_store(target: str | Path | None) -> SqlStore:
+def _open_store(target: str | Path | None, mode: Mode) -> SqlStore:
     target = target if target is not None else os.environ.get("DPLEDGER_URL")
     if target is None:
         raise InvalidInput(
             "no ledger given: pass a SQLite path or postgresql:// URL, or set DPLEDGER_URL"
         )
+    if mode not in ("read", "write", "create"):
+        raise InvalidInput(f"mode must be 'read', 'write' or 'create', got {mode!r}")
     text = str(target)
     if text.startswith(("postgresql://", "postgres://")):
         from dpledger.ledger.postgres import PostgresStore  # optional extra
 
-        return PostgresStore(text)
+        return PostgresStore(text, mode)
     from dpledger.ledger.sqlite import SqliteStore
 
-    return SqliteStore(text)
+    return SqliteStore(text, mode)
+
+
+def _epoch(epoch: object) -> int:
+    if isinstance(epoch, bool) or not isinstance(epoch, numbers.Integral):
+        raise InvalidInput(f"epoch must be an integer, got {epoch!r}")
+    if not 0 <= int(epoch) <= MAX_EPOCH:
+        raise InvalidInput(f"epoch must lie in [0, 2**63 - 1], got {epoch!r}")
+    return int(epoch)
 
 
 class Ledger:
     """A durable privacy-budget ledger bound to one policy. Open with :meth:`open`."""
 
-    def __init__(self, store: SqlStore, policy: Policy) -> None:
+    def __init__(
+        self, store: SqlStore, policy: Policy, *, labels: Mapping[str, str] | None = None
+    ) -> None:
+        if not isinstance(policy, Policy):
+            raise InvalidInput(f"policy must be a dpledger Policy, got {type(policy).__name__}")
         self._store = store
         self.policy = policy
-        body = json.dumps(policy.model_dump(mode="json"), sort_keys=True)
-        store.init_schema(
-            {"policy_name": policy.name, "unit": policy.unit},
-            (policy.content_hash, policy.version, body),
-        )
+        self._binding = {"policy_name": policy.name, "unit": policy.unit}
+        self._labels = {str(k): str(v) for k, v in (labels or {}).items()}
+        self._writer = Writer(store, policy, self.init)
+        if store.exists():
+            self._check_existing()
 
     @classmethod
-    def open(cls, target: str | Path | None, policy: Policy) -> Ledger:
-        """Open (creating if new) the ledger at a SQLite path or ``postgresql://`` URL.
+    def open(
+        cls,
+        target: str | Path | None,
+        policy: Policy,
+        *,
+        mode: Mode = "write",
+        labels: Mapping[str, str] | None = None,
+    ) -> Ledger:
+        """Open the ledger at a SQLite path or ``postgresql://`` URL.
 
-        With ``target=None`` the ``DPLEDGER_URL`` environment variable is used.
+        ``mode``: ``"read"`` (an existing ledger, never written: verify, show, export,
+        budget views), ``"write"`` (an existing ledger; the default) or ``"create"`` (a
+        new ledger is created by the first approved release, or by :meth:`init`; a
+        refused release creates nothing). A missing ledger in ``read``/``write`` mode is
+        :class:`~dpledger.errors.LedgerNotFound`; a 0-byte file, a directory or a
+        non-dpledger file is refused in every mode. ``labels`` are written into a ledger
+        this call creates (e.g. ``{"purpose": "demo"}``). With ``target=None`` the
+        ``DPLEDGER_URL`` environment variable is used.
         """
-        return cls(_open_store(target), policy)
+        if not isinstance(policy, Policy):
+            raise InvalidInput(f"policy must be a dpledger Policy, got {type(policy).__name__}")
+        store = _open_store(target, mode)
+        try:
+            return cls(store, policy, labels=labels)
+        except BaseException:
+            store.close()
+            raise
+
+    def _check_existing(self) -> None:
+        self._store.check_binding(self._binding)
+        recorded = self._store.recorded_policy_hashes(self.policy.version)
+        if any(h != self.policy.content_hash for h in recorded):
+            raise PolicyMismatch(
+                message=f"{self.location} already recorded policy {self.policy.name} version "
+                f"{self.policy.version} with other contents: a changed policy needs a new "
+                "version (bump `version` in the policy file)"
+            )
+
+    def init(self) -> bool:
+        """Create the ledger now if it does not exist (what ``dpledger ledger init`` runs).
+
+        Returns True if this call created it. Needs ``mode="create"``.
+        """
+        if self._store.exists():
+            return False
+        meta = {**self._binding, **{_LABEL + k: v for k, v in self._labels.items()}}
+        self._store.create(meta)
+        self._check_existing()
+        return True
 
     @property
     def location(self) -> str:
         """Where the ledger lives."""
         return self._store.location
+
+    @property
+    def mode(self) -> Mode:
+        """How the ledger was opened: ``read``, ``write`` or ``create``."""
+        return self._store.mode
+
+    @property
+    def exists(self) -> bool:
+        """Whether the ledger exists yet (False only for a ``create`` not yet used)."""
+        return self._store.exists()
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """The labels the ledger was created with (e.g. ``{"purpose": "demo"}``)."""
+        if not self._store.exists():
+            return dict(self._labels)
+        meta = self._store.meta()
+        return {k[len(_LABEL) :]: v for k, v in meta.items() if k.startswith(_LABEL)}
 
     def close(self) -> None:
         """Close the store's connection."""
@@ -88,26 +180,19 @@ class Ledger:
 
     def check(self, request: ReleaseRequest, aggregate: object) -> Verdict:
         """Dry run: every approval check against committed spend; nothing is spent."""
-        result = self._evaluate(request, aggregate)
+        result = self._writer.evaluate(request, aggregate)
         return result.verdict if isinstance(result, Prepared) else result
-
-    def _evaluate(self, request: ReleaseRequest, aggregate: object) -> Verdict | Prepared:
-        epoch = request.epoch
-        return evaluate(
-            self.policy,
-            request,
-            aggregate,
-            self._store.spent(epoch),
-            self._store.epoch_policy(epoch),
-        )
 
     def release(self, request: ReleaseRequest, aggregate: object) -> Release:
         """Check, then atomically re-check the budget, add OpenDP noise, record, commit.
 
         Raises a :class:`~dpledger.errors.ReleaseRefused` subclass (ledger unchanged)
-        when any check fails. The value is returned only after the commit.
+        when any check fails. The value is returned only after the commit. With a
+        ``release_id``, a retry returns the recorded release (no new noise, no charge);
+        the same id with another request or aggregate is :class:`ReleaseIdConflict`.
         """
-        return self.release_parallel({request.region: (request, aggregate)})[0]
+        (out,) = self._writer.release([(request, aggregate)])
+        return self._committed(out)
 
     def release_parallel(
         self, requests: Mapping[str, tuple[ReleaseRequest, object]]
@@ -116,86 +201,81 @@ class Ledger:
 
         Each region's scope is charged its own ε; all are committed together or none.
         """
+        if not isinstance(requests, Mapping):
+            raise InvalidInput("requests must map each region to its (request, aggregate)")
+        items = list(requests.values())
         for key, (req, _) in requests.items():
+            if not isinstance(req, ReleaseRequest):
+                raise InvalidInput(f"request must be a ReleaseRequest, got {type(req).__name__}")
             if key != req.region:
                 raise InvalidInput(
                     f"release_parallel key {key!r} names another region than its request "
                     f"({req.region!r})"
                 )
-        prepared = [self._prepare(req, agg) for req, agg in requests.values()]
-        scopes = [p.verdict.request.region for p in prepared]
-        epochs = {p.verdict.request.epoch for p in prepared}
-        if len(prepared) > 1 and (
-            len(set(scopes)) != len(scopes) or ALL in scopes or len(epochs) > 1
-        ):
-            raise InvalidInput("a parallel release needs distinct regions (not '*') in one epoch")
-        with self._store.write() as txn:
-            drafts: list[EntryDraft] = []
-            for p in prepared:
-                req = p.verdict.request
-                spent, bound = txn.spent(req.epoch), txn.epoch_policy(req.epoch)
-                charge = p.verdict.charge or Fraction(0)
-                stale = bound is not None and bound[0] != self.policy.content_hash
-                if (
-                    stale
-                    or not check_budget(self.policy, spent, req.epoch, req.region, charge).fits
-                ):
-                    late = evaluate(self.policy, req, p.values, spent, bound)
-                    raise refusal(late if isinstance(late, Verdict) else late.verdict)
-                noisy = mech.apply(p.facts, p.values)
-                drafts.append(self._draft(p, tuple(noisy.tolist())))
-            entries = txn.append(drafts)
-        return tuple(self._to_release(p, e) for p, e in zip(prepared, entries, strict=True))
+        metrics = {req.metric for req, _ in items}
+        epochs = {req.epoch for req, _ in items}
+        if len(items) > 1 and (ALL in requests or len(epochs) > 1 or len(metrics) > 1):
+            raise InvalidInput(
+                "a parallel release is one metric in distinct regions (not '*') of one epoch"
+            )
+        return tuple(self._committed(o) for o in self._writer.release(items))
 
-    def _prepare(self, request: ReleaseRequest, aggregate: object) -> Prepared:
-        result = self._evaluate(request, aggregate)
-        if isinstance(result, Verdict):
-            raise refusal(result)
-        return result
+    def release_round(
+        self, items: Sequence[tuple[ReleaseRequest, object]], *, partial: bool = False
+    ) -> RoundResult:
+        """Release every (metric, region) of a round in one transaction and one commit.
 
-    def _draft(self, p: Prepared, output: tuple[float, ...]) -> EntryDraft:
-        req = p.verdict.request
-        return EntryDraft(
-            epoch=req.epoch,
-            scope=req.region,
-            metric=req.metric,
-            policy_name=self.policy.name,
-            policy_version=self.policy.version,
-            policy_hash=self.policy.content_hash,
-            edges_version=p.spec.edges_version,
-            facts=p.facts,
-            unit=self.policy.unit,
-            charge=p.verdict.charge or Fraction(0),
-            cohort=req.cohort,
-            output=output,
-        )
+        Every budget and allocation is checked under one lock, each request against the
+        spend its predecessors in the round add. All or nothing: the first refusal
+        raises and nothing is recorded — unless ``partial=True``, which commits the
+        approved requests and returns each refused one as its :class:`Verdict` in the
+        result. Each request is idempotent under its ``release_id``. Noise is drawn
+        with one OpenDP call per mechanism (e.g. one per metric across its regions).
+        """
+        if isinstance(items, Mapping) or not isinstance(items, Sequence):
+            raise InvalidInput("items must be a sequence of (ReleaseRequest, aggregate) pairs")
+        return RoundResult(self._writer.release(items, partial=partial))
 
-    def _to_release(self, p: Prepared, entry: Entry) -> Release:
-        return Release.make(
-            request=p.verdict.request,
-            entry_id=entry.entry_id,
-            entry_hash=entry.hash,
-            noisy_sum=np.asarray(entry.draft.output, dtype=np.float64),
-            bar=p.spec.bar,
-            bar_factor=mech.bar_factor(p.spec.bar, p.facts.mechanism),
-            charge=entry.draft.charge,
-            unit=entry.draft.unit,
-            facts=p.facts,
-            kind=p.spec.kind,
-        )
+    @staticmethod
+    def _committed(outcome: Release | Verdict) -> Release:
+        if isinstance(outcome, Verdict):  # only partial rounds return verdicts
+            raise refusal(outcome)
+        return outcome
+
+    def budget_changes(self) -> tuple[str, ...]:
+        """Where a later policy version raised the evaluation budget, from which epoch."""
+        if not self._store.exists():
+            return ()
+        epochs = self._store.policy_epochs()
+        history = [(epoch, self._writer.policy_of(h)) for epoch, h in epochs]
+        return tuple(audit.budget_notices(history))
 
     # -- budget views ----------------------------------------------------------------
+
+    def _spend(self, epoch: int) -> EpochSpend:
+        if not self._store.exists():
+            return EpochSpend.empty()
+        return self._store.epoch_spend(_epoch(epoch))
 
     def spent(self, epoch: int, region: str = ALL) -> Fraction:
         """Exact ε (ρ under zCDP) a client of ``region`` has lost in ``epoch``.
 
-        That is ``spent(ALL) + spent(region)``; for ``region="*"``, the worst region's.
-        An unknown region is an error, not a full budget.
+        Everything that touched such a client: its region's releases plus the global
+        ones. ``region="*"`` (the default) gives the worst region's client. An unknown
+        region is an error, not a full budget.
         """
         self._known_region(region)
-        return client_loss(self._store.spent(epoch), region)
+        return client_loss(self._spend(epoch).by_scope(), region)
+
+    def metric_spent(self, epoch: int, region: str, metric: str) -> Fraction:
+        """The part of :meth:`spent` that metric ``metric`` used (its allocation's use)."""
+        self._known_region(region)
+        self.policy.metric(metric)
+        return client_loss(self._spend(epoch).of_metric(metric), region)
 
     def _known_region(self, region: str) -> None:
+        if not isinstance(region, str):
+            raise InvalidInput(f"region must be a string, got {region!r}")
         if region != ALL and not self.policy.regions.admits(region):
             names = list(self.policy.regions.names) or "any valid name (open regions)"
             raise InvalidInput(f"unknown region {region!r}; this policy's regions: {names}")
@@ -205,19 +285,24 @@ class Ledger:
         return max(self.policy.eval_budget - self.spent(epoch, region), Fraction(0))
 
     def spent_by_scope(self, epoch: int) -> dict[str, Fraction]:
-        """The epoch's raw spend per scope (``"*"`` = global releases)."""
-        return self._store.spent(epoch)
+        """The epoch's raw spend per scope (``"*"`` = global releases), summed over metrics.
+
+        Not a client's loss: a client of region r has lost ``spent(epoch, r)``.
+        """
+        return self._spend(epoch).by_scope()
 
     def lifetime(self, region: str = ALL, *, delta: float | None = None) -> Lifetime:
-        """A client's total loss over all epochs: basic ε, zCDP (ε, δ) and PLD if installed.
+        """A client's total loss over all epochs: exact ε or ρ, with (ε, δ) views.
 
         ``delta`` defaults to the policy's. See :mod:`dpledger.ledger.lifetime`.
         """
+        self._known_region(region)
         return lifetime_of(
-            self._store.entries(),
+            self.entries(),
             region,
             self.policy.delta if delta is None else delta,
             regions=self.policy.regions.names,
+            unit=self.policy.unit,
         )
 
     def entries(
@@ -230,150 +315,40 @@ class Ledger:
         limit: int | None = None,
     ) -> list[Entry]:
         """The audit trail in chain order, optionally filtered."""
+        for name, value in (("after", after), ("limit", limit)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise InvalidInput(f"{name} must be an integer, got {value!r}")
+        if not self._store.exists():
+            return []
         return self._store.entries(
-            epoch=epoch, scope=region, metric=metric, after=after, limit=limit
+            epoch=None if epoch is None else _epoch(epoch),
+            scope=region,
+            metric=metric,
+            after=after,
+            limit=limit,
         )
 
     def __len__(self) -> int:
-        return self._store.count()
+        return self._store.count() if self._store.exists() else 0
 
     def head(self) -> tuple[int, str]:
         """``(last entry id, its hash)``; ``(0, GENESIS)`` for an empty ledger."""
+        if not self._store.exists():
+            return 0, GENESIS
         meta = self._store.meta()
         return int(meta.get("head_seq", 0)), meta.get("head_hash", GENESIS)
 
     # -- audit -----------------------------------------------------------------------
 
     def verify(self, expected_head: tuple[int, str] | None = None) -> VerifyReport:
-        """Check the hash chain, re-derive every charge via OpenDP, and every scope's total.
+        """Check the chain, every recorded policy, every charge and every scope's total.
 
         The chain has no secret: someone able to rewrite every later hash, the head and
         the spend can hide a truncation. ``expected_head`` — an ``(entry_id,
         entry_hash)`` kept outside the database (e.g. from a :class:`Release`) — closes
-        that: the chain must contain exactly that entry. All reads happen in one
-        snapshot, so concurrent writers cause no false alarms. Problems name the entry
-        ids involved; ``report.ok`` is True iff there are none.
+        that. Problems name the rows involved; ``report.ok`` is True iff there are none.
+        A ledger that does not exist yet is :class:`~dpledger.errors.LedgerNotFound`.
         """
-        problems: list[str] = []
-        prev_hash, prev_seq, n = GENESIS, 0, 0
-        charges: list[tuple[tuple[int, str], Fraction]] = []
-        loss_cache: dict[mech.MechanismFacts, Fraction] = {}
-        epoch_policy: dict[int, str] = {}
-        anchored: bool | None = None
-        after = 0
-        try:
-            with self._store.snapshot():
-                while batch := self._store.entries(after=after, limit=_BATCH):
-                    for e in batch:
-                        n += 1
-                        problems.extend(self._verify_entry(e, prev_seq, prev_hash, loss_cache))
-                        charges.append(((e.draft.epoch, e.draft.scope), e.draft.charge))
-                        first = epoch_policy.setdefault(e.draft.epoch, e.draft.policy_hash)
-                        if first != e.draft.policy_hash:
-                            problems.append(
-                                f"entry {e.seq}: epoch {e.draft.epoch} mixes policies "
-                                f"({first[:12]}… then {e.draft.policy_hash[:12]}…)"
-                            )
-                        if expected_head is not None and e.seq == expected_head[0]:
-                            anchored = e.hash == expected_head[1]
-                        prev_seq, prev_hash = e.seq, e.hash
-                    after = batch[-1].seq
-                meta = self._store.meta()
-                stored_spend = self._store.all_spent()
-        except (StoreError, LedgerCorrupted) as e:
-            return VerifyReport(n, (*problems, f"store unreadable: {e}"))
-        if (int(meta.get("head_seq", 0)), meta.get("head_hash", GENESIS)) != (prev_seq, prev_hash):
-            problems.append(
-                f"chain head is entry {meta.get('head_seq')} but the last entry is {prev_seq}: "
-                "entries were deleted from the end"
-            )
-        if expected_head is not None and anchored is not True:
-            problems.append(
-                f"entry {expected_head[0]} is "
-                + (
-                    "missing: the chain was truncated"
-                    if anchored is None
-                    else "not the one anchored"
-                )
-            )
-        problems.extend(self._verify_spend(charges, stored_spend, epoch_policy))
-        return VerifyReport(n, tuple(problems))
-
-    def _recorded_policy(self, policy_hash: str) -> Policy | None:
-        """The policy with this content hash, as recorded when the ledger was opened with it."""
-        if policy_hash == self.policy.content_hash:
-            return self.policy
-        body = self._store.policy_body(policy_hash)
-        if body is None:
-            return None
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # its warnings were shown when it was in use
-            return Policy.from_mapping(
-                json.loads(body), source=f"recorded policy {policy_hash[:12]}"
-            )
-
-    def _verify_entry(
-        self, e: Entry, prev_seq: int, prev_hash: str, cache: dict[mech.MechanismFacts, Fraction]
-    ) -> list[str]:
-        out: list[str] = []
-        if e.seq != prev_seq + 1:
-            out.append(f"entries {prev_seq + 1}–{e.seq - 1} are missing (deleted)")
-        if e.prev_hash != prev_hash:
-            out.append(f"entry {e.seq}: prev_hash does not match entry {prev_seq}'s hash")
-        if chain_hash(e.seq, e.created_at, e.draft, e.prev_hash) != e.hash:
-            out.append(f"entry {e.seq}: content does not match its hash (edited)")
-        facts = e.draft.facts
-        if facts not in cache:
-            try:
-                cache[facts] = mech.privacy_loss(facts)
-            except Exception as exc:  # OpenDP refuses malformed facts
-                out.append(f"entry {e.seq}: cannot rebuild its OpenDP measurement: {exc}")
-                return out
-        if cache[facts] > e.draft.charge:
-            out.append(
-                f"entry {e.seq}: OpenDP's map gives {float(cache[facts]):.17g} > charged "
-                f"{e.draft.charge}: the charge under-counts"
-            )
-        if (
-            e.draft.policy_hash == self.policy.content_hash
-            and e.draft.metric in self.policy.metrics
-        ):
-            expected, charge = mechanism_facts(self.policy, e.draft.metric)
-            if (expected.sensitivity, expected.scale, charge) != (
-                facts.sensitivity,
-                facts.scale,
-                e.draft.charge,
-            ):
-                out.append(f"entry {e.seq}: mechanism facts differ from what its policy calibrates")
-        return out
-
-    def _verify_spend(
-        self,
-        charges: list[tuple[tuple[int, str], Fraction]],
-        stored: dict[tuple[int, str], Fraction],
-        epoch_policy: dict[int, str],
-    ) -> list[str]:
-        out: list[str] = []
-        derived: dict[tuple[int, str], Fraction] = {}
-        for key, c in charges:
-            derived[key] = derived.get(key, Fraction(0)) + c
-        for key in sorted(set(derived) | set(stored)):
-            if derived.get(key, Fraction(0)) != stored.get(key, Fraction(0)):
-                out.append(
-                    f"spend of epoch {key[0]} scope {key[1]!r} is {stored.get(key)} but its "
-                    f"entries sum to {derived.get(key)}"
-                )
-        for epoch in sorted({k[0] for k in derived}):
-            policy = self._recorded_policy(epoch_policy[epoch])
-            if policy is None:
-                out.append(f"epoch {epoch}: its policy {epoch_policy[epoch][:12]}… is not recorded")
-                continue
-            spent = spent_by_scope((s, v) for (e, s), v in derived.items() if e == epoch)
-            for region in regions_in_view(policy, spent) or (ALL,):
-                loss = client_loss(spent, region)
-                if loss > policy.eval_budget:
-                    out.append(
-                        f"epoch {epoch}, region {region}: loss {loss} exceeds its policy's "
-                        f"{policy.eval_budget}"
-                    )
-        return out
+        if not self._store.exists():
+            raise LedgerNotFound(f"no ledger at {self.location} yet: there is nothing to verify")
+        return audit.verify(self._store, self.policy, expected_head)

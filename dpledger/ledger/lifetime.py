@@ -10,7 +10,10 @@ Three figures, from loosest to tightest:
 - PLD: Google's ``dp_accounting`` privacy-loss-distribution accountant over the
   recorded mechanisms (optional extra ``pld``), the tightest known.
 
-``Lifetime.epsilon`` is the smallest available figure and ``method`` says which it is.
+The headline (``Lifetime.epsilon``, ``method``) follows the ledger's unit. A pure-DP
+ledger's headline is its exact pure ε (δ = 0, ``method="basic"``): the (ε, δ) figures
+are shown beside it, never instead of it, because a pure guarantee is stronger than any
+(ε, δ) one. A zCDP ledger's headline is the smaller (ε, δ) conversion of its exact ρ.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from dpledger.policy import ALL
 
 __all__ = ["Lifetime", "lifetime_of"]
 
+Unit = Literal["epsilon", "rho"]
+
 Method = Literal["basic", "zcdp", "pld"]
 
 
@@ -36,19 +41,29 @@ class Lifetime:
 
     region: str
     releases: int
+    unit: Unit  # the ledger's budget unit: the headline is exact pure ε, or (ε, δ) of ρ
     epsilon_basic: Fraction | None  # Σ pure ε; None if any release was not pure
     rho: Fraction  # Σ ρ (zCDP) over the same releases
     delta: float
     epsilon_zcdp: float  # ε at ``delta`` from the summed ρ, via OpenDP
     epsilon_pld: float | None  # ε at ``delta`` by PLD, when dp_accounting is installed
-    epsilon: float  # the smallest of the figures above
+    epsilon: float  # the headline: exact pure ε (pure ledger), else the tighter (ε, δ)
     method: Method
+
+    @property
+    def exact(self) -> Fraction:
+        """The exact total in the ledger's unit: Σ pure ε, or Σ ρ under zCDP."""
+        if self.unit == "epsilon" and self.epsilon_basic is not None:
+            return self.epsilon_basic
+        return self.rho
 
     def as_dict(self) -> dict[str, object]:
         """JSON-ready form for reports and the CLI."""
         return {
             "region": self.region,
             "releases": self.releases,
+            "unit": self.unit,
+            "exact": str(self.exact),
             "epsilon_basic": None if self.epsilon_basic is None else str(self.epsilon_basic),
             "rho": str(self.rho),
             "delta": self.delta,
@@ -67,7 +82,12 @@ def _rho_of(entry: Entry) -> Fraction:
 
 
 def lifetime_of(
-    entries: Iterable[Entry], region: str, delta: float, *, regions: Iterable[str] = ()
+    entries: Iterable[Entry],
+    region: str,
+    delta: float,
+    *,
+    regions: Iterable[str] = (),
+    unit: Unit = "epsilon",
 ) -> Lifetime:
     """Cumulative loss of a client of ``region`` (staying there) from the ledger's entries.
 
@@ -78,7 +98,8 @@ def lifetime_of(
     """
     entries = list(entries)
     if region != ALL:
-        return _summarise(region, [e for e in entries if e.draft.scope in (region, ALL)], delta)
+        mine = [e for e in entries if e.draft.scope in (region, ALL)]
+        return _summarise(region, mine, delta, unit)
     names = set(regions) | {e.draft.scope for e in entries if e.draft.scope != ALL}
     by_epoch: dict[int, list[Entry]] = {}
     for e in entries:
@@ -96,14 +117,14 @@ def lifetime_of(
             basic += max(sum((e.draft.charge for e in t), Fraction(0)) for t in touching)
         else:
             basic = None
-    return _figures(ALL, releases, basic, rho, delta, [e.draft.facts for e in entries])
+    return _figures(ALL, releases, basic, rho, delta, [e.draft.facts for e in entries], unit)
 
 
-def _summarise(region: str, mine: list[Entry], delta: float) -> Lifetime:
+def _summarise(region: str, mine: list[Entry], delta: float, unit: Unit) -> Lifetime:
     pure = all(e.draft.unit == "epsilon" for e in mine)
     basic = sum((e.draft.charge for e in mine), Fraction(0)) if pure else None
     rho = sum((_rho_of(e) for e in mine), Fraction(0))
-    return _figures(region, len(mine), basic, rho, delta, [e.draft.facts for e in mine])
+    return _figures(region, len(mine), basic, rho, delta, [e.draft.facts for e in mine], unit)
 
 
 def _figures(
@@ -113,18 +134,22 @@ def _figures(
     rho: Fraction,
     delta: float,
     facts: list[MechanismFacts],
+    unit: Unit,
 ) -> Lifetime:
     eps_z = zcdp_epsilon(rho, delta)
     eps_pld = pld_epsilon(facts, delta)
-    candidates: list[tuple[float, Method]] = [(eps_z, "zcdp")]
-    if basic is not None:
-        candidates.append((float_up(basic), "basic"))
-    if eps_pld is not None:
-        candidates.append((eps_pld, "pld"))
-    best, method = min(candidates)
+    method: Method
+    if unit == "epsilon" and basic is not None:
+        best, method = float_up(basic), "basic"  # the exact pure guarantee is the headline
+    else:
+        candidates: list[tuple[float, Method]] = [(eps_z, "zcdp")]
+        if eps_pld is not None:
+            candidates.append((eps_pld, "pld"))
+        best, method = min(candidates)
     return Lifetime(
         region=region,
         releases=releases,
+        unit=unit,
         epsilon_basic=basic,
         rho=rho,
         delta=0.0 if method == "basic" else delta,

@@ -27,8 +27,13 @@ server default to them) the snapshot would be taken *before* the lock wait, so t
 budget re-check would read stale spend. Under READ COMMITTED every statement after
 the lock sees everything committed by the previous holder.
 
-Schema creation takes the same lock, so concurrent first opens do not race on
-``CREATE TABLE IF NOT EXISTS`` (which is not concurrency-safe in PostgreSQL).
+Schema creation takes the same lock, so concurrent creators do not race on
+``CREATE TABLE IF NOT EXISTS`` (which is not concurrency-safe in PostgreSQL). Opening
+creates nothing: a database (or ``search_path`` schema) without the ledger's tables is
+:class:`~dpledger.errors.LedgerNotFound` unless the store was opened with
+``mode="create"``, and then the tables appear with the first approved release. A store
+opened with ``mode="read"`` sets ``default_transaction_read_only`` on its session, so
+the server itself refuses any write through it.
 
 **Durability.** A release's value is returned only after ``COMMIT`` returns, and with
 ``synchronous_commit = on`` (PostgreSQL's default; a session that inherits ``off`` is
@@ -55,8 +60,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
-from dpledger.errors import StoreError
-from dpledger.ledger.store import SCHEMA, SqlStore
+from dpledger.errors import LedgerNotFound, StoreError
+from dpledger.ledger.store import COLUMNS, SCHEMA, Mode, SqlStore
 
 try:
     import psycopg
@@ -124,8 +129,8 @@ class PostgresStore(SqlStore):
 
     placeholder = "%s"
 
-    def __init__(self, url: str, *, timeout_s: float = 60.0) -> None:
-        super().__init__()
+    def __init__(self, url: str, mode: Mode = "write", *, timeout_s: float = 60.0) -> None:
+        super().__init__(mode)
         self._url = url
         self._location = _redact(url)
         self._timeout_s = timeout_s
@@ -149,7 +154,15 @@ class PostgresStore(SqlStore):
             self._connect_kwargs["application_name"] = "dpledger"
         self._closed = False
         self._in_txn = False
+        self._exists = False
         self._conn = self._connect()
+        if not self.exists() and mode != "create":
+            self.close()
+            raise LedgerNotFound(
+                f"no dpledger ledger in {self._location} (no dpl_meta table in its "
+                "search_path): check the URL; reading never creates one (create it with "
+                "`dpledger ledger init`, or open with mode='create')"
+            )
 
     @property
     def location(self) -> str:
@@ -181,6 +194,8 @@ class PostgresStore(SqlStore):
                 "SELECT set_config('lock_timeout', %s, false)",
                 (f"{int(self._timeout_s * 1000)}ms",),
             )
+            if self.mode == "read":
+                conn.execute("SELECT set_config('default_transaction_read_only', 'on', false)")
         except psycopg.Error as e:
             with contextlib.suppress(psycopg.Error):
                 conn.close()
@@ -248,13 +263,42 @@ class PostgresStore(SqlStore):
         cur = conn.execute(sql, args)  # args=None: no placeholder parsing ('%' is literal)
         return cur.fetchall() if cur.description is not None else []
 
-    def init_schema(self, binding: dict[str, str], policy: tuple[str, str, str]) -> None:
-        """Create tables and append-only triggers (under the ledger lock), then bind."""
+    def _write_rows(
+        self,
+        entries: Sequence[tuple[Any, ...]],
+        spend: Sequence[tuple[int, str, str, str]],
+        head: tuple[int, str],
+    ) -> None:
+        """Entries, spend totals and the new head in one statement (one round trip)."""
+        width = len(entries[0])
+        entry_values = ", ".join("(" + ", ".join(["%s"] * width) + ")" for _ in entries)
+        spend_values = ", ".join("(%s, %s, %s, %s)" for _ in spend)
+        self._raw_execute(
+            f"WITH e AS (INSERT INTO dpl_entries ({COLUMNS}) VALUES {entry_values}), "
+            f"s AS (INSERT INTO dpl_spend (epoch, scope, metric, total) VALUES {spend_values} "
+            "ON CONFLICT (epoch, scope, metric) DO UPDATE SET total = excluded.total) "
+            "INSERT INTO dpl_meta (key, value) VALUES ('head_seq', %s), ('head_hash', %s) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [*(x for row in entries for x in row), *(x for row in spend for x in row),
+             str(head[0]), head[1]],
+        )  # fmt: skip
+
+    def exists(self) -> bool:
+        """Whether the ledger's tables exist in this database (its ``search_path``)."""
+        if not self._exists:
+            rows = self._raw_execute("SELECT to_regclass('dpl_meta') IS NOT NULL")
+            self._exists = bool(rows[0][0])
+        return self._exists
+
+    def create(self, meta: dict[str, str]) -> None:
+        """Create tables, append-only triggers and ``meta`` under the ledger lock."""
+        if self.exists():
+            return
+        if self.mode != "create":
+            raise StoreError(f"{self._location} was not opened for creation (mode='create')")
         with self._lock, self._write_transaction():
-            for stmt in SCHEMA:
-                self._raw_execute(stmt)
-            self._raw_execute(_APPEND_ONLY)
-        super().init_schema(binding, policy)
+            self._create_schema((*SCHEMA, _APPEND_ONLY), meta)
+        self._exists = True
 
     @contextmanager
     def _write_transaction(self) -> Iterator[None]:
@@ -269,11 +313,15 @@ class PostgresStore(SqlStore):
 
     @contextmanager
     def _transaction(self, begin: str, *, lock: bool) -> Iterator[None]:
-        self._raw_execute(begin)
+        # BEGIN and the lock in one round trip (a parameterless, multi-statement query)
+        sql = f"{begin}; SELECT pg_advisory_xact_lock({LOCK_KEY})" if lock else begin
+        try:
+            self._raw_execute(sql)
+        except BaseException:
+            self._rollback_quietly()  # e.g. the lock wait timed out after BEGIN
+            raise
         self._in_txn = True
         try:
-            if lock:
-                self._raw_execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
             yield
         except BaseException:
             self._rollback_quietly()

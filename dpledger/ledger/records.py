@@ -42,6 +42,8 @@ class EntryDraft:
     charge: Fraction
     cohort: int
     output: tuple[float, ...]
+    release_id: str | None = None  # the caller's idempotency key, unique per ledger
+    request_hash: str | None = None  # fingerprint of the request and aggregate it answered
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,29 +77,39 @@ class Entry:
             "charge": fraction_text(d.charge),
             "cohort": d.cohort,
             "output": list(d.output),
+            "release_id": d.release_id,
+            "request_hash": d.request_hash,
             "prev_hash": self.prev_hash,
             "hash": self.hash,
         }
 
 
 def chain_hash(seq: int, created_at: str, draft: EntryDraft, prev_hash: str) -> str:
-    """SHA-256 over the canonical JSON of an entry's content and its predecessor's hash."""
-    body = {
-        "seq": seq,
-        "created_at": created_at,
-        "epoch": draft.epoch,
-        "scope": draft.scope,
-        "metric": draft.metric,
-        "policy": [draft.policy_name, draft.policy_version, draft.policy_hash],
-        "edges_version": draft.edges_version,
-        "mechanism": draft.facts.as_dict(),
-        "unit": draft.unit,
-        "charge": fraction_text(draft.charge),
-        "cohort": draft.cohort,
-        "output": list(draft.output),
-        "prev": prev_hash,
-    }
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    """SHA-256 over an entry's content, in one canonical JSON array, and its predecessor's hash.
+
+    The array's order is fixed (stability contract: never reordered; new fields are
+    appended); the mechanism facts are their canonical JSON text (:meth:`as_json`).
+    """
+    body = [
+        seq,
+        created_at,
+        draft.epoch,
+        draft.scope,
+        draft.metric,
+        draft.policy_name,
+        draft.policy_version,
+        draft.policy_hash,
+        draft.edges_version,
+        draft.facts.as_json(),
+        draft.unit,
+        fraction_text(draft.charge),
+        draft.cohort,
+        draft.output,
+        draft.release_id,
+        draft.request_hash,
+        prev_hash,
+    ]
+    text = json.dumps(body, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -196,6 +208,11 @@ class Release:
         """The released region, or ``"*"`` for all."""
         return self.request.region
 
+    @property
+    def release_id(self) -> str | None:
+        """The caller's idempotency key, if the request carried one."""
+        return self.request.release_id
+
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready summary for reports and the CLI."""
         v = self.value
@@ -212,15 +229,21 @@ class Release:
             "scale": self.scale,
             "charge": fraction_text(self.epsilon),
             "unit": self.unit,
+            "release_id": self.request.release_id,
         }
 
 
 @dataclass(frozen=True, slots=True)
 class VerifyReport:
-    """Result of :meth:`Ledger.verify`: ``ok`` iff ``problems`` is empty."""
+    """Result of :meth:`Ledger.verify`: ``ok`` iff ``problems`` is empty.
+
+    ``notices`` are facts an auditor should see that are not failures, e.g. a policy
+    version that raised the budget from some epoch on.
+    """
 
     entries_checked: int
     problems: tuple[str, ...]
+    notices: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:

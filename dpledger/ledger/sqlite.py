@@ -6,20 +6,31 @@ against every other writer — threads and processes alike. Triggers refuse UPDA
 DELETE on entries (append-only); :meth:`Ledger.verify` detects an edited or removed
 entry unless the editor also rewrites every later hash, the head and the spend — which
 ``verify(expected_head=…)`` catches against a head recorded outside the database.
+
+**Opening never creates or changes a file.** An existing path must be a dpledger
+ledger: a directory, a 0-byte file (perhaps a truncated ledger) or any other file is
+refused. A new ledger is built in a temporary file beside the target and hard-linked
+into place, so it appears complete or not at all, and concurrent creators cannot
+clobber each other. Reading (mode ``read``) uses a ``query_only`` connection; a
+read-only copy (no write permission bits on the file or its directory) is opened
+``immutable``, so no ``-wal``/``-shm`` file is ever created beside it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
-import time
+import stat
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
-from dpledger.errors import StoreError
-from dpledger.ledger.store import SqlStore
+from dpledger.errors import LedgerCorrupted, LedgerNotFound, StoreError
+from dpledger.ledger.store import SCHEMA, SCHEMA_VERSION, Mode, SqlStore
 
 __all__ = ["SqliteStore"]
 
@@ -29,58 +40,197 @@ _TRIGGERS = (
     """CREATE TRIGGER IF NOT EXISTS dpl_entries_no_delete BEFORE DELETE ON dpl_entries
        BEGIN SELECT RAISE(ABORT, 'dpledger entries are append-only'); END""",
 )
+_HEADER = b"SQLite format 3\x00"
+MEMORY = ":memory:"
+
+
+def _no_write_bits(path: Path) -> bool:
+    return not (path.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
 
 
 class SqliteStore(SqlStore):
     """A ledger in one SQLite file (or ``:memory:`` for throwaway use)."""
 
-    def __init__(self, path: str | Path, *, timeout_s: float = 60.0) -> None:
-        super().__init__()
+    def __init__(self, path: str | Path, mode: Mode = "write", *, timeout_s: float = 60.0) -> None:
+        super().__init__(mode)
         self._path = str(path)
-        try:
-            self._conn = sqlite3.connect(
-                self._path, timeout=timeout_s, isolation_level=None, check_same_thread=False
+        self._timeout_s = timeout_s
+        self._conn: sqlite3.Connection | None = None
+        if self._path == MEMORY:
+            if mode != "create":
+                raise LedgerNotFound("an in-memory ledger exists only once created: mode='create'")
+            return
+        p = Path(self._path)
+        if p.exists() or p.is_symlink():
+            self._check_file(p)
+            self._conn = self._connect(p)
+        elif mode != "create":
+            raise LedgerNotFound(
+                f"no ledger at {self._path}: check the path; reading never creates one "
+                "(create it with `dpledger ledger init`, or open with mode='create')"
             )
-            self._conn.execute(f"PRAGMA busy_timeout={int(timeout_s * 1000)}")
-            self._enable_wal(timeout_s)
-            self._conn.execute("PRAGMA synchronous=FULL")
+        else:
+            stale = [s for s in ("-wal", "-shm") if Path(self._path + s).exists()]
+            if stale:
+                raise StoreError(
+                    f"{self._path} does not exist but {', '.join(self._path + s for s in stale)}"
+                    " does: a ledger's journal without its database; move it away (it may be "
+                    "all that is left of a ledger) before creating a new ledger here"
+                )
+
+    # -- opening -----------------------------------------------------------------------
+
+    def _check_file(self, p: Path) -> None:
+        """Refuse anything at ``p`` that is not an SQLite database file."""
+        try:
+            st = p.stat()
+        except OSError as e:
+            raise StoreError(f"cannot open SQLite ledger {self._path}: {e.strerror}") from e
+        if stat.S_ISDIR(st.st_mode):
+            raise StoreError(f"{self._path} is a directory, not a ledger file")
+        if not stat.S_ISREG(st.st_mode):
+            raise StoreError(f"{self._path} is not a regular file, not a ledger")
+        if st.st_size == 0:
+            raise LedgerCorrupted(
+                f"{self._path} is an empty file (0 bytes), not a dpledger ledger: if it was one, "
+                "it was truncated; restore it from a backup (it is never adopted as a new ledger)"
+            )
+        try:
+            with p.open("rb") as f:
+                header = f.read(len(_HEADER))
+        except OSError as e:
+            raise StoreError(f"cannot read SQLite ledger {self._path}: {e.strerror}") from e
+        if header != _HEADER:
+            raise LedgerCorrupted(f"{self._path} is not an SQLite database, so not a ledger")
+
+    def _uri(self, p: Path) -> str:
+        path = quote(str(p.resolve()))
+        if self.mode != "read":
+            return f"file:{path}?mode=rw"
+        wal = Path(self._path + "-wal")
+        readonly_copy = _no_write_bits(p) or _no_write_bits(p.parent)
+        if readonly_copy and not (wal.exists() and wal.stat().st_size > 0):
+            # nothing un-checkpointed and nobody can be writing: read the file as it is,
+            # without the -wal/-shm files a WAL reader would otherwise create beside it
+            return f"file:{path}?immutable=1"
+        return f"file:{path}?mode=ro" if readonly_copy else f"file:{path}?mode=rw"
+
+    def _connect(self, p: Path | None) -> sqlite3.Connection:
+        target = MEMORY if p is None else self._uri(p)
+        try:
+            conn = sqlite3.connect(
+                target,
+                uri=p is not None,
+                timeout=self._timeout_s,
+                isolation_level=None,
+                check_same_thread=False,
+            )
         except sqlite3.Error as e:
             raise StoreError(f"cannot open SQLite ledger {self._path}: {e}") from e
+        try:
+            conn.execute(f"PRAGMA busy_timeout={int(self._timeout_s * 1000)}")
+            if self.mode == "read":
+                conn.execute("PRAGMA query_only=ON")
+            else:
+                conn.execute("PRAGMA synchronous=FULL")
+            if (
+                p is not None
+                and not conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'dpl_meta'"
+                ).fetchall()
+            ):
+                raise LedgerCorrupted(
+                    f"{self._path} is an SQLite database but not a dpledger ledger (no "
+                    "dpl_meta table); use another path for a new ledger"
+                )
+        except sqlite3.DatabaseError as e:
+            conn.close()
+            raise LedgerCorrupted(f"{self._path} is not a readable SQLite database: {e}") from e
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
-    def _enable_wal(self, timeout_s: float) -> None:
-        """Switch to WAL, retrying while another process holds the file.
+    def exists(self) -> bool:
+        """Whether the ledger exists; a pending store attaches to one created meanwhile."""
+        if self._conn is None and self._path != MEMORY:
+            with self._lock:
+                p = Path(self._path)
+                if self._conn is None and p.exists():
+                    self._check_file(p)
+                    self._conn = self._connect(p)
+        return self._conn is not None
 
-        Changing the journal mode answers "database is locked" at once, without the
-        busy handler, when a second process is opening the same fresh file.
+    def create(self, meta: dict[str, str]) -> None:
+        """Build the ledger in a temporary file, then link it into place atomically.
+
+        ``os.link`` refuses to replace an existing file: a concurrent creator that won
+        the race keeps its ledger, and this store opens that one instead.
         """
-        deadline = time.monotonic() + timeout_s
-        delay = 0.001
-        while True:
+        with self._lock:  # threads sharing this store create (and connect) once
+            if self._conn is None:
+                self._create(meta)
+
+    def _create(self, meta: dict[str, str]) -> None:
+        if self.mode != "create":
+            raise StoreError(f"{self._path} was not opened for creation (mode='create')")
+        if self._path == MEMORY:
+            self._conn = self._connect(None)
+            self._build(self._conn, meta)
+            return
+        target = Path(self._path)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.creating")
+        try:
+            built = sqlite3.connect(str(tmp), isolation_level=None)
             try:
-                self._conn.execute("PRAGMA journal_mode=WAL")
-                return
-            except sqlite3.OperationalError as e:
-                if "locked" not in str(e) or time.monotonic() > deadline:
-                    raise
-                time.sleep(delay)
-                delay = min(delay * 2, 0.05)
+                built.execute("PRAGMA journal_mode=WAL")
+                self._build(built, meta)
+            finally:
+                built.close()
+            with contextlib.suppress(FileExistsError):  # another creator won: open its ledger
+                os.link(tmp, target)
+        except (OSError, sqlite3.Error) as e:
+            raise StoreError(f"cannot create the SQLite ledger {self._path}: {e}") from e
+        finally:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(str(tmp) + suffix).unlink(missing_ok=True)
+        self._check_file(target)
+        self._conn = self._connect(target)
+
+    @staticmethod
+    def _build(conn: sqlite3.Connection, meta: dict[str, str]) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for stmt in (*SCHEMA, *_TRIGGERS):
+                conn.execute(stmt)
+            rows = [("schema_version", SCHEMA_VERSION), *meta.items()]
+            conn.executemany("INSERT INTO dpl_meta (key, value) VALUES (?, ?)", rows)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.rollback()
+            raise
 
     @property
     def location(self) -> str:
         """The database file path."""
         return self._path
 
-    def init_schema(self, binding: dict[str, str], policy: tuple[str, str, str]) -> None:
-        """Create tables, append-only triggers and the policy binding."""
-        super().init_schema(binding, policy)
-        with self._write_transaction():
-            for t in _TRIGGERS:
-                self._raw_execute(t)
+    # -- SqlStore ---------------------------------------------------------------------
 
     def _raw_execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        if self._conn is None:
+            raise LedgerNotFound(f"no ledger at {self._path} yet")
         try:
             return self._conn.execute(sql, tuple(params)).fetchall()
         except sqlite3.Error as e:
+            raise StoreError(f"SQLite ledger {self._path}: {e}") from e
+        except OverflowError as e:  # an integer beyond SQLite's 64 bits
+            raise StoreError(f"SQLite ledger {self._path}: {e}") from e
+
+    def _execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        try:
+            self._connection().executemany(sql, rows)
+        except (sqlite3.Error, OverflowError) as e:
             raise StoreError(f"SQLite ledger {self._path}: {e}") from e
 
     @contextmanager
@@ -91,14 +241,14 @@ class SqliteStore(SqlStore):
         except BaseException:
             # a failed rollback must not mask the original error
             with contextlib.suppress(sqlite3.Error):
-                self._conn.rollback()
+                self._connection().rollback()
             raise
         try:
             self._raw_execute("COMMIT")
         except StoreError:
             # leave no half-open transaction behind: every later BEGIN would fail
             with contextlib.suppress(sqlite3.Error):
-                self._conn.rollback()
+                self._connection().rollback()
             raise
 
     @contextmanager
@@ -109,10 +259,17 @@ class SqliteStore(SqlStore):
             yield
         finally:
             with contextlib.suppress(sqlite3.Error):
-                self._conn.rollback()
+                self._connection().rollback()
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise LedgerNotFound(f"no ledger at {self._path} yet")
+        return self._conn
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
+        if self._conn is None:
+            return
         try:
             self._conn.close()
         except sqlite3.Error as e:

@@ -1,9 +1,14 @@
 """The store interface and the SQL both stores share: schema, chain, spend, reads.
 
-A store persists hash-chained entries and a per-scope spend table that is updated in
-the same transaction as the entry it totals. Subclasses provide the connection, the
-placeholder style and the write lock (SQLite ``BEGIN IMMEDIATE``, PostgreSQL an
-advisory transaction lock).
+A store persists hash-chained entries and a per-(scope, metric) spend table that is
+updated in the same transaction as the entry it totals. Subclasses provide the
+connection, the placeholder style, the write lock (SQLite ``BEGIN IMMEDIATE``,
+PostgreSQL an advisory transaction lock) and how a new ledger comes into existence.
+
+Opening never creates: a store opened on a missing ledger either refuses
+(:class:`~dpledger.errors.LedgerNotFound`, modes ``read`` and ``write``) or stays
+*pending* (mode ``create``) until :meth:`SqlStore.create` runs, which the ledger calls
+only for an approved release or an explicit ``init``.
 """
 
 from __future__ import annotations
@@ -11,24 +16,39 @@ from __future__ import annotations
 import json
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from fractions import Fraction
-from typing import Any
+from typing import Any, Literal
 
-from dpledger.errors import LedgerCorrupted
+from dpledger.accounting import EpochSpend
+from dpledger.errors import LedgerCorrupted, LedgerNotFound, PolicyMismatch, StoreError
 from dpledger.ledger.records import GENESIS, Entry, EntryDraft, chain_hash
 from dpledger.mechanisms import MechanismFacts
 from dpledger.policy import fraction_text
 
-__all__ = ["SCHEMA_VERSION", "SqlStore", "WriteTxn"]
+__all__ = [
+    "COLUMNS",
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "Mode",
+    "SqlStore",
+    "TxnState",
+    "WriteTxn",
+    "row_to_entry",
+]
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
+Mode = Literal["read", "write", "create"]
+"""How a ledger is opened: ``read`` (existing, never written), ``write`` (existing),
+``create`` (created by the first approved release or an explicit ``init``)."""
 
-_COLUMNS = (
+COLUMNS = (
     "seq, created_at, epoch, scope, metric, policy_name, policy_version, policy_hash, "
-    "edges_version, mechanism, unit, charge, cohort, output, prev_hash, hash"
+    "edges_version, mechanism, unit, charge, cohort, output, release_id, request_hash, "
+    "prev_hash, hash"
 )
 
 SCHEMA = (
@@ -48,85 +68,156 @@ SCHEMA = (
         charge TEXT NOT NULL,
         cohort BIGINT NOT NULL,
         output TEXT NOT NULL,
+        release_id TEXT UNIQUE,
+        request_hash TEXT,
         prev_hash TEXT NOT NULL,
         hash TEXT NOT NULL UNIQUE
     )""",
     """CREATE TABLE IF NOT EXISTS dpl_spend (
         epoch BIGINT NOT NULL,
         scope TEXT NOT NULL,
+        metric TEXT NOT NULL,
         total TEXT NOT NULL,
-        PRIMARY KEY (epoch, scope)
+        PRIMARY KEY (epoch, scope, metric)
     )""",
     "CREATE INDEX IF NOT EXISTS dpl_entries_epoch ON dpl_entries (epoch, scope)",
     """CREATE TABLE IF NOT EXISTS dpl_policies (
         hash TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
         version TEXT NOT NULL,
         body TEXT NOT NULL
     )""",
 )
 
 
-def _row_to_entry(row: Sequence[Any]) -> Entry:
+def row_to_entry(row: Sequence[Any]) -> Entry:
+    """An :class:`Entry` from a row of :data:`COLUMNS`; :class:`LedgerCorrupted` if unreadable."""
     (seq, created, epoch, scope, metric, pname, pver, phash, edges, mech, unit, charge,
-     cohort, output, prev, h) = row  # fmt: skip
+     cohort, output, release_id, request_hash, prev, h) = row  # fmt: skip
     try:
         facts = MechanismFacts.from_dict(json.loads(mech))
         out = tuple(float(x) for x in json.loads(output))
         draft = EntryDraft(
-            int(epoch), str(scope), str(metric), str(pname), str(pver), str(phash),
-            None if edges is None else str(edges), facts, str(unit), Fraction(charge),
-            int(cohort), out,
+            _int(epoch), _text(scope), _text(metric), _text(pname), _text(pver), _text(phash),
+            None if edges is None else _text(edges), facts, _text(unit), Fraction(charge),
+            _int(cohort), out, None if release_id is None else _text(release_id),
+            None if request_hash is None else _text(request_hash),
         )  # fmt: skip
-    except (ValueError, TypeError, ZeroDivisionError) as e:
-        raise LedgerCorrupted(f"entry {seq} cannot be read: {e}") from e
-    return Entry(int(seq), str(created), draft, str(prev), str(h))
+        return Entry(_int(seq), _text(created), draft, _text(prev), _text(h))
+    except (ValueError, TypeError, ZeroDivisionError, AttributeError, RecursionError) as e:
+        raise LedgerCorrupted(f"entry {seq!r} cannot be read: {type(e).__name__}: {e}") from e
+
+
+def _int(v: object) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"expected an integer, got {v!r}")
+    return v
+
+
+def _text(v: object) -> str:
+    if not isinstance(v, str):
+        raise TypeError(f"expected text, got {v!r}")
+    return v
+
+
+@dataclass
+class TxnState:
+    """What a write transaction reads under the lock, in as few round trips as the store can."""
+
+    spend: dict[int, dict[tuple[str, str], Fraction]]  # epoch -> (scope, metric) -> total
+    head: tuple[int, str]  # (seq, hash) of the chain's last entry
+    found: dict[str, Entry]  # release id -> its committed entry
 
 
 class WriteTxn:
-    """A write transaction holding the ledger's write lock (see :meth:`SqlStore.write`)."""
+    """A write transaction holding the ledger's write lock (see :meth:`SqlStore.write`).
+
+    Drafts are staged first (the spend seen by later checks in the same transaction
+    includes them), then written together by :meth:`flush`: one chained batch of
+    entries, one spend update and one new head.
+    """
 
     def __init__(self, store: SqlStore) -> None:
         self._s = store
-        self._spent: dict[int, dict[str, Fraction]] = {}
+        self._spend: dict[int, dict[tuple[str, str], Fraction]] = {}
+        self._scopes: dict[int, dict[str, Fraction]] = {}  # the same, summed per scope
+        self._found: dict[str, Entry | None] = {}
+        self._head: tuple[int, str] | None = None
+        self._staged: list[EntryDraft] = []
 
-    def spent(self, epoch: int) -> dict[str, Fraction]:
-        """Exact spend per scope in ``epoch``, read under the write lock (a copy)."""
-        if epoch not in self._spent:
-            self._spent[epoch] = self._s._read_spent(epoch)
-        return dict(self._spent[epoch])
+    def load(self, epochs: Iterable[int], release_ids: Iterable[str]) -> None:
+        """Read the spend of ``epochs``, the chain head and ``release_ids`` at once."""
+        want = sorted(set(epochs) - set(self._spend))
+        ids = sorted(set(release_ids) - set(self._found))
+        state = self._s._load_state(want, ids)
+        for epoch in want:
+            totals = state.spend.get(epoch, {})
+            self._spend[epoch] = totals
+            self._scopes[epoch] = EpochSpend(totals).by_scope()
+        for rid in ids:
+            self._found[rid] = state.found.get(rid)
+        self._head = state.head
+
+    def spend(self, epoch: int) -> EpochSpend:
+        """The epoch's exact spend per (scope, metric): committed plus staged."""
+        if epoch not in self._spend:
+            self.load([epoch], [])
+        return EpochSpend(dict(self._spend[epoch]), dict(self._scopes[epoch]))
 
     def epoch_policy(self, epoch: int) -> tuple[str, str] | None:
         """``(policy hash, version)`` the epoch was opened under, read under the lock."""
         return self._s._epoch_policy(epoch)
 
-    def append(self, drafts: Sequence[EntryDraft]) -> list[Entry]:
-        """Chain, insert and total ``drafts``; visible to others only after commit."""
-        s = self._s
-        rows = s._fetchall("SELECT key, value FROM dpl_meta WHERE key IN ('head_seq', 'head_hash')")
-        head = dict(rows)
-        head_seq, head_hash = int(head.get("head_seq", 0)), str(head.get("head_hash", GENESIS))
+    def find_release(self, release_id: str) -> Entry | None:
+        """The committed entry recorded under ``release_id`` (an indexed read), if any."""
+        if release_id not in self._found:
+            self.load([], [release_id])
+        return self._found[release_id]
+
+    def record_policy(self, policy_hash: str, name: str, version: str, body: str) -> None:
+        """Record a policy body once, refusing a second content for one version."""
+        self._s._record_policy(policy_hash, name, version, body)
+
+    def stage(self, draft: EntryDraft) -> None:
+        """Add a draft to this transaction; its charge counts for the checks that follow."""
+        if draft.epoch not in self._spend:  # the epoch's committed totals come first
+            self.load([draft.epoch], [])
+        totals, scopes = self._spend[draft.epoch], self._scopes[draft.epoch]
+        key = (draft.scope, draft.metric)
+        totals[key] = totals.get(key, Fraction(0)) + draft.charge
+        scopes[draft.scope] = scopes.get(draft.scope, Fraction(0)) + draft.charge
+        self._staged.append(draft)
+
+    def flush(self) -> list[Entry]:
+        """Chain, insert and total the staged drafts; visible to others only after commit."""
+        if not self._staged:
+            return []
+        if self._head is None:
+            self.load([], [])
+        head_seq, head_hash = self._head or (0, GENESIS)
         now = datetime.now(UTC).isoformat(timespec="microseconds")
         out: list[Entry] = []
-        touched: set[tuple[int, str]] = set()
-        for d in drafts:
+        rows: list[tuple[Any, ...]] = []
+        touched: set[tuple[int, str, str]] = set()
+        for d in self._staged:
             seq = head_seq + 1
             h = chain_hash(seq, now, d, head_hash)
-            s._execute(
-                f"INSERT INTO dpl_entries ({_COLUMNS}) VALUES "
-                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows.append(
                 (seq, now, d.epoch, d.scope, d.metric, d.policy_name, d.policy_version,
-                 d.policy_hash, d.edges_version, json.dumps(d.facts.as_dict()), d.unit,
-                 fraction_text(d.charge), d.cohort, json.dumps(list(d.output)), head_hash, h),
+                 d.policy_hash, d.edges_version, d.facts.as_json(), d.unit,
+                 fraction_text(d.charge), d.cohort, json.dumps(list(d.output)), d.release_id,
+                 d.request_hash, head_hash, h)
             )  # fmt: skip
-            self.spent(d.epoch)  # make sure the epoch's totals are loaded
-            totals = self._spent[d.epoch]
-            totals[d.scope] = totals.get(d.scope, Fraction(0)) + d.charge
-            touched.add((d.epoch, d.scope))
+            touched.add((d.epoch, d.scope, d.metric))
             out.append(Entry(seq, now, d, head_hash, h))
             head_seq, head_hash = seq, h
-        for epoch, scope in sorted(touched):
-            s._upsert_spend(epoch, scope, fraction_text(self._spent[epoch][scope]))
-        s._set_meta(("head_seq", str(head_seq)), ("head_hash", head_hash))
+        spend = [
+            (epoch, scope, metric, fraction_text(self._spend[epoch][(scope, metric)]))
+            for epoch, scope, metric in sorted(touched)
+        ]
+        self._s._write_rows(rows, spend, (head_seq, head_hash))
+        self._head = (head_seq, head_hash)
+        self._staged = []
         return out
 
 
@@ -135,9 +226,13 @@ class SqlStore(ABC):
 
     placeholder = "?"
 
-    def __init__(self) -> None:
+    def __init__(self, mode: Mode) -> None:
+        if mode not in ("read", "write", "create"):
+            raise StoreError(f"mode must be 'read', 'write' or 'create', got {mode!r}")
+        self.mode: Mode = mode
         self._lock = threading.RLock()
         self._bound: dict[int, tuple[str, str]] = {}  # epoch -> (policy hash, version)
+        self._recorded: set[str] = set()  # policy hashes known to be recorded
 
     # -- what a backend provides ------------------------------------------------------
 
@@ -155,22 +250,16 @@ class SqlStore(ABC):
     def _read_transaction(self) -> Iterator[None]:
         """Begin a read-only transaction: every read inside sees one committed state."""
 
-    def _upsert_spend(self, epoch: int, scope: str, total: str) -> None:
-        """Set the spend total of one scope."""
-        self._execute(
-            "INSERT INTO dpl_spend (epoch, scope, total) VALUES (?, ?, ?) "
-            "ON CONFLICT (epoch, scope) DO UPDATE SET total = excluded.total",
-            (epoch, scope, total),
-        )
+    @abstractmethod
+    def exists(self) -> bool:
+        """Whether the ledger has been created (a pending ``create`` store has not)."""
 
-    def _set_meta(self, *pairs: tuple[str, str]) -> None:
-        """Set meta values, in one statement."""
-        rows = ", ".join("(?, ?)" for _ in pairs)
-        self._execute(
-            f"INSERT INTO dpl_meta (key, value) VALUES {rows} "
-            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            [x for pair in pairs for x in pair],
-        )
+    @abstractmethod
+    def create(self, meta: dict[str, str]) -> None:
+        """Create the ledger (schema, append-only guards, ``meta``) unless it exists.
+
+        Safe against concurrent creators: exactly one creates, the others open it.
+        """
 
     @abstractmethod
     def close(self) -> None:
@@ -181,6 +270,15 @@ class SqlStore(ABC):
     def location(self) -> str:
         """Where the ledger lives (path or URL without password)."""
 
+    def _set_meta(self, *pairs: tuple[str, str]) -> None:
+        """Set meta values, in one statement."""
+        rows = ", ".join("(?, ?)" for _ in pairs)
+        self._execute(
+            f"INSERT INTO dpl_meta (key, value) VALUES {rows} "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [x for pair in pairs for x in pair],
+        )
+
     # -- shared SQL -------------------------------------------------------------------
 
     def _sql(self, sql: str) -> str:
@@ -189,8 +287,26 @@ class SqlStore(ABC):
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> None:
         self._raw_execute(self._sql(sql), params)
 
+    def _execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """One statement over many parameter rows (a store may send them together)."""
+        for row in rows:
+            self._execute(sql, row)
+
     def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return self._raw_execute(self._sql(sql), params)
+
+    def _create_schema(self, statements: Sequence[str], meta: dict[str, str]) -> None:
+        """Run the schema statements and write ``meta`` if the ledger has none yet."""
+        for stmt in statements:
+            self._raw_execute(stmt)
+        if not self._fetchall("SELECT 1 FROM dpl_meta LIMIT 1"):
+            self._set_meta(("schema_version", SCHEMA_VERSION), *meta.items())
+
+    def _require(self) -> None:
+        if not self.exists():
+            raise LedgerNotFound(
+                f"no ledger at {self.location} yet: nothing has been released into it"
+            )
 
     def _epoch_policy(self, epoch: int) -> tuple[str, str] | None:
         # an epoch's first entry never changes (append-only), so a binding once seen is kept
@@ -206,47 +322,90 @@ class SqlStore(ABC):
         self._bound[epoch] = (str(rows[0][0]), str(rows[0][1]))
         return self._bound[epoch]
 
-    def epoch_policy(self, epoch: int) -> tuple[str, str] | None:
-        """``(policy hash, version)`` of the epoch's first entry, or None if it is unopened.
+    def _find_releases(self, release_ids: Sequence[str]) -> dict[str, Entry]:
+        if not release_ids:
+            return {}
+        marks = ", ".join("?" * len(release_ids))
+        rows = self._fetchall(
+            f"SELECT {COLUMNS} FROM dpl_entries WHERE release_id IN ({marks})", list(release_ids)
+        )
+        entries = [row_to_entry(r) for r in rows]
+        return {e.draft.release_id: e for e in entries if e.draft.release_id is not None}
 
-        An epoch is bound to the policy it was opened under: its budget and regions.
-        """
-        with self._lock:
-            return self._epoch_policy(epoch)
-
-    def policy_body(self, policy_hash: str) -> str | None:
-        """The recorded JSON of a policy the ledger has been opened with."""
-        with self._lock:
-            rows = self._fetchall("SELECT body FROM dpl_policies WHERE hash = ?", (policy_hash,))
-        return str(rows[0][0]) if rows else None
-
-    def _read_spent(self, epoch: int) -> dict[str, Fraction]:
-        rows = self._fetchall("SELECT scope, total FROM dpl_spend WHERE epoch = ?", (epoch,))
-        return {str(scope): Fraction(total) for scope, total in rows}
-
-    def init_schema(self, binding: dict[str, str], policy: tuple[str, str, str]) -> None:
-        """Create the schema if missing, bind it to a policy name and unit, record the policy.
-
-        Opening a ledger with a policy of another name or budget unit raises
-        :class:`LedgerCorrupted` (and records nothing): its spend would be read against
-        the wrong budget. ``policy`` is ``(hash, version, JSON body)``, kept so that
-        ``verify`` can check each epoch against the policy it was opened under.
-        """
-        with self._write_transaction():
-            for stmt in SCHEMA:
-                self._execute(stmt)
-            meta = dict(self._fetchall("SELECT key, value FROM dpl_meta"))
-            if not meta:
-                self._set_meta(("schema_version", SCHEMA_VERSION), *binding.items())
-            self._check_binding(meta, binding)
-            if not self._fetchall("SELECT 1 FROM dpl_policies WHERE hash = ?", (policy[0],)):
-                self._execute(
-                    "INSERT INTO dpl_policies (hash, version, body) VALUES (?, ?, ?)", policy
-                )
-
-    def _check_binding(self, meta: dict[str, str], binding: dict[str, str]) -> None:
-        if not meta:
+    def _record_policy(self, policy_hash: str, name: str, version: str, body: str) -> None:
+        if policy_hash in self._recorded:
             return
+        rows = self._fetchall("SELECT hash FROM dpl_policies WHERE version = ?", (version,))
+        if not rows:  # recorded in this transaction: known only once it commits
+            self._execute(
+                "INSERT INTO dpl_policies (hash, name, version, body) VALUES (?, ?, ?, ?)",
+                (policy_hash, name, version, body),
+            )
+        elif any(str(h) != policy_hash for (h,) in rows):
+            raise PolicyMismatch(message=_conflict(self.location, name, version))
+        else:
+            self._recorded.add(policy_hash)  # committed by an earlier transaction
+
+    def _load_state(self, epochs: Sequence[int], release_ids: Sequence[str]) -> TxnState:
+        """The head and the epochs' spend in one query (plus one for release ids)."""
+        marks = ", ".join("?" * len(epochs)) or "NULL"
+        rows = self._fetchall(
+            "SELECT NULL, key, NULL, value FROM dpl_meta WHERE key IN ('head_seq', 'head_hash') "
+            f"UNION ALL SELECT epoch, scope, metric, total FROM dpl_spend WHERE epoch IN ({marks})",
+            list(epochs),
+        )
+        head = {str(k): str(v) for e, k, _, v in rows if e is None}
+        spend: dict[int, dict[tuple[str, str], Fraction]] = {e: {} for e in epochs}
+        try:
+            for e, scope, metric, total in rows:
+                if e is not None:
+                    spend[int(e)][(str(scope), str(metric))] = Fraction(total)
+        except (ValueError, TypeError, ZeroDivisionError, KeyError) as err:
+            raise LedgerCorrupted(
+                f"{self.location}: a spend total is unreadable ({err}); run `dpledger ledger "
+                "verify` and restore the ledger from a backup"
+            ) from err
+        seq, digest = int(head.get("head_seq", 0)), head.get("head_hash", GENESIS)
+        return TxnState(spend, (seq, digest), self._find_releases(release_ids))
+
+    def _write_rows(
+        self,
+        entries: Sequence[tuple[Any, ...]],
+        spend: Sequence[tuple[int, str, str, str]],
+        head: tuple[int, str],
+    ) -> None:
+        """Insert entries, set spend totals and the new head (a store may do it in one go)."""
+        marks = ", ".join("?" * len(entries[0]))
+        self._execute_many(f"INSERT INTO dpl_entries ({COLUMNS}) VALUES ({marks})", entries)
+        values = ", ".join("(?, ?, ?, ?)" for _ in spend)
+        self._execute(
+            f"INSERT INTO dpl_spend (epoch, scope, metric, total) VALUES {values} "
+            "ON CONFLICT (epoch, scope, metric) DO UPDATE SET total = excluded.total",
+            [x for row in spend for x in row],
+        )
+        self._set_meta(("head_seq", str(head[0])), ("head_hash", head[1]))
+
+    def _read_spend(self, epoch: int) -> dict[tuple[str, str], Fraction]:
+        rows = self._fetchall(
+            "SELECT scope, metric, total FROM dpl_spend WHERE epoch = ?", (epoch,)
+        )
+        try:
+            return {(str(scope), str(metric)): Fraction(total) for scope, metric, total in rows}
+        except (ValueError, TypeError, ZeroDivisionError) as e:
+            raise LedgerCorrupted(
+                f"{self.location}: the spend of epoch {epoch} is unreadable ({e}); run "
+                "`dpledger ledger verify` and restore the ledger from a backup"
+            ) from e
+
+    # -- opening ----------------------------------------------------------------------
+
+    def check_binding(self, binding: dict[str, str]) -> dict[str, str]:
+        """Validate an existing ledger's schema version and binding; return its meta.
+
+        A ledger bound to another policy name or budget unit raises
+        :class:`LedgerCorrupted` (its spend would be read against the wrong budget).
+        """
+        meta = self.meta()
         if meta.get("schema_version") != SCHEMA_VERSION:
             raise LedgerCorrupted(
                 f"{self.location}: schema version {meta.get('schema_version')!r}, this "
@@ -258,34 +417,81 @@ class SqlStore(ABC):
                     f"{self.location}: this ledger belongs to {k}={meta.get(k)!r}, not {v!r}; "
                     "open it with its own policy, or start a new ledger"
                 )
+        return meta
+
+    def recorded_policy_hashes(self, version: str) -> list[str]:
+        """Content hashes recorded for a policy version (more than one is a conflict)."""
+        with self._lock:
+            rows = self._fetchall("SELECT hash FROM dpl_policies WHERE version = ?", (version,))
+        return [str(h) for (h,) in rows]
+
+    # -- transactions -----------------------------------------------------------------
 
     @contextmanager
     def write(self) -> Iterator[WriteTxn]:
         """A transaction under the ledger-wide write lock; commits on normal exit."""
+        if self.mode == "read":
+            raise StoreError(f"{self.location} was opened for reading (mode='read')")
+        self._require()
         with self._lock, self._write_transaction():
             yield WriteTxn(self)
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:
         """Reads inside see one committed state, whatever other writers commit meanwhile."""
+        self._require()
         with self._lock, self._read_transaction():
             yield
 
-    def spent(self, epoch: int) -> dict[str, Fraction]:
-        """Exact committed spend per scope in ``epoch`` (a consistent snapshot)."""
-        with self._lock:
-            return self._read_spent(epoch)
+    # -- reads (an existing ledger) ---------------------------------------------------
 
-    def all_spent(self) -> dict[tuple[int, str], Fraction]:
-        """Exact committed spend of every (epoch, scope)."""
+    def epoch_policy(self, epoch: int) -> tuple[str, str] | None:
+        """``(policy hash, version)`` of the epoch's first entry, or None if it is unopened.
+
+        An epoch is bound to the policy it was opened under: its budget and regions.
+        """
         with self._lock:
-            rows = self._fetchall("SELECT epoch, scope, total FROM dpl_spend")
-        return {(int(e), str(s)): Fraction(t) for e, s, t in rows}
+            return self._epoch_policy(epoch)
+
+    def find_releases(self, release_ids: Sequence[str]) -> dict[str, Entry]:
+        """The committed entries recorded under ``release_ids`` (one indexed read)."""
+        with self._lock:
+            return self._find_releases(release_ids)
+
+    def policy_body(self, policy_hash: str) -> str | None:
+        """The recorded JSON of a policy the ledger has released under."""
+        with self._lock:
+            rows = self._fetchall("SELECT body FROM dpl_policies WHERE hash = ?", (policy_hash,))
+        return str(rows[0][0]) if rows else None
+
+    def epoch_spend(self, epoch: int) -> EpochSpend:
+        """Exact committed spend per (scope, metric) in ``epoch``."""
+        with self._lock:
+            return EpochSpend(self._read_spend(epoch))
+
+    def spent(self, epoch: int) -> dict[str, Fraction]:
+        """Exact committed spend per scope in ``epoch``, summed over metrics."""
+        return self.epoch_spend(epoch).by_scope()
 
     def meta(self) -> dict[str, str]:
-        """The meta table (schema version, policy binding, chain head)."""
+        """The meta table (schema version, policy binding, labels, chain head)."""
         with self._lock:
             return {str(k): str(v) for k, v in self._fetchall("SELECT key, value FROM dpl_meta")}
+
+    def rows(self, table: str, columns: str, order: str) -> list[tuple[Any, ...]]:
+        """Every row of one ledger table, unparsed (for the audit, which parses defensively)."""
+        if table not in ("dpl_meta", "dpl_spend", "dpl_policies"):
+            raise StoreError(f"not a ledger table: {table!r}")
+        with self._lock:
+            return self._fetchall(f"SELECT {columns} FROM {table} ORDER BY {order}")
+
+    def raw_entries(self, *, after: int, limit: int) -> list[tuple[Any, ...]]:
+        """Entry rows after ``seq`` in chain order, unparsed (for the audit)."""
+        with self._lock:
+            return self._fetchall(
+                f"SELECT {COLUMNS} FROM dpl_entries WHERE seq > ? ORDER BY seq LIMIT {int(limit)}",
+                (after,),
+            )
 
     def entries(
         self,
@@ -302,14 +508,30 @@ class SqlStore(ABC):
             if val is not None:
                 where.append(f"{col} = ?")
                 params.append(val)
-        sql = f"SELECT {_COLUMNS} FROM dpl_entries WHERE {' AND '.join(where)} ORDER BY seq"
+        sql = f"SELECT {COLUMNS} FROM dpl_entries WHERE {' AND '.join(where)} ORDER BY seq"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         with self._lock:
             rows = self._fetchall(sql, params)
-        return [_row_to_entry(r) for r in rows]
+        return [row_to_entry(r) for r in rows]
+
+    def policy_epochs(self) -> list[tuple[int, str]]:
+        """``(first epoch, policy hash)`` of every policy entries were released under."""
+        with self._lock:
+            rows = self._fetchall(
+                "SELECT MIN(epoch), policy_hash FROM dpl_entries GROUP BY policy_hash "
+                "ORDER BY MIN(epoch)"
+            )
+        return [(int(e), str(h)) for e, h in rows]
 
     def count(self) -> int:
         """Number of committed entries."""
         with self._lock:
             return int(self._fetchall("SELECT COUNT(*) FROM dpl_entries")[0][0])
+
+
+def _conflict(location: str, name: str, version: str) -> str:
+    return (
+        f"{location} already recorded policy {name} version {version} with other contents: "
+        "a changed policy needs a new version (bump `version` in the policy file)"
+    )

@@ -1,0 +1,302 @@
+"""The audit: re-check a ledger from its own rows, trusting none of them.
+
+:func:`verify` reads every table in one snapshot and reports each problem it finds,
+naming the row, instead of stopping at the first: an unreadable value (text where a
+number belongs, a body that is not JSON) is a failure to report, never a crash. It
+checks, in order of what an attacker would have to forge:
+
+- the hash chain (sequence, ``prev_hash``, each entry's content hash), and the chain
+  head against the meta table and, if given, an anchor kept outside the database;
+- every recorded policy body against its content hash, so a budget raised in a stored
+  policy is caught even when the chain itself is intact;
+- every entry against the policy it names: the mechanism facts and charge that policy
+  calibrates, and OpenDP's privacy map at the recorded facts (never above the charge);
+- the spend table against the entries' sums, and each epoch's spend against its own
+  policy's budget and per-metric allocations.
+
+Budget increases between policy versions are not failures; they are reported as
+notices, so that an auditor sees from which epoch a larger budget applied.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from dpledger import mechanisms as mech
+from dpledger.accounting import EpochSpend, client_loss, regions_in_view
+from dpledger.errors import DpLedgerError, StoreError
+from dpledger.ledger.records import GENESIS, Entry, VerifyReport, chain_hash
+from dpledger.ledger.store import SqlStore, row_to_entry
+from dpledger.policy import ALL, Policy
+
+__all__ = ["budget_notices", "verify"]
+
+_BATCH = 2000
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass
+class _Audit:
+    """The running state of one verification."""
+
+    problems: list[str] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+    policies: dict[str, Policy | None] = field(default_factory=dict)  # hash -> valid policy
+    losses: dict[mech.MechanismFacts, Fraction | None] = field(default_factory=dict)
+    charges: dict[tuple[int, str, str], Fraction] = field(default_factory=dict)
+    epoch_policy: dict[int, str] = field(default_factory=dict)
+    checked: int = 0
+    prev_seq: int = 0
+    prev_hash: str = GENESIS
+    anchored: bool | None = None
+
+
+def verify(
+    store: SqlStore, current: Policy, expected_head: tuple[int, str] | None = None
+) -> VerifyReport:
+    """Verify the ledger in ``store`` (opened with ``current``); see the module docstring."""
+    a = _Audit()
+    try:
+        with store.snapshot():
+            _check_policies(a, store.rows("dpl_policies", "hash, name, version, body", "hash"))
+            after: Any = 0
+            while batch := store.raw_entries(after=after, limit=_BATCH):
+                for row in batch:
+                    _check_entry(a, row, expected_head)
+                after = batch[-1][0]
+            meta = store.rows("dpl_meta", "key, value", "key")
+            spend = store.rows("dpl_spend", "epoch, scope, metric, total", "epoch, scope, metric")
+    except StoreError as e:
+        return VerifyReport(a.checked, (*a.problems, f"store unreadable: {e}"), tuple(a.notices))
+    _check_meta(a, meta, current, expected_head)
+    _check_spend(a, spend)
+    _check_epochs(a)
+    return VerifyReport(a.checked, tuple(a.problems), tuple(a.notices))
+
+
+# -- policies ------------------------------------------------------------------------------
+
+
+def _check_policies(a: _Audit, rows: Iterable[tuple[Any, ...]]) -> None:
+    """Parse each recorded policy; its body must hash to the hash it is recorded under."""
+    versions: dict[str, str] = {}
+    for h, name, version, body in rows:
+        label = f"recorded policy {str(h)[:12]}…"
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # its warnings were shown when it was in use
+                policy = Policy.from_mapping(json.loads(body), source=label)
+        except (ValueError, TypeError, RecursionError, DpLedgerError) as e:
+            a.problems.append(f"{label}: body is unreadable ({type(e).__name__}: {e})")
+            a.policies[str(h)] = None
+            continue
+        if policy.content_hash != h:
+            a.problems.append(
+                f"{label} (version {version}): its body does not match its content hash: "
+                "the recorded policy was edited"
+            )
+            a.policies[str(h)] = None
+            continue
+        if (policy.name, policy.version) != (name, version):
+            a.problems.append(f"{label}: recorded as {name} {version} but its body says otherwise")
+        if versions.setdefault(str(version), str(h)) != h:
+            a.problems.append(f"{label}: version {version} is recorded with two contents")
+        a.policies[str(h)] = policy
+
+
+# -- entries -------------------------------------------------------------------------------
+
+
+def _check_entry(a: _Audit, row: tuple[Any, ...], anchor: tuple[int, str] | None) -> None:
+    a.checked += 1
+    seq, stored_prev, stored_hash = row[0], row[-2], row[-1]
+    try:
+        e = row_to_entry(row)
+    except DpLedgerError as err:
+        a.problems.append(f"entry {seq!r}: unreadable: {err}")
+        if isinstance(seq, int) and not isinstance(seq, bool):
+            a.prev_seq = seq
+        a.prev_hash = str(stored_hash)
+        return
+    if e.seq != a.prev_seq + 1:
+        if e.seq > a.prev_seq + 1:
+            a.problems.append(f"entries {a.prev_seq + 1}–{e.seq - 1} are missing (deleted)")
+        else:
+            a.problems.append(f"entry {e.seq}: out of order after entry {a.prev_seq}")
+    if stored_prev != a.prev_hash:
+        a.problems.append(f"entry {e.seq}: prev_hash does not match entry {a.prev_seq}'s hash")
+    try:
+        recomputed = chain_hash(e.seq, e.created_at, e.draft, e.prev_hash)
+    except ValueError as err:  # e.g. a non-finite output cannot be hashed canonically
+        recomputed = f"unhashable: {err}"
+    if recomputed != e.hash:
+        a.problems.append(f"entry {e.seq}: content does not match its hash (edited)")
+    if anchor is not None and e.seq == anchor[0]:
+        a.anchored = e.hash == anchor[1]
+    a.prev_seq, a.prev_hash = e.seq, e.hash
+    _check_charge(a, e)
+    d = e.draft
+    key = (d.epoch, d.scope, d.metric)
+    a.charges[key] = a.charges.get(key, Fraction(0)) + d.charge
+    first = a.epoch_policy.setdefault(d.epoch, d.policy_hash)
+    if first != d.policy_hash:
+        a.problems.append(
+            f"entry {e.seq}: epoch {d.epoch} mixes policies "
+            f"({first[:12]}… then {d.policy_hash[:12]}…)"
+        )
+
+
+def _check_charge(a: _Audit, e: Entry) -> None:
+    """OpenDP's map at the recorded facts, and the facts its own policy calibrates."""
+    d = e.draft
+    if d.facts not in a.losses:
+        try:
+            a.losses[d.facts] = mech.privacy_loss(d.facts)
+        except Exception as exc:  # OpenDP refuses malformed facts with its own error types
+            a.losses[d.facts] = None
+            a.problems.append(f"entry {e.seq}: cannot rebuild its OpenDP measurement: {exc}")
+    loss = a.losses[d.facts]
+    if loss is not None and loss > d.charge:
+        a.problems.append(
+            f"entry {e.seq}: OpenDP's map gives {float(loss):.17g} > charged "
+            f"{d.charge}: the charge under-counts"
+        )
+    if d.policy_hash not in a.policies:
+        a.problems.append(f"entry {e.seq}: its policy {d.policy_hash[:12]}… is not recorded")
+        a.policies[d.policy_hash] = None
+        return
+    policy = a.policies[d.policy_hash]
+    if policy is None:
+        return  # its policy's problem is reported once
+    if (d.policy_name, d.policy_version, d.unit) != (policy.name, policy.version, policy.unit):
+        a.problems.append(f"entry {e.seq}: names policy {d.policy_name} {d.policy_version} "
+                          f"({d.unit}) but its recorded policy is {policy.name} "
+                          f"{policy.version} ({policy.unit})")  # fmt: skip
+    try:
+        expected, charge = mech.mechanism_facts(policy, d.metric)
+    except DpLedgerError as exc:
+        a.problems.append(f"entry {e.seq}: its policy cannot release {d.metric!r}: {exc}")
+        return
+    same = (
+        expected.mechanism,
+        expected.measure,
+        expected.sensitivity,
+        expected.scale,
+        expected.dimension,
+        charge,
+    ) == (d.facts.mechanism, d.facts.measure, d.facts.sensitivity, d.facts.scale,
+          d.facts.dimension, d.charge)  # fmt: skip
+    if not same:
+        a.problems.append(
+            f"entry {e.seq}: mechanism facts or charge differ from what its policy calibrates"
+        )
+
+
+# -- meta, spend, epochs -------------------------------------------------------------------
+
+
+def _check_meta(
+    a: _Audit, rows: Iterable[tuple[Any, ...]], current: Policy, anchor: tuple[int, str] | None
+) -> None:
+    meta = {str(k): v for k, v in rows}
+    head_seq, head_hash = meta.get("head_seq", "0"), meta.get("head_hash", GENESIS)
+    if not (isinstance(head_seq, str) and head_seq.isdigit()):
+        a.problems.append(f"meta head_seq is unreadable: {head_seq!r}")
+    elif not (isinstance(head_hash, str) and _HEX64.match(head_hash)):
+        a.problems.append(f"meta head_hash is unreadable: {head_hash!r}")
+    elif (int(head_seq), head_hash) != (a.prev_seq, a.prev_hash):
+        a.problems.append(
+            f"chain head is entry {head_seq} but the last entry is {a.prev_seq}: entries were "
+            "deleted from the end, or the head was rewritten"
+        )
+    for key, want in (("policy_name", current.name), ("unit", current.unit)):
+        if meta.get(key) != want:
+            a.problems.append(f"meta {key} is {meta.get(key)!r}, expected {want!r}")
+    if anchor is not None and a.anchored is not True:
+        missing = (
+            "missing: the chain was truncated" if a.anchored is None else "not the one anchored"
+        )
+        a.problems.append(f"entry {anchor[0]} is {missing}")
+
+
+def _check_spend(a: _Audit, rows: Iterable[tuple[Any, ...]]) -> None:
+    stored: dict[tuple[int, str, str], Fraction] = {}
+    for epoch, scope, metric, total in rows:
+        try:
+            if isinstance(epoch, bool) or not isinstance(epoch, int):
+                raise TypeError(f"epoch {epoch!r} is not an integer")
+            stored[(epoch, str(scope), str(metric))] = Fraction(total)
+        except (ValueError, TypeError, ZeroDivisionError) as e:
+            a.problems.append(
+                f"spend row (epoch {epoch!r}, scope {scope!r}, metric {metric!r}) is "
+                f"unreadable: {e}"
+            )
+    for key in sorted(set(a.charges) | set(stored)):
+        have, want = stored.get(key), a.charges.get(key, Fraction(0))
+        if have != want:
+            a.problems.append(
+                f"spend of epoch {key[0]} scope {key[1]!r} metric {key[2]!r} is {have} but its "
+                f"entries sum to {want}"
+            )
+
+
+def _check_epochs(a: _Audit) -> None:
+    by_epoch: dict[int, dict[tuple[str, str], Fraction]] = {}
+    for (epoch, scope, metric), v in a.charges.items():
+        by_epoch.setdefault(epoch, {})[(scope, metric)] = v
+    budgets: list[tuple[int, Policy]] = []
+    for epoch in sorted(by_epoch):
+        policy = a.policies.get(a.epoch_policy[epoch])
+        if policy is None:
+            continue  # reported with its entries
+        budgets.append((epoch, policy))
+        spend = EpochSpend(by_epoch[epoch])
+        scopes = spend.by_scope()
+        for region in regions_in_view(policy, scopes) or (ALL,):
+            loss = client_loss(scopes, region)
+            if loss > policy.eval_budget:
+                a.problems.append(
+                    f"epoch {epoch}, region {region}: loss {loss} exceeds its policy's "
+                    f"{policy.eval_budget}"
+                )
+        for metric in sorted({m for _, m in by_epoch[epoch]}):
+            allocation = policy.allocation_of(metric) if metric in policy.metrics else None
+            mine = spend.of_metric(metric)
+            for region in regions_in_view(policy, mine) or (ALL,):
+                if allocation is not None and client_loss(mine, region) > allocation:
+                    a.problems.append(
+                        f"epoch {epoch}, region {region}: metric {metric} spent "
+                        f"{client_loss(mine, region)}, over its allocation {allocation}"
+                    )
+    a.notices.extend(budget_notices(budgets))
+
+
+def budget_notices(history: Iterable[tuple[int, Policy]]) -> list[str]:
+    """Where a later policy raised the per-epoch evaluation budget, from which epoch.
+
+    ``history`` is ``(first epoch, policy)`` in epoch order; consecutive entries of the
+    same policy are one version.
+    """
+    out: list[str] = []
+    previous: Policy | None = None
+    for epoch, policy in history:
+        raised = (
+            previous is not None
+            and policy.content_hash != previous.content_hash
+            and policy.eval_budget > previous.eval_budget
+        )
+        if raised and previous is not None:
+            unit = "ε" if policy.unit == "epsilon" else "ρ"
+            out.append(
+                f"from epoch {epoch}, policy {policy.name} version {policy.version} raised "
+                f"{unit}_eval from {previous.eval_budget} (version {previous.version}) to "
+                f"{policy.eval_budget}"
+            )
+        previous = policy
+    return out

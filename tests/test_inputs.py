@@ -1,0 +1,212 @@
+"""Bad input through the Python API: always a typed DpLedgerError, never another exception,
+and refusals that cannot depend on private data (neighbouring datasets, both relations)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+from factories import BASE, SPATIAL, policy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dpledger import (
+    ALL,
+    DpLedgerError,
+    InvalidInput,
+    Ledger,
+    Policy,
+    PolicyError,
+    ReleaseRequest,
+)
+from dpledger.accounting import EpochSpend
+from dpledger.approval import Prepared, evaluate
+
+GOOD = {"epoch": 0, "metric": "loss", "region": "north", "cohort": 100}
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("epoch", True),
+        ("epoch", 1.0),
+        ("epoch", "3"),
+        ("epoch", -1),
+        ("epoch", 2**63),
+        ("cohort", True),
+        ("cohort", 2400.0),
+        ("cohort", "2400"),
+        ("cohort", 0),
+        ("cohort", 10**10),
+        ("metric", 5),
+        ("region", ""),
+        ("release_id", "has space"),
+        ("release_id", "x" * 129),
+        ("nonsense", 1),
+    ],
+)
+def test_a_bad_request_field_is_invalid_input_naming_the_field(field: str, value: object) -> None:
+    with pytest.raises(InvalidInput) as info:
+        ReleaseRequest(**{**GOOD, field: value})  # type: ignore[arg-type]
+    text = str(info.value)
+    assert field in text
+    assert "pydantic" not in text  # no documentation URLs in a message a user reads
+    with pytest.raises(InvalidInput):
+        ReleaseRequest.model_validate({**GOOD, field: value})
+
+
+def test_budget_views_refuse_epochs_no_store_can_hold(tmp_path: Path) -> None:
+    with Ledger.open(tmp_path / "l.db", policy(), mode="create") as ledger:
+        ledger.release(ReleaseRequest(**GOOD), 1.0)  # type: ignore[arg-type]
+        for epoch in (2**63, -1, True, 1.5):
+            with pytest.raises(InvalidInput, match="epoch"):
+                ledger.spent(epoch, "north")  # type: ignore[arg-type]
+        with pytest.raises(InvalidInput, match="unknown region"):
+            ledger.lifetime("nroth")
+
+
+def test_every_policy_problem_is_listed_not_just_the_first() -> None:
+    text = BASE.format(
+        neighbouring="swap", epoch_epsilon="4", eval_fraction="0.25", scalar_eps="-1",
+        edges20="1.0, 2.0", version="1",
+    )  # fmt: skip
+    with pytest.raises(PolicyError) as info:
+        Policy.from_toml(text.replace('low = "-1"', 'low = "5"'), source="bad.toml")
+    message = str(info.value)
+    for problem in ("neighbouring", "metrics.loss", "metrics.loss_b.clip"):
+        assert problem in message
+    assert "more problems" not in message
+    assert "errors.pydantic.dev" not in message
+
+
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [
+        (b"name = \xff\xfe", "UTF-8"),
+        (b"a = " + b"[" * 100_000 + b"]" * 100_000, "nested too deeply|not valid TOML"),
+        (b"[[[", "not valid TOML"),
+    ],
+)
+def test_an_unreadable_policy_file_is_a_policy_error(
+    tmp_path: Path, content: bytes, match: str
+) -> None:
+    path = tmp_path / "p.toml"
+    path.write_bytes(content)
+    with pytest.raises(PolicyError, match=match):
+        Policy.load(path)
+
+
+def test_constructing_a_policy_directly_raises_a_policy_error() -> None:
+    with pytest.raises(PolicyError):
+        Policy(name="x", version="1", neighbouring="replace")  # type: ignore[call-arg]
+
+
+def test_spent_means_what_a_client_of_the_region_has_lost(tmp_path: Path) -> None:
+    with Ledger.open(tmp_path / "l.db", policy(), mode="create") as ledger:
+        ledger.release(ReleaseRequest(**{**GOOD, "region": ALL}), 1.0)  # type: ignore[arg-type]
+        ledger.release(ReleaseRequest(**GOOD), 1.0)  # type: ignore[arg-type]
+        assert ledger.spent_by_scope(0) == {ALL: Fraction(1, 10), "north": Fraction(1, 10)}
+        # a client of north lost both; one of south the global release only
+        assert ledger.spent(0, "north") == Fraction(2, 10)
+        assert ledger.spent(0, "south") == Fraction(1, 10)
+        assert ledger.spent(0) == ledger.spent(0, ALL) == Fraction(2, 10)  # the worst client
+
+
+# -- refusals never depend on the data beyond what is charged ------------------------------
+
+ADD_REMOVE = """
+name = "neighbours"
+version = "1"
+neighbouring = "{relation}"
+epoch_epsilon = "4"
+
+[regions]
+names = ["r"]
+
+[metrics.x]
+kind = "scalar_mean"
+epsilon = "0.1"
+clip = {{ low = "1", high = "10", source = "test: a clip that excludes 0" }}
+
+[metrics.v]
+kind = "vector_sum"
+epsilon = "0.1"
+dimension = 3
+cap_per_client = "2"
+nonnegative = false
+"""
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    relation=st.sampled_from(["replace", "add_remove"]),
+    values=st.lists(st.floats(1.0, 10.0), min_size=2, max_size=120),
+    swap=st.floats(1.0, 10.0),
+)
+def test_neighbouring_datasets_get_the_same_verdict(
+    relation: str, values: list[float], swap: float
+) -> None:
+    """Clipped clients: a dataset and its neighbour are both approved.
+
+    Under replace the cohort is public (the clients summed); under add_remove it is the
+    planned cohort (100 here), and the neighbour has one client fewer.
+    """
+    p = Policy.from_toml(ADD_REMOVE.format(relation=relation))
+    data = np.asarray(values)
+    add_remove = relation == "add_remove"
+    cohort = max(100, len(values)) if add_remove else len(values)
+    req = ReleaseRequest(epoch=0, metric="x", region="r", cohort=cohort)
+    neighbour = data[1:] if add_remove else np.concatenate([[swap], data[1:]])
+    verdicts = [evaluate(p, req, float(d.sum()), EpochSpend.empty()) for d in (data, neighbour)]
+    assert all(isinstance(v, Prepared) for v in verdicts)
+
+
+def test_add_remove_approves_a_cohort_short_of_its_plan_with_a_clip_excluding_zero() -> None:
+    """The issue's case: clip [1, 10], planned cohort 100, the neighbour has 99 clients."""
+    p = Policy.from_toml(ADD_REMOVE.format(relation="add_remove"))
+    req = ReleaseRequest(epoch=0, metric="x", region="r", cohort=100)
+    for n in (100, 99, 1):
+        assert isinstance(evaluate(p, req, float(n), EpochSpend.empty()), Prepared), n
+    assert not isinstance(evaluate(p, req, 1001.0, EpochSpend.empty()), Prepared)  # > high·n
+
+
+def test_a_vector_of_fewer_clients_is_approved_under_add_remove() -> None:
+    p = Policy.from_toml(ADD_REMOVE.format(relation="add_remove"))
+    req = ReleaseRequest(epoch=0, metric="v", region="r", cohort=100)
+    full = np.tile([1.0, -0.5, 0.5], (100, 1))
+    for d in (full, full[1:], full[:0]):
+        assert isinstance(evaluate(p, req, d.sum(axis=0), EpochSpend.empty()), Prepared)
+
+
+# -- the allocation: plan, check and release agree ---------------------------------------
+
+
+def test_running_the_readme_tour_again_is_refused_by_the_metrics_allocation(
+    tmp_path: Path,
+) -> None:
+    spatial = Policy.load(SPATIAL)
+    request = ReleaseRequest(epoch=0, metric="clipped_mean_loss", region="eu-west", cohort=2400)
+    from dpledger import plan
+
+    with Ledger.open(tmp_path / "l.db", spatial, mode="create") as ledger:
+        row = next(
+            m for m in plan(spatial, {"eu-west": 2400}, ledger=ledger).rows
+            if m.metric == "clipped_mean_loss"
+        )  # fmt: skip
+        assert (row.releases, row.rounds) == (1, 1)
+        assert ledger.check(request, 1234.5).approved
+        ledger.release(request, 1234.5)
+        row = next(
+            m for m in plan(spatial, {"eu-west": 2400}, ledger=ledger).rows
+            if m.metric == "clipped_mean_loss"
+        )  # fmt: skip
+        assert (row.releases, row.publishable) == (0, False)
+        verdict = ledger.check(request, 1234.5)
+        assert [c.name for c in verdict.failures] == ["allocation"]
+        with pytest.raises(DpLedgerError, match="allocation"):
+            ledger.release(request, 1234.5)
+        assert ledger.spent(0, "eu-west") == Fraction(1, 5)  # the other four still fit
+        other = ReleaseRequest(epoch=0, metric="along_across_ratio", region="eu-west", cohort=2400)
+        assert ledger.release(other, 2400.0).epsilon == Fraction(1, 5)

@@ -1,0 +1,102 @@
+"""A round of releases in one transaction, on every store: all or nothing, every budget
+and allocation checked under one lock against what the round itself adds, idempotent."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from _stores import CONTRACT_POLICY, StoreUnderTest
+
+from dpledger import BudgetExceeded, CohortTooSmall, Policy, ReleaseRequest, Verdict
+from dpledger.errors import InvalidInput
+
+N = 100
+PER_METRIC = Policy.from_toml(CONTRACT_POLICY.replace('allocation = "pooled"', ""))
+
+
+def req(metric: str, region: str, *, epoch: int = 0, rid: str | None = None) -> ReleaseRequest:
+    edges = {"hist5": "h5/v1", "hist20": "h20/v1"}.get(metric)
+    return ReleaseRequest(epoch=epoch, metric=metric, region=region, cohort=N,
+                          edges_version=edges, release_id=rid)  # fmt: skip
+
+
+AGG = {"loss": 30.0, "big": 30.0, "hist5": np.full(5, 20.0), "hist20": np.full(20, 5.0)}
+
+
+def round_of(metrics: tuple[str, ...], regions: str = "ab") -> list[tuple[ReleaseRequest, object]]:
+    return [(req(m, r), AGG[m]) for m in metrics for r in regions]
+
+
+def test_a_round_commits_every_release_together(store: StoreUnderTest) -> None:
+    ledger = store.open(PER_METRIC)
+    result = ledger.release_round(round_of(("loss", "hist5", "hist20")))
+    assert [r.entry_id for r in result.releases] == [1, 2, 3, 4, 5, 6]
+    assert result.refusals == ()
+    entries = ledger.entries()
+    assert len({e.created_at for e in entries}) == 1  # one transaction
+    assert ledger.spent(0, "a") == ledger.spent(0, "b") == Fraction(3, 10)
+    assert ledger.verify().ok
+
+
+def test_a_refusal_in_a_round_records_nothing(store: StoreUnderTest) -> None:
+    ledger = store.open(PER_METRIC)
+    ledger.release(req("loss", "a"), 30.0)
+    before = (len(ledger), ledger.head())
+    with pytest.raises(BudgetExceeded):  # loss already used its allocation in region a
+        ledger.release_round(round_of(("hist5", "loss")))
+    assert (len(ledger), ledger.head()) == before
+    too_small = ReleaseRequest(epoch=0, metric="loss", region="b", cohort=10)
+    with pytest.raises(CohortTooSmall):
+        ledger.release_round([(req("hist5", "b"), AGG["hist5"]), (too_small, 3.0)])
+    assert (len(ledger), ledger.head()) == before
+
+
+def test_a_partial_round_commits_what_fits_and_returns_the_refusals(
+    store: StoreUnderTest,
+) -> None:
+    ledger = store.open(PER_METRIC)
+    ledger.release(req("loss", "a"), 30.0)
+    result = ledger.release_round(round_of(("hist5", "loss")), partial=True)
+    kinds = [type(o).__name__ for o in result.outcomes]
+    assert kinds == ["Release", "Release", "Verdict", "Release"]  # loss in a: refused
+    (refused,) = result.refusals
+    assert isinstance(refused, Verdict)
+    assert [c.name for c in refused.failures] == ["allocation"]
+    assert len(ledger) == 4
+    assert ledger.verify().ok
+
+
+def test_the_round_checks_each_release_against_what_the_round_already_spends(
+    store: StoreUnderTest,
+) -> None:
+    ledger = store.open()  # pooled: ε_eval = 1 per region; big = 0.95, loss = 0.1
+    result = ledger.release_round(
+        [(req("big", "a"), 30.0), (req("loss", "a"), 30.0), (req("loss", "b"), 30.0)],
+        partial=True,
+    )
+    assert isinstance(result.outcomes[1], Verdict)  # 0.95 + 0.1 > 1 within the round
+    assert result.outcomes[1].failures[0].name == "budget"
+    assert ledger.spent(0, "a") == Fraction(19, 20)
+    assert ledger.spent(0, "b") == Fraction(1, 10)
+
+
+def test_a_round_is_idempotent_per_release_id(store: StoreUnderTest) -> None:
+    ledger = store.open(PER_METRIC)
+    items = [(req(m, r, rid=f"7/{m}/{r}"), AGG[m]) for m in ("loss", "hist5") for r in "ab"]
+    first = ledger.release_round(items)
+    again = store.open(PER_METRIC).release_round(items)  # the caller retries after a crash
+    assert [r.entry_id for r in again.releases] == [r.entry_id for r in first.releases]
+    assert [r.noisy_sum.tolist() for r in again.releases] == [
+        r.noisy_sum.tolist() for r in first.releases
+    ]
+    assert len(ledger) == 4
+
+
+def test_a_round_must_be_a_sequence_of_pairs(store: StoreUnderTest) -> None:
+    ledger = store.open()
+    for bad in ({"a": (req("loss", "a"), 30.0)}, [req("loss", "a")], [(1, 2)]):
+        with pytest.raises(InvalidInput):
+            ledger.release_round(bad)  # type: ignore[arg-type]
+    assert not ledger.exists
