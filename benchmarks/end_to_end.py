@@ -1,6 +1,6 @@
 """Case 4: the whole job on the large fleet: contributions, per-region sums, one epoch.
 
-This is the demo's flow (``dpledger.demo``: ``_contributions``, ``_region_sums``, then
+This is the demo's flow (``dpledger.demo``: ``_contributions``, exact ``_region_sums``, then
 one ``Ledger.release`` per metric and region of the shipped policy) run on the benchmark
 fleet, against a fresh SQLite ledger per repeat. Targets are absolute (wall time, and
 peak RSS relative to the fleet's arrays); the same-process yardstick for the time is
@@ -41,7 +41,10 @@ def one_epoch(fleet: Fleet, policy: Policy, path: Path) -> dict[str, float]:
     t0 = time.perf_counter()
     rows = demo._contributions(fleet, policy)
     t1 = time.perf_counter()
-    sums = {name: demo._region_sums(fleet, r) for name, r in rows.items()}
+    sums = {
+        name: demo._region_sums(fleet, r, demo.contribution_grid(policy.metrics[name]))
+        for name, r in rows.items()
+    }
     cohorts = {r: len(fleet.client_range(r)) for r in fleet.regions}
     t2 = time.perf_counter()
     with Ledger.open(path, policy, mode="create") as ledger:

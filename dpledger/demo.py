@@ -1,13 +1,16 @@
 """The main job: a synthetic fleet evaluated through one epoch of a real ledger.
 
 Simulates a fleet with planted failures (:mod:`dpledger.fleet`), computes every
-client's bounded contribution with :mod:`dpledger.metrics`, sums them per region (a
-plain sum standing in for secure aggregation), releases the shipped policy's metrics
-through a SQLite ledger, and reads the findings off the *released* values only.
+client's bounded contribution with :mod:`dpledger.metrics`, sums them per region
+EXACTLY (fixed-point integers, :mod:`dpledger.metrics.secure_sum`: the stand-in meets
+the obligation a secure aggregator has), releases the shipped policy's metrics through
+a SQLite ledger, and reads the findings off the *released* values only, each by a rule
+fixed before the release and printed with the finding (:data:`RULES`).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 import time
@@ -22,30 +25,88 @@ import numpy.typing as npt
 from dpledger.approval import ReleaseRequest, Verdict
 from dpledger.errors import InvalidInput, ReleaseRefused
 from dpledger.fleet import Fleet, make_fleet
-from dpledger.fleet_scenarios import REFERENCE_MODELS
 from dpledger.ledger import Ledger, Release
 from dpledger.metrics import spatial
-from dpledger.metrics.uncertainty import derived_interval
+from dpledger.metrics.secure_sum import FixedPoint, exact_sum
+from dpledger.metrics.uncertainty import Interval, derived_interval
 from dpledger.policy import MetricSpec, Policy
 
 __all__ = [
     "DEFAULT_POLICY",
     "DEMO_LABEL",
+    "DRIFT_FACTOR",
+    "OVERCONFIDENT_GAP",
+    "TAIL_SHARE",
     "DemoResult",
     "Finding",
     "Progress",
     "claim_ledger",
+    "contribution_grid",
+    "policy_reference",
+    "reference_ratio",
     "release_epoch",
+    "rules",
     "run_demo",
 ]
 
 DEFAULT_POLICY = Path(__file__).resolve().parent.parent / "policies" / "spatial-eval.toml"
-BASELINE_RATIO = REFERENCE_MODELS["baseline"][1] / REFERENCE_MODELS["baseline"][0]
-"""Across/along RMSE ratio of the seed's healthy baseline model (1.00 / 0.90 m)."""
-
-DRIFT_FACTOR = 1.5  # a ratio interval above 1.5 × baseline is anisotropic, not noise
+DRIFT_FACTOR = 1.5  # a ratio interval above 1.5 × the healthy reference is drift, not noise
 TAIL_SHARE = 0.02  # > 2% of errors past the last edge (25 m): a gross-error population
 OVERCONFIDENT_GAP = 0.1  # mean(p − y) in the top confidence bucket
+_REFERENCE_CLIENTS, _REFERENCE_SEED = 50_000, 10_001
+
+
+@functools.lru_cache(maxsize=8)
+def reference_ratio(clip: float = 10.0) -> float:
+    """The healthy baseline model's expected released ratio: the SAME statistic as the metric.
+
+    The released ``along_across_ratio`` is a mean of per-client clipped ratios, so its
+    baseline is that mean for the healthy reference model (the seed's baseline, along /
+    across RMS 0.90 / 1.00 m), computed by the same :func:`spatial.along_across_ratio` on
+    a 50,000-client reference fleet with the demo's sample counts (standard error ~0.001).
+    It is ~1.13, not the RMSE ratio 1.00 / 0.90 = 1.11: per-client ratios of a few dozen
+    samples are skewed upward. Synthetic, public, fixed before any release.
+    """
+    ref = make_fleet(n_clients=_REFERENCE_CLIENTS, seed=_REFERENCE_SEED, scenarios=(),
+                     regions=("reference",))  # fmt: skip
+    return float(np.mean(spatial.along_across_ratio(ref.along, ref.across, clip=clip,
+                                                    offsets=ref.offsets)))  # fmt: skip
+
+
+def policy_reference(policy: Policy) -> float:
+    """:func:`reference_ratio` at the policy's clip of ``along_across_ratio``."""
+    return reference_ratio(_clip_high(policy.metrics["along_across_ratio"]))
+
+
+def rules(policy: Policy) -> dict[str, str]:
+    """Each finding's rule, with its numbers: fixed before the release, printed with it."""
+    ref = policy_reference(policy)
+    return {
+        "lateral_drift": (
+            f"whole 95% interval of the ratio above {DRIFT_FACTOR * ref:.2f} = {DRIFT_FACTOR:g} × "
+            f"the healthy reference {ref:.2f}"
+        ),
+        "crs_mismatch": f"whole 95% interval of the share of errors > 25 m above {TAIL_SHARE:.0%}",
+        "overconfident": (
+            f"whole 95% interval of the top confidence bucket's mean(p − y) above "
+            f"{OVERCONFIDENT_GAP:g}"
+        ),
+    }
+
+
+def _clip_high(spec: MetricSpec) -> float:
+    if spec.clip is None:
+        raise InvalidInput("a scalar metric without clip")
+    return float(spec.clip.high)
+
+
+def contribution_grid(spec: MetricSpec) -> FixedPoint:
+    """The public fixed-point grid of one metric's client contributions (exact sums)."""
+    if spec.kind == "scalar_mean":
+        if spec.clip is None:
+            raise InvalidInput("a scalar metric without clip")
+        return FixedPoint(float(spec.clip.low), float(spec.clip.high))
+    return FixedPoint.for_cap(float(spec.cap_per_client or 0))
 
 
 class Progress:
@@ -99,11 +160,7 @@ def _contributions(fleet: Fleet, policy: Policy) -> dict[str, npt.NDArray[np.flo
     """Per-client contribution rows of each metric, bounded by the policy's clips and caps."""
     m = policy.metrics
     off = fleet.offsets
-
-    def clip_high(spec: MetricSpec) -> float:
-        if spec.clip is None:
-            raise InvalidInput("a scalar metric without clip")
-        return float(spec.clip.high)
+    clip_high = _clip_high
 
     def cap(spec: MetricSpec) -> float:
         return float(spec.cap_per_client or 0)
@@ -138,32 +195,61 @@ def _contributions(fleet: Fleet, policy: Policy) -> dict[str, npt.NDArray[np.flo
     return {name: fn() for name, fn in rows.items()}
 
 
-def _region_sums(fleet: Fleet, rows: npt.NDArray[np.float64]) -> dict[str, npt.NDArray[np.float64]]:
-    """Per-region sums of client rows: the stand-in for the secure aggregator."""
+def _region_sums(
+    fleet: Fleet, rows: npt.NDArray[np.float64], grid: FixedPoint
+) -> dict[str, npt.NDArray[np.float64]]:
+    """Per-region EXACT sums of client rows: the stand-in for the secure aggregator.
+
+    Each client's row goes on the metric's public fixed-point ``grid`` (toward zero, so
+    caps and clips still hold), the integers are summed exactly and decoded once: the
+    obligation of :mod:`dpledger.metrics.secure_sum`, which a float sum cannot meet.
+    """
     out = {}
     for region in fleet.regions:
         r = fleet.client_range(region)
-        # contiguous columns get numpy's pairwise summation: ~1e-15 relative, not ~n·1e-16
-        block = np.ascontiguousarray(rows[r.start : r.stop].T)
-        out[region] = np.asarray(block.sum(axis=-1), dtype=np.float64)
+        out[region] = exact_sum(rows[r.start : r.stop], grid)
     return out
 
 
 def _derive(rel: Release) -> dict[str, float]:
-    """Post-processed figures of one release (no further ε), with 95% intervals."""
+    """Post-processed figures of one release (no further ε), with 95% intervals.
+
+    A share or a per-bucket mean is a ratio of noisy values: its interval is the delta
+    method's on the unclamped release, and it is unusable (``*_usable`` = 0, interval the
+    whole range) when its denominator is not clearly positive (public rule,
+    :mod:`dpledger.metrics.uncertainty`). Every bound read here is public.
+    """
     name, v = rel.request.metric, rel.noisy_sum
     n = rel.request.cohort
+    # Δ ≥ the L1 mass one client can add, so Δ·n bounds any true count: a public maximum.
+    most = float(rel.facts.sensitivity) * n
+
+    def ratio(num: int, den: slice | int, bounds: tuple[float, float], what: str) -> Interval:
+        return derived_interval(
+            lambda z: float(z[num] / np.sum(z[den])), v, rel.scale, bounds=bounds,
+            distribution=rel.facts.mechanism, denominator=lambda z: float(np.sum(z[den])),
+            denominator_name=what, denominator_max=most,
+        )  # fmt: skip
+
     if name == "error_histogram":
-        tail = derived_interval(lambda z: float(z[-1] / max(z.sum(), 1e-9)), v, rel.scale,
-                                bounds=(0.0, 1.0))  # fmt: skip
-        # a share lies in [0, 1]: clamp the noisy point as its interval is (post-processing)
-        share = min(max(float(v[-1] / max(v.sum(), 1e-9)), 0.0), 1.0)
-        return {"tail_share": share, "tail_low": tail.low, "tail_high": tail.high}
+        tail = ratio(-1, slice(None), (0.0, 1.0), "total count")
+        share = min(max(float(v[-1] / v.sum()), 0.0), 1.0) if v.sum() > 0 else math.nan
+        return {
+            "tail_share": share,
+            "tail_low": tail.low,
+            "tail_high": tail.high,
+            "tail_usable": float(tail.usable),
+        }
     if name == "calibration_gap":
         k = v.shape[0] // 2
-        gap = derived_interval(lambda z: float(z[k - 1] / max(z[-1], 1e-9)), v, rel.scale)
-        return {"top_gap": float(v[k - 1] / max(v[-1], 1e-9)), "top_low": gap.low,
-                "top_high": gap.high}  # fmt: skip
+        gap = ratio(k - 1, -1, (-1.0, 1.0), "top bucket's count")
+        top = min(max(float(v[k - 1] / v[-1]), -1.0), 1.0) if v[-1] > 0 else math.nan
+        return {
+            "top_gap": top,
+            "top_low": gap.low,
+            "top_high": gap.high,
+            "top_usable": float(gap.usable),
+        }
     if name == "coverage":
         return {f"share_{i}": float(x) / n for i, x in enumerate(v)}
     return {}
@@ -199,32 +285,36 @@ def release_epoch(
 
 
 def _findings(result: DemoResult) -> tuple[Finding, ...]:
+    """Findings read off released values, each by its rule in :func:`rules`, printed with it."""
     out: list[Finding] = []
     by = {(r.request.region, r.request.metric): r for r in result.releases}
+    rule = rules(result.policy)
+    threshold = DRIFT_FACTOR * policy_reference(result.policy)
     for region in result.cohorts:
         ratio = by.get((region, "along_across_ratio"))
         tail = result.derived.get((region, "error_histogram"), {})
         gap = result.derived.get((region, "calibration_gap"), {})
         if ratio is not None and tail:
-            lo, hi = ratio.interval
-            elevated = float(lo) > DRIFT_FACTOR * BASELINE_RATIO
-            if tail["tail_low"] > TAIL_SHARE:
+            lo, hi = (float(x) for x in ratio.interval)
+            if tail["tail_usable"] and tail["tail_low"] > TAIL_SHARE:
                 out.append(Finding(region, "crs_mismatch", (
                     f"{tail['tail_share']:.1%} of position errors exceed 25 m (95% interval "
-                    f"{tail['tail_low']:.1%}–{tail['tail_high']:.1%}) and the ratio is "
-                    f"{float(ratio.value):.2f} ± {ratio.error_bar:.2f}: a subset of devices with a "
-                    "wrong coordinate frame (CRS mismatch) — check their projection handling"
+                    f"{tail['tail_low']:.1%}–{tail['tail_high']:.1%}; rule: {rule['crs_mismatch']})"
+                    f", with the ratio at {float(ratio.value):.2f} ± {ratio.error_bar:.2f}: a "
+                    "subset of devices with a wrong coordinate frame (CRS mismatch) — check their "
+                    "projection handling"
                 )))  # fmt: skip
-            elif elevated:
+            elif lo > threshold:
                 out.append(Finding(region, "lateral_drift", (
-                    f"across/along ratio {float(ratio.value):.2f} (95% interval {float(lo):.2f}–"
-                    f"{float(hi):.2f}) excludes the baseline {BASELINE_RATIO:.2f}: the model "
-                    "drifts sideways, which a scalar RMSE would hide"
+                    f"across/along ratio {float(ratio.value):.2f} (95% interval {lo:.2f}–{hi:.2f}; "
+                    f"rule: {rule['lateral_drift']}): the model drifts sideways, which a scalar "
+                    "RMSE would hide"
                 )))  # fmt: skip
-        if gap and gap["top_low"] > OVERCONFIDENT_GAP:
+        if gap and gap["top_usable"] and gap["top_low"] > OVERCONFIDENT_GAP:
             out.append(Finding(region, "overconfident", (
                 f"top confidence bucket: predicted − observed = {gap['top_gap']:.2f} (95% "
-                f"interval {gap['top_low']:.2f}–{gap['top_high']:.2f}): over-confident"
+                f"interval {gap['top_low']:.2f}–{gap['top_high']:.2f}; rule: "
+                f"{rule['overconfident']}): over-confident"
             )))  # fmt: skip
     for v in result.refusals:
         out.append(
@@ -299,9 +389,12 @@ def run_demo(
     bar.step(f"fleet: {fleet.n_clients:,} clients, {fleet.n_samples:,} samples")
     contributions = _contributions(fleet, policy)
     bar.step("client contributions (clipped, capped)")
-    sums = {name: _region_sums(fleet, rows) for name, rows in contributions.items()}
+    sums = {
+        name: _region_sums(fleet, rows, contribution_grid(policy.metrics[name]))
+        for name, rows in contributions.items()
+    }
     cohorts = {r: len(fleet.client_range(r)) for r in fleet.regions}
-    bar.step("per-region sums (secure-aggregation stand-in)")
+    bar.step("per-region exact sums (secure-aggregation stand-in)")
     with Ledger.open(path, policy, mode="create", labels=DEMO_LABEL) as ledger:
         releases, refusals = release_epoch(ledger, sums, cohorts, epoch=0, on_metric=bar.step)
         budget = {r: (str(ledger.spent(0, r)), str(ledger.remaining(0, r))) for r in fleet.regions}

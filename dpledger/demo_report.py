@@ -1,4 +1,4 @@
-"""Rendering of the demo: an aligned text report, JSON for machines, PNG charts, the CLI.
+"""Rendering of the demo: an aligned text report, JSON for machines, the CLI (charts: demo_plots).
 
 Everything shown is a released (noisy) value, a post-processed figure, or a ledger
 fact: nothing here reads the fleet's raw data.
@@ -7,15 +7,13 @@ fact: nothing here reads the fleet's raw data.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from dpledger.demo import DemoResult, finite, run_demo
+from dpledger.demo import DemoResult, finite, policy_reference, run_demo
+from dpledger.demo_plots import write_plots
 from dpledger.ledger import Release
 
 __all__ = ["as_json", "register", "text_report", "write_plots"]
@@ -32,11 +30,15 @@ def _value_cell(rel: Release, derived: dict[str, float]) -> str:
     if rel.kind == "scalar_mean":
         return f"{float(rel.value):.4f} ± {rel.error_bar:.4f}"
     if rel.request.metric == "error_histogram":
+        if not derived["tail_usable"]:
+            return "> 25 m: unusable (the noisy total count is not clearly positive)"
         return (
             f"> 25 m: {derived['tail_share']:.2%} "
             f"[{derived['tail_low']:.2%}, {derived['tail_high']:.2%}]"
         )
     if rel.request.metric == "calibration_gap":
+        if not derived["top_usable"]:
+            return "top-bucket gap: unusable (its noisy count is not clearly positive)"
         lo, hi = derived["top_low"], derived["top_high"]
         return f"top-bucket gap {derived['top_gap']:+.3f} [{lo:+.3f}, {hi:+.3f}]"
     per = rel.per_client
@@ -51,8 +53,8 @@ def text_report(result: DemoResult) -> str:
     lines = [
         f"dpledger demo — policy {p.name} v{p.version} ({p.neighbouring}, {p.definition} DP), "
         f"ε_eval = {p.eval_budget} per client per epoch",
-        f"fleet: {result.n_clients:,} clients, {result.n_samples:,} samples; per-region sums stand "
-        "in for secure aggregation",
+        f"fleet: {result.n_clients:,} clients, {result.n_samples:,} samples; exact per-region "
+        "fixed-point sums stand in for secure aggregation",
         f"ledger: {result.ledger_path}",
         "",
         "published values (epoch 0, ± is the 95% half-width from the public noise scale):",
@@ -75,7 +77,14 @@ def text_report(result: DemoResult) -> str:
     lines += ["", "budget per region (exact ε of the epoch's allocation):"]
     for region, (spent, left) in result.budget.items():
         lines.append(f"  {region:<10} spent {spent:>6}   left {left}")
-    lines += ["", "findings:"]
+    ref = policy_reference(p)
+    lines += [
+        "",
+        "findings, each by a rule fixed before the release (printed with it). The drift rule's",
+        f"healthy reference {ref:.2f} is the same statistic as the released ratio: the mean",
+        "per-client clipped ratio of the baseline model, by the same metric function, on a",
+        "reference fleet (not the RMSE ratio 1.00/0.90 = 1.11).",
+    ]
     for f in result.findings:
         if f.kind != "refused":
             lines.append(f"  [{_KIND_TITLE[f.kind]}] {f.region}: {f.message}")
@@ -116,66 +125,6 @@ def as_json(result: DemoResult) -> dict[str, Any]:
         "budget": {r: {"spent": s, "remaining": left} for r, (s, left) in result.budget.items()},
         "findings": [f.__dict__ for f in result.findings],
     }
-
-
-def _finish(
-    plt: Any, fig: Any, ax: Any, path: Path, title: str, xlabel: str | None, ylabel: str
-) -> Path:
-    """Label, lay out, save (PNG, 110 dpi) and close one chart."""
-    if xlabel:
-        ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
-def write_plots(result: DemoResult, directory: Path) -> list[Path]:
-    """PNG charts of released values: ratio per region, error histograms, calibration gaps."""
-    from dpledger.calibration import require_pyplot
-
-    plt = require_pyplot()
-    directory.mkdir(parents=True, exist_ok=True)
-    rels = {(r.request.region, r.request.metric): r for r in result.releases}
-    regions = [r for r in result.cohorts if (r, "along_across_ratio") in rels]
-    out: list[Path] = []
-
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    ratios = [float(rels[(r, "along_across_ratio")].value) for r in regions]
-    bars = [rels[(r, "along_across_ratio")].error_bar for r in regions]
-    ax.bar(regions, ratios, yerr=bars, capsize=4, color="#4c72b0")
-    ax.axhline(1.0 / 0.9, color="grey", ls="--", label="baseline model (1.11)")
-    out.append(_finish(plt, fig, ax, directory / "ratio_by_region.png",
-                       "Released along/across ratio per region (95% bars)",
-                       None, "mean across/along RMSE ratio"))  # fmt: skip
-
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    edges = result.policy.metrics["error_histogram"].edges or ()
-    labels = [f"≤{edges[0]:g}"] + [f"{a:g}–{b:g}" for a, b in itertools.pairwise(edges)]
-    labels.append(f">{edges[-1]:g}")
-    x = np.arange(len(labels))
-    for i, region in enumerate(regions):
-        v = np.clip(rels[(region, "error_histogram")].noisy_sum, 0, None)
-        ax.bar(x + i * 0.8 / len(regions), v / max(v.sum(), 1e-9), 0.8 / len(regions), label=region)
-    ax.set_xticks(x + 0.4 - 0.4 / len(regions), labels)
-    out.append(_finish(plt, fig, ax, directory / "error_histogram.png",
-                       "Released error histogram per region",
-                       "position error (m)", "share of errors"))  # fmt: skip
-
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    for region in regions:
-        v = rels[(region, "calibration_gap")].noisy_sum
-        k = v.shape[0] // 2
-        gaps = np.where(v[k:] > 1.0, v[:k] / np.where(v[k:] > 1.0, v[k:], 1.0), np.nan)
-        ax.plot(np.arange(k) / k + 0.5 / k, gaps, marker="o", label=region)
-    ax.axhline(0.0, color="grey", lw=0.8)
-    out.append(_finish(plt, fig, ax, directory / "calibration_gap.png",
-                       "Released calibration gap per confidence bucket",
-                       "predicted probability (bucket centre)", "mean(p − y)"))  # fmt: skip
-    return out
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:

@@ -59,10 +59,15 @@ BAR_KINDS: tuple[BarKind, ...] = ("ci95", "std", "scale")
 
 _Z95 = 1.959963984540054  # two-sided 95% normal quantile
 CLIENT_ROUNDING_SLACK = Fraction(1, 10**12)
-"""Relative widening of every sensitivity for float rounding in client code.
+"""Relative widening of every sensitivity for float rounding in CLIENT code only.
 
 A client's capped vector of d doubles has an L1 norm within ~d·2⁻⁵³ (relative) of its
-cap; 1e-12 covers d up to ~10⁴ and costs 1e-12 relative extra noise."""
+cap (integer counts scaled once: within 2·2⁻⁵³); 1e-12 covers d up to ~10⁴ and costs
+1e-12 relative extra noise. It does NOT cover the aggregator: a float sum of n clients
+errs by up to 2⁻⁵³·n·cap even correctly rounded, i.e. n·2⁻⁵³ relative to Δ = 2·cap,
+growing with n past any fixed slack. The aggregator must deliver the EXACT sum (a
+fixed-point secure sum, as secure-aggregation protocols compute; see
+:mod:`dpledger.metrics.secure_sum`)."""
 _MAX_NUDGES = 64
 GRANULARITY_K = -40
 """Noise is sampled on the grid 2^k (≈ 1e-12): ~1.4× faster than the finest grid, and

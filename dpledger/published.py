@@ -3,14 +3,25 @@
 A summed C×C confusion matrix is released as ONE ``vector_sum`` (one ε), and every
 classification metric — accuracy, balanced accuracy, precision/recall/F1 (macro, micro,
 weighted), MCC — is post-processing of that noisy matrix; likewise R², MSE, RMSE and MAE
-from one release of the encoded regression measures. Negative noisy counts are clamped to
-0 before metrics (``project_confusion`` / ``project_regression_measures``: documented,
-never silent), and each metric's interval is propagated from the public noise scale.
-None of this costs further ε.
+from one release of the encoded regression measures. None of this costs further ε.
+
+Estimates are plug-ins on the UNCLAMPED noisy release (clamping negative counts to 0
+biases every near-zero cell upward: a 0.96-accurate model read as 0.85), clipped to
+each metric's range; intervals are chosen by measured coverage
+(:mod:`dpledger.metrics.uncertainty`). A metric that noise swamps is flagged unusable
+with a reason, its interval the metric's whole range.
+
+**A release that spent always returns.** Every check that post-processing depends on
+(the policy metric's kind and dimension, C² cells, the codec's names, dimension and cap,
+the interval options) runs BEFORE the spend; after it, post-processing cannot raise:
+should it fail anyway, every metric comes back unusable with the error as its reason,
+next to the committed :class:`~dpledger.ledger.Release`.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -18,49 +29,134 @@ import numpy as np
 import numpy.typing as npt
 
 from dpledger.approval import ReleaseRequest
+from dpledger.errors import InvalidInput
 from dpledger.ledger import Ledger, Release
 from dpledger.metrics.flam import (
+    CLASSIFICATION_KEYS,
+    REGRESSION_KEYS,
+    REGRESSION_MEASURES,
     Labels,
-    classification_metrics,
     flatten_confusion,
-    project_confusion,
-    project_regression_measures,
-    regression_metrics,
+    unflatten_confusion,
 )
 from dpledger.metrics.release import VectorSumCodec
 from dpledger.metrics.uncertainty import (
     Interval,
     Method,
-    classification_intervals,
-    regression_intervals,
+    classification_estimates,
+    regression_estimates,
 )
+from dpledger.policy import MetricSpec
 
 __all__ = ["DerivedRelease", "release_confusion", "release_regression"]
+
+ESTIMATOR = (
+    "estimates are plug-ins on the unclamped noisy release (no clamping bias), clipped to "
+    "each metric's range"
+)
+Estimates = tuple[dict[str, float], dict[str, Interval]]
 
 
 @dataclass(frozen=True)
 class DerivedRelease:
-    """A committed release and the metrics derived from it, each with its interval."""
+    """A committed release and the metrics derived from it, each with its interval.
+
+    ``metrics[k]`` is the point estimate; ``intervals[k]`` its interval, whose ``reason``
+    is set when the metric is unusable (then the interval is the metric's whole range
+    and the estimate must not be published). ``projection`` says how estimates were made.
+    """
 
     release: Release
     metrics: MappingProxyType[str, float]
     intervals: MappingProxyType[str, Interval]
-    projection: str  # what was done to infeasible noisy values before the metrics
+    projection: str
+
+    def __post_init__(self) -> None:
+        if set(self.metrics) != set(self.intervals):
+            raise InvalidInput("every derived metric needs exactly one interval")
+
+    @property
+    def unusable(self) -> MappingProxyType[str, str]:
+        """Metric → reason, for every metric that noise swamps."""
+        return MappingProxyType(
+            {k: iv.reason for k, iv in self.intervals.items() if iv.reason is not None}
+        )
 
     def table(self) -> str:
-        """Aligned ``metric  value  [low, high]`` lines, ready to paste into a review."""
+        """Aligned ``metric  value  [low, high]`` lines, ready to paste into a review.
+
+        An unusable metric shows no value: the word UNUSABLE, its whole-range interval
+        and the reason.
+        """
         width = max(len(k) for k in self.metrics)
         level = next(iter(self.intervals.values())).level if self.intervals else 0.95
+        method = next(iter(self.intervals.values())).method if self.intervals else "delta"
         head = (
             f"entry {self.release.entry_id}: {self.release.request.metric} "
-            f"({self.release.unit} {self.release.epsilon}), {level:.0%} intervals"
+            f"({self.release.unit} {self.release.epsilon}), {level:.0%} intervals ({method})"
         )
-        iv = self.intervals
-        rows = [
-            f"  {k:<{width}}  {v: .4f}  [{iv[k].low: .4f}, {iv[k].high: .4f}]"
-            for k, v in self.metrics.items()
-        ]
-        return "\n".join([head, *rows, f"  ({self.projection})"])
+        rows = []
+        for k, v in self.metrics.items():
+            iv = self.intervals[k]
+            if iv.usable:
+                rows.append(f"  {k:<{width}}  {v: .4f}  [{iv.low: .4f}, {iv.high: .4f}]")
+            else:
+                rows.append(
+                    f"  {k:<{width}}  UNUSABLE  [{iv.low:g}, {iv.high:g}] (the whole range): "
+                    f"{iv.reason}"
+                )
+        bad = len(self.unusable)
+        tail = [f"  ({self.projection})"]
+        if bad:
+            tail.append(
+                f"  {bad} of {len(self.metrics)} metrics are unusable at this noise level: "
+                "publish their interval (the whole range) or nothing, never their value"
+            )
+        return "\n".join([head, *rows, *tail])
+
+
+def _check_options(level: float, method: Method, labels: Labels | None = None) -> None:
+    if not (isinstance(level, int | float) and 0.0 < level < 1.0):
+        raise InvalidInput(f"level must lie in (0, 1), got {level!r}")
+    if method not in ("delta", "monte_carlo"):
+        raise InvalidInput(f"method must be 'delta' or 'monte_carlo', got {method!r}")
+    if labels is not None and labels not in ("present", "all"):
+        raise InvalidInput(f"labels must be 'present' or 'all', got {labels!r}")
+
+
+def _vector_spec(ledger: Ledger, request: ReleaseRequest) -> MetricSpec | None:
+    """The request's metric spec, refusing a scalar one; None if unknown (the ledger refuses)."""
+    spec = ledger.policy.metrics.get(request.metric)
+    if spec is not None and spec.kind == "scalar_mean":
+        raise InvalidInput(
+            f"metric {request.metric!r} is a scalar_mean; derived metrics need a vector_sum "
+            "(or histogram) metric releasing the whole vector at once"
+        )
+    return spec
+
+
+def _all_unusable(
+    ranges: dict[str, tuple[float, float]], level: float, method: str, why: str
+) -> Estimates:
+    values = dict.fromkeys(ranges, math.nan)
+    return values, {k: Interval(lo, hi, level, method, why) for k, (lo, hi) in ranges.items()}
+
+
+def _derived(
+    rel: Release,
+    compute: Callable[[], Estimates],
+    ranges: dict[str, tuple[float, float]],
+    level: float,
+    method: str,
+) -> DerivedRelease:
+    """Post-processing after the spend: it must return, so a failure becomes flags."""
+    try:
+        values, intervals = compute()
+    except Exception as e:  # a spent release always reaches its caller (DESIGN §5.8)
+        values, intervals = _all_unusable(
+            ranges, level, method, f"post-processing failed ({type(e).__name__}: {e})"
+        )
+    return DerivedRelease(rel, MappingProxyType(values), MappingProxyType(intervals), ESTIMATOR)
 
 
 def release_confusion(
@@ -72,26 +168,40 @@ def release_confusion(
     level: float = 0.95,
     method: Method = "delta",
 ) -> DerivedRelease:
-    """Release a summed (C, C) confusion matrix once; derive all classification metrics.
+    """Release a summed (C, C) confusion matrix (or its C² flattening) once; derive every metric.
 
     The policy's metric must be a ``vector_sum`` of dimension C² whose cap bounds a
     client's (L1-capped) confusion counts. ``labels="all"`` averages macro metrics over
     all C classes: after noise almost every class looks present, so "all" is stable.
+    cohort × cap (public) bounds the true total count, so a cohort too small to
+    measure anything is always flagged unusable.
     """
-    flat = flatten_confusion(np.asarray(summed_confusion, dtype=np.float64))
-    rel = ledger.release(request, flat)
-    projected = project_confusion(rel.noisy_sum)
-    metrics = classification_metrics(projected, labels=labels)
-    intervals = classification_intervals(
-        rel.noisy_sum, rel.scale, labels=labels, level=level, method=method,
-        distribution=rel.facts.mechanism,
-    )  # fmt: skip
-    return DerivedRelease(
-        rel,
-        MappingProxyType(dict(metrics)),
-        MappingProxyType(dict(intervals)),
-        "negative noisy counts clamped to 0 before the metrics",
-    )
+    _check_options(level, method, labels)
+    matrix = np.asarray(summed_confusion, dtype=np.float64)
+    if matrix.ndim == 1:
+        matrix = unflatten_confusion(matrix)  # a C² flattening, as clients' rows are summed
+    flat = flatten_confusion(matrix).reshape(-1)
+    spec = _vector_spec(ledger, request)
+    if spec is not None:
+        c = math.isqrt(spec.size)
+        if c * c != spec.size or c < 2:
+            raise InvalidInput(
+                f"metric {request.metric!r} has dimension {spec.size}, not C² for C ≥ 2 "
+                "classes: it cannot hold a confusion matrix"
+            )
+    rel = ledger.release(request, flat)  # the spend: nothing below may raise
+    cap = float((spec.cap_per_client if spec is not None else None) or math.inf)
+    max_total = cap * request.cohort
+    ranges = {k: (0.0, 1.0) for k in CLASSIFICATION_KEYS} | {"mcc": (-1.0, 1.0)}
+    distribution = rel.facts.mechanism
+
+    def compute() -> Estimates:
+        return classification_estimates(
+            rel.noisy_sum, rel.scale, labels=labels, level=level, method=method,
+            distribution=distribution, max_total=max_total,
+        )  # fmt: skip
+
+    return _derived(rel, compute, ranges, level, method)
 
 
 def release_regression(
@@ -106,18 +216,35 @@ def release_regression(
     """Release summed, codec-encoded regression measures once; derive R², MSE, RMSE, MAE.
 
     ``summed_encoded`` is the sum of clients' ``codec.encode(regression_measures(...))``;
-    the policy's metric is a ``vector_sum`` of dimension 5 with ``cap = codec.cap``.
+    the policy's metric is a ``vector_sum`` of dimension 5 with a cap ≥ ``codec.cap``
+    (checked before the spend, as is the codec: it must be ``regression_codec``'s).
     """
+    _check_options(level, method)
+    if codec.names != REGRESSION_MEASURES:
+        raise InvalidInput(
+            f"release_regression needs the codec of regression_codec() ({REGRESSION_MEASURES}), "
+            f"got {codec.names}"
+        )
+    spec = _vector_spec(ledger, request)
+    if spec is not None:
+        if spec.size != codec.dimension:
+            raise InvalidInput(
+                f"metric {request.metric!r} has dimension {spec.size}, the codec {codec.dimension}"
+            )
+        if spec.cap_per_client is not None and codec.cap > float(spec.cap_per_client):
+            raise InvalidInput(
+                f"the codec's cap {codec.cap:g} exceeds the policy's cap_per_client "
+                f"{float(spec.cap_per_client):g}: clients would exceed the charged sensitivity"
+            )
     rel = ledger.release(request, np.asarray(summed_encoded, dtype=np.float64))
-    measures = project_regression_measures(codec.decode(rel.noisy_sum))
-    metrics = regression_metrics(measures)
-    intervals = regression_intervals(
-        rel.noisy_sum, codec, rel.scale, level=level, method=method,
-        distribution=rel.facts.mechanism,
-    )  # fmt: skip
-    return DerivedRelease(
-        rel,
-        MappingProxyType(dict(metrics)),
-        MappingProxyType(dict(intervals)),
-        "noisy sums clamped to the feasible set (Σr², Σ|r|, n ≥ 0; Σ(y−c)² ≥ (Σ(y−c))²/n)",
-    )
+    r = codec.bounds[1] / codec.bounds[4]
+    ranges = {"r2": (-math.inf, 1.0), "mse": (0.0, r * r), "rmse": (0.0, r), "mae": (0.0, r)}
+    distribution = rel.facts.mechanism
+
+    def compute() -> Estimates:
+        return regression_estimates(
+            rel.noisy_sum, codec, rel.scale, level=level, method=method,
+            distribution=distribution, cohort=request.cohort,
+        )  # fmt: skip
+
+    return _derived(rel, compute, {k: ranges[k] for k in REGRESSION_KEYS}, level, method)

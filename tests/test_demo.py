@@ -5,14 +5,27 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from fractions import Fraction
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dpledger import Ledger, Policy
 from dpledger.cli import main
-from dpledger.demo import DEFAULT_POLICY, run_demo
+from dpledger.demo import (
+    DEFAULT_POLICY,
+    DRIFT_FACTOR,
+    _contributions,
+    _region_sums,
+    contribution_grid,
+    policy_reference,
+    reference_ratio,
+    run_demo,
+)
 from dpledger.demo_report import text_report
+from dpledger.fleet import make_fleet
+from dpledger.metrics import spatial
 
 
 @pytest.fixture(scope="module")
@@ -107,3 +120,39 @@ def test_demo_refuses_to_overwrite_any_other_file(tmp_path: Path, content: bytes
     assert proc.returncode == 2
     assert "never overwrites" in proc.stderr
     assert path.read_bytes() == content
+
+
+def test_every_finding_prints_the_rule_it_was_decided_by(report: tuple[str, Path]) -> None:
+    """Issue 11: the report said "excludes the baseline 1.11" while its rule was 1.5 × it."""
+    text, _ = report
+    threshold = f"{DRIFT_FACTOR * policy_reference(Policy.load(DEFAULT_POLICY)):.2f}"
+    findings = [
+        line for line in text.splitlines() if line.startswith("  [") and "refused" not in line
+    ]
+    assert len(findings) == 3
+    assert all("rule: whole 95% interval" in line for line in findings)
+    drift = next(line for line in findings if "[lateral drift]" in line)
+    assert f"above {threshold} = 1.5 × the healthy reference" in drift
+    assert "excludes the baseline" not in text
+
+
+def test_the_drift_baseline_is_the_released_statistic_not_an_rmse_ratio() -> None:
+    """The released ratio is a mean of per-client clipped ratios; so is its reference: the
+    same metric function on a healthy reference fleet (seeded, so this is deterministic)."""
+    ref = reference_ratio(10.0)
+    fleet = make_fleet(n_clients=50_000, seed=10_001, scenarios=(), regions=("reference",))
+    again = spatial.along_across_ratio(fleet.along, fleet.across, clip=10.0, offsets=fleet.offsets)
+    assert ref == float(np.mean(again))
+    assert 1.12 < ref < 1.14  # per-client ratios of ~40 samples skew above 1.00/0.90 = 1.11
+
+
+def test_the_aggregator_stand_in_sums_exactly(tmp_path: Path) -> None:
+    policy = Policy.load(DEFAULT_POLICY)
+    fleet = make_fleet(n_clients=600, seed=5, regions=policy.regions.names)
+    rows = _contributions(fleet, policy)["calibration_gap"]
+    grid = contribution_grid(policy.metrics["calibration_gap"])
+    sums = _region_sums(fleet, rows, grid)
+    r = fleet.client_range("na")
+    units = grid.encode(rows[r.start : r.stop])
+    exact = [Fraction(int(u)) * Fraction(grid.quantum) for u in units.sum(axis=0, dtype=object)]
+    assert [Fraction(float(x)) for x in sums["na"]] == exact

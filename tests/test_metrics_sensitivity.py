@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from dpledger.errors import InvalidInput
+from dpledger.mechanisms import CLIENT_ROUNDING_SLACK
 from dpledger.metrics import flam, release
 from dpledger.metrics import spatial as sp
 
@@ -262,3 +264,45 @@ def test_signed_vectors_are_declared_signed() -> None:
         "calibration_gap": "vector_sum",
         "coverage": "histogram",
     }
+
+
+def _exact_l1(row: np.ndarray) -> Fraction:
+    """The exact L1 norm of a vector of doubles (no rounding in the sum)."""
+    return sum((abs(Fraction(float(v))) for v in row.reshape(-1)), Fraction(0))
+
+
+def test_a_ten_million_sample_confusion_matrix_holds_its_cap_exactly() -> None:
+    """Issue 11: adding cap/n per sample in a float running sum put one client's L1 mass at
+    50.000000010 for cap 50 at 10⁷ samples, past CLIENT_ROUNDING_SLACK. Integer counts
+    scaled once stay within 2·2⁻⁵³ of the cap."""
+    n = 10_000_000
+    rng = np.random.default_rng(11)  # synthetic labels, not noise
+    y = rng.integers(0, 10, n)
+    pred = np.where(rng.random(n) < 0.9, y, rng.integers(0, 10, n))
+    rows = flam.confusion_matrix(y, pred, n_classes=10, cap=50.0)
+    mass = _exact_l1(rows)
+    assert mass <= Fraction(50) * (1 + Fraction(2, 2**53))
+    assert mass <= Fraction(50) * (1 + CLIENT_ROUNDING_SLACK)
+    assert abs(mass - 50) < Fraction(1, 10**12)  # and it is the cap, not less
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    counts=st.lists(st.integers(0, 40_000), min_size=1, max_size=5),
+    cap=st.floats(0.5, 1e6) | st.sampled_from([1.0, 3.0, 7.0, 50.0, 0.1 + 0.2]),
+    n_classes=st.integers(2, 12),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_capped_confusion_rows_never_exceed_the_cap_by_more_than_two_ulps(
+    counts: list[int], cap: float, n_classes: int, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    n = sum(counts)
+    y, pred = rng.integers(0, n_classes, n), rng.integers(0, n_classes, n)
+    offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    rows = flam.confusion_matrix(y, pred, n_classes=n_classes, offsets=offsets, cap=cap)
+    for row, k in zip(rows, counts, strict=True):
+        mass = _exact_l1(row)
+        assert mass <= Fraction(cap) * (1 + Fraction(2, 2**53))  # the cap, within two ulps
+        if k <= cap:  # below the cap the counts are the exact integers
+            assert mass == k

@@ -1,8 +1,10 @@
 """Client-side bounded contributions and server-side recombination.
 
 ``spatial`` holds the spatial metric set, ``flam`` the FLAM aggregatable measures,
-``release`` how each maps onto a ledger policy kind (and its sensitivity), and
-``uncertainty`` the error bars of metrics derived from a noisy release.
+``release`` how each maps onto a ledger policy kind (and its sensitivity),
+``secure_sum`` the exact sum the aggregator owes the ledger (and a fixed-point stand-in),
+and ``uncertainty`` the estimates, intervals and unusable flags of metrics derived from
+a noisy release.
 """
 
 from dpledger.metrics.flam import (
@@ -35,6 +37,7 @@ from dpledger.metrics.release import (
     l1_sensitivity,
     scalar_sensitivity,
 )
+from dpledger.metrics.secure_sum import FixedPoint, exact_sum
 from dpledger.metrics.spatial import (
     ALONG_RMSE_FLOOR,
     POOLED_MEASURES,
@@ -53,11 +56,16 @@ from dpledger.metrics.spatial import (
 )
 from dpledger.metrics.uncertainty import (
     Distribution,
+    Guard,
     Interval,
     Method,
+    classification_batch,
+    classification_estimates,
     classification_intervals,
     derived_interval,
     derived_intervals,
+    regression_batch,
+    regression_estimates,
     regression_intervals,
 )
 
@@ -70,6 +78,8 @@ __all__ = [
     "REGRESSION_MEASURES",
     "SPATIAL_DECLARATIONS",
     "Distribution",
+    "FixedPoint",
+    "Guard",
     "Interval",
     "Labels",
     "Method",
@@ -80,6 +90,8 @@ __all__ = [
     "VectorSumCodec",
     "along_across_ratio",
     "calibration_gap",
+    "classification_batch",
+    "classification_estimates",
     "classification_intervals",
     "classification_metrics",
     "classification_metrics_rows",
@@ -91,6 +103,7 @@ __all__ = [
     "distinct_cells",
     "error_histogram",
     "error_magnitude",
+    "exact_sum",
     "flatten_confusion",
     "l1_sensitivity",
     "mean_calibration_gaps",
@@ -102,7 +115,9 @@ __all__ = [
     "pooled_ratio_codec",
     "project_confusion",
     "project_regression_measures",
+    "regression_batch",
     "regression_codec",
+    "regression_estimates",
     "regression_intervals",
     "regression_measures",
     "regression_metrics",

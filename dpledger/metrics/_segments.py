@@ -181,28 +181,21 @@ class Segments:
         buckets: npt.NDArray[np.integer[Any]],
         n_buckets: int,
         factor: FloatArray | None = None,
-        *,
-        wide: bool = False,
     ) -> FloatArray:
         """Per-client counts of integer buckets in ``[0, n_buckets)``: shape (clients, buckets).
 
-        With ``factor`` (one per client) each client's counts are scaled by it: after
-        counting, or with ``wide=True`` as per-sample bincount weights (cheaper when
-        the table has more cells than there are samples). The caller fixes ``wide``
-        so that a client's row never depends on the other clients in the batch.
+        Counts are tallied in integers (exact), then scaled once by ``factor`` (one per
+        client) if given: each entry is fl(k·f), so a row scaled to an L1 cap exceeds it
+        by at most 2·2⁻⁵³ relative whatever its sample count. (Per-sample float weights
+        summed by ``bincount`` would drift with the count instead.)
         """
         flat = self.ids * n_buckets
         flat += buckets
-        size = self.n_clients * n_buckets
-        tally: FloatArray
-        if factor is None or not wide:
-            tally = np.bincount(flat, minlength=size).astype(np.float64)
-            if factor is not None:
-                tally = tally.reshape(self.n_clients, n_buckets) * factor[:, None]
-        else:
-            weighted = np.bincount(flat, weights=self.per_sample(factor), minlength=size)
-            tally = np.asarray(weighted, dtype=np.float64)  # already float64: no copy
-        return tally.reshape(self.n_clients, n_buckets)
+        tally = np.bincount(flat, minlength=self.n_clients * n_buckets).astype(np.float64)
+        rows = tally.reshape(self.n_clients, n_buckets)
+        if factor is not None:
+            rows *= factor[:, None]
+        return rows
 
 
 def segments_for(offsets: npt.ArrayLike | None, n_samples: int) -> Segments:

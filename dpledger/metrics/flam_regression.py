@@ -143,7 +143,10 @@ def project_regression_measures(noisy: npt.ArrayLike) -> FloatArray:
     """Make noisy summed measures (…, 5) feasible (post-processing): clamp to the valid set.
 
     Σ(y−ŷ)², Σ|y−ŷ| and n are clamped to ≥ 0, and Σ(y−c)² raised to at least
-    (Σ(y−c))²/n (Cauchy–Schwarz), so the total sum of squares is never negative.
+    (Σ(y−c))²/n (Cauchy–Schwarz), so the total sum of squares is never negative. Do NOT
+    estimate metrics from it: the clamps bias small sums upward and can turn pure noise
+    into R² = 1 exactly. Published metrics use
+    :func:`dpledger.metrics.uncertainty.regression_estimates` on the unclamped release.
     """
     v = np.array(noisy, dtype=np.float64)
     if v.ndim == 0 or v.shape[-1] != len(REGRESSION_MEASURES):

@@ -2,109 +2,65 @@
 
 A released vector is ``x̂ = x + η`` with η Laplace(b) (or Gaussian(σ)) per coordinate,
 b public. A derived metric f(x̂) (macro-F1 from a noisy confusion matrix, R² from
-noisy regression measures, …) gets an interval at a confidence level:
+noisy regression measures, …) is estimated on the *unclamped* release and gets an
+interval at a confidence level; when noise swamps it (a denominator that is not
+clearly positive) it is flagged unusable, with its whole range as the interval and a
+reason in words (:attr:`Interval.reason`). The methods, the unusable rule and their
+measured coverage are documented in :mod:`dpledger.metrics._intervals` and
+:mod:`dpledger.metrics._flam_intervals`:
 
-* ``"delta"`` (default, deterministic): f(x̂) ± z·sqrt(Σ (∂f/∂x_i)²·Var η_i), with
-  the gradient by central differences at x̂ and Var η_i = 2b_i² (Laplace) or σ_i².
-  A normal approximation: when one Laplace coordinate dominates, a 95% bar covers
-  ≈ 93.7% (Laplace tails are heavier); ``"monte_carlo"`` keeps the noise's shape.
-* ``"monte_carlo"``: redraw noise at the public scale around x̂ with a seeded
-  ``numpy.random.default_rng(seed)`` and take the basic-bootstrap interval
-  ``[2f̂ − q_hi, 2f̂ − q_lo]``. This randomness is post-processing of public
-  quantities for the error bar, never release noise (release noise is OpenDP's).
+* ``"delta"`` (default, deterministic): f(x̂) ± q·se, se from the gradient at x̂ and the
+  public noise s.d.; q is z for Gaussian noise and the Cornish–Fisher quantile of the
+  linearised Laplace noise (never below z); R² uses Fieller's interval, RMSE the square
+  root of MSE's.
+* ``"monte_carlo"``: the percentile interval of f over noise redrawn at the public scale
+  with a seeded ``numpy.random.default_rng(seed)``. This randomness is post-processing
+  of public quantities for the error bar, never release noise (release noise is OpenDP's).
 
-Both are post-processing: they read only the released vector and its public scale,
-so they cost no ε. Intervals are clipped to the metric's known range.
+Everything here reads only the released vector and its public scale, so it costs no ε.
+:func:`classification_batch` and :func:`regression_batch` are the vectorised forms
+(R releases at once) that the coverage tests and notebook 04 measure.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from statistics import NormalDist
-from typing import Literal
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
-from dpledger.errors import InvalidInput
-from dpledger.metrics._segments import FloatArray, as_finite
-from dpledger.metrics.flam import (
-    CLASSIFICATION_KEYS,
-    Labels,
-    classification_metrics_rows,
-    project_confusion,
-    project_regression_measures,
-    regression_metrics_rows,
+from dpledger.metrics._flam_intervals import classification_batch, regression_batch
+from dpledger.metrics._intervals import (
+    Batch,
+    Distribution,
+    Guard,
+    Interval,
+    Method,
+    RowsFn,
+    batch_intervals,
+    noise_std,
+    to_intervals,
 )
+from dpledger.metrics._segments import FloatArray, as_finite
+from dpledger.metrics.flam import Labels
 from dpledger.metrics.release import VectorSumCodec
 
 __all__ = [
+    "Batch",
     "Distribution",
+    "Guard",
     "Interval",
     "Method",
+    "classification_batch",
+    "classification_estimates",
     "classification_intervals",
     "derived_interval",
     "derived_intervals",
+    "regression_batch",
+    "regression_estimates",
     "regression_intervals",
 ]
-
-Distribution = Literal["laplace", "gaussian"]
-Method = Literal["delta", "monte_carlo"]
-RowsFn = Callable[[FloatArray], Mapping[str, FloatArray]]
-
-_BLOCK = 256
-_CLASSIFICATION_RANGE = (0.0, 1.0)
-_MCC_RANGE = (-1.0, 1.0)
-_REGRESSION_RANGES = {"r2": (-math.inf, 1.0)}
-
-
-@dataclass(frozen=True)
-class Interval:
-    """A confidence interval ``[low, high]`` at ``level`` for a derived metric."""
-
-    low: float
-    high: float
-    level: float
-    method: str
-
-    def __post_init__(self) -> None:
-        if not 0.0 < self.level < 1.0:
-            raise InvalidInput(f"level must lie in (0, 1), got {self.level!r}")
-        if self.low > self.high:
-            raise InvalidInput(f"interval low {self.low!r} > high {self.high!r}")
-
-    @property
-    def half_width(self) -> float:
-        """Half the interval's width (the ± of a symmetric bar)."""
-        return 0.5 * (self.high - self.low)
-
-    def contains(self, value: float) -> bool:
-        """Whether ``value`` lies in the closed interval."""
-        return self.low <= value <= self.high
-
-
-def _noise_std(scale: npt.ArrayLike, d: int, distribution: Distribution) -> FloatArray:
-    try:
-        b = as_finite(np.broadcast_to(np.asarray(scale, dtype=np.float64), (d,)), "scale")
-    except ValueError as e:
-        if isinstance(e, InvalidInput):
-            raise
-        raise InvalidInput(f"scale must be a number or one per coordinate ({d}): {e}") from e
-    if np.any(b < 0):
-        raise InvalidInput("noise scale must be ≥ 0")
-    if distribution == "laplace":
-        return math.sqrt(2.0) * b
-    if distribution == "gaussian":
-        return b
-    raise InvalidInput(f"distribution must be 'laplace' or 'gaussian', got {distribution!r}")
-
-
-def _z(level: float) -> float:
-    if not 0.0 < level < 1.0:
-        raise InvalidInput(f"level must lie in (0, 1), got {level!r}")
-    return NormalDist().inv_cdf(0.5 + level / 2.0)
 
 
 def derived_intervals(
@@ -119,76 +75,26 @@ def derived_intervals(
     seed: int = 0,
     ranges: Mapping[str, tuple[float, float]] | None = None,
     step: float = 1e-3,
+    denominators: RowsFn | None = None,
+    guards: Mapping[str, Sequence[Guard]] | None = None,
 ) -> dict[str, Interval]:
     """Intervals for several metrics computed together by a vectorised ``f_rows``.
 
     ``f_rows`` maps a (k, d) stack of released-vector candidates to a dict of (k,)
-    metric arrays. ``scale`` is the public noise scale (Laplace b or Gaussian σ)
-    of each released coordinate. ``step`` is the finite-difference step as a
-    fraction of each coordinate's noise standard deviation.
+    metric arrays. ``scale`` is the public noise scale (Laplace b or Gaussian σ) of
+    each released coordinate. ``step`` is the finite-difference step as a fraction of
+    each coordinate's noise s.d. ``denominators`` (same calling convention) names the
+    quantities that ``guards[metric]`` require to be clearly positive; a metric whose
+    guard fails is unusable (whole range of ``ranges[metric]``, with a reason).
     """
-    x = as_finite(released, "released").reshape(-1)
-    d = x.shape[0]
-    std = _noise_std(scale, d, distribution)
-    z = _z(level)
-    ranges = ranges or {}
-    if method == "delta":
-        h = step * np.where(std > 0, std, 1.0)
-        center: dict[str, float] = {}
-        sq: dict[str, float] = {}
-        for start in range(0, d, _BLOCK):  # blocks of coordinates bound the memory, O(_BLOCK·d)
-            idx = np.arange(start, min(d, start + _BLOCK))
-            k = idx.shape[0]
-            points = np.repeat(x[None, :], 2 * k + 1, axis=0)
-            points[1 + np.arange(k), idx] += h[idx]
-            points[1 + k + np.arange(k), idx] -= h[idx]
-            vals = f_rows(points)  # one vectorised call: centre, k steps up, k steps down
-            for key, v in vals.items():
-                center[key] = float(v[0])
-                grad = (v[1 : k + 1] - v[k + 1 :]) / (2.0 * h[idx])
-                sq[key] = sq.get(key, 0.0) + float(np.sum((grad * std[idx]) ** 2))
-        out: dict[str, Interval] = {}
-        for key, total in sq.items():
-            f0, half = center[key], z * math.sqrt(total)
-            out[key] = _clipped(f0 - half, f0 + half, level, method, key, ranges)
-        return out
-    if method == "monte_carlo":
-        if isinstance(draws, bool) or not isinstance(draws, int) or draws < 10:
-            raise InvalidInput(f"draws must be an integer ≥ 10, got {draws!r}")
-        rng = np.random.default_rng(seed)
-        if distribution == "laplace":
-            noise = rng.laplace(0.0, std / math.sqrt(2.0), size=(draws, d))
-        else:
-            noise = rng.normal(0.0, std, size=(draws, d))
-        centre_rows = f_rows(x[None, :])
-        sims = f_rows(x + noise)
-        alpha = (1.0 - level) / 2.0
-        out = {}
-        for key, v in sims.items():
-            f0 = float(centre_rows[key][0])
-            if np.isnan(f0) or np.all(np.isnan(v)):
-                out[key] = _clipped(math.nan, math.nan, level, method, key, ranges)
-                continue
-            q_lo, q_hi = np.nanquantile(v, [alpha, 1.0 - alpha])
-            out[key] = _clipped(
-                2 * f0 - float(q_hi), 2 * f0 - float(q_lo), level, method, key, ranges
-            )
-        return out
-    raise InvalidInput(f"method must be 'delta' or 'monte_carlo', got {method!r}")
-
-
-def _clipped(
-    low: float,
-    high: float,
-    level: float,
-    method: str,
-    key: str,
-    ranges: Mapping[str, tuple[float, float]],
-) -> Interval:
-    lo_r, hi_r = ranges.get(key, (-math.inf, math.inf))
-    if not (math.isnan(low) or math.isnan(high)):
-        low, high = min(max(low, lo_r), hi_r), max(min(high, hi_r), lo_r)
-    return Interval(low, high, level, method)
+    x = as_finite(released, "released").reshape(1, -1)
+    std = noise_std(scale, x.shape[1], distribution)
+    batch = batch_intervals(
+        f_rows, x, std, level=level, method=method, distribution=distribution,
+        ranges=ranges or {}, denominators=denominators, guards=guards, draws=draws,
+        seed=seed, step=step,
+    )  # fmt: skip
+    return to_intervals(batch, level, method)
 
 
 def derived_interval(
@@ -202,26 +108,68 @@ def derived_interval(
     draws: int = 2000,
     seed: int = 0,
     bounds: tuple[float, float] = (-math.inf, math.inf),
+    denominator: Callable[[FloatArray], float] | None = None,
+    denominator_name: str = "denominator",
+    denominator_max: float = math.inf,
 ) -> Interval:
     """Interval for one scalar metric ``f(released)`` (f called once per evaluation point).
 
-    E.g. ``f = lambda z: pooled_along_across_ratio_from_sums(codec.decode(z))``.
+    E.g. ``f = lambda z: pooled_along_across_ratio_from_sums(codec.decode(z))``. With
+    ``denominator`` (e.g. ``lambda z: z[-1]`` for a share of a noisy count) the metric is
+    unusable when that denominator is not clearly positive (see :class:`Guard`).
     """
 
     def rows(stack: FloatArray) -> dict[str, FloatArray]:
         return {"f": np.asarray([f(row) for row in stack], dtype=np.float64)}
 
+    dens: RowsFn | None = None
+    guards: dict[str, tuple[Guard, ...]] | None = None
+    if denominator is not None:
+        den = denominator
+
+        def dens(stack: FloatArray) -> dict[str, FloatArray]:
+            return {denominator_name: np.asarray([den(row) for row in stack], dtype=np.float64)}
+
+        guards = {"f": (Guard(denominator_name, denominator_max),)}
     return derived_intervals(
-        rows,
-        released,
-        scale,
-        level=level,
-        method=method,
-        distribution=distribution,
-        draws=draws,
-        seed=seed,
-        ranges={"f": bounds},
-    )["f"]
+        rows, released, scale, level=level, method=method, distribution=distribution,
+        draws=draws, seed=seed, ranges={"f": bounds}, denominators=dens, guards=guards,
+    )["f"]  # fmt: skip
+
+
+Estimates = tuple[dict[str, float], dict[str, Interval]]
+
+
+def _estimates(batch: Batch, level: float, method: str) -> Estimates:
+    values = {k: float(v[0]) for k, v in batch.estimate.items()}
+    return values, to_intervals(batch, level, method)
+
+
+def classification_estimates(
+    released: npt.ArrayLike,
+    scale: float | npt.ArrayLike,
+    *,
+    labels: Labels = "all",
+    level: float = 0.95,
+    method: Method = "delta",
+    distribution: Distribution = "laplace",
+    draws: int = 2000,
+    seed: int = 0,
+    max_total: float = math.inf,
+) -> Estimates:
+    """Point estimates and intervals of every classification metric of one noisy release.
+
+    ``released`` is the noisy (C, C) matrix or its C² flattening, NOT clamped; estimates
+    are plug-ins on it, clipped to each metric's range. ``max_total`` is a public bound
+    on the true total count (cohort × cap per client); pass it so a cohort too small to
+    measure anything is always flagged. ``labels="all"`` is the stable choice under noise.
+    """
+    flat = as_finite(np.asarray(released, dtype=np.float64).reshape(-1), "released")
+    batch = classification_batch(
+        flat.reshape(1, -1), scale, labels=labels, level=level, method=method,
+        distribution=distribution, draws=draws, seed=seed, max_total=max_total,
+    )  # fmt: skip
+    return _estimates(batch, level, method)
 
 
 def classification_intervals(
@@ -234,36 +182,42 @@ def classification_intervals(
     distribution: Distribution = "laplace",
     draws: int = 2000,
     seed: int = 0,
+    max_total: float = math.inf,
 ) -> dict[str, Interval]:
     """Intervals for every classification metric of a noisy confusion-matrix release.
 
-    ``released`` is the noisy (C, C) matrix or its C² flattening; each candidate is
-    projected (negatives clamped to 0) before metrics, as the point estimate should be.
+    As :func:`classification_estimates` (which also returns the point estimates).
     """
-    flat = as_finite(np.asarray(released, dtype=np.float64).reshape(-1), "released")
-    project_confusion(flat)  # shape check: C² entries
-
-    def rows(stack: FloatArray) -> Mapping[str, FloatArray]:
-        return classification_metrics_rows(project_confusion(_square(stack)), labels=labels)
-
-    ranges = {k: _CLASSIFICATION_RANGE for k in CLASSIFICATION_KEYS}
-    ranges["mcc"] = _MCC_RANGE
-    return derived_intervals(
-        rows,
-        flat,
-        scale,
-        level=level,
-        method=method,
-        distribution=distribution,
-        draws=draws,
-        seed=seed,
-        ranges=ranges,
-    )
+    return classification_estimates(
+        released, scale, labels=labels, level=level, method=method,
+        distribution=distribution, draws=draws, seed=seed, max_total=max_total,
+    )[1]  # fmt: skip
 
 
-def _square(stack: FloatArray) -> FloatArray:
-    c = math.isqrt(stack.shape[-1])
-    return stack.reshape(*stack.shape[:-1], c, c)
+def regression_estimates(
+    released: npt.ArrayLike,
+    codec: VectorSumCodec,
+    scale: float | npt.ArrayLike,
+    *,
+    level: float = 0.95,
+    method: Method = "delta",
+    distribution: Distribution = "laplace",
+    draws: int = 2000,
+    seed: int = 0,
+    cohort: float = math.inf,
+) -> Estimates:
+    """Point estimates and intervals of R², MSE, RMSE, MAE of one noisy encoded release.
+
+    ``released`` is in encoded units (what the ledger noised, with scale ``scale``) and
+    ``codec`` the :func:`~dpledger.metrics.flam.regression_codec` that encoded it.
+    ``cohort`` (public) keeps a cohort too small to measure anything always flagged.
+    """
+    x = as_finite(np.asarray(released, dtype=np.float64).reshape(-1), "released")
+    batch = regression_batch(
+        x.reshape(1, -1), codec, scale, level=level, method=method, distribution=distribution,
+        draws=draws, seed=seed, cohort=cohort,
+    )  # fmt: skip
+    return _estimates(batch, level, method)
 
 
 def regression_intervals(
@@ -276,26 +230,10 @@ def regression_intervals(
     distribution: Distribution = "laplace",
     draws: int = 2000,
     seed: int = 0,
+    cohort: float = math.inf,
 ) -> dict[str, Interval]:
-    """Intervals for R², MSE, RMSE, MAE from a noisy encoded regression release.
-
-    ``released`` is in encoded units (what the ledger noised, with scale ``scale``);
-    each candidate is decoded with ``codec`` and projected before computing metrics.
-    """
-
-    def rows(stack: FloatArray) -> Mapping[str, FloatArray]:
-        return regression_metrics_rows(project_regression_measures(codec.decode(stack)))
-
-    ranges = {"r2": _REGRESSION_RANGES["r2"], "mse": (0.0, math.inf)}
-    ranges |= {"rmse": (0.0, math.inf), "mae": (0.0, math.inf)}
-    return derived_intervals(
-        rows,
-        released,
-        scale,
-        level=level,
-        method=method,
-        distribution=distribution,
-        draws=draws,
-        seed=seed,
-        ranges=ranges,
-    )
+    """Intervals for R², MSE, RMSE, MAE (see :func:`regression_estimates`)."""
+    return regression_estimates(
+        released, codec, scale, level=level, method=method, distribution=distribution,
+        draws=draws, seed=seed, cohort=cohort,
+    )[1]  # fmt: skip

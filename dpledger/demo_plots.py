@@ -1,0 +1,203 @@
+"""The demo's charts: released values with their 95% intervals, never bare noise.
+
+Every plotted value is a released (noisy) value or post-processing of one, drawn with
+its 95% interval from the public noise scale. A bucket whose noisy count is not clearly
+positive — within q noise standard errors of 0, q the quantile the intervals use
+(≈ 3.1 Laplace scales) — is greyed (a histogram share: its value is tiny and noisy) or
+dropped and listed (a calibration gap: a ratio over such a count means nothing). Regions
+whose releases were refused are named on every chart. Nothing here reads fleet data.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dpledger.demo import (
+    DRIFT_FACTOR,
+    OVERCONFIDENT_GAP,
+    TAIL_SHARE,
+    DemoResult,
+    policy_reference,
+)
+from dpledger.ledger import Release
+from dpledger.mechanisms import error_bar_for_scale
+from dpledger.metrics._intervals import noise_std, quantile_factor
+from dpledger.metrics.uncertainty import Interval, derived_interval
+
+__all__ = ["clearly_positive", "write_plots"]
+
+_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3")
+_GREY = "#c8c8c8"
+
+
+def clearly_positive(rel: Release) -> tuple[np.ndarray, float]:
+    """Which coordinates of a release are clearly positive, and the threshold used.
+
+    The public rule of every chart: a noisy count must exceed q × its noise s.e., q the
+    95% quantile of one coordinate's noise (Laplace: 2.17 × √2·b ≈ 3.06·b).
+    """
+    std = noise_std(rel.scale, 1, rel.facts.mechanism)
+    se, q = quantile_factor(std.reshape(1, 1), 0.95, rel.facts.mechanism)
+    threshold = float(q[0] * se[0])
+    return rel.noisy_sum > threshold, threshold
+
+
+def _ratio(rel: Release, num: int, den: slice | int, bounds: tuple[float, float]) -> Interval:
+    v = rel.noisy_sum
+    return derived_interval(
+        lambda z: float(z[num] / np.sum(z[den])), v, rel.scale, bounds=bounds,
+        distribution=rel.facts.mechanism, denominator=lambda z: float(np.sum(z[den])),
+        denominator_max=float(rel.facts.sensitivity) * rel.request.cohort,
+    )  # fmt: skip
+
+
+def _refused(result: DemoResult) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for v in result.refusals:
+        out.setdefault(v.request.region, v.failures[0].reason)
+    return out
+
+
+def _legend_refused(ax: Any, refused: dict[str, str], cohorts: dict[str, int]) -> None:
+    """A legend entry per refused region: marked on the chart, never silently absent."""
+    for region in refused:
+        label = f"{region} (n = {cohorts[region]:,}): REFUSED, nothing published"
+        ax.plot([], [], "x", color="#a00000", label=label)
+
+
+def _save(plt: Any, fig: Any, path: Path, note: str) -> Path:
+    fig.text(0.01, 0.01, note, fontsize=7, color="#444444", va="bottom", wrap=True)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _ratio_chart(plt: Any, result: DemoResult, rels: dict[tuple[str, str], Release],
+                 path: Path) -> Path:  # fmt: skip
+    refused = _refused(result)
+    regions = list(result.cohorts)
+    ratio_kinds = {"lateral_drift": "lateral drift", "crs_mismatch": "CRS mismatch"}
+    found = {f.region: ratio_kinds[f.kind] for f in result.findings if f.kind in ratio_kinds}
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for i, region in enumerate(regions):
+        rel = rels.get((region, "along_across_ratio"))
+        if rel is None:
+            ax.plot(i, 0.0, "x", color="#a00000", ms=10)
+            ax.text(i, 0.3, "refused", rotation=90, ha="center", va="bottom", color="#a00000")
+            continue
+        bar = error_bar_for_scale(rel.scale, rel.request.cohort, "ci95", rel.facts.mechanism)
+        ax.bar(i, float(rel.value), yerr=bar, capsize=4, color="#4c72b0")
+        if region in found:
+            ax.text(i, float(rel.value) + bar, f"finding: {found[region]}", ha="center",
+                    va="bottom", fontsize=7)  # fmt: skip
+    ax.set_xticks(range(len(regions)), regions)
+    ref = policy_reference(result.policy)
+    ax.axhline(ref, color="grey", ls="--", label=f"healthy reference {ref:.2f} (same statistic)")
+    ax.axhline(DRIFT_FACTOR * ref, color="#c44e52", ls=":",
+               label=f"drift rule: whole interval above {DRIFT_FACTOR:g} × {ref:.2f} = "
+               f"{DRIFT_FACTOR * ref:.2f}")  # fmt: skip
+    _legend_refused(ax, refused, result.cohorts)
+    ax.set_ylabel("mean per-client across/along ratio")
+    ax.set_ylim(0, ax.get_ylim()[1] * 1.08)
+    ax.set_title("Released along/across ratio per region", fontsize=10)
+    ax.legend(fontsize=7, loc="upper right")
+    return _save(plt, fig, path, "Bars: released mean per-client clipped ratio; error bars: 95% "
+                 "intervals from the public noise scale (ln 20 · b / n). A CRS finding takes "
+                 "precedence over drift (its gross errors also raise the ratio).")  # fmt: skip
+
+
+def _histogram_chart(plt: Any, result: DemoResult, rels: dict[tuple[str, str], Release],
+                     path: Path) -> Path:  # fmt: skip
+    refused = _refused(result)
+    regions = [r for r in result.cohorts if (r, "error_histogram") in rels]
+    edges = result.policy.metrics["error_histogram"].edges or ()
+    labels = [f"≤{edges[0]:g}"] + [f"{a:g}–{b:g}" for a, b in itertools.pairwise(edges)]
+    labels.append(f">{edges[-1]:g}")
+    k = len(labels)
+    fig, (ax, tail_ax) = plt.subplots(1, 2, figsize=(10, 4), width_ratios=(3, 1))
+    width = 0.8 / max(1, len(regions))
+    greyed = False
+    threshold = 0.0
+    for i, region in enumerate(regions):
+        rel = rels[(region, "error_histogram")]
+        clear, threshold = clearly_positive(rel)
+        ivs = [_ratio(rel, j, slice(None), (0.0, 1.0)) for j in range(k)]
+        share = rel.noisy_sum / rel.noisy_sum.sum()
+        low = np.array([iv.low for iv in ivs])
+        high = np.array([iv.high for iv in ivs])
+        err = np.vstack([np.maximum(share - low, 0), np.maximum(high - share, 0)])
+        colours = [_COLOURS[i % 5] if c else _GREY for c in clear]
+        greyed |= not clear.all()
+        x = np.arange(k) + i * width
+        ax.bar(x, share, width, yerr=err, capsize=2, color=colours, label=region)
+        tail_ax.bar(i, share[-1], 0.6, yerr=err[:, -1:], capsize=4, color=colours[-1])
+    ax.set_xticks(np.arange(k) + 0.4 - width / 2, labels)
+    ax.set_xlabel("position error (m)")
+    ax.set_ylabel("share of errors (released counts / their total)")
+    ax.set_title("Released error histogram per region", fontsize=10)
+    _legend_refused(ax, refused, result.cohorts)
+    ax.legend(fontsize=7, loc="upper right")
+    tail_ax.axhline(
+        TAIL_SHARE, color="#c44e52", ls=":", label=f"CRS rule: interval > {TAIL_SHARE:.0%}"
+    )
+    tail_ax.set_xticks(range(len(regions)), regions, fontsize=8)
+    tail_ax.set_title(f"zoom: errors > {edges[-1]:g} m", fontsize=10)
+    tail_ax.set_ylim(top=tail_ax.get_ylim()[1] * 1.25)
+    tail_ax.legend(fontsize=7, loc="upper left")
+    grey_note = (f" Grey: a bucket whose noisy count is ≤ {threshold:,.0f} = q × its noise s.e. "
+                 "(≈ 3 noise scales): not clearly positive." if greyed else "")  # fmt: skip
+    return _save(plt, fig, path, "Error bars: 95% intervals of each share from the public noise "
+                 "scale (delta method on the unclamped release)." + grey_note)  # fmt: skip
+
+
+def _calibration_chart(plt: Any, result: DemoResult, rels: dict[tuple[str, str], Release],
+                       path: Path) -> Path:  # fmt: skip
+    refused = _refused(result)
+    regions = [r for r in result.cohorts if (r, "calibration_gap") in rels]
+    fig, ax = plt.subplots(figsize=(8.5, 4))
+    dropped: list[str] = []
+    threshold = 0.0
+    for i, region in enumerate(regions):
+        rel = rels[(region, "calibration_gap")]
+        k = rel.noisy_sum.shape[0] // 2
+        clear, threshold = clearly_positive(rel)
+        centre = np.arange(k) / k + 0.5 / k + (i - len(regions) / 2) * 0.012
+        shown = [j for j in range(k) if clear[k + j]]
+        dropped += [f"{region} p≈{(j + 0.5) / k:.1f}" for j in range(k) if not clear[k + j]]
+        ivs = {j: _ratio(rel, j, k + j, (-1.0, 1.0)) for j in shown}
+        gap = np.array([rel.noisy_sum[j] / rel.noisy_sum[k + j] for j in shown])
+        err = np.array([[g - ivs[j].low, ivs[j].high - g] for g, j in zip(gap, shown, strict=True)])
+        ax.errorbar(centre[shown], gap, yerr=err.T.clip(0) if len(shown) else None, fmt="o-",
+                    ms=4, capsize=3, color=_COLOURS[i % 5], label=region)  # fmt: skip
+    ax.axhline(0.0, color="grey", lw=0.8)
+    rule = f"over-confidence rule (top bucket): interval > {OVERCONFIDENT_GAP:g}"
+    ax.plot([0.8, 1.0], [OVERCONFIDENT_GAP] * 2, color="#c44e52", ls=":", label=rule)
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("predicted probability (bucket centre)")
+    ax.set_ylabel("mean(p − y) in the bucket")
+    ax.set_title("Released calibration gap per confidence bucket", fontsize=10)
+    _legend_refused(ax, refused, result.cohorts)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    drop_note = (f" Not shown (noisy count ≤ {threshold:,.0f} = q × its noise s.e., not clearly "
+                 f"positive): {', '.join(dropped)}." if dropped else "")  # fmt: skip
+    return _save(plt, fig, path, "Error bars: 95% intervals of Σ(p − y) / count from the public "
+                 "noise scale (delta method on the unclamped release)." + drop_note)  # fmt: skip
+
+
+def write_plots(result: DemoResult, directory: Path) -> list[Path]:
+    """PNG charts of released values: ratio per region, error histograms, calibration gaps."""
+    from dpledger.calibration import require_pyplot
+
+    plt = require_pyplot()
+    directory.mkdir(parents=True, exist_ok=True)
+    rels = {(r.request.region, r.request.metric): r for r in result.releases}
+    return [
+        _ratio_chart(plt, result, rels, directory / "ratio_by_region.png"),
+        _histogram_chart(plt, result, rels, directory / "error_histogram.png"),
+        _calibration_chart(plt, result, rels, directory / "calibration_gap.png"),
+    ]

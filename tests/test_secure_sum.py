@@ -1,0 +1,66 @@
+"""The exact-sum stand-in for secure aggregation: caps hold after encoding, sums are exact."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dpledger.errors import InvalidInput
+from dpledger.metrics.secure_sum import FixedPoint, exact_sum
+
+
+def _exact(values: np.ndarray) -> list[Fraction]:
+    """Column sums computed in exact rational arithmetic."""
+    return [sum((Fraction(float(v)) for v in col), Fraction(0)) for col in values.T]
+
+
+def test_a_sum_is_the_exact_sum_of_the_encoded_contributions() -> None:
+    rng = np.random.default_rng(0)  # synthetic contributions, not noise
+    rows = rng.normal(0, 3, (5000, 7))
+    rows *= np.minimum(1.0, 20.0 / np.abs(rows).sum(axis=1))[:, None]  # L1 cap 20
+    grid = FixedPoint.for_cap(20.0)
+    total = exact_sum(rows, grid)
+    encoded = grid.encode(rows).astype(np.float64) * grid.quantum
+    assert [Fraction(float(t)) for t in total] == _exact(encoded)
+    assert np.max(np.abs(total - rows.sum(axis=0))) <= 5000 * grid.quantum
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    cap=st.floats(1e-3, 1e6),
+    scale=st.floats(0.0, 1.0),
+    seed=st.integers(0, 2**32 - 1),
+    d=st.integers(1, 12),
+)
+def test_encoding_never_grows_a_contribution(cap: float, scale: float, seed: int, d: int) -> None:
+    rng = np.random.default_rng(seed)
+    rows = rng.normal(0, 1, (50, d))
+    rows *= (cap * scale) / np.maximum(np.abs(rows).sum(axis=1), 1e-300)[:, None]
+    grid = FixedPoint.for_cap(cap)
+    decoded = grid.encode(rows).astype(np.float64) * grid.quantum
+    assert np.all(np.abs(decoded) <= np.abs(rows))  # toward zero: every L1 cap still holds
+    assert np.all(np.abs(rows - decoded) < grid.quantum)
+    assert grid.quantum <= cap * 2.0**-grid.bits * 2
+
+
+def test_a_scalar_clip_not_containing_zero_stays_inside_it() -> None:
+    grid = FixedPoint(0.3, 5.7)
+    values = np.array([0.3, 0.30000000001, 5.7, 1.0])
+    decoded = grid.encode(values).astype(np.float64) * grid.quantum
+    assert np.all((decoded >= 0.3) & (decoded <= 5.7))
+
+
+def test_too_many_clients_for_an_exact_double_are_refused() -> None:
+    grid = FixedPoint.for_cap(1.0, bits=40)  # quantum 2^-39: 2^39 units per client at most
+    assert grid.quantum == 2.0**-39
+    assert grid.max_clients == 2**53 // 2**39
+    with pytest.raises(InvalidInput, match="exact range"):
+        exact_sum(np.zeros((grid.max_clients + 1, 1)), grid)
+    with pytest.raises(InvalidInput, match="bits"):
+        FixedPoint(0.0, 1.0, bits=60)
+    with pytest.raises(InvalidInput, match="low < high"):
+        FixedPoint(1.0, 1.0)
