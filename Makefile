@@ -38,4 +38,4 @@ bench: $(STAMP)
 	$(PY) -m benchmarks $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache dpledger-demo.db*
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

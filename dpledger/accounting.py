@@ -23,6 +23,7 @@ from dpledger.policy import ALL, Policy
 __all__ = [
     "BudgetCheck",
     "EpochSpend",
+    "binding_loss",
     "check_allocation",
     "check_budget",
     "client_loss",
@@ -105,6 +106,22 @@ def regions_in_view(policy: Policy, spent: Mapping[str, Fraction]) -> tuple[str,
     return tuple(sorted(set(policy.regions.names) | seen))
 
 
+def binding_loss(
+    policy: Policy, spent: Mapping[str, Fraction], region: str
+) -> tuple[Fraction, str]:
+    """The loss that binds a release in ``region``, and the region that has it.
+
+    A regional release binds its own clients (``spent[ALL] + spent[region]``); a global
+    one binds the most spent client of every region in view (an open partition's unseen
+    regions have spent nothing regional, so the declared and seen ones bind).
+    """
+    if region != ALL:
+        return client_loss(spent, region), region
+    candidates = regions_in_view(policy, spent) or (ALL,)
+    binding = max(candidates, key=lambda r: client_loss(spent, r))
+    return client_loss(spent, binding) if binding != ALL else spent.get(ALL, _ZERO), binding
+
+
 def check_budget(
     policy: Policy,
     spent: Mapping[str, Fraction],
@@ -114,19 +131,14 @@ def check_budget(
 ) -> BudgetCheck:
     """Whether ``charge`` fits the epoch allocation of every client it touches.
 
-    A regional release must fit ``spent[ALL] + spent[region] + charge ≤ ε_eval``; a
-    global release must fit that for every region (an open partition's unseen
-    regions have spent nothing regional, so the declared and seen ones bind).
+    ``spent[ALL] + spent[r] + charge ≤ ε_eval`` for the binding region r
+    (:func:`binding_loss`).
     """
     budget = policy.eval_budget
-    if region == ALL:
-        candidates = regions_in_view(policy, spent) or (ALL,)
-        binding = max(candidates, key=lambda r: client_loss(spent, r))
-        loss = client_loss(spent, binding) if binding != ALL else spent.get(ALL, _ZERO)
-        label = scope_label(epoch, ALL) + (f" (binding: {binding})" if binding != ALL else "")
-    else:
-        loss = client_loss(spent, region)
-        label = scope_label(epoch, region)
+    loss, binding = binding_loss(policy, spent, region)
+    label = scope_label(epoch, region)
+    if region == ALL and binding != ALL:
+        label += f" (binding: {binding})"
     return BudgetCheck(
         fits=loss + charge <= budget,
         requested=charge,
@@ -152,13 +164,7 @@ def check_allocation(
     allocation = policy.allocation_of(metric)
     if allocation is None:
         return None
-    mine = spend.of_metric(metric)
-    if region == ALL:
-        candidates = regions_in_view(policy, mine) or (ALL,)
-        binding = max(candidates, key=lambda r: client_loss(mine, r))
-        loss = client_loss(mine, binding) if binding != ALL else mine.get(ALL, _ZERO)
-    else:
-        loss = client_loss(mine, region)
+    loss, _ = binding_loss(policy, spend.of_metric(metric), region)
     return BudgetCheck(
         fits=loss + charge <= allocation,
         requested=charge,

@@ -12,11 +12,11 @@ import hashlib
 import json
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import ConfigDict, Field
+from pydantic import BeforeValidator, ConfigDict, Field
 
 from dpledger import mechanisms as mech
 from dpledger.accounting import BudgetCheck, EpochSpend, check_allocation, check_budget
@@ -78,6 +78,14 @@ STATE_CHECKS = ("epoch_policy", "allocation", "budget")
 """The checks that read the ledger's state: re-run under the write lock before a release."""
 
 
+def _numpy_int(value: object) -> object:
+    """A numpy integer as a Python int (``cohort=mask.sum()``); anything else unchanged."""
+    return int(value) if isinstance(value, np.integer) else value
+
+
+_Count = Annotated[int, BeforeValidator(_numpy_int)]
+
+
 class ReleaseRequest(FrozenModel):
     """What a caller asks to release: epoch, metric, region (or all), cohort, versions.
 
@@ -89,12 +97,12 @@ class ReleaseRequest(FrozenModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
-    epoch: int = Field(ge=0, le=MAX_EPOCH, description="evaluation epoch (policy budget window)")
+    epoch: _Count = Field(ge=0, le=MAX_EPOCH, description="evaluation epoch (policy budget window)")
     metric: str = Field(min_length=1, max_length=64)
     region: str = Field(
         min_length=1, max_length=64, description=f"a region, or {ALL!r} for all (explicit)"
     )
-    cohort: int = Field(
+    cohort: _Count = Field(
         ge=1,
         le=MAX_COHORT,
         description="clients summed into the aggregate, a public number: under replace the "

@@ -161,6 +161,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def _cmd_release(args: argparse.Namespace) -> int:
     request, aggregate = _request(args), load_aggregate(args.aggregate)
     with _open(args, "create") as ledger:
+        new = not ledger.exists
         try:
             r = ledger.release(request, aggregate)
         except ReleaseRefused as e:
@@ -168,6 +169,8 @@ def _cmd_release(args: argparse.Namespace) -> int:
                 raise
             _emit(e.verdict.as_dict(), args.json, verdict_text(e.verdict))
             return EXIT_REFUSED
+        if new:  # a mistyped --ledger would start a new budget history: say so
+            print(f"dpledger: created a new ledger at {ledger.location}", file=sys.stderr)
     _emit(r.as_dict(), args.json, release_text(r))
     return EXIT_OK
 
@@ -242,7 +245,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     anchor = None
     if args.expected_head:
         seq, _, digest = args.expected_head.partition(":")
-        if not (seq.isdigit() and len(digest) == 64):
+        if not (seq.isdigit() and len(seq) <= 19 and len(digest) == 64):
             raise InvalidInput("--expected-head takes ENTRY_ID:HASH (a release's entry_hash)")
         anchor = (int(seq), digest)
     with _open(args, "read") as ledger:
@@ -264,15 +267,40 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok else EXIT_REFUSED
 
 
+def _export_target(args: argparse.Namespace) -> Path:
+    """Where ``--out`` may write: never the ledger, never an existing file without --force."""
+    out = Path(args.out)
+    ledger_files = [Path(str(args.ledger) + s) for s in ("", "-wal", "-shm", "-journal")]
+    try:
+        if any(f.exists() and out.exists() and out.samefile(f) for f in ledger_files):
+            raise InvalidInput(f"--out {out} is the ledger itself: choose another file")
+        if out.is_dir():
+            raise InvalidInput(f"--out {out} is a directory: name a file")
+        if out.exists() and not args.force:
+            raise InvalidInput(f"--out {out} exists: pass --force to replace it")
+        if not out.parent.is_dir():
+            raise InvalidInput(f"--out {out}: the directory {out.parent} does not exist")
+    except OSError as e:
+        raise InvalidInput(f"--out {out}: {e.strerror}") from None
+    return out
+
+
 def _cmd_export(args: argparse.Namespace) -> int:
+    target = _export_target(args) if args.out else None
     with _open(args, "read") as ledger:
-        out = open(args.out, "w", encoding="utf-8") if args.out else sys.stdout  # noqa: SIM115
+        lines = (json.dumps(e.as_dict(), sort_keys=True) + "\n" for e in ledger.entries())
+        if target is None:
+            for line in lines:
+                sys.stdout.write(line)
+            return EXIT_OK
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.partial")
         try:
-            for e in ledger.entries():
-                out.write(json.dumps(e.as_dict(), sort_keys=True) + "\n")
-        finally:
-            if out is not sys.stdout:
-                out.close()
+            with tmp.open("w", encoding="utf-8") as out:
+                out.writelines(lines)
+            os.replace(tmp, target)  # complete or absent: never half an export
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            raise InvalidInput(f"cannot write --out {target}: {e.strerror}") from None
     return EXIT_OK
 
 
@@ -360,7 +388,8 @@ def build_parser() -> argparse.ArgumentParser:
         _ledger_args(p)
         p.set_defaults(func=func)
         if name == "export":
-            p.add_argument("--out", help="file to write (default stdout)")
+            p.add_argument("--out", help="file to write (default stdout); never the ledger")
+            p.add_argument("--force", action="store_true", help="replace an existing --out file")
         if name == "verify":
             p.add_argument("--expected-head", help="ENTRY_ID:HASH recorded outside the database")
         if name == "lifetime":

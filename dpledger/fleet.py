@@ -37,6 +37,7 @@ from typing import Any, Final, TypeAlias
 import numpy as np
 from numpy.typing import NDArray
 
+from dpledger.errors import InvalidInput
 from dpledger.fleet_scenarios import (
     _SCENARIO_TYPES,
     BASELINE_ACROSS_RMS,
@@ -163,7 +164,7 @@ class Fleet:
     def client_range(self, region: str) -> range:
         """Indices of the clients of ``region`` (contiguous by construction)."""
         if region not in self.regions:
-            raise ValueError(f"unknown region {region!r}; this fleet has {self.regions}")
+            raise InvalidInput(f"unknown region {region!r}; this fleet has {self.regions}")
         i = self.regions.index(region)
         lo, hi = np.searchsorted(self.client_region, [i, i + 1])
         return range(int(lo), int(hi))
@@ -214,10 +215,10 @@ def _parse_scenarios(scenarios: Iterable[Scenario | str]) -> tuple[Scenario, ...
     for s in (scenarios,) if isinstance(scenarios, str) else scenarios:
         if isinstance(s, str):
             if s not in _SCENARIO_TYPES:
-                raise ValueError(f"unknown scenario {s!r}; choose from {sorted(_SCENARIO_TYPES)}")
+                raise InvalidInput(f"unknown scenario {s!r}; choose from {sorted(_SCENARIO_TYPES)}")
             s = _SCENARIO_TYPES[s]()
         if not isinstance(s, tuple(_SCENARIO_TYPES.values())):
-            raise ValueError(f"unknown scenario {s!r}; pass a name or a scenario spec")
+            raise InvalidInput(f"unknown scenario {s!r}; pass a name or a scenario spec")
         specs.append(s)
     keys = [(s.name, getattr(s, "region", None)) for s in specs]
     dupes = sorted({f"{k[0]}@{k[1]}" if k[1] else k[0] for k in keys if keys.count(k) > 1})
@@ -229,7 +230,7 @@ def _region_shares(
     regions: Sequence[str] | Mapping[str, float], specs: Sequence[Scenario]
 ) -> dict[str, float]:
     if isinstance(regions, str):
-        raise ValueError("regions must be a sequence of names or a mapping name -> share")
+        raise InvalidInput("regions must be a sequence of names or a mapping name -> share")
     if isinstance(regions, Mapping):
         shares = {str(k): float(v) for k, v in regions.items()}
         total = math.fsum(shares.values())
@@ -301,7 +302,7 @@ def make_fleet(
     for s in specs:
         region = getattr(s, "region", None)
         if region is not None and region not in names:
-            raise ValueError(
+            raise InvalidInput(
                 f"scenario {s.name} targets region {region!r}, not one of {names}; "
                 f"pass {type(s).__name__}(region=...) naming an existing region"
             )

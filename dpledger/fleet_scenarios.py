@@ -20,6 +20,8 @@ from typing import ClassVar, Final, TypeAlias
 import numpy as np
 from numpy.typing import NDArray
 
+from dpledger.errors import InvalidInput
+
 __all__ = [
     "BASELINE_ACROSS_RMS",
     "BASELINE_ALONG_RMS",
@@ -62,7 +64,7 @@ def _is_int(x: object) -> bool:
 
 def _require(ok: bool, message: str) -> None:
     if not ok:
-        raise ValueError(message)
+        raise InvalidInput(message)
 
 
 def _check_anchors(anchors: Sequence[tuple[float, float]]) -> None:

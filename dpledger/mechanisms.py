@@ -251,10 +251,17 @@ def privacy_loss(facts: MechanismFacts) -> Fraction:
 
 def noise_scale(sensitivity: float | Fraction, budget: float | Fraction, measure: Measure) -> float:
     """Closed-form noise scale: Laplace ``b = Δ/ε``; under zCDP ``σ = Δ/√(2ρ)`` (both kinds)."""
-    d, b = float(sensitivity), float(budget)
+    try:
+        d, b = float(sensitivity), float(budget)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise InvalidInput(f"sensitivity and budget must be numbers: {e}") from None
     if not (math.isfinite(d) and d > 0 and math.isfinite(b) and b > 0):
         raise InvalidInput(f"sensitivity and budget must be finite and > 0, got {d!r}, {b!r}")
-    return d / b if measure == "epsilon" else d / math.sqrt(2.0 * b)
+    with np.errstate(over="ignore"):
+        scale = d / b if measure == "epsilon" else d / math.sqrt(2.0 * b)
+    if not (math.isfinite(scale) and scale > 0):
+        raise InvalidInput(f"the noise scale Δ/budget = {d!r}/{b!r} is not a finite number")
+    return scale
 
 
 @functools.lru_cache(maxsize=4096)
@@ -380,7 +387,13 @@ def cohort_floor_for_scale(
     """
     if not (math.isfinite(target) and target > 0):
         raise InvalidInput(f"target error bar must be finite and > 0, got {target!r}")
-    n = max(1, math.ceil(bar_factor(bar, mechanism) * scale / target))
+    ratio = bar_factor(bar, mechanism) * scale / target
+    if not math.isfinite(ratio) or ratio > 2**62:
+        raise InvalidInput(
+            f"no cohort reaches the target {target!r} at noise scale {scale!r}: the floor "
+            "would exceed 2**62 clients"
+        )
+    n = max(1, math.ceil(ratio))
     while n > 1 and error_bar_for_scale(scale, n - 1, bar, mechanism) <= target:
         n -= 1
     while error_bar_for_scale(scale, n, bar, mechanism) > target:

@@ -76,6 +76,10 @@ MAX_POLICY_BYTES = 1 << 20
 """A policy file larger than this (1 MiB) is refused before it is parsed."""
 
 
+_ADDED_FIELDS: dict[str, object] = {"allocation": "per_metric"}
+"""Policy fields added after ledgers existed, with the default that leaves a hash unchanged."""
+
+
 class PolicyWarning(UserWarning):
     """A policy is valid but unwise (e.g. an eval fraction outside 0.10–0.40)."""
 
@@ -117,6 +121,22 @@ ExactDecimal = Annotated[
     PlainSerializer(fraction_text, return_type=str),
 ]
 """A policy number kept exact; serialised as ``"p/q"`` text."""
+
+
+def _positive(q: Fraction) -> Fraction:
+    if not q > 0:
+        raise ValueError("must be > 0")
+    return q
+
+
+def _fraction_of_one(q: Fraction) -> Fraction:
+    if not 0 < q <= 1:
+        raise ValueError("must be in (0, 1]")
+    return q
+
+
+PositiveDecimal = Annotated[ExactDecimal, AfterValidator(_positive)]
+"""A budget, cap or weight: exact and > 0 (checked per field, so every bad one is listed)."""
 
 
 def describe_validation_error(e: ValidationError) -> str:
@@ -166,6 +186,19 @@ class FrozenModel(BaseModel):
             _DEPTH.reset(token)
 
     @classmethod
+    def model_validate_json(cls, json_data: str | bytes | bytearray, **kwargs: Any) -> Self:
+        """Validate JSON text; a :class:`DpLedgerError` (not pydantic's) when it is invalid."""
+        token = _DEPTH.set(_DEPTH.get() + 1)
+        try:
+            return super().model_validate_json(json_data, **kwargs)
+        except ValidationError as e:
+            if _DEPTH.get() > 1:
+                raise
+            raise cls._invalid(describe_validation_error(e)) from None
+        finally:
+            _DEPTH.reset(token)
+
+    @classmethod
     def model_validate(cls, obj: Any, **kwargs: Any) -> Self:
         """Validate ``obj``; a :class:`DpLedgerError` (not pydantic's) when it is invalid."""
         token = _DEPTH.set(_DEPTH.get() + 1)
@@ -202,11 +235,11 @@ class MetricSpec(FrozenModel):
     edges: tuple[float, ...] | None = None
     edges_version: str | None = None
     dimension: int | None = Field(default=None, ge=1, le=100_000)
-    cap_per_client: ExactDecimal | None = None
+    cap_per_client: PositiveDecimal | None = None
     nonnegative: bool | None = None  # default: True for histograms, False for vector_sum
-    epsilon: ExactDecimal | None = None
-    rho: ExactDecimal | None = None
-    weight: ExactDecimal | None = None
+    epsilon: PositiveDecimal | None = None
+    rho: PositiveDecimal | None = None
+    weight: PositiveDecimal | None = None
     target: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     bar: BarKind = "ci95"
     mechanism: Literal["laplace", "gaussian"] | None = None
@@ -237,30 +270,31 @@ class MetricSpec(FrozenModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> MetricSpec:
+        problems = []
         budgets = [b for b in (self.epsilon, self.rho, self.weight) if b is not None]
         if len(budgets) != 1:
-            raise ValueError("give exactly one of epsilon, rho (absolute) or weight (a share)")
-        if budgets[0] <= 0:
-            raise ValueError("the per-release budget (epsilon, rho or weight) must be > 0")
+            problems.append("give exactly one of epsilon, rho (absolute) or weight (a share)")
         if self.kind == "scalar_mean":
             if self.clip is None:
-                raise ValueError("a scalar_mean metric needs clip.low and clip.high")
+                problems.append("a scalar_mean metric needs clip.low and clip.high")
             if self.edges is not None or self.cap_per_client is not None:
-                raise ValueError("a scalar_mean metric takes clip, not edges or cap_per_client")
+                problems.append("a scalar_mean metric takes clip, not edges or cap_per_client")
         else:
-            if self.cap_per_client is None or self.cap_per_client <= 0:
-                raise ValueError(f"a {self.kind} metric needs cap_per_client > 0 (L1 per client)")
+            if self.cap_per_client is None:
+                problems.append(f"a {self.kind} metric needs cap_per_client > 0 (L1 per client)")
             if self.clip is not None:
-                raise ValueError(f"a {self.kind} metric is bounded by cap_per_client, not clip")
+                problems.append(f"a {self.kind} metric is bounded by cap_per_client, not clip")
         if self.kind == "histogram":
             if self.edges is None or self.edges_version is None:
-                raise ValueError("a histogram needs fixed edges and an edges_version")
-            if self.dimension not in (None, len(self.edges) + 1):
-                raise ValueError("a histogram's dimension is len(edges) + 1; omit dimension")
+                problems.append("a histogram needs fixed edges and an edges_version")
+            elif self.dimension not in (None, len(self.edges) + 1):
+                problems.append("a histogram's dimension is len(edges) + 1; omit dimension")
         if self.kind == "vector_sum" and self.dimension is None:
-            raise ValueError("a vector_sum metric needs its dimension")
+            problems.append("a vector_sum metric needs its dimension")
         if self.kind != "histogram" and self.edges is not None and self.edges_version is None:
-            raise ValueError("edges need an edges_version")
+            problems.append("edges need an edges_version")
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     @property
@@ -317,10 +351,10 @@ class Policy(FrozenModel):
     privacy_unit: Literal["client"] = "client"
     neighbouring: Neighbouring
     definition: Definition = "pure"
-    epoch_epsilon: ExactDecimal | None = None
-    epoch_rho: ExactDecimal | None = None
+    epoch_epsilon: PositiveDecimal | None = None
+    epoch_rho: PositiveDecimal | None = None
     delta: float = Field(default=1e-6, gt=0, lt=1)
-    eval_fraction: ExactDecimal = Fraction(1, 4)
+    eval_fraction: Annotated[ExactDecimal, AfterValidator(_fraction_of_one)] = Fraction(1, 4)
     rounds_per_epoch: int = Field(default=1, ge=1, le=100_000)
     allocation: Allocation = "per_metric"
     regions: Regions
@@ -340,25 +374,37 @@ class Policy(FrozenModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> Policy:
-        if not 0 < self.eval_fraction <= 1:
-            raise ValueError(f"eval_fraction must be in (0, 1], got {self.eval_fraction}")
+        problems = []
         if self.definition == "pure":
-            if self.epoch_epsilon is None or self.epoch_epsilon <= 0:
-                raise ValueError("a pure-DP policy needs epoch_epsilon > 0")
+            if self.epoch_epsilon is None:
+                problems.append("a pure-DP policy needs epoch_epsilon > 0")
             if any(m.rho is not None for m in self.metrics.values()):
-                raise ValueError("a pure-DP policy budgets metrics in epsilon, not rho")
+                problems.append("a pure-DP policy budgets metrics in epsilon, not rho")
             if any(m.mechanism == "gaussian" for m in self.metrics.values()):
-                raise ValueError("Gaussian noise is not pure DP: use definition = 'zcdp'")
+                problems.append("Gaussian noise is not pure DP: use definition = 'zcdp'")
         else:
-            if self.epoch_rho is None or self.epoch_rho <= 0:
-                raise ValueError("a zCDP policy needs epoch_rho > 0")
+            if self.epoch_rho is None:
+                problems.append("a zCDP policy needs epoch_rho > 0")
             if any(m.epsilon is not None for m in self.metrics.values()):
-                raise ValueError("a zCDP policy budgets metrics in rho, not epsilon")
+                problems.append("a zCDP policy budgets metrics in rho, not epsilon")
         if not self.metrics:
-            raise ValueError("a policy needs at least one metric")
-        for name in self.metrics:
+            problems.append("a policy needs at least one metric")
+        for name, spec in self.metrics.items():
             if not _NAME.match(name):
-                raise ValueError(f"metric name {name!r} must match {_NAME.pattern}")
+                problems.append(f"metric name {name!r} must match {_NAME.pattern}")
+            absolute = spec.epsilon if spec.epsilon is not None else spec.rho
+            budget = self.epoch_epsilon if self.definition == "pure" else self.epoch_rho
+            if (
+                absolute is not None
+                and budget is not None
+                and absolute > self.eval_fraction * budget
+            ):
+                problems.append(
+                    f"metric {name!r} costs {absolute} per release, more than the whole "
+                    f"evaluation budget {self.eval_fraction * budget}: it could never be released"
+                )
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     # -- loading -------------------------------------------------------------------
@@ -501,8 +547,17 @@ class Policy(FrozenModel):
 
     @functools.cached_property
     def content_hash(self) -> str:
-        """SHA-256 of the canonical JSON of the validated policy (not of its file bytes)."""
-        body = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        """SHA-256 of the canonical JSON of the validated policy (not of its file bytes).
+
+        Stability contract: a field added after a ledger could record a policy is left
+        out while it holds its default (:data:`_ADDED_FIELDS`), so an unchanged policy
+        file keeps its hash, and the epochs bound to it, across dpledger versions.
+        """
+        dump = self.model_dump(mode="json")
+        for name, default in _ADDED_FIELDS.items():
+            if dump.get(name) == default:
+                del dump[name]
+        body = json.dumps(dump, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(body.encode()).hexdigest()
 
     def __hash__(self) -> int:

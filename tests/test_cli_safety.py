@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -292,3 +293,122 @@ def test_a_cli_retry_with_a_release_id_returns_the_recorded_release(
     other = ["--aggregate", str(tmp_path / "other.json"), "--release-id", "round-3/na"]
     assert main(["release", *at(db), "--request", files["req"], *other]) == 1
     assert "release_id" in capsys.readouterr().out
+
+
+def test_export_never_overwrites_the_ledger_or_an_existing_file(
+    tmp_path: Path, files: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "l.db"
+    assert main(release(db, files)) == 0
+    before = db.read_bytes()
+    for out, message in ((db, "the ledger itself"), (tmp_path, "a directory"),
+                         (tmp_path / "no" / "x.jsonl", "does not exist")):  # fmt: skip
+        assert main(["ledger", "export", *at(db), "--out", str(out), "--force"]) == 2
+        assert message in capsys.readouterr().err
+    assert db.read_bytes() == before
+    out = tmp_path / "entries.jsonl"
+    out.write_text("keep me")
+    assert main(["ledger", "export", *at(db), "--out", str(out)]) == 2
+    assert "pass --force" in capsys.readouterr().err
+    assert out.read_text() == "keep me"
+    assert main(["ledger", "export", *at(db), "--out", str(out), "--force"]) == 0
+    assert json.loads(out.read_text().splitlines()[0])["entry_id"] == 1
+
+
+def test_reading_a_crashed_writers_wal_changes_and_removes_nothing(
+    tmp_path: Path, files: dict[str, str]
+) -> None:
+    db = tmp_path / "l.db"
+    assert main(release(db, files)) == 0
+    writer = (
+        "import os, signal, sqlite3, sys; c = sqlite3.connect(sys.argv[1], isolation_level=None);"
+        "c.execute('PRAGMA wal_autocheckpoint=0');"
+        "c.execute(\"UPDATE dpl_meta SET value = value WHERE key = 'unit'\");"
+        "os.kill(os.getpid(), signal.SIGKILL)"
+    )  # a writer that commits into the WAL and dies before any checkpoint
+    subprocess.run([sys.executable, "-c", writer, str(db)], check=False)
+    wal = Path(str(db) + "-wal")
+    assert wal.exists()
+    before = (db.read_bytes(), wal.read_bytes())
+    proc = cli("ledger", "verify", *at(db))
+    assert proc.returncode == 0, proc.stderr
+    assert wal.exists()
+    assert (db.read_bytes(), wal.read_bytes()) == before
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another user")
+def test_another_user_with_read_permission_can_verify(
+    tmp_path: Path, files: dict[str, str]
+) -> None:
+    import pwd
+    import shutil
+
+    try:
+        pwd.getpwnam("postgres")
+    except KeyError:
+        pytest.skip("no unprivileged user 'postgres' on this machine")
+    db = tmp_path / "l.db"
+    assert main(release(db, files)) == 0
+    tmp_path.chmod(0o755)
+    db.chmod(0o644)
+    policy = tmp_path / "policy.toml"
+    shutil.copy(SPATIAL, policy)
+    policy.chmod(0o644)
+    as_user = ["runuser", "-u", "postgres", "--", sys.executable]
+    probe = subprocess.run([*as_user, "-c", "import dpledger"], capture_output=True, check=False)
+    if probe.returncode != 0:
+        pytest.skip("the user 'postgres' cannot run this interpreter (e.g. a venv under /root)")
+    proc = subprocess.run(
+        [*as_user, "-m", "dpledger.cli", "ledger", "verify", "--policy", str(policy),
+         "--ledger", str(db)],
+        capture_output=True, text=True, check=False, cwd="/",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "ok" in proc.stdout
+
+
+def test_verify_reports_a_tampered_policy_record_instead_of_refusing_to_open(
+    tmp_path: Path, files: dict[str, str]
+) -> None:
+    db = tmp_path / "l.db"
+    assert main(release(db, files)) == 0
+    con = sqlite3.connect(db)
+    con.execute("UPDATE dpl_policies SET hash = 'x'")
+    con.commit()
+    con.close()
+    proc = cli("ledger", "verify", *at(db))
+    assert proc.returncode == 1
+    assert "cannot be opened with this policy" in proc.stdout
+    assert "does not match its content hash" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["ledger", "verify", "--ledger", "x" * 5000], "ledger path"),
+        (["ledger", "verify", "--ledger", "postgresql://u@[::1/x"], "PostgreSQL"),
+        (["ledger", "verify", "--expected-head", "9" * 5000 + ":" + "a" * 64], "ENTRY_ID:HASH"),
+        (["demo", "--clients", "0", "--ledger", "{tmp}/d.db"], "n_clients"),
+    ],
+    ids=["long path", "bad url", "long anchor", "no clients"],
+)
+def test_odd_arguments_exit_2_not_3(tmp_path: Path, args: list[str], message: str) -> None:
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    if argv[0] == "ledger":
+        argv = [*argv[:2], "--policy", str(SPATIAL), *argv[2:]]
+        if "--ledger" not in argv:
+            argv += ["--ledger", str(tmp_path / "l.db")]
+    proc = cli(*argv)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr
+    no_traceback(proc.stderr)
+
+
+def test_release_says_when_it_starts_a_new_ledger(tmp_path: Path, files: dict[str, str]) -> None:
+    db = tmp_path / "new.db"
+    first = cli(*release(db, files))
+    assert first.returncode == 0
+    assert "created a new ledger" in first.stderr
+    second = cli(*release(db, files, "--epoch", "1"))
+    assert second.returncode == 0
+    assert "created" not in second.stderr

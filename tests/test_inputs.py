@@ -210,3 +210,31 @@ def test_running_the_readme_tour_again_is_refused_by_the_metrics_allocation(
         assert ledger.spent(0, "eu-west") == Fraction(1, 5)  # the other four still fit
         other = ReleaseRequest(epoch=0, metric="along_across_ratio", region="eu-west", cohort=2400)
         assert ledger.release(other, 2400.0).epsilon == Fraction(1, 5)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda L: L.verify(expected_head=5),
+        lambda L: L.verify(expected_head=(1,)),
+        lambda L: L.lifetime("north", delta="x"),
+        lambda L: L.release_parallel({"north": ReleaseRequest(**GOOD)}),
+        lambda L: Ledger.open(L.location, L.policy, labels=5),
+        lambda L: ReleaseRequest.model_validate_json("{"),
+        lambda L: __import__("dpledger").cohort_floor(1e308, 1e-308, 1e-308),
+    ],
+    ids=["head int", "head short", "delta", "parallel pair", "labels", "json", "floor"],
+)
+def test_odd_api_arguments_are_typed_errors(tmp_path: Path, call: object) -> None:
+    with Ledger.open(tmp_path / "l.db", policy(), mode="create") as ledger:
+        ledger.init()
+        with pytest.raises(DpLedgerError):
+            call(ledger)  # type: ignore[operator]
+
+
+def test_numpy_integers_are_accepted_as_epochs_and_cohorts() -> None:
+    req = ReleaseRequest(epoch=np.int64(3), metric="loss", region="north", cohort=np.int32(40))
+    assert (req.epoch, req.cohort) == (3, 40)
+    assert type(req.cohort) is int
+    with pytest.raises(InvalidInput):
+        ReleaseRequest(epoch=0, metric="loss", region="north", cohort=np.float64(40))

@@ -27,7 +27,7 @@ from dpledger import (
     ReleaseRefused,
     ReleaseRequest,
 )
-from dpledger.errors import DpLedgerError, InvalidInput
+from dpledger.errors import DpLedgerError, InvalidInput, LedgerCorrupted
 from dpledger.ledger.records import chain_hash
 
 N = 100
@@ -391,3 +391,27 @@ def test_the_principal_is_recorded_in_the_chain_and_owns_its_release_ids(
     store.disable_append_only()
     store.raw("UPDATE dpl_entries SET principal = 'key:team-b' WHERE seq = 1")
     assert "entry 1: content does not match its hash" in " ".join(ledger.verify().problems)
+
+
+def test_a_pending_ledger_checks_the_binding_of_one_created_meanwhile(
+    store: StoreUnderTest,
+) -> None:
+    mine = store.open()  # mode create, nothing on disk yet
+    assert not mine.exists
+    other = Policy.from_toml(CONTRACT_POLICY.replace('name = "contract"', 'name = "other"'))
+    store.open(other).release(loss(), 30.0)  # someone else creates it, for another policy
+    with pytest.raises(LedgerCorrupted, match="policy_name"):
+        mine.release(loss(epoch=1), 30.0)
+    assert len(store.open(other)) == 1
+
+
+def test_budget_notices_name_every_loosening_between_versions(store: StoreUnderTest) -> None:
+    store.open().release(loss(), 30.0)
+    looser = CONTRACT_POLICY.replace('version = "1"', 'version = "2"').replace(
+        'allocation = "pooled"', 'allocation = "pooled"\nrounds_per_epoch = 2\ndelta = 1e-5'
+    )
+    ledger = store.open(Policy.from_toml(looser))
+    ledger.release(loss(epoch=1), 30.0)
+    notices = ledger.verify().notices
+    assert any("raised rounds_per_epoch from 1 (version 1) to 2" in n for n in notices)
+    assert any("raised δ from 1e-06 (version 1) to 1e-05" in n for n in notices)

@@ -58,8 +58,8 @@ def test_content_hash_is_stable_and_changes_with_any_field() -> None:
         ('neighbouring = "replace"', 'neighbouring = "swap"', "neighbouring", "replace"),
         ("[1.0, 2.0, 3.0, 4.0]", "[1.0, 3.0, 2.0, 4.0]", "metrics.hist5.edges", "increasing"),
         ("[1.0, 2.0, 3.0, 4.0]", "[1.0, nan, 3.0]", "metrics.hist5.edges", "finite"),
-        ('eval_fraction = "0.25"', 'eval_fraction = "0"', "<root>", "eval_fraction"),
-        ('eval_fraction = "0.25"', 'eval_fraction = "1.5"', "<root>", "eval_fraction"),
+        ('eval_fraction = "0.25"', 'eval_fraction = "0"', "eval_fraction", "(0, 1]"),
+        ('eval_fraction = "0.25"', 'eval_fraction = "1.5"', "eval_fraction", "(0, 1]"),
         ('edges_version = "h5/v1"\n', "", "metrics.hist5", "edges_version"),
         ('epsilon = "0.25"', 'epsilon = "0.25"\nweight = "1"', "metrics.loss_b", "exactly one"),
         ('epsilon = "0.25"', 'epsilon = "-0.25"', "metrics.loss_b", "> 0"),
@@ -98,8 +98,13 @@ def test_unreadable_file_and_bad_toml_are_policy_errors(tmp_path: Path) -> None:
 @pytest.mark.parametrize("fraction", ["0.05", "0.5"])
 def test_eval_fraction_outside_advice_warns_but_loads(fraction: str) -> None:
     with pytest.warns(PolicyWarning, match="outside 0.1–0.4"):
-        p = policy(eval_fraction=fraction)
-    assert p.eval_budget == Fraction(fraction) * 4
+        p = policy(eval_fraction=fraction, epoch_epsilon="40")  # every release still fits
+    assert p.eval_budget == Fraction(fraction) * 40
+
+
+def test_a_metric_whose_one_release_exceeds_the_evaluation_budget_is_refused_at_load() -> None:
+    with pytest.raises(PolicyError, match="'hist5' costs 1/2 per release, more than the whole"):
+        policy(eval_fraction="0.05")  # ε_eval = 0.2: a 0.5 release could never happen
 
 
 def test_eval_fraction_inside_advice_does_not_warn() -> None:

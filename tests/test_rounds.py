@@ -9,7 +9,14 @@ import numpy as np
 import pytest
 from _stores import CONTRACT_POLICY, StoreUnderTest
 
-from dpledger import BudgetExceeded, CohortTooSmall, Policy, ReleaseRequest, Verdict
+from dpledger import (
+    BudgetExceeded,
+    CohortTooSmall,
+    Policy,
+    ReleaseIdConflict,
+    ReleaseRequest,
+    Verdict,
+)
 from dpledger.errors import InvalidInput
 
 N = 100
@@ -100,3 +107,29 @@ def test_a_round_must_be_a_sequence_of_pairs(store: StoreUnderTest) -> None:
         with pytest.raises(InvalidInput):
             ledger.release_round(bad)  # type: ignore[arg-type]
     assert not ledger.exists
+
+
+def test_a_round_refused_on_a_new_ledger_creates_nothing(store: StoreUnderTest) -> None:
+    ledger = store.open()  # pooled: big (0.95) then loss (0.1) cannot both fit
+    with pytest.raises(BudgetExceeded):
+        ledger.release_round([(req("big", "a"), 30.0), (req("loss", "a"), 30.0)])
+    assert not ledger.exists
+    result = ledger.release_round([(req("big", "a"), 30.0), (req("loss", "a"), 30.0)],
+                                  partial=True)  # fmt: skip
+    assert [type(o).__name__ for o in result.outcomes] == ["Release", "Verdict"]
+    assert ledger.exists
+
+
+def test_one_release_id_twice_in_a_round_is_one_release_or_a_conflict(
+    store: StoreUnderTest,
+) -> None:
+    ledger = store.open()
+    twin = (req("loss", "a", rid="t"), 30.0)
+    result = ledger.release_round([twin, twin, (req("loss", "b"), 30.0)])
+    first, again, _ = result.releases
+    assert first.entry_id == again.entry_id == 1
+    assert len(ledger) == 2
+    assert ledger.spent(0, "a") == Fraction(1, 10)
+    with pytest.raises(ReleaseIdConflict):
+        ledger.release_round([(req("loss", "a", rid="u"), 30.0), (req("loss", "b", rid="u"), 30.0)])
+    assert len(ledger) == 2

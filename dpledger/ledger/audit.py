@@ -29,7 +29,7 @@ from fractions import Fraction
 from typing import Any
 
 from dpledger import mechanisms as mech
-from dpledger.accounting import EpochSpend, client_loss, regions_in_view
+from dpledger.accounting import EpochSpend, binding_loss
 from dpledger.errors import DpLedgerError, StoreError
 from dpledger.ledger.records import GENESIS, Entry, VerifyReport, chain_hash
 from dpledger.ledger.store import SqlStore, row_to_entry
@@ -55,6 +55,7 @@ class _Audit:
     prev_seq: int = 0
     prev_hash: str = GENESIS
     anchored: bool | None = None
+    binding: dict[str, object] = field(default_factory=dict)  # the meta's policy name, unit
 
 
 def verify(
@@ -64,13 +65,14 @@ def verify(
     a = _Audit()
     try:
         with store.snapshot():
+            meta = store.rows("dpl_meta", "key, value", "key")
+            a.binding = {str(k): v for k, v in meta if k in ("policy_name", "unit")}
             _check_policies(a, store.rows("dpl_policies", "hash, name, version, body", "hash"))
             after: Any = 0
             while batch := store.raw_entries(after=after, limit=_BATCH):
                 for row in batch:
                     _check_entry(a, row, expected_head)
                 after = batch[-1][0]
-            meta = store.rows("dpl_meta", "key, value", "key")
             spend = store.rows("dpl_spend", "epoch, scope, metric, total", "epoch, scope, metric")
     except StoreError as e:
         return VerifyReport(a.checked, (*a.problems, f"store unreadable: {e}"), tuple(a.notices))
@@ -140,6 +142,12 @@ def _check_entry(a: _Audit, row: tuple[Any, ...], anchor: tuple[int, str] | None
     if anchor is not None and e.seq == anchor[0]:
         a.anchored = e.hash == anchor[1]
     a.prev_seq, a.prev_hash = e.seq, e.hash
+    named = {"policy_name": e.draft.policy_name, "unit": e.draft.unit}
+    if any(a.binding.get(k) != v for k, v in named.items()):
+        a.problems.append(
+            f"entry {e.seq}: released under policy {e.draft.policy_name} in {e.draft.unit}, but "
+            f"the ledger belongs to {a.binding.get('policy_name')} in {a.binding.get('unit')}"
+        )
     _check_charge(a, e)
     d = e.draft
     key = (d.epoch, d.scope, d.metric)
@@ -206,7 +214,7 @@ def _check_meta(
 ) -> None:
     meta = {str(k): v for k, v in rows}
     head_seq, head_hash = meta.get("head_seq", "0"), meta.get("head_hash", GENESIS)
-    if not (isinstance(head_seq, str) and head_seq.isdigit()):
+    if not (isinstance(head_seq, str) and head_seq.isdigit() and len(head_seq) <= 19):
         a.problems.append(f"meta head_seq is unreadable: {head_seq!r}")
     elif not (isinstance(head_hash, str) and _HEX64.match(head_hash)):
         a.problems.append(f"meta head_hash is unreadable: {head_hash!r}")
@@ -257,46 +265,61 @@ def _check_epochs(a: _Audit) -> None:
             continue  # reported with its entries
         budgets.append((epoch, policy))
         spend = EpochSpend(by_epoch[epoch])
-        scopes = spend.by_scope()
-        for region in regions_in_view(policy, scopes) or (ALL,):
-            loss = client_loss(scopes, region)
-            if loss > policy.eval_budget:
-                a.problems.append(
-                    f"epoch {epoch}, region {region}: loss {loss} exceeds its policy's "
-                    f"{policy.eval_budget}"
-                )
+        loss, region = binding_loss(policy, spend.by_scope(), ALL)
+        if loss > policy.eval_budget:
+            a.problems.append(
+                f"epoch {epoch}, region {region}: loss {loss} exceeds its policy's "
+                f"{policy.eval_budget}"
+            )
         for metric in sorted({m for _, m in by_epoch[epoch]}):
             allocation = policy.allocation_of(metric) if metric in policy.metrics else None
-            mine = spend.of_metric(metric)
-            for region in regions_in_view(policy, mine) or (ALL,):
-                if allocation is not None and client_loss(mine, region) > allocation:
-                    a.problems.append(
-                        f"epoch {epoch}, region {region}: metric {metric} spent "
-                        f"{client_loss(mine, region)}, over its allocation {allocation}"
-                    )
+            used, region = binding_loss(policy, spend.of_metric(metric), ALL)
+            if allocation is not None and used > allocation:
+                a.problems.append(
+                    f"epoch {epoch}, region {region}: metric {metric} spent {used}, over its "
+                    f"allocation {allocation}"
+                )
     a.notices.extend(budget_notices(budgets))
 
 
 def budget_notices(history: Iterable[tuple[int, Policy]]) -> list[str]:
-    """Where a later policy raised the per-epoch evaluation budget, from which epoch.
+    """Where a later policy version loosened what a client may lose, from which epoch.
 
-    ``history`` is ``(first epoch, policy)`` in epoch order; consecutive entries of the
-    same policy are one version.
+    ``history`` is ``(first epoch, policy)`` in epoch order. Reported: a larger
+    evaluation budget, more rounds per epoch, a pooled allocation replacing per-metric
+    ones, a larger δ, a metric whose release costs more, and a new metric.
     """
     out: list[str] = []
     previous: Policy | None = None
     for epoch, policy in history:
-        raised = (
-            previous is not None
-            and policy.content_hash != previous.content_hash
-            and policy.eval_budget > previous.eval_budget
-        )
-        if raised and previous is not None:
-            unit = "ε" if policy.unit == "epsilon" else "ρ"
-            out.append(
-                f"from epoch {epoch}, policy {policy.name} version {policy.version} raised "
-                f"{unit}_eval from {previous.eval_budget} (version {previous.version}) to "
-                f"{policy.eval_budget}"
-            )
+        if previous is not None and policy.content_hash != previous.content_hash:
+            head = f"from epoch {epoch}, policy {policy.name} version {policy.version}"
+            out += [f"{head} {change}" for change in _loosened(previous, policy)]
         previous = policy
+    return out
+
+
+def _loosened(before: Policy, after: Policy) -> list[str]:
+    unit = "ε" if after.unit == "epsilon" else "ρ"
+    was = f"(version {before.version})"
+    out = []
+    if after.eval_budget > before.eval_budget:
+        out.append(f"raised {unit}_eval from {before.eval_budget} {was} to {after.eval_budget}")
+    if after.rounds_per_epoch > before.rounds_per_epoch:
+        out.append(
+            f"raised rounds_per_epoch from {before.rounds_per_epoch} {was} to "
+            f"{after.rounds_per_epoch}"
+        )
+    if before.allocation == "per_metric" and after.allocation == "pooled":
+        out.append(f"pooled the metrics' allocations {was}: a metric may use another's share")
+    if after.delta > before.delta:
+        out.append(f"raised δ from {before.delta:g} {was} to {after.delta:g}")
+    for name in after.metrics:
+        if name not in before.metrics:
+            out.append(f"added metric {name}")
+        elif after.release_budget(name) > before.release_budget(name):
+            out.append(
+                f"raised metric {name}'s {unit} per release from "
+                f"{before.release_budget(name)} {was} to {after.release_budget(name)}"
+            )
     return out

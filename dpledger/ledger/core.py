@@ -41,7 +41,7 @@ from dpledger.errors import (
 from dpledger.ledger import audit
 from dpledger.ledger.lifetime import Lifetime, lifetime_of
 from dpledger.ledger.records import GENESIS, Entry, Release, VerifyReport
-from dpledger.ledger.store import Mode, SqlStore
+from dpledger.ledger.store import Mode, SqlStore, policy_conflict
 from dpledger.ledger.writer import RoundResult, Writer
 from dpledger.policy import ALL, Policy
 
@@ -117,6 +117,11 @@ class Ledger:
         """
         if not isinstance(policy, Policy):
             raise InvalidInput(f"policy must be a dpledger Policy, got {type(policy).__name__}")
+        if labels is not None and not (
+            isinstance(labels, Mapping)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items())
+        ):
+            raise InvalidInput("labels must map strings to strings")
         store = _open_store(target, mode)
         try:
             return cls(store, policy, labels=labels)
@@ -128,11 +133,8 @@ class Ledger:
         self._store.check_binding(self._binding)
         recorded = self._store.recorded_policy_hashes(self.policy.version)
         if any(h != self.policy.content_hash for h in recorded):
-            raise PolicyMismatch(
-                message=f"{self.location} already recorded policy {self.policy.name} version "
-                f"{self.policy.version} with other contents: a changed policy needs a new "
-                "version (bump `version` in the policy file)"
-            )
+            p = self.policy
+            raise PolicyMismatch(message=policy_conflict(self.location, p.name, p.version))
 
     def _exists(self, *, audit: bool = False) -> bool:
         """Whether the ledger exists; the first time it does, its binding is checked.
@@ -237,6 +239,9 @@ class Ledger:
         if not isinstance(requests, Mapping):
             raise InvalidInput("requests must map each region to its (request, aggregate)")
         items = list(requests.values())
+        for item in items:
+            if not (isinstance(item, tuple) and len(item) == 2):
+                raise InvalidInput("each value must be a (ReleaseRequest, aggregate) pair")
         for key, (req, _) in requests.items():
             if not isinstance(req, ReleaseRequest):
                 raise InvalidInput(f"request must be a ReleaseRequest, got {type(req).__name__}")
@@ -335,6 +340,12 @@ class Ledger:
         ``delta`` defaults to the policy's. See :mod:`dpledger.ledger.lifetime`.
         """
         self._known_region(region)
+        if delta is not None and (
+            isinstance(delta, bool)
+            or not isinstance(delta, int | float)
+            or not 0 < float(delta) < 1
+        ):
+            raise InvalidInput(f"delta must be a number in (0, 1), got {delta!r}")
         return lifetime_of(
             self.entries(),
             region,
@@ -387,6 +398,14 @@ class Ledger:
         that. Problems name the rows involved; ``report.ok`` is True iff there are none.
         A ledger that does not exist yet is :class:`~dpledger.errors.LedgerNotFound`.
         """
+        if expected_head is not None and not (
+            isinstance(expected_head, tuple)
+            and len(expected_head) == 2
+            and isinstance(expected_head[0], int)
+            and not isinstance(expected_head[0], bool)
+            and isinstance(expected_head[1], str)
+        ):
+            raise InvalidInput("expected_head must be an (entry_id, entry_hash) pair")
         if not self._exists(audit=True):
             raise LedgerNotFound(f"no ledger at {self.location} yet: there is nothing to verify")
         report = audit.verify(self._store, self.policy, expected_head)

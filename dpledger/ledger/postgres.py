@@ -109,7 +109,10 @@ _LOCK_NOT_AVAILABLE = "55P03"
 
 def _redact(url: str) -> str:
     """``url`` without its password (in the user info or a ``password=`` parameter)."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "postgresql://(an unreadable URL)"
     netloc = parts.netloc
     user, at, hosts = netloc.rpartition("@")
     if at:

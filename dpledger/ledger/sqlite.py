@@ -59,7 +59,13 @@ class SqliteStore(SqlStore):
                 raise LedgerNotFound("an in-memory ledger exists only once created: mode='create'")
             return
         p = Path(self._path)
-        if p.exists() or p.is_symlink():
+        try:
+            present = p.exists() or p.is_symlink()
+        except OSError as e:  # e.g. a name too long for the filesystem
+            raise StoreError(
+                f"cannot use {self._path[:80]!r} as a ledger path: {e.strerror}"
+            ) from e
+        if present:
             self._check_file(p)
             self._conn = self._connect(p)
         elif mode != "create":

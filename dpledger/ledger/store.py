@@ -37,6 +37,7 @@ __all__ = [
     "SqlStore",
     "TxnState",
     "WriteTxn",
+    "policy_conflict",
     "row_to_entry",
 ]
 
@@ -344,7 +345,7 @@ class SqlStore(ABC):
                 (policy_hash, name, version, body),
             )
         elif any(str(h) != policy_hash for (h,) in rows):
-            raise PolicyMismatch(message=_conflict(self.location, name, version))
+            raise PolicyMismatch(message=policy_conflict(self.location, name, version))
         else:
             self._recorded.add(policy_hash)  # committed by an earlier transaction
 
@@ -532,7 +533,8 @@ class SqlStore(ABC):
             return int(self._fetchall("SELECT COUNT(*) FROM dpl_entries")[0][0])
 
 
-def _conflict(location: str, name: str, version: str) -> str:
+def policy_conflict(location: str, name: str, version: str) -> str:
+    """The message refusing a second content for a recorded policy version."""
     return (
         f"{location} already recorded policy {name} version {version} with other contents: "
         "a changed policy needs a new version (bump `version` in the policy file)"
