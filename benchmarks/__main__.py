@@ -60,8 +60,8 @@ def _guard(case: int, what: str, fn: Callable[[], list[Row]]) -> list[Row]:
 def _fleet_cases(sizes: Sizes, cases: set[int]) -> list[Row]:
     """Cases 1, 2 and 4 on one shared fleet (freed when this returns)."""
     from benchmarks import _fleet, contributions, end_to_end, flam_metrics
-    from dpledger.demo import DEFAULT_POLICY
     from dpledger.policy import Policy
+    from dpledger.sim.demo import DEFAULT_POLICY
 
     policy = Policy.load(DEFAULT_POLICY)
     fleet, gen_row = _fleet.generate(sizes.n_clients, policy)

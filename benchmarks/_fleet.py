@@ -11,8 +11,8 @@ import time
 import numpy as np
 
 from benchmarks._harness import Row, fmt_bytes, fmt_seconds, log, peak_rss, reset_peak_rss
-from dpledger.fleet import Fleet, make_fleet
 from dpledger.policy import Policy
+from dpledger.sim.fleet import Fleet, make_fleet
 
 __all__ = ["fleet_nbytes", "generate"]
 

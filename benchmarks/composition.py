@@ -20,9 +20,9 @@ import numpy as np
 
 from benchmarks._harness import Row, Sizes, log
 from dpledger.approval import ReleaseRequest
-from dpledger.demo import DEFAULT_POLICY
 from dpledger.ledger import Ledger
 from dpledger.policy import ALL, MetricSpec, Policy
+from dpledger.sim.demo import DEFAULT_POLICY
 
 __all__ = ["run"]
 

@@ -27,9 +27,9 @@ from benchmarks._harness import (
     peak_rss,
     reset_peak_rss,
 )
-from dpledger.fleet import Fleet
 from dpledger.metrics import flam, spatial
 from dpledger.policy import Policy
+from dpledger.sim.fleet import Fleet
 
 __all__ = ["CONFUSION_CAP", "FleetArrays", "dpledger_contributions", "params", "run"]
 

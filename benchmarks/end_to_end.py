@@ -1,6 +1,6 @@
 """Case 4: the whole job on the large fleet: contributions, per-region sums, one epoch.
 
-This is the demo's flow (``dpledger.demo``: ``_contributions``, exact ``_region_sums``, then
+This is the demo's flow (``dpledger.sim.demo``: ``_contributions``, exact ``_region_sums``, then
 one ``Ledger.release`` per metric and region of the shipped policy) run on the benchmark
 fleet, against a fresh SQLite ledger per repeat. Targets are absolute (wall time, and
 peak RSS relative to the fleet's arrays); the same-process yardstick for the time is
@@ -26,10 +26,10 @@ from benchmarks._harness import (
     peak_rss,
     reset_peak_rss,
 )
-from dpledger import demo
-from dpledger.fleet import Fleet
 from dpledger.ledger import Ledger
 from dpledger.policy import Policy
+from dpledger.sim import demo
+from dpledger.sim.fleet import Fleet
 
 __all__ = ["one_epoch", "run"]
 

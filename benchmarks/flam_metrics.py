@@ -16,8 +16,8 @@ import numpy as np
 import numpy.typing as npt
 
 from benchmarks._harness import Row, Sizes, fmt_seconds, log, median_time
-from dpledger.fleet import Fleet
 from dpledger.metrics import flam
+from dpledger.sim.fleet import Fleet
 
 __all__ = ["REGRESSION_SHIFT", "central_sklearn", "federated", "run"]
 

@@ -6,8 +6,6 @@ durable, hash-chained ledger, and returns the value with its error bar.
 """
 
 from dpledger.approval import Check, ReleaseRequest, Verdict
-from dpledger.budgeting import epsilon_for_scale, epsilon_for_target, required_budget
-from dpledger.calibration import ClipCalibration, calibrate_clip
 from dpledger.errors import (
     BudgetExceeded,
     CohortTooSmall,
@@ -24,11 +22,13 @@ from dpledger.errors import (
     StoreError,
 )
 from dpledger.ledger import Entry, Ledger, Release, VerifyReport
+from dpledger.ledger.derived import DerivedRelease, release_confusion, release_regression
 from dpledger.ledger.lifetime import Lifetime
 from dpledger.mechanisms import MechanismFacts, cohort_floor, error_bar
-from dpledger.planning import Plan, plan
+from dpledger.planning.clip import ClipCalibration, calibrate_clip
+from dpledger.planning.forward import Plan, plan
+from dpledger.planning.inverse import epsilon_for_scale, epsilon_for_target, required_budget
 from dpledger.policy import ALL, MetricSpec, Policy, PolicyWarning
-from dpledger.published import DerivedRelease, release_confusion, release_regression
 
 __version__ = "0.1.0"
 

@@ -50,7 +50,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import dpledger as dl
-from dpledger.fleet import held_out_losses
+from dpledger.sim.fleet import held_out_losses
 
 policy = dl.Policy.load(Path("../policies/spatial-eval.toml"))
 spec = policy.metric("clipped_mean_loss")
@@ -218,7 +218,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import dpledger as dl
-from dpledger.fleet import make_fleet
+from dpledger.sim.fleet import make_fleet
 
 policy = dl.Policy.load(Path("../policies/spatial-eval.toml"))
 fleet = make_fleet(n_clients=20_000, seed=0, regions=policy.regions.names)
@@ -383,7 +383,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import dpledger as dl
-from dpledger.fleet import make_fleet
+from dpledger.sim.fleet import make_fleet
 from dpledger.metrics import error_histogram, error_magnitude
 
 EPSILON, CAP = 0.5, 4  # ε per histogram release; samples per client (L1 cap)
@@ -589,7 +589,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import dpledger as dl
-from dpledger.fleet import REFERENCE_MODELS, LabelSkew, LateralDrift, make_fleet
+from dpledger.sim.fleet import REFERENCE_MODELS, LabelSkew, LateralDrift, make_fleet
 from dpledger.metrics import (
     CLASSIFICATION_KEYS,
     FixedPoint,

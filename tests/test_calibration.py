@@ -11,13 +11,13 @@ import pytest
 from pydantic import ValidationError
 
 from dpledger import mechanisms as mech
-from dpledger.calibration import (
+from dpledger.errors import InvalidInput
+from dpledger.planning.clip import (
     ClipCalibration,
     calibrate_clip,
     load_held_out,
     plot_candidates,
 )
-from dpledger.errors import InvalidInput
 from dpledger.policy import Clip
 
 SEED_PERCENTILES = (50, 90, 95, 99, 100)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from factories import SPATIAL
 
-from dpledger.cli import main
+from dpledger.cli.main import main
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from factories import SPATIAL
 
-from dpledger.cli import main
+from dpledger.cli.main import main
 
 READS = (
     ["ledger", "verify"],
@@ -218,7 +218,7 @@ def test_an_internal_error_exits_3_and_shows_its_traceback_only_with_debug(
     tmp_path: Path, files: dict[str, str], monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
-    import dpledger.cli as cli_module
+    import dpledger.cli.main as cli_module
 
     def broken(self: object, *a: object, **k: object) -> None:
         raise RuntimeError("boom")

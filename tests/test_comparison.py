@@ -10,8 +10,8 @@ from factories import spatial
 
 from dpledger import InvalidInput
 from dpledger.accounting import zcdp_epsilon
-from dpledger.cli import main
-from dpledger.comparison import compare_definitions, rho_for_epsilon
+from dpledger.cli.main import main
+from dpledger.planning.definitions import compare_definitions, rho_for_epsilon
 
 
 def test_rho_for_epsilon_inverts_opendps_conversion() -> None:

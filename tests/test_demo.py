@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from dpledger import Ledger, Policy
-from dpledger.cli import main
-from dpledger.demo import (
+from dpledger.cli.main import main
+from dpledger.metrics import spatial
+from dpledger.sim.demo import (
     DEFAULT_POLICY,
     DRIFT_FACTOR,
     _contributions,
@@ -23,9 +24,8 @@ from dpledger.demo import (
     reference_ratio,
     run_demo,
 )
-from dpledger.demo_report import text_report
-from dpledger.fleet import make_fleet
-from dpledger.metrics import spatial
+from dpledger.sim.fleet import make_fleet
+from dpledger.sim.report import text_report
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.typing import NDArray
 
-from dpledger.fleet import (
+from dpledger.sim.fleet import (
     DEFAULT_SCENARIOS,
     GRID_SIDE,
     CrsMismatch,

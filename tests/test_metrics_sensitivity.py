@@ -23,7 +23,8 @@ from hypothesis.extra.numpy import arrays
 
 from dpledger.errors import InvalidInput
 from dpledger.mechanisms import CLIENT_ROUNDING_SLACK
-from dpledger.metrics import flam, release
+from dpledger.metrics import codec as release
+from dpledger.metrics import flam
 from dpledger.metrics import spatial as sp
 
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")  # no overflow noise

@@ -19,11 +19,11 @@ import dpledger
 from dpledger import mechanisms as mech
 from dpledger.accounting import EpochSpend
 from dpledger.approval import Prepared, ReleaseRequest, evaluate
-from dpledger.budgeting import epsilon_for_scale, epsilon_for_target, required_budget
 from dpledger.errors import InvalidInput
 from dpledger.ledger import Ledger
 from dpledger.mechanisms import mechanism_facts
-from dpledger.planning import Plan, cohort_floor, error_bar, plan
+from dpledger.planning.forward import Plan, cohort_floor, error_bar, plan
+from dpledger.planning.inverse import epsilon_for_scale, epsilon_for_target, required_budget
 from dpledger.policy import BarKind, MetricSpec, Policy, PolicyWarning
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,10 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpledger import Ledger, Policy, ReleaseRequest, published
+from dpledger import Ledger, Policy, ReleaseRequest
 from dpledger.errors import InvalidAggregate, InvalidInput
+from dpledger.ledger import derived as published
+from dpledger.ledger.derived import release_confusion, release_regression
 from dpledger.metrics import flam
-from dpledger.published import release_confusion, release_regression
 
 C = 4
 POLICY = f"""

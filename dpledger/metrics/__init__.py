@@ -7,6 +7,15 @@ and ``uncertainty`` the estimates, intervals and unusable flags of metrics deriv
 a noisy release.
 """
 
+from dpledger.metrics.codec import (
+    MetricDeclaration,
+    Neighbouring,
+    Norm,
+    PolicyKind,
+    VectorSumCodec,
+    l1_sensitivity,
+    scalar_sensitivity,
+)
 from dpledger.metrics.flam import (
     CLASSIFICATION_KEYS,
     FLAM_DECLARATIONS,
@@ -27,15 +36,6 @@ from dpledger.metrics.flam import (
     regression_metrics,
     regression_metrics_rows,
     unflatten_confusion,
-)
-from dpledger.metrics.release import (
-    MetricDeclaration,
-    Neighbouring,
-    Norm,
-    PolicyKind,
-    VectorSumCodec,
-    l1_sensitivity,
-    scalar_sensitivity,
 )
 from dpledger.metrics.secure_sum import FixedPoint, exact_sum
 from dpledger.metrics.spatial import (

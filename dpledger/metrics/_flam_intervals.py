@@ -41,9 +41,9 @@ from dpledger.metrics._intervals import (
     quantile_factor,
 )
 from dpledger.metrics._segments import FloatArray, as_finite
+from dpledger.metrics.codec import VectorSumCodec
 from dpledger.metrics.flam import CLASSIFICATION_KEYS, Labels, classification_metrics_rows
 from dpledger.metrics.flam_regression import REGRESSION_KEYS, REGRESSION_MEASURES
-from dpledger.metrics.release import VectorSumCodec
 
 __all__ = ["classification_batch", "regression_batch"]
 

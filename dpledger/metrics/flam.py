@@ -33,6 +33,7 @@ from dpledger.metrics._segments import (
     check_same_length,
     segments_for,
 )
+from dpledger.metrics.codec import MetricDeclaration
 from dpledger.metrics.flam_regression import (
     REGRESSION_KEYS,
     REGRESSION_MEASURES,
@@ -42,7 +43,6 @@ from dpledger.metrics.flam_regression import (
     regression_metrics,
     regression_metrics_rows,
 )
-from dpledger.metrics.release import MetricDeclaration
 
 __all__ = [
     "CLASSIFICATION_KEYS",

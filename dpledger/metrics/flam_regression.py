@@ -21,7 +21,7 @@ from dpledger.metrics._segments import (
     check_same_length,
     segments_for,
 )
-from dpledger.metrics.release import VectorSumCodec
+from dpledger.metrics.codec import VectorSumCodec
 
 __all__ = [
     "REGRESSION_KEYS",

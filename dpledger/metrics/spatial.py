@@ -39,7 +39,7 @@ from dpledger.metrics._segments import (
     l1_cap_rows,
     segments_for,
 )
-from dpledger.metrics.release import MetricDeclaration, VectorSumCodec
+from dpledger.metrics.codec import MetricDeclaration, VectorSumCodec
 
 __all__ = [
     "ALONG_RMSE_FLOOR",

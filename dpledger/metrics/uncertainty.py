@@ -43,8 +43,8 @@ from dpledger.metrics._intervals import (
     to_intervals,
 )
 from dpledger.metrics._segments import FloatArray, as_finite
+from dpledger.metrics.codec import VectorSumCodec
 from dpledger.metrics.flam import Labels
-from dpledger.metrics.release import VectorSumCodec
 
 __all__ = [
     "Batch",

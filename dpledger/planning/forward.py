@@ -8,7 +8,7 @@ used and left?" It uses the very functions the approval check uses
 :func:`dpledger.mechanisms.error_bar_for_scale`) and the ledger's exact budget rule,
 so a release the plan calls publishable is one ``Ledger.check`` approves.
 
-Inverse planning (the budget a target needs) lives in :mod:`dpledger.budgeting`.
+Inverse planning (the budget a target needs) lives in :mod:`dpledger.planning.inverse`.
 Budgets are exact :class:`fractions.Fraction` values in the policy's unit (ε, or ρ
 under zCDP); JSON carries them as ``"p/q"`` strings next to a float.
 """
@@ -21,14 +21,14 @@ from fractions import Fraction
 from typing import Protocol
 
 from dpledger import mechanisms as mech
-from dpledger._plan_common import (
+from dpledger.errors import InvalidInput
+from dpledger.mechanisms import cohort_floor, error_bar, mechanism_facts
+from dpledger.planning._common import (
     release_sensitivity_of,
     text_table,
     validated_cohorts,
     validated_rounds,
 )
-from dpledger.errors import InvalidInput
-from dpledger.mechanisms import cohort_floor, error_bar, mechanism_facts
 from dpledger.policy import (
     ALL,
     EVAL_FRACTION_ADVISED,

@@ -401,10 +401,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _register_subcommands(sub: Any) -> None:
     """Planning, calibration and the demo live in their own modules."""
-    from dpledger import cli_planning, demo_report
+    from dpledger.cli import demo, plan
 
-    cli_planning.register(sub)
-    demo_report.register(sub)
+    plan.register(sub)
+    demo.register(sub)
 
 
 def _warn(
@@ -461,7 +461,3 @@ def _internal(e: BaseException, debug: bool) -> int:
         file=sys.stderr,
     )
     return EXIT_INTERNAL
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -6,17 +6,12 @@ fact: nothing here reads the fleet's raw data.
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
-from pathlib import Path
 from typing import Any
 
-from dpledger.demo import DemoResult, finite, policy_reference, run_demo
-from dpledger.demo_plots import write_plots
 from dpledger.ledger import Release
+from dpledger.sim.demo import DemoResult, finite, policy_reference
 
-__all__ = ["as_json", "register", "text_report", "write_plots"]
+__all__ = ["as_json", "text_report"]
 
 _KIND_TITLE = {
     "lateral_drift": "lateral drift",
@@ -125,38 +120,3 @@ def as_json(result: DemoResult) -> dict[str, Any]:
         "budget": {r: {"spent": s, "remaining": left} for r, (s, left) in result.budget.items()},
         "findings": [f.__dict__ for f in result.findings],
     }
-
-
-def _cmd_demo(args: argparse.Namespace) -> int:
-    result = run_demo(
-        n_clients=args.clients,
-        seed=args.seed,
-        ledger_path=args.ledger,
-        progress=None if args.json or args.quiet else sys.stderr,
-        fresh=args.fresh,
-    )
-    plots = write_plots(result, Path(args.plots)) if args.plots else []
-    if args.json:
-        print(json.dumps({**as_json(result), "plots": [str(p) for p in plots]}, indent=2))
-    else:
-        print(text_report(result))
-        for p in plots:
-            print(f"wrote {p}")
-    return 0
-
-
-def register(subparsers: Any) -> None:
-    """Add ``dpledger demo`` to the CLI."""
-    p = subparsers.add_parser("demo", help="simulate a fleet and run one evaluation epoch")
-    p.add_argument("--clients", type=int, default=20_000, help="fleet size (default 20,000)")
-    p.add_argument("--seed", type=int, default=0, help="fleet seed (noise is OpenDP's, unseeded)")
-    p.add_argument(
-        "--ledger",
-        default="dpledger-demo.db",
-        help="the SQLite ledger the demo creates (an existing file is never overwritten)",
-    )
-    p.add_argument("--fresh", action="store_true", help="replace this path's previous demo ledger")
-    p.add_argument("--json", action="store_true", help="machine-readable report")
-    p.add_argument("--plots", metavar="DIR", help="write PNG charts of the released values")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=_cmd_demo)

@@ -1,6 +1,6 @@
 """The main job: a synthetic fleet evaluated through one epoch of a real ledger.
 
-Simulates a fleet with planted failures (:mod:`dpledger.fleet`), computes every
+Simulates a fleet with planted failures (:mod:`dpledger.sim.fleet`), computes every
 client's bounded contribution with :mod:`dpledger.metrics`, sums them per region
 EXACTLY (fixed-point integers, :mod:`dpledger.metrics.secure_sum`: the stand-in meets
 the obligation a secure aggregator has), releases the shipped policy's metrics through
@@ -24,12 +24,12 @@ import numpy.typing as npt
 
 from dpledger.approval import ReleaseRequest, Verdict
 from dpledger.errors import InvalidInput, ReleaseRefused
-from dpledger.fleet import Fleet, make_fleet
 from dpledger.ledger import Ledger, Release
 from dpledger.metrics import spatial
 from dpledger.metrics.secure_sum import FixedPoint, exact_sum
 from dpledger.metrics.uncertainty import Interval, derived_interval
 from dpledger.policy import MetricSpec, Policy
+from dpledger.sim.fleet import Fleet, make_fleet
 
 __all__ = [
     "DEFAULT_POLICY",
@@ -49,7 +49,7 @@ __all__ = [
     "run_demo",
 ]
 
-DEFAULT_POLICY = Path(__file__).resolve().parent.parent / "policies" / "spatial-eval.toml"
+DEFAULT_POLICY = Path(__file__).resolve().parents[2] / "policies" / "spatial-eval.toml"
 DRIFT_FACTOR = 1.5  # a ratio interval above 1.5 × the healthy reference is drift, not noise
 TAIL_SHARE = 0.02  # > 2% of errors past the last edge (25 m): a gross-error population
 OVERCONFIDENT_GAP = 0.1  # mean(p − y) in the top confidence bucket

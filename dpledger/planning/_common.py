@@ -1,7 +1,7 @@
 """Helpers shared by the planning modules: value base, validation, sensitivity, tables.
 
-Private to :mod:`dpledger.planning`, :mod:`dpledger.budgeting` and
-:mod:`dpledger.calibration` (not part of the public API).
+Private to :mod:`dpledger.planning.forward`, :mod:`dpledger.planning.inverse` and
+:mod:`dpledger.planning.clip` (not part of the public API).
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ import numpy.typing as npt
 from dpledger.approval import ReleaseRequest
 from dpledger.errors import InvalidInput
 from dpledger.ledger import Ledger, Release
+from dpledger.metrics.codec import VectorSumCodec
 from dpledger.metrics.flam import (
     CLASSIFICATION_KEYS,
     REGRESSION_KEYS,
@@ -39,7 +40,6 @@ from dpledger.metrics.flam import (
     flatten_confusion,
     unflatten_confusion,
 )
-from dpledger.metrics.release import VectorSumCodec
 from dpledger.metrics.uncertainty import (
     Interval,
     Method,

@@ -12,14 +12,14 @@ import json
 import warnings
 from pathlib import Path
 
-from dpledger.calibration import (
+from dpledger.errors import InvalidInput
+from dpledger.planning.clip import (
     calibrate_clip,
     load_held_out,
     plot_candidates,
     require_pyplot,
 )
-from dpledger.errors import InvalidInput
-from dpledger.planning import plan
+from dpledger.planning.forward import plan
 from dpledger.policy import Policy, PolicyWarning
 
 __all__ = ["cmd_calibrate", "cmd_plan", "parse_cohort", "parse_percentiles", "register"]
@@ -80,8 +80,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _print_comparison(policy: Policy, cohorts: dict[str, int], as_json: bool) -> int:
-    from dpledger._plan_common import text_table
-    from dpledger.comparison import compare_definitions
+    from dpledger.planning._common import text_table
+    from dpledger.planning.definitions import compare_definitions
 
     rows = compare_definitions(policy, cohorts)
     if as_json:

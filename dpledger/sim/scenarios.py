@@ -1,4 +1,4 @@
-"""Scenario specs for synthetic fleets: what :func:`dpledger.fleet.make_fleet` can plant.
+"""Scenario specs for synthetic fleets: what :func:`dpledger.sim.fleet.make_fleet` can plant.
 
 Also the held-out loss generator (synthetic data, seeded ``numpy.random``: never noise).
 

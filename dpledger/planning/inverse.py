@@ -14,13 +14,13 @@ from collections.abc import Mapping
 from fractions import Fraction
 
 from dpledger import mechanisms as mech
-from dpledger._plan_common import (
+from dpledger.errors import InvalidInput
+from dpledger.planning._common import (
     positive_int,
     release_sensitivity_of,
     validated_cohorts,
     validated_rounds,
 )
-from dpledger.errors import InvalidInput
 from dpledger.policy import BarKind, ExactDecimal, FrozenModel, Policy
 
 __all__ = [

@@ -38,7 +38,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpledger.errors import InvalidInput
-from dpledger.fleet_scenarios import (
+from dpledger.sim.scenarios import (
     _SCENARIO_TYPES,
     BASELINE_ACROSS_RMS,
     BASELINE_ALONG_RMS,

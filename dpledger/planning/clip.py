@@ -26,8 +26,8 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict
 
 from dpledger import mechanisms as mech
-from dpledger._plan_common import text_table
 from dpledger.errors import DpLedgerError, InvalidInput
+from dpledger.planning._common import text_table
 from dpledger.policy import Clip, Neighbouring
 
 __all__ = [

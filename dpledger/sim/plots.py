@@ -16,17 +16,17 @@ from typing import Any
 
 import numpy as np
 
-from dpledger.demo import (
+from dpledger.ledger import Release
+from dpledger.mechanisms import error_bar_for_scale
+from dpledger.metrics._intervals import noise_std, quantile_factor
+from dpledger.metrics.uncertainty import Interval, derived_interval
+from dpledger.sim.demo import (
     DRIFT_FACTOR,
     OVERCONFIDENT_GAP,
     TAIL_SHARE,
     DemoResult,
     policy_reference,
 )
-from dpledger.ledger import Release
-from dpledger.mechanisms import error_bar_for_scale
-from dpledger.metrics._intervals import noise_std, quantile_factor
-from dpledger.metrics.uncertainty import Interval, derived_interval
 
 __all__ = ["clearly_positive", "write_plots"]
 
@@ -191,7 +191,7 @@ def _calibration_chart(plt: Any, result: DemoResult, rels: dict[tuple[str, str],
 
 def write_plots(result: DemoResult, directory: Path) -> list[Path]:
     """PNG charts of released values: ratio per region, error histograms, calibration gaps."""
-    from dpledger.calibration import require_pyplot
+    from dpledger.planning.clip import require_pyplot
 
     plt = require_pyplot()
     directory.mkdir(parents=True, exist_ok=True)

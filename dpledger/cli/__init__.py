@@ -1,0 +1,5 @@
+"""The ``dpledger`` command: ``main`` (in :mod:`dpledger.cli.main`) returns the exit code.
+
+``plan`` holds ``dpledger plan`` and ``dpledger calibrate``; ``demo`` holds
+``dpledger demo``. Nothing else in dpledger imports this package.
+"""

@@ -1,0 +1,50 @@
+"""``dpledger demo``: simulate a fleet and run one evaluation epoch through a ledger."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from dpledger.sim.demo import run_demo
+from dpledger.sim.plots import write_plots
+from dpledger.sim.report import as_json, text_report
+
+__all__ = ["register"]
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    result = run_demo(
+        n_clients=args.clients,
+        seed=args.seed,
+        ledger_path=args.ledger,
+        progress=None if args.json or args.quiet else sys.stderr,
+        fresh=args.fresh,
+    )
+    plots = write_plots(result, Path(args.plots)) if args.plots else []
+    if args.json:
+        print(json.dumps({**as_json(result), "plots": [str(p) for p in plots]}, indent=2))
+    else:
+        print(text_report(result))
+        for p in plots:
+            print(f"wrote {p}")
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add ``dpledger demo`` to the CLI."""
+    p = subparsers.add_parser("demo", help="simulate a fleet and run one evaluation epoch")
+    p.add_argument("--clients", type=int, default=20_000, help="fleet size (default 20,000)")
+    p.add_argument("--seed", type=int, default=0, help="fleet seed (noise is OpenDP's, unseeded)")
+    p.add_argument(
+        "--ledger",
+        default="dpledger-demo.db",
+        help="the SQLite ledger the demo creates (an existing file is never overwritten)",
+    )
+    p.add_argument("--fresh", action="store_true", help="replace this path's previous demo ledger")
+    p.add_argument("--json", action="store_true", help="machine-readable report")
+    p.add_argument("--plots", metavar="DIR", help="write PNG charts of the released values")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_demo)
