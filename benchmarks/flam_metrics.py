@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from benchmarks._harness import Row, Sizes, fmt_seconds, log, median_time
-from dpledger.metrics import flam
+from dpledger.metrics import flam, flam_regression
 from dpledger.sim.fleet import Fleet
 
 __all__ = ["REGRESSION_SHIFT", "central_sklearn", "federated", "run"]
@@ -52,7 +52,7 @@ def _metrics(
     confusion: npt.NDArray[np.float64], measures: npt.NDArray[np.float64]
 ) -> dict[str, float]:
     cls = flam.classification_metrics(confusion)
-    reg = flam.regression_metrics(measures)
+    reg = flam_regression.regression_metrics(measures)
     return {k: (cls | reg)[k] for k in _KEYS}
 
 
@@ -62,7 +62,7 @@ def federated(fleet: Fleet) -> dict[str, Any]:
     cm_rows = flam.confusion_matrix(
         fleet.y_true, fleet.y_pred, n_classes=fleet.n_classes, offsets=off
     )
-    reg_rows = flam.regression_measures(
+    reg_rows = flam_regression.regression_measures(
         fleet.y_reg, fleet.y_reg_pred, offsets=off, shift=REGRESSION_SHIFT
     )
     cm, reg = secure_sum(cm_rows), secure_sum(reg_rows)
@@ -104,7 +104,7 @@ def run(fleet: Fleet, sizes: Sizes) -> list[Row]:
     args = (fleet.y_true, fleet.y_pred, fleet.y_reg, fleet.y_reg_pred)
     t_sk, _ = median_time(lambda: theirs.update(central_sklearn(*args)), sizes.central_repeats)
     diff, worst = _max_diff(ours["metrics"], theirs)
-    naive = {**ours["metrics"], **flam.regression_metrics(ours["reg_rows"].sum(axis=0))}
+    naive = {**ours["metrics"], **flam_regression.regression_metrics(ours["reg_rows"].sum(axis=0))}
     naive_diff, naive_worst = _max_diff(naive, theirs)
     ratio = t_sk / t_ours
     exact = diff <= 1e-12

@@ -15,22 +15,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from importlib.metadata import version
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from dpledger import _opendp as dp
 from dpledger.errors import InternalError, InvalidInput
-from dpledger.policy import BarKind, MetricSpec, Neighbouring, Policy
+from dpledger.policy import MetricSpec, Policy
+from dpledger.types import BarKind, MechanismKind, Neighbouring, Unit
 
 __all__ = [
     "BAR_KINDS",
     "CLIENT_ROUNDING_SLACK",
     "OPENDP_VERSION",
-    "Measure",
     "MechanismFacts",
-    "MechanismKind",
     "apply",
     "apply_many",
     "bar_factor",
@@ -53,8 +52,6 @@ __all__ = [
 
 
 OPENDP_VERSION = version("opendp")
-MechanismKind = Literal["laplace", "gaussian"]
-Measure = Literal["epsilon", "rho"]
 BAR_KINDS: tuple[BarKind, ...] = ("ci95", "std", "scale")
 
 _Z95 = 1.959963984540054  # two-sided 95% normal quantile
@@ -166,7 +163,7 @@ class MechanismFacts:
     """
 
     mechanism: MechanismKind
-    measure: Measure
+    measure: Unit
     sensitivity: float
     scale: float
     dimension: int  # 0 for a scalar release
@@ -249,7 +246,7 @@ def privacy_loss(facts: MechanismFacts) -> Fraction:
     return Fraction(loss)
 
 
-def noise_scale(sensitivity: float | Fraction, budget: float | Fraction, measure: Measure) -> float:
+def noise_scale(sensitivity: float | Fraction, budget: float | Fraction, measure: Unit) -> float:
     """Closed-form noise scale: Laplace ``b = Δ/ε``; under zCDP ``σ = Δ/√(2ρ)`` (both kinds)."""
     try:
         d, b = float(sensitivity), float(budget)
@@ -269,7 +266,7 @@ def calibrate(
     *,
     sensitivity: float,
     budget: Fraction,
-    measure: Measure,
+    measure: Unit,
     mechanism: MechanismKind,
     dimension: int,
     k: int | None = GRANULARITY_K,
@@ -354,7 +351,7 @@ def error_bar(
     n: int,
     bar: BarKind = "ci95",
     *,
-    measure: Measure = "epsilon",
+    measure: Unit = "epsilon",
     mechanism: MechanismKind = "laplace",
 ) -> float:
     """Error bar of a mean over ``n`` clients: ``factor·Δ/(ε·n)`` (or σ/n under zCDP)."""
@@ -367,7 +364,7 @@ def cohort_floor(
     target: float,
     bar: BarKind = "ci95",
     *,
-    measure: Measure = "epsilon",
+    measure: Unit = "epsilon",
     mechanism: MechanismKind = "laplace",
 ) -> int:
     """The smallest cohort ``n`` whose :func:`error_bar` is ≤ ``target`` (n − 1's is not)."""

@@ -36,25 +36,30 @@ from pydantic import (
 )
 
 from dpledger.errors import DpLedgerError, InvalidInput, PolicyError
+from dpledger.types import (
+    Allocation,
+    BarKind,
+    Definition,
+    MechanismKind,
+    MetricKind,
+    Neighbouring,
+    Unit,
+    fraction_text,
+)
 
 __all__ = [
     "ALL",
     "EVAL_FRACTION_ADVISED",
     "MAX_POLICY_BYTES",
-    "Allocation",
-    "BarKind",
     "Clip",
-    "Definition",
     "ExactDecimal",
     "FrozenModel",
-    "MetricKind",
     "MetricSpec",
-    "Neighbouring",
     "Policy",
     "PolicyWarning",
+    "PositiveDecimal",
     "Regions",
     "describe_validation_error",
-    "fraction_text",
     "to_fraction",
 ]
 
@@ -66,11 +71,6 @@ EVAL_FRACTION_ADVISED = (Fraction(1, 10), Fraction(2, 5))
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 
-Neighbouring = Literal["replace", "add_remove"]
-Definition = Literal["pure", "zcdp"]
-MetricKind = Literal["scalar_mean", "histogram", "vector_sum"]
-BarKind = Literal["ci95", "std", "scale"]
-Allocation = Literal["per_metric", "pooled"]
 
 MAX_POLICY_BYTES = 1 << 20
 """A policy file larger than this (1 MiB) is refused before it is parsed."""
@@ -108,11 +108,6 @@ def to_fraction(value: object) -> Fraction:
     else:
         raise ValueError(f"expected a number, got {type(value).__name__}")
     return q
-
-
-def fraction_text(q: Fraction) -> str:
-    """Exact text of a budget: ``"3"`` or ``"1/5"`` (what ledgers and JSON carry)."""
-    return str(q.numerator) if q.denominator == 1 else f"{q.numerator}/{q.denominator}"
 
 
 ExactDecimal = Annotated[
@@ -242,7 +237,7 @@ class MetricSpec(FrozenModel):
     weight: PositiveDecimal | None = None
     target: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     bar: BarKind = "ci95"
-    mechanism: Literal["laplace", "gaussian"] | None = None
+    mechanism: MechanismKind | None = None
 
     @field_validator("edges")
     @classmethod
@@ -463,7 +458,7 @@ class Policy(FrozenModel):
     # -- derived facts -------------------------------------------------------------
 
     @property
-    def unit(self) -> Literal["epsilon", "rho"]:
+    def unit(self) -> Unit:
         """The budget unit: ε for pure DP, ρ for zCDP."""
         return "epsilon" if self.definition == "pure" else "rho"
 
@@ -524,7 +519,7 @@ class Policy(FrozenModel):
     def _allocations(self) -> dict[str, Fraction]:
         return {m: self.rounds_per_epoch * self.release_budget(m) for m in self.metrics}
 
-    def mechanism(self, name: str) -> Literal["laplace", "gaussian"]:
+    def mechanism(self, name: str) -> MechanismKind:
         """The noise a release of ``name`` uses: as declared, else Laplace (pure) or Gaussian."""
         declared = self.metric(name).mechanism
         if declared is not None:

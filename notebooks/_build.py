@@ -50,7 +50,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import dpledger as dl
-from dpledger.sim.fleet import held_out_losses
+from dpledger.sim.scenarios import held_out_losses
 
 policy = dl.Policy.load(Path("../policies/spatial-eval.toml"))
 spec = policy.metric("clipped_mean_loss")
@@ -589,7 +589,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import dpledger as dl
-from dpledger.sim.fleet import REFERENCE_MODELS, LabelSkew, LateralDrift, make_fleet
+from dpledger.sim.fleet import make_fleet
+from dpledger.sim.scenarios import REFERENCE_MODELS, LabelSkew, LateralDrift
 from dpledger.metrics import (
     CLASSIFICATION_KEYS,
     FixedPoint,

@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from dpledger.metrics import flam
+from dpledger.metrics import flam, flam_regression
 from dpledger.metrics.uncertainty import Batch, classification_batch, regression_batch
 
 C = 10
@@ -27,7 +27,7 @@ SCALE = 300.0
 ACCURACIES = (0.6, 0.9, 0.99)
 NOISE_OVER_CELL = (0.01, 0.1, 1.0)
 CLASSIFICATION_REGIMES = tuple((a, f) for a in ACCURACIES for f in NOISE_OVER_CELL)
-REG_CODEC = flam.regression_codec(
+REG_CODEC = flam_regression.regression_codec(
     y_bounds=(40.0, 160.0), residual_bound=30.0, max_samples=20.0, cap=1.0
 )
 REG_SCALE = 2.0
@@ -99,7 +99,7 @@ def regression_case(
     """Truth and the product's estimates/intervals for ``releases`` noisy releases."""
     n = regression_n(r2, label)
     sums = regression_sums(r2, n)
-    truth = flam.regression_metrics(sums)
+    truth = flam_regression.regression_metrics(sums)
     encoded = sums / REG_CODEC.decode(np.ones(5))  # decode divides by the codec's factors
     rng = np.random.default_rng(seed)
     noisy = encoded[None, :] + _noise(rng, dist, REG_SCALE, (releases, 5))

@@ -14,18 +14,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.typing import NDArray
 
-from dpledger.sim.fleet import (
+from dpledger.sim.fleet import GRID_SIDE, Fleet, describe, make_fleet
+from dpledger.sim.scenarios import (
     DEFAULT_SCENARIOS,
-    GRID_SIDE,
     CrsMismatch,
-    Fleet,
     HeavyTailedLoss,
     LabelSkew,
     Scenario,
     SmallRegion,
-    describe,
     held_out_losses,
-    make_fleet,
 )
 
 N_CLIENTS = 20_000

@@ -15,6 +15,7 @@ from sklearn import metrics as skm
 
 from dpledger.errors import InvalidInput
 from dpledger.metrics import flam
+from dpledger.metrics import flam_regression as fr
 
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")  # no overflow noise
 
@@ -163,20 +164,20 @@ def test_summed_regression_measures_equal_sklearn_on_concatenated_data(partition
     yc, pc, offsets = by_client(owner, y, pred)
     ref = sk_regression(y, pred)
     for kwargs in ({}, {"y_bounds": (0.0, 200.0), "residual_bound": 100.0}, {"shift": 137.0}):
-        rows = flam.regression_measures(yc, pc, offsets=offsets, **kwargs)  # type: ignore[arg-type]
+        rows = fr.regression_measures(yc, pc, offsets=offsets, **kwargs)  # type: ignore[arg-type]
         assert rows.shape == (N_CLIENTS, 5)
-        assert_exact(flam.regression_metrics(rows.sum(axis=0)), ref)
+        assert_exact(fr.regression_metrics(rows.sum(axis=0)), ref)
 
 
 def test_sample_cap_weights_equal_sklearn_sample_weight() -> None:
     y, pred, decile = regression_data(n=3000)
     yc, pc, offsets = by_client(quantity_skew(decile, 2.0, np.random.default_rng(3)), y, pred)
-    rows = flam.regression_measures(yc, pc, offsets=offsets, max_samples=200)
+    rows = fr.regression_measures(yc, pc, offsets=offsets, max_samples=200)
     lengths = np.diff(np.r_[offsets, y.shape[0]])
     assert rows[:, 4].max() == pytest.approx(200.0)
     assert lengths.max() > 200
     w = np.repeat(np.minimum(1.0, 200 / np.maximum(lengths, 1)), lengths)
-    assert_exact(flam.regression_metrics(rows.sum(axis=0)), sk_regression(yc, pc, w))
+    assert_exact(fr.regression_metrics(rows.sum(axis=0)), sk_regression(yc, pc, w))
 
 
 @settings(max_examples=40, deadline=None)
@@ -204,8 +205,8 @@ def test_regression_exactness_property(data: st.DataObject) -> None:
     pred = data.draw(arrays(np.float64, n, elements=st.floats(40.0, 160.0)))
     assume(np.var(y) > 1.0)  # realistic spread: cancellation-free at 1e-12
     cuts = sorted(data.draw(st.lists(st.integers(0, n), max_size=6)))
-    rows = flam.regression_measures(y, pred, offsets=np.array([0, *cuts]), y_bounds=(0, 200))
-    assert_exact(flam.regression_metrics(rows.sum(axis=0)), sk_regression(y, pred))
+    rows = fr.regression_measures(y, pred, offsets=np.array([0, *cuts]), y_bounds=(0, 200))
+    assert_exact(fr.regression_metrics(rows.sum(axis=0)), sk_regression(y, pred))
 
 
 # --------------------------------------------------------------------------- the naive baseline
@@ -285,7 +286,7 @@ def test_labels_all_penalises_absent_classes_and_present_does_not() -> None:
     [([5.0], [4.0]), ([3.0, 3.0, 3.0], [3.0, 3.0, 3.0]), ([3.0, 3.0], [1.0, 2.0])],
 )
 def test_regression_edge_conventions_match_sklearn(y: list[float], pred: list[float]) -> None:
-    ours = flam.regression_metrics(flam.regression_measures(y, pred, y_bounds=(0, 10)))
+    ours = fr.regression_metrics(fr.regression_measures(y, pred, y_bounds=(0, 10)))
     assert_exact(ours, sk_regression(np.array(y), np.array(pred)))
 
 
@@ -311,11 +312,11 @@ def test_regression_batch_rows_equal_single_client() -> None:
     y, pred, _ = regression_data(n=400)
     offsets = np.array([0, 0, 1, 100, 100])
     kw = {"y_bounds": (70.0, 130.0), "residual_bound": 10.0, "max_samples": 50.0}
-    rows = flam.regression_measures(y, pred, offsets=offsets, **kw)  # type: ignore[arg-type]
+    rows = fr.regression_measures(y, pred, offsets=offsets, **kw)  # type: ignore[arg-type]
     bounds = np.r_[offsets, 400]
     for i in range(offsets.size):
         s = slice(bounds[i], bounds[i + 1])
-        single = flam.regression_measures(y[s], pred[s], **kw)  # type: ignore[arg-type]
+        single = fr.regression_measures(y[s], pred[s], **kw)  # type: ignore[arg-type]
         np.testing.assert_array_equal(rows[i], single)
     assert rows[0].tolist() == [0.0] * 5
 
@@ -324,8 +325,8 @@ def test_regression_clipping_bounds_every_coordinate() -> None:
     y = np.array([1e300, -1e300, 50.0, 120.0] * 500)
     pred = np.array([-1e300, 1e300, 0.0, 100.0] * 500)
     kw = {"y_bounds": (80.0, 120.0), "residual_bound": 15.0, "max_samples": 100.0}
-    row = flam.regression_measures(y, pred, **kw)  # type: ignore[arg-type]
-    codec = flam.regression_codec(cap=1.0, **kw)  # type: ignore[arg-type]
+    row = fr.regression_measures(y, pred, **kw)  # type: ignore[arg-type]
+    codec = fr.regression_codec(cap=1.0, **kw)  # type: ignore[arg-type]
     assert np.all(np.abs(row) <= np.array(codec.bounds) * (1 + 1e-12))
     assert row[4] == pytest.approx(100.0)
     z = codec.encode(row)
@@ -348,10 +349,10 @@ def test_noisy_confusion_must_be_projected_first() -> None:
 def test_noisy_regression_measures_project_to_feasible_set() -> None:
     noisy = np.array([-3.0, 12.0, 40.0, 10.0, 20.0])
     with pytest.raises(InvalidInput, match="project_regression_measures"):
-        flam.regression_metrics(noisy)
-    projected = flam.project_regression_measures(noisy)
+        fr.regression_metrics(noisy)
+    projected = fr.project_regression_measures(noisy)
     assert projected.tolist() == [0.0, 12.0, 40.0, 80.0, 20.0]
-    assert flam.regression_metrics(projected)["r2"] == 1.0
+    assert fr.regression_metrics(projected)["r2"] == 1.0
 
 
 @pytest.mark.parametrize(
@@ -368,11 +369,14 @@ def test_noisy_regression_measures_project_to_feasible_set() -> None:
         (lambda: flam.classification_metrics([[1.0, math.nan], [0, 1]]), "NaN"),
         (lambda: flam.classification_metrics(np.ones(5)), "C² entries"),
         (lambda: flam.classification_metrics(np.eye(2), labels="some"), "labels must"),  # type: ignore[arg-type]
-        (lambda: flam.regression_measures([1.0], [math.inf]), "y_pred holds NaN"),
-        (lambda: flam.regression_measures([1.0], [1.0], y_bounds=(2, 1)), "low < high"),
-        (lambda: flam.regression_measures([1.0], [1.0], residual_bound=0), "residual_bound"),
-        (lambda: flam.regression_metrics([1.0, 1.0, 1.0, 1.0]), "shape"),
-        (lambda: flam.regression_metrics([0.0, 0.0, 0.0, 0.0, 0.0]), "n = 0"),
+        (lambda: fr.regression_measures([1.0], [math.inf]), "y_pred holds NaN"),
+        (lambda: fr.regression_measures([1.0], [1.0], y_bounds=(2, 1)), "low < high"),
+        (
+            lambda: fr.regression_measures([1.0], [1.0], residual_bound=0),
+            "residual_bound",
+        ),
+        (lambda: fr.regression_metrics([1.0, 1.0, 1.0, 1.0]), "shape"),
+        (lambda: fr.regression_metrics([0.0, 0.0, 0.0, 0.0, 0.0]), "n = 0"),
     ],
 )
 def test_bad_input_is_refused_naming_the_problem(call: Callable[[], object], match: str) -> None:
@@ -383,8 +387,6 @@ def test_bad_input_is_refused_naming_the_problem(call: Callable[[], object], mat
 def test_unclipped_regression_overflow_is_refused_with_the_fix() -> None:
     big = float(np.finfo(np.float64).max)
     with pytest.raises(InvalidInput, match="pass y_bounds"):
-        flam.regression_measures([big, -big], [-big, big])
-    clipped = flam.regression_measures(
-        [big, -big], [-big, big], y_bounds=(0, 1), residual_bound=1.0
-    )
+        fr.regression_measures([big, -big], [-big, big])
+    clipped = fr.regression_measures([big, -big], [-big, big], y_bounds=(0, 1), residual_bound=1.0)
     assert clipped.tolist() == [2.0, 2.0, 0.0, 0.5, 2.0]

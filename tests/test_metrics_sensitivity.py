@@ -5,12 +5,12 @@ float, a 10,000-sample client against a 1-sample one) are summed with and withou
 one client, and with that client's data replaced. The change, in the declared norm
 (absolute for a scalar, L1 for a vector), must not exceed the declared sensitivity
 under ``replace`` and ``add_remove``. Tolerance: 1e-12 relative to Δ plus a few ulps
-of the sums themselves (the float rounding of summing the contributions).
+of the sums themselves (the float rounding of summing the contributions). Δ is the ledger's own rule
+(``dpledger.mechanisms.sensitivity``) applied to the policy metric releasing them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -21,11 +21,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from dpledger.errors import InvalidInput
-from dpledger.mechanisms import CLIENT_ROUNDING_SLACK
-from dpledger.metrics import codec as release
+from dpledger.mechanisms import CLIENT_ROUNDING_SLACK, sensitivity
 from dpledger.metrics import flam
-from dpledger.metrics import spatial as sp
+from dpledger.metrics.declarations import (
+    FLAM_DECLARATIONS,
+    SPATIAL_DECLARATIONS,
+    Bounds,
+    MetricDeclaration,
+)
+from dpledger.policy import Clip, MetricSpec
 
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")  # no overflow noise
 
@@ -33,14 +37,12 @@ BIG = float(np.finfo(np.float64).max)
 EPS = float(np.finfo(np.float64).eps)
 HEAVY = 10_000
 EDGES = (0.5, 1.0, 2.0, 5.0, 10.0, 25.0)
-COVER_EDGES = (0, 1, 4, 16, 64)
 N_CLASSES = 4
 
 Columns = tuple[np.ndarray, ...]
 POOLED = {"error_bound": 25.0, "max_samples": 40.0}
-POOLED_CODEC = sp.pooled_ratio_codec(cap=3.0, **POOLED)
 REGRESSION = {"y_bounds": (0.0, 200.0), "residual_bound": 50.0, "max_samples": 40.0}
-REGRESSION_CODEC = flam.regression_codec(cap=2.0, **REGRESSION)  # type: ignore[arg-type]
+COVER_EDGES = (0.0, 1.0, 4.0, 16.0, 64.0)
 
 extreme = st.sampled_from([0.0, -0.0, BIG, -BIG, 5e-324, -5e-324, 1e-300, 1e300, -1e300])
 any_float = st.floats(allow_nan=False, allow_infinity=False) | extreme
@@ -51,74 +53,63 @@ label = st.integers(0, N_CLASSES - 1)
 
 @dataclass(frozen=True)
 class Case:
-    """A metric under test: its declaration, its bound parameters and a batch contributor."""
+    """A declared metric under test: its bounds and settings, and its per-sample inputs."""
 
-    declaration: release.MetricDeclaration
-    params: dict[str, float]
+    declaration: MetricDeclaration
+    bounds: Bounds
+    params: dict[str, Any]
     elements: tuple[tuple[Any, st.SearchStrategy[Any]], ...]  # (dtype, element strategy)
-    contribute: Callable[[Columns, np.ndarray], np.ndarray]  # -> (clients, d)
+
+    def contribute(self, cols: Columns, offsets: np.ndarray) -> np.ndarray:
+        data = dict(zip(self.declaration.inputs, cols, strict=True))
+        return self.declaration.contribute(data, self.bounds, offsets=offsets, **self.params)
+
+    def spec(self) -> MetricSpec:
+        """The policy metric that releases these contributions (the ledger's view of them)."""
+        d, b = self.declaration, self.bounds
+        common: dict[str, Any] = {"kind": d.kind, "epsilon": 1}
+        if d.kind == "scalar_mean":
+            return MetricSpec(clip=Clip(low=b.low, high=b.high, source="test"), **common)
+        if d.kind == "histogram":
+            return MetricSpec(edges=b.edges, edges_version="v1", cap_per_client=b.cap, **common)
+        width = self.contribute(tuple(np.zeros(0, dt) for dt, _ in self.elements), np.array([0]))
+        return MetricSpec(dimension=width.shape[1], cap_per_client=b.cap,
+                          nonnegative=d.nonnegative, **common)  # fmt: skip
 
 
-def _col(x: np.ndarray) -> np.ndarray:
-    return x[:, None]
-
-
+SPATIAL, FLAM = SPATIAL_DECLARATIONS, FLAM_DECLARATIONS
 CASES = {
     "clipped_loss": Case(
-        sp.SPATIAL_DECLARATIONS["clipped_loss"],
-        {"clip_high": 2.5},
-        ((np.float64, any_float),),
-        lambda c, o: _col(sp.clipped_loss(c[0], clip_high=2.5, offsets=o)),
+        SPATIAL["clipped_loss"], Bounds(low=0.0, high=2.5), {}, ((np.float64, any_float),)
     ),
     "along_across_ratio": Case(
-        sp.SPATIAL_DECLARATIONS["along_across_ratio"],
-        {},  # default clip 10.0
+        SPATIAL["along_across_ratio"], Bounds(low=0.0, high=10.0), {},
         ((np.float64, any_float), (np.float64, any_float)),
-        lambda c, o: _col(sp.along_across_ratio(c[0], c[1], offsets=o)),
     ),
     "pooled_along_across_ratio": Case(
-        sp.SPATIAL_DECLARATIONS["pooled_along_across_ratio"],
-        {"cap": 3.0},
+        SPATIAL["pooled_along_across_ratio"], Bounds(cap=3.0), POOLED,
         ((np.float64, any_float), (np.float64, any_float)),
-        lambda c, o: POOLED_CODEC.encode(
-            sp.pooled_along_across_ratio(c[0], c[1], offsets=o, **POOLED)
-        ),
     ),
     "error_histogram": Case(
-        sp.SPATIAL_DECLARATIONS["error_histogram"],
-        {"cap": 40.0},
-        ((np.float64, any_float),),
-        lambda c, o: sp.error_histogram(c[0], edges=EDGES, cap=40.0, offsets=o),
+        SPATIAL["error_histogram"], Bounds(cap=40.0, edges=EDGES), {},
+        ((np.float64, any_float), (np.float64, any_float)),
     ),
     "calibration_gap": Case(
-        sp.SPATIAL_DECLARATIONS["calibration_gap"],
-        {"cap": 20.0},
+        SPATIAL["calibration_gap"], Bounds(cap=20.0, dimension=10), {},
         ((np.float64, unit), (np.float64, unit)),
-        lambda c, o: sp.calibration_gap(c[0], c[1], cap=20.0, offsets=o),
     ),
     "coverage": Case(
-        sp.SPATIAL_DECLARATIONS["coverage"],
-        {},
-        ((np.int64, cell),),
-        lambda c, o: sp.coverage(c[0], edges=COVER_EDGES, offsets=o),
+        SPATIAL["coverage"], Bounds(cap=1.0, edges=COVER_EDGES), {}, ((np.int64, cell),)
     ),
     "confusion_matrix": Case(
-        flam.FLAM_DECLARATIONS["confusion_matrix"],
-        {"cap": 30.0},
+        FLAM["confusion_matrix"], Bounds(cap=30.0), {"n_classes": N_CLASSES},
         ((np.int64, label), (np.int64, label)),
-        lambda c, o: flam.flatten_confusion(
-            flam.confusion_matrix(c[0], c[1], n_classes=N_CLASSES, cap=30.0, offsets=o)
-        ),
     ),
     "regression_measures": Case(
-        flam.FLAM_DECLARATIONS["regression_measures"],
-        {"cap": 2.0},
+        FLAM["regression_measures"], Bounds(cap=2.0), REGRESSION,
         ((np.float64, any_float), (np.float64, any_float)),
-        lambda c, o: REGRESSION_CODEC.encode(
-            flam.regression_measures(c[0], c[1], offsets=o, **REGRESSION)  # type: ignore[arg-type]
-        ),
     ),
-}
+}  # fmt: skip
 
 
 def client_strategy(case: Case) -> st.SearchStrategy[Columns]:
@@ -151,7 +142,7 @@ def norm(case: Case, v: np.ndarray) -> float:
 
 
 def assert_within(case: Case, a: np.ndarray, b: np.ndarray, neighbouring: str) -> None:
-    delta = case.declaration.sensitivity(neighbouring, **case.params)  # type: ignore[arg-type]
+    delta = float(sensitivity(case.spec(), neighbouring))  # the rule the ledger charges by
     slack = delta * 1e-12 + 8 * EPS * (norm(case, a) + norm(case, b))
     moved = norm(case, a - b)
     assert moved <= delta + slack, (neighbouring, moved, delta)
@@ -205,58 +196,11 @@ def test_ten_thousand_samples_move_the_sum_no_more_than_one(name: str) -> None:
     )
 
 
-@pytest.mark.parametrize("name", CASES)
-def test_declarations_agree_with_the_ledger_sensitivity_rules(name: str) -> None:
-    """The ledger's `mechanisms.sensitivity` on the matching policy spec gives the same Δ."""
-    mechanisms = pytest.importorskip("dpledger.mechanisms")
-    policy = pytest.importorskip("dpledger.policy")
-    case = CASES[name]
-    decl = case.declaration
-    low, high = decl.bounds(**case.params)
-    common: dict[str, Any] = {"kind": decl.policy_kind, "epsilon": 1}
-    if decl.policy_kind == "scalar_mean":
-        spec = policy.MetricSpec(clip=policy.Clip(low=low, high=high, source="test"), **common)
-    elif decl.policy_kind == "histogram":
-        edges = EDGES if name == "error_histogram" else tuple(float(e) for e in COVER_EDGES)
-        spec = policy.MetricSpec(edges=edges, edges_version="v1", cap_per_client=high, **common)
-    else:
-        dim = int(
-            case.contribute(tuple(np.zeros(0, dt) for dt, _ in case.elements), np.array([0])).shape[
-                1
-            ]
-        )
-        spec = policy.MetricSpec(
-            dimension=dim, cap_per_client=high, nonnegative=decl.nonnegative, **common
-        )
-    for neighbouring in ("replace", "add_remove"):
-        ours = decl.sensitivity(neighbouring, **case.params)  # type: ignore[arg-type]
-        assert ours == float(mechanisms.sensitivity(spec, neighbouring))
-
-
-def test_hard_coded_rules() -> None:
-    loss = sp.SPATIAL_DECLARATIONS["clipped_loss"]
-    assert loss.sensitivity("replace", clip_high=4.0) == 4.0
-    assert loss.sensitivity("add_remove", clip_high=4.0) == 4.0
-    ratio = sp.SPATIAL_DECLARATIONS["along_across_ratio"]
-    assert ratio.sensitivity("replace") == 10.0
-    assert ratio.sensitivity("add_remove", clip=3.0) == 3.0
-    assert sp.SPATIAL_DECLARATIONS["coverage"].sensitivity("replace") == 2.0
-    assert sp.SPATIAL_DECLARATIONS["error_histogram"].sensitivity("replace", cap=7) == 14.0
-    assert flam.FLAM_DECLARATIONS["confusion_matrix"].sensitivity("add_remove", cap=7) == 7.0
-    assert release.scalar_sensitivity(-2.0, 3.0, "replace") == 5.0
-    assert release.scalar_sensitivity(-2.0, 3.0, "add_remove") == 3.0
-    assert release.l1_sensitivity(2.5, "replace") == 5.0
-    with pytest.raises(InvalidInput, match="neighbouring"):
-        release.l1_sensitivity(1.0, "swap")  # type: ignore[arg-type]
-    with pytest.raises(InvalidInput, match="clip_high"):
-        loss.sensitivity("replace")
-
-
 def test_signed_vectors_are_declared_signed() -> None:
-    assert not sp.SPATIAL_DECLARATIONS["calibration_gap"].nonnegative
-    assert not flam.FLAM_DECLARATIONS["regression_measures"].nonnegative
-    assert sp.SPATIAL_DECLARATIONS["error_histogram"].nonnegative
-    kinds = {d.metric: d.policy_kind for d in sp.SPATIAL_DECLARATIONS.values()}
+    assert not SPATIAL["calibration_gap"].nonnegative
+    assert not FLAM["regression_measures"].nonnegative
+    assert SPATIAL["error_histogram"].nonnegative
+    kinds = {d.metric: d.kind for d in SPATIAL.values()}
     assert kinds == {
         "clipped_loss": "scalar_mean",
         "along_across_ratio": "scalar_mean",

@@ -17,6 +17,7 @@ import pytest
 
 from dpledger.errors import InvalidInput
 from dpledger.metrics import flam, uncertainty
+from dpledger.metrics import flam_regression as fr
 from dpledger.metrics import spatial as sp
 
 C = 5
@@ -24,7 +25,7 @@ TRUE_CONFUSION = np.full((C, C), 150.0) + np.diag([5000.0, 3000.0, 2000.0, 1200.
 CONFUSION_SCALE = 40.0  # Laplace b = 2·cap/ε with cap 20, ε 1 (replace)
 
 REG_BOUNDS = {"y_bounds": (50.0, 150.0), "residual_bound": 20.0, "max_samples": 20.0}
-REG_CODEC = flam.regression_codec(cap=1.0, **REG_BOUNDS)  # type: ignore[arg-type]
+REG_CODEC = fr.regression_codec(cap=1.0, **REG_BOUNDS)  # type: ignore[arg-type]
 REG_SCALE = 2.0  # Laplace b = 2·cap/ε on the encoded vector
 
 
@@ -34,7 +35,7 @@ def regression_release_truth() -> np.ndarray:
     n_clients, per = 20_000, 20
     y = rng.normal(100.0, 10.0, n_clients * per)
     pred = 0.9 * y + 10.0 + rng.normal(0.0, 4.0, y.shape[0])
-    rows = flam.regression_measures(y, pred, offsets=np.arange(n_clients) * per, **REG_BOUNDS)  # type: ignore[arg-type]
+    rows = fr.regression_measures(y, pred, offsets=np.arange(n_clients) * per, **REG_BOUNDS)  # type: ignore[arg-type]
     return REG_CODEC.encode(rows).sum(axis=0)
 
 
@@ -55,7 +56,7 @@ def coverage_of(key: str, method: str, reps: int, seed: int, draws: int = 500) -
             hits += iv.contains(truth)
         return hits / reps
     z = regression_release_truth()
-    truth = flam.regression_metrics(REG_CODEC.decode(z))[key]
+    truth = fr.regression_metrics(REG_CODEC.decode(z))[key]
     hits = 0
     for _ in range(reps):
         noisy = z + rng.laplace(0.0, REG_SCALE, z.shape)

@@ -21,8 +21,8 @@ from dpledger.accounting import EpochSpend
 from dpledger.approval import Prepared, ReleaseRequest, evaluate
 from dpledger.errors import InvalidInput
 from dpledger.ledger import Ledger
-from dpledger.mechanisms import mechanism_facts
-from dpledger.planning.forward import Plan, cohort_floor, error_bar, plan
+from dpledger.mechanisms import cohort_floor, error_bar, mechanism_facts
+from dpledger.planning.forward import Plan, plan
 from dpledger.planning.inverse import epsilon_for_scale, epsilon_for_target, required_budget
 from dpledger.policy import BarKind, MetricSpec, Policy, PolicyWarning
 
@@ -143,7 +143,7 @@ def execute(ledger: Ledger, p: Plan) -> None:
 # -- cohort floors and error bars (one implementation) ---------------------------------------
 
 
-def test_planning_reexports_the_mechanisms_formulas() -> None:
+def test_the_package_shows_the_mechanisms_formulas_themselves() -> None:
     assert cohort_floor is mech.cohort_floor is dpledger.cohort_floor
     assert error_bar is mech.error_bar is dpledger.error_bar
 

@@ -12,7 +12,7 @@ from dpledger import Ledger, Policy, ReleaseRequest
 from dpledger.errors import InvalidAggregate, InvalidInput
 from dpledger.ledger import derived as published
 from dpledger.ledger.derived import release_confusion, release_regression
-from dpledger.metrics import flam
+from dpledger.metrics import flam, flam_regression
 
 C = 4
 POLICY = f"""
@@ -95,13 +95,13 @@ def test_regression_release_derives_r2_mse_rmse_mae_in_one_round(tmp_path: Path)
     yhat = y + rng.normal(0, 6, y.size)
     offsets = np.arange(n_clients) * per
     kw = {"y_bounds": (40.0, 160.0), "residual_bound": 30.0, "max_samples": 20.0}
-    codec = flam.regression_codec(cap=1.0, **kw)  # type: ignore[arg-type]
-    measures = flam.regression_measures(y, yhat, offsets=offsets, **kw)  # type: ignore[arg-type]
+    codec = flam_regression.regression_codec(cap=1.0, **kw)  # type: ignore[arg-type]
+    measures = flam_regression.regression_measures(y, yhat, offsets=offsets, **kw)  # type: ignore[arg-type]
     encoded = codec.encode(measures).sum(axis=0)
     with open_ledger(tmp_path, eps="4", per="1") as ledger:
         req = ReleaseRequest(epoch=0, metric="regression", region="all", cohort=n_clients)
         out = release_regression(ledger, req, encoded, codec)
-    exact = flam.regression_metrics(measures.sum(axis=0))
+    exact = flam_regression.regression_metrics(measures.sum(axis=0))
     assert set(out.metrics) == {"r2", "mse", "rmse", "mae"}
     for key in out.metrics:
         assert out.intervals[key].low <= out.metrics[key] <= out.intervals[key].high
@@ -152,16 +152,16 @@ def small_ledger(tmp_path: Path) -> Ledger:
 def twenty_client_regression_sum(seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)  # synthetic data for the test, not release noise
     y = rng.normal(100, 15, 20 * 20)
-    rows = flam.regression_measures(y, y + rng.normal(0, 7, y.size),
+    rows = flam_regression.regression_measures(y, y + rng.normal(0, 7, y.size),
                                     offsets=np.arange(20) * 20, **REG_KW)  # type: ignore[arg-type]  # fmt: skip
-    return flam.regression_codec(cap=1.0, **REG_KW).encode(rows).sum(axis=0)  # type: ignore[arg-type]
+    return flam_regression.regression_codec(cap=1.0, **REG_KW).encode(rows).sum(axis=0)  # type: ignore[arg-type]
 
 
 def test_twenty_client_regression_releases_return_flagged_never_raise(tmp_path: Path) -> None:
     """Issue 11: at 20 clients 7 of 20 calls spent ε and then raised (n = 0), and the rest
     printed r2 1.0000 [1.0000, 1.0000]. Now every call returns, every metric is flagged
     (even 20 clients × 20 samples is within the noise of n), no interval has zero width."""
-    codec = flam.regression_codec(cap=1.0, **REG_KW)  # type: ignore[arg-type]
+    codec = flam_regression.regression_codec(cap=1.0, **REG_KW)  # type: ignore[arg-type]
     with small_ledger(tmp_path) as ledger:
         for i in range(20):  # one release per epoch: the metric's allocation binds
             req = ReleaseRequest(epoch=i, metric="regression", region="all", cohort=20)
@@ -191,8 +191,8 @@ def test_a_high_accuracy_model_at_twenty_clients_is_flagged_not_misreported(
 
 
 def test_refused_shapes_are_refused_before_the_spend(tmp_path: Path) -> None:
-    codec = flam.regression_codec(cap=1.0, **REG_KW)  # type: ignore[arg-type]
-    wide = flam.regression_codec(cap=2.0, **REG_KW)  # type: ignore[arg-type]
+    codec = flam_regression.regression_codec(cap=1.0, **REG_KW)  # type: ignore[arg-type]
+    wide = flam_regression.regression_codec(cap=2.0, **REG_KW)  # type: ignore[arg-type]
     with small_ledger(tmp_path) as ledger:
 
         def req(metric: str) -> ReleaseRequest:

@@ -24,8 +24,8 @@ import numpy.typing as npt
 from dpledger.approval import ReleaseRequest, Verdict
 from dpledger.errors import DpLedgerError, InternalError, InvalidInput, ReleaseRefused
 from dpledger.ledger import Ledger, Release
-from dpledger.ledger.store import Mode
 from dpledger.policy import ALL, Policy
+from dpledger.types import Mode
 
 __all__ = [
     "EXIT_ERROR",

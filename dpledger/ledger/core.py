@@ -41,9 +41,10 @@ from dpledger.errors import (
 from dpledger.ledger import audit
 from dpledger.ledger.lifetime import Lifetime, lifetime_of
 from dpledger.ledger.records import GENESIS, Entry, Release, VerifyReport
-from dpledger.ledger.store import Mode, SqlStore, policy_conflict
+from dpledger.ledger.store import SqlStore, policy_conflict
 from dpledger.ledger.writer import RoundResult, Writer
 from dpledger.policy import ALL, Policy
+from dpledger.types import Mode
 
 __all__ = ["Ledger"]
 

@@ -32,21 +32,11 @@ from dpledger.approval import ReleaseRequest
 from dpledger.errors import InvalidInput
 from dpledger.ledger import Ledger, Release
 from dpledger.metrics.codec import VectorSumCodec
-from dpledger.metrics.flam import (
-    CLASSIFICATION_KEYS,
-    REGRESSION_KEYS,
-    REGRESSION_MEASURES,
-    Labels,
-    flatten_confusion,
-    unflatten_confusion,
-)
-from dpledger.metrics.uncertainty import (
-    Interval,
-    Method,
-    classification_estimates,
-    regression_estimates,
-)
+from dpledger.metrics.flam import CLASSIFICATION_KEYS, flatten_confusion, unflatten_confusion
+from dpledger.metrics.flam_regression import REGRESSION_KEYS, REGRESSION_MEASURES
+from dpledger.metrics.uncertainty import Interval, classification_estimates, regression_estimates
 from dpledger.policy import MetricSpec
+from dpledger.types import IntervalMethod, Labels
 
 __all__ = ["DerivedRelease", "release_confusion", "release_regression"]
 
@@ -115,7 +105,7 @@ class DerivedRelease:
         return "\n".join([head, *rows, *tail])
 
 
-def _check_options(level: float, method: Method, labels: Labels | None = None) -> None:
+def _check_options(level: float, method: IntervalMethod, labels: Labels | None = None) -> None:
     if not (isinstance(level, int | float) and 0.0 < level < 1.0):
         raise InvalidInput(f"level must lie in (0, 1), got {level!r}")
     if method not in ("delta", "monte_carlo"):
@@ -166,7 +156,7 @@ def release_confusion(
     *,
     labels: Labels = "all",
     level: float = 0.95,
-    method: Method = "delta",
+    method: IntervalMethod = "delta",
 ) -> DerivedRelease:
     """Release a summed (C, C) confusion matrix (or its C² flattening) once; derive every metric.
 
@@ -211,7 +201,7 @@ def release_regression(
     codec: VectorSumCodec,
     *,
     level: float = 0.95,
-    method: Method = "delta",
+    method: IntervalMethod = "delta",
 ) -> DerivedRelease:
     """Release summed, codec-encoded regression measures once; derive R², MSE, RMSE, MAE.
 

@@ -21,18 +21,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal
 
 from dpledger.accounting import pld_epsilon, zcdp_epsilon
 from dpledger.ledger.records import Entry
 from dpledger.mechanisms import MechanismFacts, float_up
 from dpledger.policy import ALL
+from dpledger.types import LifetimeMethod, Unit
 
 __all__ = ["Lifetime", "lifetime_of"]
-
-Unit = Literal["epsilon", "rho"]
-
-Method = Literal["basic", "zcdp", "pld"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +44,7 @@ class Lifetime:
     epsilon_zcdp: float  # ε at ``delta`` from the summed ρ, via OpenDP
     epsilon_pld: float | None  # ε at ``delta`` by PLD, when dp_accounting is installed
     epsilon: float  # the headline: exact pure ε (pure ledger), else the tighter (ε, δ)
-    method: Method
+    method: LifetimeMethod
 
     @property
     def exact(self) -> Fraction:
@@ -138,11 +134,11 @@ def _figures(
 ) -> Lifetime:
     eps_z = zcdp_epsilon(rho, delta)
     eps_pld = pld_epsilon(facts, delta)
-    method: Method
+    method: LifetimeMethod
     if unit == "epsilon" and basic is not None:
         best, method = float_up(basic), "basic"  # the exact pure guarantee is the headline
     else:
-        candidates: list[tuple[float, Method]] = [(eps_z, "zcdp")]
+        candidates: list[tuple[float, LifetimeMethod]] = [(eps_z, "zcdp")]
         if eps_pld is not None:
             candidates.append((eps_pld, "pld"))
         best, method = min(candidates)

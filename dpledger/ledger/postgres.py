@@ -61,7 +61,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from dpledger.errors import LedgerNotFound, StoreError
-from dpledger.ledger.store import COLUMNS, SCHEMA, Mode, SqlStore
+from dpledger.ledger.store import COLUMNS, SCHEMA, SqlStore
+from dpledger.types import Mode
 
 try:
     import psycopg

@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from dpledger.approval import ReleaseRequest
 from dpledger.mechanisms import MechanismFacts
-from dpledger.policy import BarKind, fraction_text
+from dpledger.types import BarKind, fraction_text
 
 __all__ = ["GENESIS", "Entry", "EntryDraft", "Release", "VerifyReport", "chain_hash"]
 

@@ -32,7 +32,8 @@ from typing import Any
 from urllib.parse import quote
 
 from dpledger.errors import LedgerCorrupted, LedgerNotFound, StoreError
-from dpledger.ledger.store import SCHEMA, SCHEMA_VERSION, Mode, SqlStore
+from dpledger.ledger.store import SCHEMA, SCHEMA_VERSION, SqlStore
+from dpledger.types import Mode
 
 __all__ = ["SqliteStore"]
 

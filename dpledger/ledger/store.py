@@ -21,19 +21,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from fractions import Fraction
-from typing import Any, Literal
+from typing import Any
 
 from dpledger.accounting import EpochSpend
 from dpledger.errors import LedgerCorrupted, LedgerNotFound, PolicyMismatch, StoreError
 from dpledger.ledger.records import GENESIS, Entry, EntryDraft, chain_hash
 from dpledger.mechanisms import MechanismFacts
-from dpledger.policy import fraction_text
+from dpledger.types import Mode, fraction_text
 
 __all__ = [
     "COLUMNS",
     "SCHEMA",
     "SCHEMA_VERSION",
-    "Mode",
     "SqlStore",
     "TxnState",
     "WriteTxn",
@@ -42,9 +41,6 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = "2"
-Mode = Literal["read", "write", "create"]
-"""How a ledger is opened: ``read`` (existing, never written), ``write`` (existing),
-``create`` (created by the first approved release or an explicit ``init``)."""
 
 COLUMNS = (
     "seq, created_at, epoch, scope, metric, policy_name, policy_version, policy_hash, "

@@ -1,27 +1,25 @@
-"""Client-side bounded contributions and server-side recombination.
+"""The client side: bounded contributions, and the server-side recombination of their sums.
 
-``spatial`` holds the spatial metric set, ``flam`` the FLAM aggregatable measures,
-``release`` how each maps onto a ledger policy kind (and its sensitivity),
+``spatial`` holds the spatial metric set, ``flam`` and ``flam_regression`` the FLAM
+aggregatable measures, ``codec`` one L1-capped vector from measures of different scales,
+``declarations`` which function computes each releasable metric from which data,
 ``secure_sum`` the exact sum the aggregator owes the ledger (and a fixed-point stand-in),
 and ``uncertainty`` the estimates, intervals and unusable flags of metrics derived from
-a noisy release.
+a noisy release. This package imports only numpy, :mod:`dpledger.errors` and
+:mod:`dpledger.types`: it runs on devices and in federated clients, without OpenDP, the
+policy machinery or the ledger.
 """
 
-from dpledger.metrics.codec import (
+from dpledger.metrics.codec import VectorSumCodec
+from dpledger.metrics.declarations import (
+    DECLARATIONS,
+    FLAM_DECLARATIONS,
+    SPATIAL_DECLARATIONS,
+    Bounds,
     MetricDeclaration,
-    Neighbouring,
-    Norm,
-    PolicyKind,
-    VectorSumCodec,
-    l1_sensitivity,
-    scalar_sensitivity,
 )
 from dpledger.metrics.flam import (
     CLASSIFICATION_KEYS,
-    FLAM_DECLARATIONS,
-    REGRESSION_KEYS,
-    REGRESSION_MEASURES,
-    Labels,
     classification_metrics,
     classification_metrics_rows,
     confusion_matrix,
@@ -30,18 +28,21 @@ from dpledger.metrics.flam import (
     participant_weighted_classification,
     participant_weighted_regression,
     project_confusion,
+    unflatten_confusion,
+)
+from dpledger.metrics.flam_regression import (
+    REGRESSION_KEYS,
+    REGRESSION_MEASURES,
     project_regression_measures,
     regression_codec,
     regression_measures,
     regression_metrics,
     regression_metrics_rows,
-    unflatten_confusion,
 )
 from dpledger.metrics.secure_sum import FixedPoint, exact_sum
 from dpledger.metrics.spatial import (
     ALONG_RMSE_FLOOR,
     POOLED_MEASURES,
-    SPATIAL_DECLARATIONS,
     along_across_ratio,
     calibration_gap,
     clipped_loss,
@@ -55,10 +56,8 @@ from dpledger.metrics.spatial import (
     pooled_ratio_codec,
 )
 from dpledger.metrics.uncertainty import (
-    Distribution,
     Guard,
     Interval,
-    Method,
     classification_batch,
     classification_estimates,
     classification_intervals,
@@ -72,21 +71,17 @@ from dpledger.metrics.uncertainty import (
 __all__ = [
     "ALONG_RMSE_FLOOR",
     "CLASSIFICATION_KEYS",
+    "DECLARATIONS",
     "FLAM_DECLARATIONS",
     "POOLED_MEASURES",
     "REGRESSION_KEYS",
     "REGRESSION_MEASURES",
     "SPATIAL_DECLARATIONS",
-    "Distribution",
+    "Bounds",
     "FixedPoint",
     "Guard",
     "Interval",
-    "Labels",
-    "Method",
     "MetricDeclaration",
-    "Neighbouring",
-    "Norm",
-    "PolicyKind",
     "VectorSumCodec",
     "along_across_ratio",
     "calibration_gap",
@@ -105,7 +100,6 @@ __all__ = [
     "error_magnitude",
     "exact_sum",
     "flatten_confusion",
-    "l1_sensitivity",
     "mean_calibration_gaps",
     "participant_weighted_average",
     "participant_weighted_classification",
@@ -122,6 +116,5 @@ __all__ = [
     "regression_measures",
     "regression_metrics",
     "regression_metrics_rows",
-    "scalar_sensitivity",
     "unflatten_confusion",
 ]

@@ -31,9 +31,7 @@ import numpy.typing as npt
 from dpledger.errors import InvalidInput
 from dpledger.metrics._intervals import (
     Batch,
-    Distribution,
     Guard,
-    Method,
     batch_intervals,
     fieller,
     linearize,
@@ -42,8 +40,9 @@ from dpledger.metrics._intervals import (
 )
 from dpledger.metrics._segments import FloatArray, as_finite
 from dpledger.metrics.codec import VectorSumCodec
-from dpledger.metrics.flam import CLASSIFICATION_KEYS, Labels, classification_metrics_rows
+from dpledger.metrics.flam import CLASSIFICATION_KEYS, classification_metrics_rows
 from dpledger.metrics.flam_regression import REGRESSION_KEYS, REGRESSION_MEASURES
+from dpledger.types import IntervalMethod, Labels, MechanismKind
 
 __all__ = ["classification_batch", "regression_batch"]
 
@@ -111,8 +110,8 @@ def classification_batch(
     *,
     labels: Labels = "all",
     level: float = 0.95,
-    method: Method = "delta",
-    distribution: Distribution = "laplace",
+    method: IntervalMethod = "delta",
+    distribution: MechanismKind = "laplace",
     draws: int = 2000,
     seed: int = 0,
     max_total: float = math.inf,
@@ -172,8 +171,8 @@ def regression_batch(
     scale: float | npt.ArrayLike,
     *,
     level: float = 0.95,
-    method: Method = "delta",
-    distribution: Distribution = "laplace",
+    method: IntervalMethod = "delta",
+    distribution: MechanismKind = "laplace",
     draws: int = 2000,
     seed: int = 0,
     cohort: float = math.inf,

@@ -32,20 +32,18 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from dpledger.errors import InvalidInput
 from dpledger.metrics._segments import FloatArray, as_finite
+from dpledger.types import IntervalMethod, MechanismKind
 
 __all__ = [
     "Batch",
-    "Distribution",
     "Guard",
     "Interval",
-    "Method",
     "RowsFn",
     "batch_intervals",
     "fieller",
@@ -55,8 +53,6 @@ __all__ = [
     "to_intervals",
 ]
 
-Distribution = Literal["laplace", "gaussian"]
-Method = Literal["delta", "monte_carlo"]
 RowsFn = Callable[[FloatArray], Mapping[str, FloatArray]]
 BoolArray = npt.NDArray[np.bool_]
 
@@ -115,7 +111,7 @@ class Guard:
     maximum: float = math.inf
 
 
-def noise_std(scale: npt.ArrayLike, d: int, distribution: Distribution) -> FloatArray:
+def noise_std(scale: npt.ArrayLike, d: int, distribution: MechanismKind) -> FloatArray:
     """Per-coordinate noise standard deviation: √2·b (Laplace) or σ (Gaussian)."""
     try:
         b = as_finite(np.broadcast_to(np.asarray(scale, dtype=np.float64), (d,)), "scale")
@@ -139,7 +135,7 @@ def _z(level: float) -> float:
 
 
 def quantile_factor(
-    weights: FloatArray, level: float, distribution: Distribution
+    weights: FloatArray, level: float, distribution: MechanismKind
 ) -> tuple[FloatArray, FloatArray]:
     """``(se, q)`` of Σ w_i·η_i for weights (…, d) already in noise-s.d. units.
 
@@ -198,7 +194,7 @@ def fieller(
     w_num: FloatArray,
     w_den: FloatArray,
     level: float,
-    distribution: Distribution,
+    distribution: MechanismKind,
 ) -> tuple[FloatArray, FloatArray, BoolArray]:
     """Fieller's interval for θ = N/D from noisy N, D with linear noise weights (R, d).
 
@@ -257,8 +253,8 @@ def batch_intervals(
     std: FloatArray,
     *,
     level: float,
-    method: Method,
-    distribution: Distribution,
+    method: IntervalMethod,
+    distribution: MechanismKind,
     ranges: Mapping[str, tuple[float, float]],
     denominators: RowsFn | None = None,
     guards: Mapping[str, Sequence[Guard]] | None = None,

@@ -1,115 +1,26 @@
-"""How a client contribution maps onto a ledger policy kind, and its sensitivity.
+"""One L1-capped vector from measures of different scales: :class:`VectorSumCodec`.
 
-Each metric declares which policy kind releases it (``scalar_mean``, ``histogram`` or
-``vector_sum``), the norm its bound is in, and which of its own parameters (clip or
-cap) bound it. :meth:`MetricDeclaration.sensitivity` applies the ledger's rules
-(``dpledger.mechanisms.sensitivity``): a scalar in ``[low, high]`` has Δ = high − low
-under ``replace`` and max(|low|, |high|) under ``add_remove``; a vector with per-client
-L1 norm ≤ c has Δ₁ = 2c under ``replace`` and c under ``add_remove``.
-
-:class:`VectorSumCodec` puts a vector of measures with very different scales (sums
-of squares, counts) into one ``vector_sum`` release with an L1 cap: each coordinate
-is divided by its per-client bound and given a share of the cap. Decoding is
-post-processing of the released vector and costs no ε.
+It puts a vector of measures with very different scales (sums of squares, counts) into
+one ``vector_sum`` release with an L1 cap: each coordinate is divided by its per-client
+bound and given a share of the cap. Decoding is post-processing of the released vector
+and costs no ε.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
-from fractions import Fraction
-from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from dpledger import mechanisms as mech
 from dpledger.errors import InvalidInput
 from dpledger.metrics._segments import check_positive
-from dpledger.policy import Neighbouring
 
-__all__ = [
-    "MetricDeclaration",
-    "Neighbouring",
-    "Norm",
-    "PolicyKind",
-    "VectorSumCodec",
-    "l1_sensitivity",
-    "scalar_sensitivity",
-]
-
-PolicyKind = Literal["scalar_mean", "histogram", "vector_sum"]
-Norm = Literal["absolute", "l1"]
+__all__ = ["VectorSumCodec"]
 
 # Relative slack when checking that a measure respects its declared bound (float rounding).
 _BOUND_SLACK = 1e-9
-
-
-def scalar_sensitivity(low: float, high: float, neighbouring: Neighbouring) -> float:
-    """Absolute sensitivity of a sum of per-client scalars clipped to ``[low, high]``.
-
-    The rule is the ledger's (:func:`dpledger.mechanisms.scalar_sensitivity`), rounded
-    up to a double so it never understates the exact value.
-    """
-    if not (math.isfinite(low) and math.isfinite(high)):
-        raise InvalidInput(f"need finite low < high, got [{low!r}, {high!r}]")
-    return mech.float_up(mech.scalar_sensitivity(Fraction(low), Fraction(high), neighbouring))
-
-
-def l1_sensitivity(cap: float, neighbouring: Neighbouring) -> float:
-    """L1 sensitivity of a sum of per-client vectors whose L1 norm is ≤ ``cap``."""
-    c = check_positive(cap, "cap")
-    return mech.float_up(mech.l1_sensitivity(Fraction(c), neighbouring))
-
-
-@dataclass(frozen=True)
-class MetricDeclaration:
-    """What releases a metric and what bounds it.
-
-    For a ``scalar_mean`` metric, ``low``/``high`` bound the per-client value; for a
-    vector metric, ``cap`` bounds its L1 norm. Each is either a fixed number or the
-    name of the contribution function's keyword that sets it (looked up in the
-    ``params`` given to :meth:`sensitivity`, falling back to ``defaults``).
-    ``nonnegative`` says every coordinate is ≥ 0 (histogram-like; matters for
-    L2 sensitivity and for the ledger's negative-count check).
-    """
-
-    metric: str
-    policy_kind: PolicyKind
-    norm: Norm
-    summary: str
-    low: float | str | None = None
-    high: float | str | None = None
-    cap: float | str | None = None
-    nonnegative: bool = True
-    defaults: tuple[tuple[str, float], ...] = ()
-
-    def _resolve(self, spec: float | str | None, params: Mapping[str, float]) -> float:
-        if spec is None:
-            raise InvalidInput(f"{self.metric}: no bound declared for a {self.policy_kind}")
-        if isinstance(spec, str):
-            merged = {**dict(self.defaults), **params}
-            if spec not in merged:
-                raise InvalidInput(f"{self.metric}: sensitivity needs the parameter {spec!r}")
-            value = merged[spec]
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise InvalidInput(f"{self.metric}: {spec} must be a number, got {value!r}")
-            return float(value)
-        return float(spec)
-
-    def bounds(self, **params: float) -> tuple[float, float]:
-        """Per-client contribution bounds: ``(low, high)`` for a scalar, ``(0, cap)`` in L1."""
-        if self.policy_kind == "scalar_mean":
-            return self._resolve(self.low, params), self._resolve(self.high, params)
-        return 0.0, self._resolve(self.cap, params)
-
-    def sensitivity(self, neighbouring: Neighbouring, **params: float) -> float:
-        """Sensitivity of the summed contributions, in :attr:`norm`, from the clip or cap."""
-        low, high = self.bounds(**params)
-        if self.policy_kind == "scalar_mean":
-            return scalar_sensitivity(low, high, neighbouring)
-        return l1_sensitivity(high, neighbouring)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ matrix per client (rows = true class, columns = predicted, scikit-learn's layout
 every classification metric is post-processing of the summed matrix. Regression:
 ``Σ(y−ŷ)², Σ|y−ŷ|, Σ(y−c), Σ(y−c)², n`` with a public shift ``c``, giving R², MSE,
 RMSE and MAE in one round (no separate round for the global mean); those functions
-live in :mod:`dpledger.metrics.flam_regression` and are re-exported here.
+live in :mod:`dpledger.metrics.flam_regression`.
 
 Zero divisions follow scikit-learn's default ``zero_division="warn"``: a precision,
 recall or F1 whose denominator is 0 counts as 0.0 (no warning is raised here).
@@ -16,9 +16,7 @@ recall or F1 whose denominator is 0 counts as 0.0 (no warning is raised here).
 from __future__ import annotations
 
 import math
-import types
 from collections.abc import Mapping, Sequence
-from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -33,23 +31,11 @@ from dpledger.metrics._segments import (
     check_same_length,
     segments_for,
 )
-from dpledger.metrics.codec import MetricDeclaration
-from dpledger.metrics.flam_regression import (
-    REGRESSION_KEYS,
-    REGRESSION_MEASURES,
-    project_regression_measures,
-    regression_codec,
-    regression_measures,
-    regression_metrics,
-    regression_metrics_rows,
-)
+from dpledger.metrics.flam_regression import regression_measures, regression_metrics_rows
+from dpledger.types import Labels
 
 __all__ = [
     "CLASSIFICATION_KEYS",
-    "FLAM_DECLARATIONS",
-    "REGRESSION_KEYS",
-    "REGRESSION_MEASURES",
-    "Labels",
     "classification_metrics",
     "classification_metrics_rows",
     "confusion_matrix",
@@ -58,15 +44,9 @@ __all__ = [
     "participant_weighted_classification",
     "participant_weighted_regression",
     "project_confusion",
-    "project_regression_measures",
-    "regression_codec",
-    "regression_measures",
-    "regression_metrics",
-    "regression_metrics_rows",
     "unflatten_confusion",
 ]
 
-Labels = Literal["present", "all"]
 
 CLASSIFICATION_KEYS = (
     "accuracy",
@@ -329,25 +309,3 @@ def participant_weighted_regression(
     c = float(y.mean()) if shift is None and y.size else shift
     rows = regression_measures(y, y_pred, offsets=offsets, shift=c)
     return participant_weighted_average(regression_metrics_rows(rows), rows[:, 4])
-
-
-FLAM_DECLARATIONS: types.MappingProxyType[str, MetricDeclaration] = types.MappingProxyType(
-    {
-        "confusion_matrix": MetricDeclaration(
-            "confusion_matrix",
-            "vector_sum",
-            "l1",
-            "flatten_confusion(confusion_matrix(..., cap=cap)): C² counts",
-            cap="cap",
-        ),
-        "regression_measures": MetricDeclaration(
-            "regression_measures",
-            "vector_sum",
-            "l1",
-            "regression_codec(...).encode(regression_measures(...)): 5 coordinates",
-            cap="cap",
-            nonnegative=False,
-        ),
-    }
-)
-"""Per metric: the policy kind releasing it, its norm, and what bounds its sensitivity."""

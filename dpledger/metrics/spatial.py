@@ -19,7 +19,6 @@ Two along/across-track measures answer different questions:
 
 from __future__ import annotations
 
-import types
 from typing import Any, overload
 
 import numpy as np
@@ -39,12 +38,11 @@ from dpledger.metrics._segments import (
     l1_cap_rows,
     segments_for,
 )
-from dpledger.metrics.codec import MetricDeclaration, VectorSumCodec
+from dpledger.metrics.codec import VectorSumCodec
 
 __all__ = [
     "ALONG_RMSE_FLOOR",
     "POOLED_MEASURES",
-    "SPATIAL_DECLARATIONS",
     "along_across_ratio",
     "calibration_gap",
     "clipped_loss",
@@ -238,7 +236,8 @@ def error_magnitude(along: npt.ArrayLike, across: npt.ArrayLike) -> FloatArray:
     """Per-sample error magnitude ``hypot(along, across)`` in metres (histogram input).
 
     Computed as sqrt(a² + b²) (within an ulp of hypot, several times faster), with
-    ``np.hypot`` for the entries where squaring would overflow or underflow.
+    ``np.hypot`` for the entries where squaring would overflow or underflow; a magnitude
+    beyond the largest double is that double (finite data, finite magnitude).
     """
     a = as_finite(along, "along")
     b = as_finite(across, "across")
@@ -249,7 +248,11 @@ def error_magnitude(along: npt.ArrayLike, across: npt.ArrayLike) -> FloatArray:
     np.sqrt(r, out=r)
     if r.size and (float(r.max()) > 1e150 or float(r.min()) < 1e-150):
         extreme = (r > 1e150) | ((r < 1e-150) & (r > 0))
-        r[extreme] = np.hypot(a[extreme], b[extreme])
+        with np.errstate(over="ignore"):
+            r[extreme] = np.hypot(a[extreme], b[extreme])
+        # finite errors whose magnitude exceeds the largest double: that double (still
+        # finite, past every edge), so finite data always gives a finite magnitude
+        np.minimum(r, np.finfo(np.float64).max, out=r)
     return r
 
 
@@ -383,51 +386,3 @@ def coverage(
     rows = np.zeros((counts.shape[0], k))
     rows[np.arange(counts.shape[0]), bucket_of(counts, e)] = 1.0
     return _one_or_many(rows, offsets)
-
-
-SPATIAL_DECLARATIONS: types.MappingProxyType[str, MetricDeclaration] = types.MappingProxyType(
-    {
-        d.metric: d
-        for d in (
-            MetricDeclaration(
-                "clipped_loss",
-                "scalar_mean",
-                "absolute",
-                "per-client mean loss",
-                low=0.0,
-                high="clip_high",
-            ),
-            MetricDeclaration(
-                "along_across_ratio",
-                "scalar_mean",
-                "absolute",
-                "per-client across/along RMSE ratio",
-                low=0.0,
-                high="clip",
-                defaults=(("clip", 10.0),),
-            ),
-            MetricDeclaration(
-                "pooled_along_across_ratio",
-                "vector_sum",
-                "l1",
-                "(Σacross², Σalong², n) encoded by pooled_ratio_codec",
-                cap="cap",
-            ),
-            MetricDeclaration(
-                "error_histogram", "histogram", "l1", "error counts over fixed edges", cap="cap"
-            ),
-            MetricDeclaration(
-                "calibration_gap",
-                "vector_sum",
-                "l1",
-                "[Σ(p−y) per bucket, count per bucket]",
-                cap="cap",
-                nonnegative=False,
-            ),
-            MetricDeclaration(
-                "coverage", "histogram", "l1", "one-hot of distinct-cell count", cap=1.0
-            ),
-        )
-    }
-)
-"""Per metric: the policy kind releasing it, its norm, and what bounds its sensitivity."""

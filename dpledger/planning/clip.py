@@ -28,7 +28,8 @@ from pydantic import BaseModel, ConfigDict
 from dpledger import mechanisms as mech
 from dpledger.errors import DpLedgerError, InvalidInput
 from dpledger.planning._common import text_table
-from dpledger.policy import Clip, Neighbouring
+from dpledger.policy import Clip
+from dpledger.types import Neighbouring
 
 __all__ = [
     "DEFAULT_PERCENTILES",

@@ -22,7 +22,7 @@ from typing import Protocol
 
 from dpledger import mechanisms as mech
 from dpledger.errors import InvalidInput
-from dpledger.mechanisms import cohort_floor, error_bar, mechanism_facts
+from dpledger.mechanisms import mechanism_facts
 from dpledger.planning._common import (
     release_sensitivity_of,
     text_table,
@@ -32,21 +32,17 @@ from dpledger.planning._common import (
 from dpledger.policy import (
     ALL,
     EVAL_FRACTION_ADVISED,
-    BarKind,
     ExactDecimal,
     FrozenModel,
-    MetricKind,
-    Neighbouring,
     Policy,
 )
+from dpledger.types import BarKind, MechanismKind, MetricKind, Neighbouring, Unit
 
 __all__ = [
     "MetricPlan",
     "Plan",
     "RegionPlan",
     "SpendSource",
-    "cohort_floor",
-    "error_bar",
     "plan",
     "text_table",
 ]
@@ -79,8 +75,8 @@ class MetricPlan(FrozenModel):
     region: str
     metric: str
     kind: MetricKind
-    mechanism: mech.MechanismKind
-    unit: mech.Measure
+    mechanism: MechanismKind
+    unit: Unit
     cohort: int
     budget_per_release: ExactDecimal
     budget_per_release_float: float
@@ -122,7 +118,7 @@ class Plan(FrozenModel):
     policy_name: str
     policy_version: str
     policy_hash: str
-    unit: mech.Measure
+    unit: Unit
     neighbouring: Neighbouring
     epoch: int
     epoch_budget: ExactDecimal

@@ -21,7 +21,8 @@ from dpledger.planning._common import (
     validated_cohorts,
     validated_rounds,
 )
-from dpledger.policy import BarKind, ExactDecimal, FrozenModel, Policy
+from dpledger.policy import ExactDecimal, FrozenModel, Policy
+from dpledger.types import BarKind, MechanismKind, Unit
 
 __all__ = [
     "BudgetRequirement",
@@ -65,7 +66,7 @@ class RegionRequirement(FrozenModel):
 class BudgetRequirement(FrozenModel):
     """Inverse plan: the budget each metric's bar needs, and whether the epoch holds it."""
 
-    unit: mech.Measure
+    unit: Unit
     rounds_per_epoch: int
     eval_budget: ExactDecimal
     epoch_budget: ExactDecimal
@@ -181,8 +182,8 @@ def epsilon_for_scale(
     sensitivity: float,
     scale: float,
     *,
-    measure: mech.Measure = "epsilon",
-    mechanism: mech.MechanismKind = "laplace",
+    measure: Unit = "epsilon",
+    mechanism: MechanismKind = "laplace",
     dimension: int = 0,
     k: int | None = mech.GRANULARITY_K,
 ) -> Fraction:

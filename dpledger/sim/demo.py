@@ -14,9 +14,10 @@ import functools
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import TextIO
 
 import numpy as np
@@ -26,6 +27,7 @@ from dpledger.approval import ReleaseRequest, Verdict
 from dpledger.errors import InvalidInput, ReleaseRefused
 from dpledger.ledger import Ledger, Release
 from dpledger.metrics import spatial
+from dpledger.metrics.declarations import SPATIAL_DECLARATIONS, Bounds
 from dpledger.metrics.secure_sum import FixedPoint, exact_sum
 from dpledger.metrics.uncertainty import Interval, derived_interval
 from dpledger.policy import MetricSpec, Policy
@@ -34,12 +36,14 @@ from dpledger.sim.fleet import Fleet, make_fleet
 __all__ = [
     "DEFAULT_POLICY",
     "DEMO_LABEL",
+    "DEMO_METRICS",
     "DRIFT_FACTOR",
     "OVERCONFIDENT_GAP",
     "TAIL_SHARE",
     "DemoResult",
     "Finding",
     "Progress",
+    "bounds_of",
     "claim_ledger",
     "contribution_grid",
     "policy_reference",
@@ -156,43 +160,39 @@ class DemoResult:
     seconds: float = 0.0
 
 
-def _contributions(fleet: Fleet, policy: Policy) -> dict[str, npt.NDArray[np.float64]]:
-    """Per-client contribution rows of each metric, bounded by the policy's clips and caps."""
-    m = policy.metrics
-    off = fleet.offsets
-    clip_high = _clip_high
-
-    def cap(spec: MetricSpec) -> float:
-        return float(spec.cap_per_client or 0)
-
-    rows: dict[str, Callable[[], npt.NDArray[np.float64]]] = {
-        "clipped_mean_loss": lambda: spatial.clipped_loss(
-            fleet.loss, clip_high=clip_high(m["clipped_mean_loss"]), offsets=off
-        ),
-        "along_across_ratio": lambda: spatial.along_across_ratio(
-            fleet.along, fleet.across, clip=clip_high(m["along_across_ratio"]), offsets=off
-        ),
-        "error_histogram": lambda: spatial.error_histogram(
-            spatial.error_magnitude(fleet.along, fleet.across),
-            edges=m["error_histogram"].edges or (),
-            cap=cap(m["error_histogram"]),
-            offsets=off,
-        ),
-        "calibration_gap": lambda: spatial.calibration_gap(
-            fleet.prob,
-            fleet.outcome,
-            buckets=m["calibration_gap"].size // 2,
-            cap=cap(m["calibration_gap"]),
-            offsets=off,
-        ),
-        "coverage": lambda: spatial.coverage(
-            fleet.cell, edges=m["coverage"].edges or (), offsets=off
-        ),
+DEMO_METRICS: Mapping[str, str] = MappingProxyType(
+    {
+        "clipped_mean_loss": "clipped_loss",
+        "along_across_ratio": "along_across_ratio",
+        "error_histogram": "error_histogram",
+        "calibration_gap": "calibration_gap",
+        "coverage": "coverage",
     }
-    missing = set(rows) - set(m)
+)
+"""The shipped policy's metrics and the declared contribution that computes each."""
+
+
+def bounds_of(spec: MetricSpec) -> Bounds:
+    """A policy metric's bounds as plain numbers, what a client's contribution needs."""
+    if spec.clip is not None:
+        return Bounds(low=float(spec.clip.low), high=float(spec.clip.high))
+    cap = None if spec.cap_per_client is None else float(spec.cap_per_client)
+    return Bounds(cap=cap, edges=spec.edges, dimension=spec.size)
+
+
+def _contributions(fleet: Fleet, policy: Policy) -> dict[str, npt.NDArray[np.float64]]:
+    """Per-client contribution rows of each metric, computed by its declaration."""
+    missing = set(DEMO_METRICS) - set(policy.metrics)
     if missing:
         raise InvalidInput(f"the demo needs the spatial metric set; the policy lacks {missing}")
-    return {name: fn() for name, fn in rows.items()}
+    data = {"loss": fleet.loss, "along": fleet.along, "across": fleet.across,
+            "prob": fleet.prob, "outcome": fleet.outcome, "cell": fleet.cell}  # fmt: skip
+    return {
+        name: SPATIAL_DECLARATIONS[declared].contribute(
+            data, bounds_of(policy.metrics[name]), offsets=fleet.offsets
+        )
+        for name, declared in DEMO_METRICS.items()
+    }
 
 
 def _region_sums(

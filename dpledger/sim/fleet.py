@@ -44,7 +44,6 @@ from dpledger.sim.scenarios import (
     BASELINE_ALONG_RMS,
     DEFAULT_SCENARIOS,
     HELD_OUT_LOSS_ANCHORS,
-    REFERENCE_MODELS,
     CrsMismatch,
     HeavyTailedLoss,
     LabelSkew,
@@ -55,17 +54,9 @@ from dpledger.sim.scenarios import (
     _is_int,
     _loss_levels,
     _require,
-    held_out_losses,
 )
 
-# fmt: off
-__all__ = [
-    "BASELINE_ACROSS_RMS", "BASELINE_ALONG_RMS", "DEFAULT_REGIONS", "DEFAULT_SCENARIOS",
-    "GRID_SIDE", "HELD_OUT_LOSS_ANCHORS", "REFERENCE_MODELS", "CrsMismatch", "Fleet",
-    "HeavyTailedLoss", "LabelSkew", "LateralDrift", "Overconfident", "Planted", "Scenario",
-    "SmallRegion", "describe", "held_out_losses", "make_fleet",
-]
-# fmt: on
+__all__ = ["DEFAULT_REGIONS", "GRID_SIDE", "Fleet", "Planted", "describe", "make_fleet"]
 
 F64: TypeAlias = NDArray[np.float64]
 I64: TypeAlias = NDArray[np.int64]

@@ -48,7 +48,6 @@ REFERENCE_MODELS: Final = MappingProxyType(
     }
 )
 BASELINE_ALONG_RMS, BASELINE_ACROSS_RMS = REFERENCE_MODELS["baseline"]
-BASELINE_ALONG_RMS, BASELINE_ACROSS_RMS = REFERENCE_MODELS["baseline"]
 #: (quantile, per-client mean loss) of a held-out 2,000-client fleet; the last is its maximum.
 HELD_OUT_LOSS_ANCHORS: Final = ((0.5, 0.4), (0.9, 1.2), (0.95, 1.6), (0.99, 3.4), (0.9995, 48.0))
 

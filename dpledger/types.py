@@ -1,0 +1,135 @@
+"""Every shared Literal type, defined once, and :class:`Budget`, an amount of privacy loss.
+
+Imports only :mod:`dpledger.errors`, so that the client side (:mod:`dpledger.metrics`)
+and every layer of the core can share these names without importing each other.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal
+
+from dpledger.errors import InvalidInput
+
+__all__ = [
+    "Allocation",
+    "BarKind",
+    "Budget",
+    "Definition",
+    "IntervalMethod",
+    "Labels",
+    "LifetimeMethod",
+    "MechanismKind",
+    "MetricKind",
+    "Mode",
+    "Neighbouring",
+    "Unit",
+    "fraction_text",
+]
+
+Neighbouring = Literal["replace", "add_remove"]
+"""The neighbouring relation: one client's data swapped, or one client added or removed."""
+
+Definition = Literal["pure", "zcdp"]
+"""The privacy definition a policy accounts in: pure ε-DP, or ρ-zCDP."""
+
+Unit = Literal["epsilon", "rho"]
+"""The unit an amount of privacy loss is counted in: ε (pure DP) or ρ (zCDP)."""
+
+MetricKind = Literal["scalar_mean", "histogram", "vector_sum"]
+"""How a metric is released: a clipped scalar published as a mean, counts over fixed
+edges, or any L1-capped vector."""
+
+BarKind = Literal["ci95", "std", "scale"]
+"""What an error bar is: a 95% half-width, a standard deviation, or the noise scale."""
+
+Allocation = Literal["per_metric", "pooled"]
+"""Whether each metric may spend only its own share of an epoch's budget, or all share it."""
+
+MechanismKind = Literal["laplace", "gaussian"]
+"""The noise a release draws (from OpenDP): Laplace, or Gaussian (zCDP only)."""
+
+Mode = Literal["read", "write", "create"]
+"""How a ledger is opened: read an existing one (never written), write an existing one,
+or create one with the first approved release."""
+
+Labels = Literal["present", "all"]
+"""Which classes macro averages run over: those present, or all C classes."""
+
+IntervalMethod = Literal["delta", "monte_carlo"]
+"""How a derived metric's interval is computed: the delta method, or a seeded bootstrap."""
+
+LifetimeMethod = Literal["basic", "zcdp", "pld"]
+"""Which composition gave a lifetime figure: exact pure sum, zCDP conversion, or PLD."""
+
+
+def fraction_text(q: Fraction) -> str:
+    """Exact text of a rational: ``"3"`` or ``"1/5"`` (what ledgers and JSON carry)."""
+    return str(q.numerator) if q.denominator == 1 else f"{q.numerator}/{q.denominator}"
+
+
+@functools.total_ordering
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """An exact, non-negative amount of privacy loss and its unit (ε, or ρ under zCDP).
+
+    The amount and its unit travel together, so no number called ``epsilon`` ever holds
+    a ρ. Budgets of one unit add, subtract (never below zero) and compare exactly; mixing
+    units is an error (convert through the accounting module instead).
+    """
+
+    amount: Fraction
+    unit: Unit
+
+    def __post_init__(self) -> None:
+        if self.unit not in ("epsilon", "rho"):
+            raise InvalidInput(f"a budget's unit is 'epsilon' or 'rho', got {self.unit!r}")
+        if isinstance(self.amount, bool) or not isinstance(self.amount, Fraction | int):
+            raise InvalidInput(f"a budget's amount is an exact Fraction, got {self.amount!r}")
+        if self.amount < 0:
+            raise InvalidInput(f"a budget is never negative, got {self.amount}")
+        object.__setattr__(self, "amount", Fraction(self.amount))
+
+    @classmethod
+    def zero(cls, unit: Unit) -> Budget:
+        """No loss, in ``unit``."""
+        return cls(Fraction(0), unit)
+
+    @property
+    def symbol(self) -> str:
+        """``ε`` or ``ρ``."""
+        return "ε" if self.unit == "epsilon" else "ρ"
+
+    @property
+    def text(self) -> str:
+        """The exact amount as ``"p/q"`` text (what ledgers and JSON carry)."""
+        return fraction_text(self.amount)
+
+    def _same(self, other: object) -> Budget:
+        if not isinstance(other, Budget):
+            raise InvalidInput(f"a budget combines with a budget, not {type(other).__name__}")
+        if other.unit != self.unit:
+            raise InvalidInput(f"cannot combine {self.unit} with {other.unit}: convert first")
+        return other
+
+    def __add__(self, other: Budget) -> Budget:
+        return Budget(self.amount + self._same(other).amount, self.unit)
+
+    def __sub__(self, other: Budget) -> Budget:
+        """The difference, floored at zero (what is left of a budget)."""
+        return Budget(max(self.amount - self._same(other).amount, Fraction(0)), self.unit)
+
+    def __lt__(self, other: object) -> bool:
+        return self.amount < self._same(other).amount
+
+    def __float__(self) -> float:
+        return float(self.amount)
+
+    def __str__(self) -> str:
+        return f"{self.symbol} {self.text}"
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready form: the unit, the exact amount as text, and a float to read."""
+        return {"unit": self.unit, "amount": self.text, "value": float(self.amount)}
