@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PG_BIN := $(firstword $(wildcard /usr/lib/postgresql/*/bin/initdb) $(shell command -v initdb 2>/dev/null))
 
-.PHONY: demo test bench lint typecheck clean postgres
+.PHONY: demo test bench lint typecheck clean postgres notebooks
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,14 +25,21 @@ postgres:
 	fi
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check dpledger tests benchmarks
-	$(VENV)/bin/ruff format --check dpledger tests benchmarks
+	$(VENV)/bin/ruff check dpledger tests benchmarks notebooks
+	$(VENV)/bin/ruff format --check dpledger tests benchmarks notebooks
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy --strict dpledger
 
 test: $(STAMP) postgres lint typecheck
 	$(PY) -m pytest -q
+
+# Re-pair each notebook with its .py source (the newer side wins) and store fresh outputs.
+notebooks: $(STAMP)
+	cd notebooks && for src in [0-9][0-9]-*.py; do \
+	  ../$(VENV)/bin/jupytext --quiet --sync "$$src" && \
+	  ../$(VENV)/bin/jupyter-execute --inplace --timeout=600 "$${src%.py}.ipynb" || exit 1; \
+	done
 
 bench: $(STAMP)
 	$(PY) -m benchmarks $(BENCH_ARGS)

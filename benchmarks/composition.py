@@ -91,9 +91,9 @@ def _split_cost() -> Row:
             "vector_epsilon": float(spent_vec),
             "split_epsilon": float(spent_split),
         },
-        note=f"both charged eps {spent_vec} in total (split: {_BUCKETS} x 1/{_BUCKETS}); vector "
-        f"dL1 = 2 cap, a bucket's d = cap; at the histogram's d for each bucket the split bar "
-        f"would be {2 * ratio:.0f}x",
+        note=f"both charged eps {spent_vec.text} in total (split: {_BUCKETS} x 1/{_BUCKETS}); "
+        f"vector dL1 = 2 cap, a bucket's d = cap; at the histogram's d for each bucket the "
+        f"split bar would be {2 * ratio:.0f}x",
     )
 
 

@@ -30,6 +30,7 @@ from dpledger.ledger import Ledger
 from dpledger.ledger.records import EntryDraft
 from dpledger.ledger.sqlite import SqliteStore
 from dpledger.policy import Policy
+from dpledger.types import Budget
 
 __all__ = [
     "AGGREGATE",
@@ -149,10 +150,10 @@ def _store_writer(policy: Policy, path: Path, facts: mech.MechanismFacts) -> Cal
     store = SqliteStore(path, "create")
     Ledger(store, policy).init()  # creates the schema, as a ledger's first release does
     draft = EntryDraft(
-        epoch=0, scope="r0", metric="hist7", policy_name=policy.name,
+        epoch=0, region="r0", metric="hist7", policy_name=policy.name,
         policy_version=policy.version, policy_hash=policy.content_hash,
-        edges_version="abs-error-m/v1", facts=facts, unit=policy.unit,
-        charge=Fraction(1, 10), cohort=COHORT, output=AGGREGATE,
+        edges_version="abs-error-m/v1", facts=facts,
+        charge=Budget(Fraction(1, 10), policy.unit), cohort=COHORT, output=AGGREGATE,
     )  # fmt: skip
 
     def write() -> None:

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from dpledger.mechanisms import MechanismFacts, cohort_floor, error_bar
     from dpledger.planning.clip import ClipCalibration, calibrate_clip
     from dpledger.planning.forward import Plan, plan
-    from dpledger.planning.inverse import epsilon_for_scale, epsilon_for_target, required_budget
+    from dpledger.planning.inverse import budget_for_scale, budget_for_target, required_budget
     from dpledger.policy import ALL, MetricSpec, Policy, PolicyWarning
     from dpledger.types import Budget
 
@@ -89,8 +89,8 @@ _HOME = {
     "VerifyReport": "dpledger.ledger",
     "calibrate_clip": "dpledger.planning.clip",
     "cohort_floor": "dpledger.mechanisms",
-    "epsilon_for_scale": "dpledger.planning.inverse",
-    "epsilon_for_target": "dpledger.planning.inverse",
+    "budget_for_scale": "dpledger.planning.inverse",
+    "budget_for_target": "dpledger.planning.inverse",
     "error_bar": "dpledger.mechanisms",
     "plan": "dpledger.planning.forward",
     "release_confusion": "dpledger.ledger.derived",
@@ -98,6 +98,12 @@ _HOME = {
     "required_budget": "dpledger.planning.inverse",
 }
 """Where each public name lives: imported from there on first use."""
+
+_DEPRECATED = {
+    "epsilon_for_scale": "dpledger.planning.inverse",  # budget_for_scale's amount
+    "epsilon_for_target": "dpledger.planning.inverse",  # budget_for_target's amount
+}
+"""Old names kept importable (they warn when called); not in ``__all__``."""
 
 __all__ = [
     "ALL",
@@ -132,10 +138,10 @@ __all__ = [
     "Verdict",
     "VerifyReport",
     "__version__",
+    "budget_for_scale",
+    "budget_for_target",
     "calibrate_clip",
     "cohort_floor",
-    "epsilon_for_scale",
-    "epsilon_for_target",
     "error_bar",
     "plan",
     "release_confusion",
@@ -145,7 +151,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
+    home = _HOME.get(name) or _DEPRECATED.get(name)
     if home is None:
         raise AttributeError(f"module 'dpledger' has no attribute {name!r}")
     value = getattr(importlib.import_module(home), name)

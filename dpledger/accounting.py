@@ -19,6 +19,7 @@ from dpledger import _opendp as dp
 from dpledger.errors import InvalidInput
 from dpledger.mechanisms import MechanismFacts
 from dpledger.policy import ALL, Policy
+from dpledger.types import Budget
 
 __all__ = [
     "BudgetCheck",
@@ -42,9 +43,9 @@ class BudgetCheck:
     """Outcome of fitting one charge into an epoch, at its most constrained region."""
 
     fits: bool
-    requested: Fraction
-    spent: Fraction  # the binding region's client loss before this release
-    remaining: Fraction  # the binding region's allocation left before this release
+    requested: Budget
+    spent: Budget  # the binding region's client loss before this release
+    remaining: Budget  # the binding region's allocation left before this release
     scope: str  # human label of the binding scope, e.g. "epoch 3, region eu-west"
 
 
@@ -139,11 +140,12 @@ def check_budget(
     label = scope_label(epoch, region)
     if region == ALL and binding != ALL:
         label += f" (binding: {binding})"
+    unit = policy.unit
     return BudgetCheck(
         fits=loss + charge <= budget,
-        requested=charge,
-        spent=loss,
-        remaining=max(budget - loss, _ZERO),
+        requested=Budget(charge, unit),
+        spent=Budget(loss, unit),
+        remaining=Budget(max(budget - loss, _ZERO), unit),
         scope=label,
     )
 
@@ -165,11 +167,12 @@ def check_allocation(
     if allocation is None:
         return None
     loss, _ = binding_loss(policy, spend.of_metric(metric), region)
+    unit = policy.unit
     return BudgetCheck(
         fits=loss + charge <= allocation,
-        requested=charge,
-        spent=loss,
-        remaining=max(allocation - loss, _ZERO),
+        requested=Budget(charge, unit),
+        spent=Budget(loss, unit),
+        remaining=Budget(max(allocation - loss, _ZERO), unit),
         scope=f"{scope_label(epoch, region)}, metric {metric}'s allocation {allocation}",
     )
 

@@ -29,6 +29,7 @@ from dpledger.errors import (
     ReleaseRefused,
 )
 from dpledger.policy import ALL, FrozenModel, MetricSpec, Policy
+from dpledger.types import Budget, Unit
 
 __all__ = [
     "AGGREGATE_TOLERANCE",
@@ -139,8 +140,8 @@ class Verdict:
 
     request: ReleaseRequest
     checks: tuple[Check, ...]
-    charge: Fraction | None  # ε (or ρ) the release would cost
-    unit: str
+    charge: Budget | None  # exact ε (or ρ) the release would cost; None before costing
+    unit: Unit
     budget: BudgetCheck | None
     floor: int | None = None  # the metric's cohort floor, when it has a target
     allocation: BudgetCheck | None = None  # the metric's allocation, unless pooled
@@ -160,7 +161,7 @@ class Verdict:
         r = self.request
         head = f"release of {r.metric!r} (epoch {r.epoch}, region {r.region}, n={r.cohort})"
         if self.approved:
-            return f"{head}: approved, costs {self.unit} = {self.charge}"
+            return f"{head}: approved, costs {self.charge}"
         why = "; ".join(f"{c.name}: {c.reason}" for c in self.failures)
         return f"{head}: refused: {why}"
 
@@ -169,7 +170,7 @@ class Verdict:
         return {
             "approved": self.approved,
             "request": self.request.model_dump(),
-            "charge": None if self.charge is None else str(self.charge),
+            "charge": None if self.charge is None else self.charge.text,
             "unit": self.unit,
             "checks": [
                 {"name": c.name, "status": c.status, "reason": c.reason} for c in self.checks
@@ -329,11 +330,11 @@ def _state_checks(
             Check(
                 "allocation",
                 allocation.fits,
-                f"{unit} {charge} fits {request.metric}'s allocation: spent {allocation.spent} "
-                f"of {policy.allocation_of(request.metric)}"
+                f"{unit} {charge} fits {request.metric}'s allocation: spent "
+                f"{allocation.spent.text} of {policy.allocation_of(request.metric)}"
                 if allocation.fits
-                else f"requested {unit} {charge}, spent {allocation.spent}, remaining "
-                f"{allocation.remaining} ({allocation.scope}: {policy.rounds_per_epoch} "
+                else f"requested {unit} {charge}, spent {allocation.spent.text}, remaining "
+                f"{allocation.remaining.text} ({allocation.scope}: {policy.rounds_per_epoch} "
                 "release(s) per epoch); it cannot use another metric's share: wait for the "
                 "next epoch, or issue a policy version with more rounds or a pooled allocation",
             )
@@ -343,10 +344,11 @@ def _state_checks(
         Check(
             "budget",
             budget.fits,
-            f"{unit} {charge} fits: spent {budget.spent} of {policy.eval_budget} ({budget.scope})"
+            f"{unit} {charge} fits: spent {budget.spent.text} of {policy.eval_budget} "
+            f"({budget.scope})"
             if budget.fits
-            else f"requested {unit} {charge}, spent {budget.spent}, remaining {budget.remaining} "
-            f"({budget.scope}); wait for the next epoch",
+            else f"requested {unit} {charge}, spent {budget.spent.text}, remaining "
+            f"{budget.remaining.text} ({budget.scope}); wait for the next epoch",
         )
     )
     return checks, allocation, budget
@@ -355,7 +357,7 @@ def _state_checks(
 def _complete(
     request: ReleaseRequest,
     checks: list[Check],
-    unit: str,
+    unit: Unit,
     charge: Fraction | None = None,
     budget: BudgetCheck | None = None,
     floor: int | None = None,
@@ -368,7 +370,8 @@ def _complete(
     """
     ran = {c.name for c in checks} | set(deferred)
     rest = [Check(n, None, "not checked: an earlier check failed") for n in _FAMILY if n not in ran]
-    return Verdict(request, (*checks, *rest), charge, unit, budget, floor, allocation)
+    cost = None if charge is None else Budget(charge, unit)
+    return Verdict(request, (*checks, *rest), cost, unit, budget, floor, allocation)
 
 
 def evaluate(
@@ -482,7 +485,7 @@ def recheck(
     says whether the release may go ahead.
     """
     v = prepared.verdict
-    charge = v.charge or Fraction(0)
+    charge = v.charge.amount if v.charge is not None else Fraction(0)
     state, allocation, budget = _state_checks(policy, v.request, charge, spend, epoch_policy)
     checks = (*(c for c in v.checks if c.name not in STATE_CHECKS), *state)
     return Verdict(v.request, checks, v.charge, v.unit, budget, v.floor, allocation)
@@ -500,7 +503,7 @@ def fingerprint(request: ReleaseRequest, principal: str | None = None) -> str:
     return hashlib.sha256(json.dumps(fields, separators=(",", ":")).encode()).hexdigest()
 
 
-def id_conflict(request: ReleaseRequest, unit: str) -> Verdict:
+def id_conflict(request: ReleaseRequest, unit: Unit) -> Verdict:
     """The verdict refusing a reused release id (a different request or aggregate)."""
     check = Check(
         "release_id",

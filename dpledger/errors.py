@@ -6,11 +6,11 @@ to act on the reason. Messages say what went wrong and what to do next.
 
 from __future__ import annotations
 
-from fractions import Fraction
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from dpledger.approval import Verdict
+    from dpledger.types import Budget
 
 __all__ = [
     "BudgetExceeded",
@@ -21,6 +21,7 @@ __all__ = [
     "InvalidInput",
     "LedgerCorrupted",
     "LedgerNotFound",
+    "PlotUnavailable",
     "PolicyError",
     "PolicyMismatch",
     "ReleaseIdConflict",
@@ -121,17 +122,18 @@ class CohortTooSmall(ReleaseRefused):
 class BudgetExceeded(ReleaseRefused):
     """The release would take a scope past its epoch allocation.
 
-    ``requested``, ``spent`` and ``remaining`` are exact (in the policy's unit: ε, or ρ
-    under zCDP) and ``scope`` names the binding ``(epoch, region)``.
+    ``requested``, ``spent`` and ``remaining`` are exact :class:`~dpledger.types.Budget`
+    values (in the policy's unit: ε, or ρ under zCDP) and ``scope`` names the binding
+    ``(epoch, region)``.
     """
 
     def __init__(
         self,
         verdict: Verdict,
         *,
-        requested: Fraction,
-        spent: Fraction,
-        remaining: Fraction,
+        requested: Budget,
+        spent: Budget,
+        remaining: Budget,
         scope: str,
     ) -> None:
         self.requested = requested
@@ -139,3 +141,7 @@ class BudgetExceeded(ReleaseRefused):
         self.remaining = remaining
         self.scope = scope
         super().__init__(verdict)
+
+
+class PlotUnavailable(DpLedgerError):
+    """A chart was asked for but matplotlib is not installed: ``pip install 'dpledger[plot]'``."""

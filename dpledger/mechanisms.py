@@ -21,9 +21,10 @@ import numpy as np
 import numpy.typing as npt
 
 from dpledger import _opendp as dp
+from dpledger._search import least_float, least_integer
 from dpledger.errors import InternalError, InvalidInput
 from dpledger.policy import MetricSpec, Policy
-from dpledger.types import BarKind, MechanismKind, Neighbouring, Unit
+from dpledger.types import BarKind, Budget, MechanismKind, Neighbouring, Unit
 
 __all__ = [
     "BAR_KINDS",
@@ -65,7 +66,6 @@ errs by up to 2⁻⁵³·n·cap even correctly rounded, i.e. n·2⁻⁵³ relati
 growing with n past any fixed slack. The aggregator must deliver the EXACT sum (a
 fixed-point secure sum, as secure-aggregation protocols compute; see
 :mod:`dpledger.metrics.secure_sum`)."""
-_MAX_NUDGES = 64
 GRANULARITY_K = -40
 """Noise is sampled on the grid 2^k (≈ 1e-12): ~1.4× faster than the finest grid, and
 OpenDP's privacy map accounts for the rounding, so the charge stays exact."""
@@ -271,22 +271,29 @@ def calibrate(
     dimension: int,
     k: int | None = GRANULARITY_K,
 ) -> MechanismFacts:
-    """Facts for (nearly) the least noise whose OpenDP privacy map is ≤ ``budget`` exactly.
+    """Facts for the least noise scale whose OpenDP privacy map is ≤ ``budget`` exactly.
 
-    Starts from the closed form; while OpenDP's conservatively rounded map, read as an
-    exact rational, exceeds the budget, scales up by the overshoot (the map is
-    decreasing in the scale) plus a few ulps.
+    The closed form (Δ/ε, or Δ/√(2ρ)) is where the search starts: OpenDP rounds its map
+    up, so the closed form usually overshoots by a few ulps. The result is the least
+    double ≥ the closed form whose map, read as an exact rational, fits the budget.
     """
-    scale = noise_scale(sensitivity, budget, measure)
-    for _ in range(_MAX_NUDGES):
-        facts = MechanismFacts(mechanism, measure, sensitivity, scale, dimension, k=k)
-        loss = privacy_loss(facts)
-        if loss <= budget:
-            return facts
-        ratio = float(loss / budget)
-        power = 1.0 if measure == "epsilon" else 0.5  # ρ ∝ 1/σ²
-        scale = math.nextafter(scale * ratio**power * (1 + 4e-16), math.inf)
-    raise InternalError(f"could not calibrate {mechanism} to {budget} at Δ={sensitivity}")
+
+    def facts_at(scale: float) -> MechanismFacts:
+        return MechanismFacts(mechanism, measure, sensitivity, scale, dimension, k=k)
+
+    def fits(scale: float) -> bool:
+        return privacy_loss(facts_at(scale)) <= budget
+
+    start = noise_scale(sensitivity, budget, measure)
+    loss = privacy_loss(facts_at(start))
+    if loss <= budget:
+        return facts_at(start)
+    power = 1.0 if measure == "epsilon" else 0.5  # ε ∝ 1/scale, ρ ∝ 1/σ²
+    guess = start * float(loss / budget) ** power  # the map's overshoot, corrected once
+    scale = least_float(fits, start, 2 * start, guess)
+    if scale is None:
+        raise InternalError(f"could not calibrate {mechanism} to {budget} at Δ={sensitivity}")
+    return facts_at(scale)
 
 
 def apply(facts: MechanismFacts, aggregate: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
@@ -345,32 +352,46 @@ def error_bar_for_scale(
     return bar_factor(bar, mechanism) * scale / n
 
 
+def _amount(
+    budget: float | Fraction | Budget, measure: Unit | None
+) -> tuple[float | Fraction, Unit]:
+    """A budget argument as ``(amount, unit)``: a :class:`Budget` brings its own unit."""
+    if isinstance(budget, Budget):
+        if measure is not None and measure != budget.unit:
+            raise InvalidInput(f"measure={measure!r} contradicts the budget's unit {budget.unit}")
+        return budget.amount, budget.unit
+    return budget, measure or "epsilon"
+
+
 def error_bar(
     sensitivity: float | Fraction,
-    epsilon: float | Fraction,
+    budget: float | Fraction | Budget,
     n: int,
     bar: BarKind = "ci95",
     *,
-    measure: Unit = "epsilon",
+    measure: Unit | None = None,
     mechanism: MechanismKind = "laplace",
 ) -> float:
-    """Error bar of a mean over ``n`` clients: ``factor·Δ/(ε·n)`` (or σ/n under zCDP)."""
-    return error_bar_for_scale(noise_scale(sensitivity, epsilon, measure), n, bar, mechanism)
+    """Error bar of a mean over ``n`` clients: ``factor·Δ/(ε·n)`` (or σ/n under zCDP).
+
+    ``budget`` is ε (or ρ with ``measure="rho"``), or a :class:`Budget` with its unit.
+    """
+    amount, unit = _amount(budget, measure)
+    return error_bar_for_scale(noise_scale(sensitivity, amount, unit), n, bar, mechanism)
 
 
 def cohort_floor(
     sensitivity: float | Fraction,
-    epsilon: float | Fraction,
+    budget: float | Fraction | Budget,
     target: float,
     bar: BarKind = "ci95",
     *,
-    measure: Unit = "epsilon",
+    measure: Unit | None = None,
     mechanism: MechanismKind = "laplace",
 ) -> int:
     """The smallest cohort ``n`` whose :func:`error_bar` is ≤ ``target`` (n − 1's is not)."""
-    return cohort_floor_for_scale(
-        noise_scale(sensitivity, epsilon, measure), target, bar, mechanism
-    )
+    amount, unit = _amount(budget, measure)
+    return cohort_floor_for_scale(noise_scale(sensitivity, amount, unit), target, bar, mechanism)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -390,27 +411,34 @@ def cohort_floor_for_scale(
             f"no cohort reaches the target {target!r} at noise scale {scale!r}: the floor "
             "would exceed 2**62 clients"
         )
-    n = max(1, math.ceil(ratio))
-    while n > 1 and error_bar_for_scale(scale, n - 1, bar, mechanism) <= target:
-        n -= 1
-    while error_bar_for_scale(scale, n, bar, mechanism) > target:
-        n += 1
-    return n
+    floor = least_integer(
+        lambda n: error_bar_for_scale(scale, n, bar, mechanism) <= target,
+        1,
+        2**63,
+        max(1, math.ceil(ratio)),  # the closed form: exact up to float rounding
+    )
+    if floor is None:  # the bar shrinks like 1/n, so 2**63 always passes after the check
+        raise InternalError(f"no cohort floor for scale {scale!r} and target {target!r}")
+    return floor
 
 
 @functools.lru_cache(maxsize=1024)
-def mechanism_facts(policy: Policy, metric: str) -> tuple[MechanismFacts, Fraction]:
+def mechanism_facts(
+    policy: Policy, metric: str, rounds: int | None = None
+) -> tuple[MechanismFacts, Fraction]:
     """The calibrated mechanism of one release of ``metric`` under ``policy``, and its charge.
 
-    Cached by the policy's content hash (policies are immutable) and the metric name.
+    ``rounds`` (default: the policy's ``rounds_per_epoch``, what the ledger charges) lets
+    a planner ask what another number of rounds per epoch would cost. Cached by the
+    policy's content hash (policies are immutable), the metric and the rounds.
     """
     spec = policy.metric(metric)
     kind = policy.mechanism(metric)
-    charge = policy.release_budget(metric)
+    charge = policy.release_budget(metric, rounds)
     if charge <= 0:
         raise InvalidInput(
             f"metric {metric!r} has no budget: the policy is over-committed by "
-            f"{policy.overcommitment()}; lower the absolute budgets or the rounds"
+            f"{policy.overcommitment(rounds)}; lower the absolute budgets or the rounds"
         )
     facts = calibrate(
         sensitivity=release_sensitivity(spec, policy.neighbouring, kind),

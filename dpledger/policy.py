@@ -30,6 +30,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    PlainValidator,
     ValidationError,
     field_validator,
     model_validator,
@@ -39,6 +40,7 @@ from dpledger.errors import DpLedgerError, InvalidInput, PolicyError
 from dpledger.types import (
     Allocation,
     BarKind,
+    Budget,
     Definition,
     MechanismKind,
     MetricKind,
@@ -51,6 +53,7 @@ __all__ = [
     "ALL",
     "EVAL_FRACTION_ADVISED",
     "MAX_POLICY_BYTES",
+    "BudgetValue",
     "Clip",
     "ExactDecimal",
     "FrozenModel",
@@ -116,6 +119,23 @@ ExactDecimal = Annotated[
     PlainSerializer(fraction_text, return_type=str),
 ]
 """A policy number kept exact; serialised as ``"p/q"`` text."""
+
+
+def _budget_value(v: object) -> Budget:
+    """A :class:`Budget`, or its :meth:`Budget.as_dict` form (what JSON carries)."""
+    if isinstance(v, Budget):
+        return v
+    if isinstance(v, Mapping) and v.get("unit") in ("epsilon", "rho") and "amount" in v:
+        return Budget(to_fraction(v["amount"]), v["unit"])
+    raise ValueError(f"expected a Budget or {{'unit': ..., 'amount': 'p/q'}}, got {v!r}")
+
+
+BudgetValue = Annotated[
+    Budget,
+    PlainValidator(_budget_value),
+    PlainSerializer(lambda b: b.as_dict(), return_type=dict),
+]
+"""A :class:`Budget` field of a model; serialised as ``{"unit", "amount": "p/q", "value"}``."""
 
 
 def _positive(q: Fraction) -> Fraction:

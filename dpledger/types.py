@@ -117,6 +117,20 @@ class Budget:
     def __add__(self, other: Budget) -> Budget:
         return Budget(self.amount + self._same(other).amount, self.unit)
 
+    def __radd__(self, other: object) -> Budget:
+        """``0 + budget``, so that ``sum(budgets)`` works; any other left operand is an error."""
+        if isinstance(other, int) and not isinstance(other, bool) and other == 0:
+            return self
+        return self._same(other) + self
+
+    def __mul__(self, count: int | Fraction) -> Budget:
+        """``count`` releases at this budget (a non-negative int or Fraction)."""
+        if isinstance(count, bool) or not isinstance(count, int | Fraction):
+            raise InvalidInput(f"a budget scales by an int or Fraction, not {count!r}")
+        return Budget(self.amount * count, self.unit)
+
+    __rmul__ = __mul__
+
     def __sub__(self, other: Budget) -> Budget:
         """The difference, floored at zero (what is left of a budget)."""
         return Budget(max(self.amount - self._same(other).amount, Fraction(0)), self.unit)

@@ -58,7 +58,7 @@ def test_ledger_spend_equals_the_independent_sum_and_never_exceeds_the_budget(
     for epoch in range(3):
         for region in REGIONS:
             s = model.get(epoch, {})
-            assert ledger.spent(epoch, region) == s.get(ALL, 0) + s.get(region, 0) <= 1
+            assert ledger.spent(epoch, region).amount == s.get(ALL, 0) + s.get(region, 0) <= 1
     assert ledger.verify().ok
 
 
@@ -87,6 +87,6 @@ def test_client_loss_is_global_plus_regional_and_remaining_complements_it(
     loss = client_loss(spent, region)
     assert loss == spent.get(ALL, 0) + spent.get(region, 0)
     b = check_budget(P, spent, 0, region, Fraction(0))
-    assert b.spent == loss
-    assert b.remaining == max(P.eval_budget - loss, 0)
+    assert b.spent.amount == loss
+    assert b.remaining.amount == max(P.eval_budget - loss, 0)
     assert client_loss(spent, ALL) == max(client_loss(spent, r) for r in REGIONS)

@@ -18,6 +18,7 @@ from dpledger import (
 )
 from dpledger.accounting import EpochSpend
 from dpledger.approval import Prepared, evaluate, refusal
+from dpledger.types import Budget
 
 P = policy()
 
@@ -91,9 +92,9 @@ def test_over_budget_carries_requested_spent_remaining_and_scope() -> None:
     err = refusal(v)
     assert isinstance(err, BudgetExceeded)
     assert (err.requested, err.spent, err.remaining) == (
-        Fraction(1, 2),
-        Fraction(3, 4),
-        Fraction(1, 4),
+        Budget(Fraction(1, 2), "epsilon"),
+        Budget(Fraction(3, 4), "epsilon"),
+        Budget(Fraction(1, 4), "epsilon"),
     )
     assert err.scope == "epoch 0, region north"
     assert "requested epsilon 1/2, spent 3/4, remaining 1/4" in str(err)
@@ -120,7 +121,7 @@ def test_real_aggregates_that_widen_exactly_are_approved(aggregate: object) -> N
     assert isinstance(result, Prepared), result
     assert result.values.dtype == np.float64
     assert result.values.shape == (5,)
-    assert result.verdict.charge == Fraction(1, 2)
+    assert result.verdict.charge == Budget(Fraction(1, 2), "epsilon")
 
 
 def test_scalar_accepts_a_number_or_a_length_one_vector() -> None:

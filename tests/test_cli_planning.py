@@ -98,7 +98,7 @@ def test_plan_reads_spend_from_an_existing_ledger(
     )
     assert code == 0
     region = json.loads(out)["regions"][0]
-    assert Fraction(region["spent"]) == Fraction(1, 5)
+    assert Fraction(region["spent"]["amount"]) == Fraction(1, 5)
     assert json.loads(out)["ledger"] == str(db)
 
 

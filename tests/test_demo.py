@@ -50,8 +50,8 @@ def test_demo_ledger_verifies_and_spends_exactly_the_allocation(report: tuple[st
     with Ledger.open(path, Policy.load(DEFAULT_POLICY)) as ledger:
         assert ledger.verify().ok
         assert len(ledger) == 15  # 5 metrics × 3 publishable regions
-        assert ledger.spent(0, "eu-west") == 1
-        assert ledger.spent(0, "apac") == 0
+        assert ledger.spent(0, "eu-west").amount == 1
+        assert ledger.spent(0, "apac").amount == 0
 
 
 def test_json_output_parses_and_matches_the_ledger_entries(
@@ -66,7 +66,7 @@ def test_json_output_parses_and_matches_the_ledger_entries(
     for rel in out["releases"]:
         entry = entries[rel["entry_id"]]
         assert list(entry.draft.output) == rel["noisy_sum"]
-        assert (entry.draft.metric, entry.draft.scope) == (rel["metric"], rel["region"])
+        assert (entry.draft.metric, entry.draft.region) == (rel["metric"], rel["region"])
         assert entry.as_dict()["charge"] == rel["charge"]
     assert {f["kind"] for f in out["findings"]} >= {"lateral_drift", "refused"}
     assert len(out["plots"]) == 3

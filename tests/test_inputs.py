@@ -23,6 +23,7 @@ from dpledger import (
 )
 from dpledger.accounting import EpochSpend
 from dpledger.approval import Prepared, evaluate
+from dpledger.types import Budget
 
 GOOD = {"epoch": 0, "metric": "loss", "region": "north", "cohort": 100}
 
@@ -107,11 +108,14 @@ def test_spent_means_what_a_client_of_the_region_has_lost(tmp_path: Path) -> Non
     with Ledger.open(tmp_path / "l.db", policy(), mode="create") as ledger:
         ledger.release(ReleaseRequest(**{**GOOD, "region": ALL}), 1.0)  # type: ignore[arg-type]
         ledger.release(ReleaseRequest(**GOOD), 1.0)  # type: ignore[arg-type]
-        assert ledger.spent_by_scope(0) == {ALL: Fraction(1, 10), "north": Fraction(1, 10)}
+        tenth = Budget(Fraction(1, 10), "epsilon")
+        assert ledger.spent_by_region(0) == {ALL: tenth, "north": tenth}
         # a client of north lost both; one of south the global release only
-        assert ledger.spent(0, "north") == Fraction(2, 10)
-        assert ledger.spent(0, "south") == Fraction(1, 10)
-        assert ledger.spent(0) == ledger.spent(0, ALL) == Fraction(2, 10)  # the worst client
+        assert ledger.spent(0, "north").amount == Fraction(2, 10)
+        assert ledger.spent(0, "south").amount == Fraction(1, 10)
+        assert (
+            ledger.spent(0).amount == ledger.spent(0, ALL).amount == Fraction(2, 10)
+        )  # the worst client
 
 
 # -- refusals never depend on the data beyond what is charged ------------------------------
@@ -207,9 +211,9 @@ def test_running_the_readme_tour_again_is_refused_by_the_metrics_allocation(
         assert [c.name for c in verdict.failures] == ["allocation"]
         with pytest.raises(DpLedgerError, match="allocation"):
             ledger.release(request, 1234.5)
-        assert ledger.spent(0, "eu-west") == Fraction(1, 5)  # the other four still fit
+        assert ledger.spent(0, "eu-west").amount == Fraction(1, 5)  # the other four still fit
         other = ReleaseRequest(epoch=0, metric="along_across_ratio", region="eu-west", cohort=2400)
-        assert ledger.release(other, 2400.0).epsilon == Fraction(1, 5)
+        assert ledger.release(other, 2400.0).charge.amount == Fraction(1, 5)
 
 
 @pytest.mark.parametrize(

@@ -28,6 +28,7 @@ RANK = {
     "_opendp": 1,
     "policy": 1,
     "metrics": 0.75,
+    "_search": 0.25,
     "types": 0.5,
     "errors": 0,
 }

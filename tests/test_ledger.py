@@ -24,6 +24,7 @@ from dpledger import (
     PolicyMismatch,
     ReleaseRequest,
 )
+from dpledger.types import Budget
 
 EDGES = {"hist5": "h5/v1", "hist20": "h20/v1"}
 
@@ -45,7 +46,12 @@ def test_scalar_release_publishes_the_mean_with_its_ci95_bar(ledger: Ledger) -> 
     assert r.value == pytest.approx(r.noisy_sum[0] / 100)
     assert r.scale == pytest.approx(2 / 0.1)
     assert r.error_bar == pytest.approx(math.log(20) * r.scale / 100)
-    assert (r.epsilon, r.unit, r.entry_id, r.bar) == (Fraction(1, 10), "epsilon", 1, "ci95")
+    assert (r.charge, r.unit, r.entry_id, r.bar) == (
+        Budget(Fraction(1, 10), "epsilon"),
+        "epsilon",
+        1,
+        "ci95",
+    )
     lo, hi = r.interval
     assert lo < r.value < hi
 
@@ -67,22 +73,22 @@ def test_scopes_compose_sequentially_within_and_in_parallel_across_regions(ledge
     ledger.release(req("loss"), 1.0)
     ledger.release(req("loss_b"), 1.0)
     ledger.release(req("loss", region="south"), 1.0)
-    assert ledger.spent(0, "north") == Fraction(1, 10) + Fraction(1, 4)
-    assert ledger.spent(0, "south") == Fraction(1, 10)
-    assert ledger.spent(0, "east") == 0
+    assert ledger.spent(0, "north").amount == Fraction(1, 10) + Fraction(1, 4)
+    assert ledger.spent(0, "south").amount == Fraction(1, 10)
+    assert ledger.spent(0, "east").amount == 0
     ledger.release(req("hist5", region=ALL), [0.0] * 5)
-    assert ledger.spent(0, "east") == Fraction(1, 2)
-    assert ledger.spent(0, "north") == Fraction(17, 20)
-    assert ledger.spent(0, ALL) == Fraction(17, 20)  # the worst region
-    assert ledger.remaining(0, "north") == Fraction(3, 20)
-    assert ledger.spent(1, "north") == 0
+    assert ledger.spent(0, "east").amount == Fraction(1, 2)
+    assert ledger.spent(0, "north").amount == Fraction(17, 20)
+    assert ledger.spent(0, ALL).amount == Fraction(17, 20)  # the worst region
+    assert ledger.remaining(0, "north").amount == Fraction(3, 20)
+    assert ledger.spent(1, "north").amount == 0
 
 
 def test_parallel_release_charges_each_region_and_is_all_or_nothing(ledger: Ledger) -> None:
     regions = ("north", "south", "east")
     rels = ledger.release_parallel({r: (req("hist5", region=r), [1.0] * 5) for r in regions})
     assert [r.request.region for r in rels] == list(regions)
-    assert all(ledger.spent(0, r) == Fraction(1, 2) for r in regions)
+    assert all(ledger.spent(0, r).amount == Fraction(1, 2) for r in regions)
     ledger.release(req("loss_b", region="east"), 1.0)
     ledger.release(req("loss_b", region="east"), 1.0)  # east is now full
     before = (len(ledger), ledger.head())
@@ -90,7 +96,7 @@ def test_parallel_release_charges_each_region_and_is_all_or_nothing(ledger: Ledg
         ledger.release_parallel({r: (req("hist5", region=r), [1.0] * 5) for r in regions})
     assert "east" in info.value.scope
     assert (len(ledger), ledger.head()) == before
-    assert ledger.spent(0, "north") == Fraction(1, 2)
+    assert ledger.spent(0, "north").amount == Fraction(1, 2)
 
 
 def test_parallel_release_needs_distinct_regions(ledger: Ledger) -> None:
@@ -104,7 +110,7 @@ def test_check_spends_nothing_and_agrees_with_release(ledger: Ledger) -> None:
     for _ in range(3):
         assert ledger.check(req("hist5"), [1.0] * 5).approved
     assert len(ledger) == 0
-    assert ledger.spent(0, "north") == 0
+    assert ledger.spent(0, "north").amount == 0
     ledger.release(req("hist5"), [1.0] * 5)
     ledger.release(req("hist5"), [1.0] * 5)
     v = ledger.check(req("hist5"), [1.0] * 5)
@@ -145,13 +151,13 @@ def test_a_new_policy_version_keeps_the_spend_and_starts_at_a_new_epoch(tmp_path
     # a bigger budget (a new version) must not reopen epoch 0
     v2 = policy(scalar_eps="0.2", epoch_epsilon="40", version="2")
     with Ledger.open(tmp_path / "l.db", v2) as b:
-        assert b.spent(0, "north") == Fraction(1, 10)
+        assert b.spent(0, "north").amount == Fraction(1, 10)
         with pytest.raises(PolicyMismatch) as info:
             b.release(req("loss"), 1.0)
         assert info.value.verdict.failures[0].name == "epoch_policy"
-        assert b.spent(0, "north") == Fraction(1, 10)
+        assert b.spent(0, "north").amount == Fraction(1, 10)
         b.release(req("loss", epoch=1), 1.0)
-        assert b.spent(1, "north") == Fraction(1, 5)
+        assert b.spent(1, "north").amount == Fraction(1, 5)
         assert b.lifetime("north").epsilon_basic == Fraction(3, 10)
         report = b.verify()
         assert report.ok, report.problems
@@ -196,7 +202,7 @@ def test_threads_sharing_one_ledger_never_overspend(ledger: Ledger) -> None:
         t.join()
     assert len(accepted) == 10
     assert len(refused) == 30
-    assert ledger.spent(0, "north") == 1
+    assert ledger.spent(0, "north").amount == 1
     assert ledger.verify().ok
 
 

@@ -46,7 +46,7 @@ def snapshot(ledger: Ledger) -> tuple[object, ...]:
     return (
         len(ledger),
         ledger.head(),
-        ledger.spent_by_scope(0),
+        ledger.spent_by_region(0),
         [e.hash for e in ledger.entries()],
     )
 
@@ -114,7 +114,7 @@ class TestLedgerSafety:
         assert retry.release_id == "round-1/a/loss"
         ledger = store.open()
         assert len(ledger) == 1
-        assert ledger.spent(0, "a") == Fraction(1, 10)
+        assert ledger.spent(0, "a").amount == Fraction(1, 10)
         assert ledger.entries()[0].draft.release_id == "round-1/a/loss"
 
     def test_a_retry_is_answered_even_when_the_budget_is_now_spent(
@@ -122,7 +122,7 @@ class TestLedgerSafety:
     ) -> None:
         ledger = store.open()
         rels = [ledger.release(loss(rid=f"r{i}"), 30.0) for i in range(10)]
-        assert ledger.remaining(0, "a") == 0
+        assert ledger.remaining(0, "a").amount == 0
         assert ledger.release(loss(rid="r9"), 30.0).value == rels[9].value
         with pytest.raises(BudgetExceeded):
             ledger.release(loss(rid="r10"), 30.0)
@@ -186,7 +186,7 @@ class TestLedgerSafety:
             t.join()
         assert len(got) == 6
         assert {(r.entry_id, float(r.value)) for r in got} == {(got[0].entry_id, got[0].value)}
-        assert store.open().spent(0, "a") == Fraction(1, 10)
+        assert store.open().spent(0, "a").amount == Fraction(1, 10)
 
     def test_the_release_id_is_part_of_the_hash_chain(self, store: StoreUnderTest) -> None:
         ledger = store.open()
@@ -203,7 +203,7 @@ class TestLedgerSafety:
         with pytest.raises(BudgetExceeded) as refused:  # loss had its one release this epoch
             ledger.release(loss(), 30.0)
         assert "metric loss's allocation 1/10" in refused.value.scope
-        assert (refused.value.spent, refused.value.remaining) == (Fraction(1, 10), 0)
+        assert (refused.value.spent.amount, refused.value.remaining.amount) == (Fraction(1, 10), 0)
         assert refused.value.verdict is not None
         assert refused.value.verdict.failures[0].name == "allocation"
         other = ReleaseRequest(epoch=0, metric="hist5", region="a", cohort=N, edges_version="h5/v1")
@@ -268,7 +268,7 @@ def forge_entries(store: StoreUnderTest, ledger: Ledger, count: int) -> None:
             (seq, last.created_at, *row, None, last.draft.request_hash, None, prev, h),
         )
         prev = h
-    total = sum((e.draft.charge for e in ledger.entries()), Fraction(0))
+    total = sum((e.draft.charge.amount for e in ledger.entries()), Fraction(0))
     store.raw("UPDATE dpl_spend SET total = ?", (f"{total.numerator}/{total.denominator}",))
     store.raw("UPDATE dpl_meta SET value = ? WHERE key = 'head_seq'", (str(seq),))
     store.raw("UPDATE dpl_meta SET value = ? WHERE key = 'head_hash'", (prev,))

@@ -14,6 +14,7 @@ from dpledger import ALL, Ledger, Policy, ReleaseRequest
 from dpledger import mechanisms as mech
 from dpledger.accounting import pld_epsilon, zcdp_epsilon
 from dpledger.mechanisms import mechanism_facts
+from dpledger.types import Budget
 
 ZCDP = """
 name = "zcdp-test"
@@ -67,7 +68,12 @@ def test_pure_ledger_headlines_its_exact_epsilon_with_the_approx_views_beside(
         if life.epsilon_pld is not None:
             assert life.epsilon_pld == pytest.approx(4.69, abs=0.02)
         # a pure guarantee is stronger than any (ε, δ) one: it is the headline, exact
-        assert (life.epsilon, life.method, life.delta, life.exact) == (10.0, "basic", 0.0, 10)
+        assert (life.epsilon, life.method, life.delta, life.total) == (
+            10.0,
+            "basic",
+            0.0,
+            Budget(Fraction(10), "epsilon"),
+        )
         assert life.epsilon_zcdp < life.epsilon  # the (ε, δ) views sit beside it
         assert ledger.lifetime("eu-west").releases == 0
         assert ledger.lifetime(ALL).epsilon == life.epsilon

@@ -1,63 +1,74 @@
-"""The calibration notebooks execute cleanly, assert their conclusions, and are stored bare.
+"""The calibration notebooks: sources that execute, assert their conclusions and show outputs.
 
-Each notebook ends in a cell asserting its own key conclusion, so executing it is the test.
-Notebooks run with nbclient on the ``python3`` kernel with ``notebooks/`` as the working
-directory. The committed files must carry no outputs (they are regenerated from
-``notebooks/_build.py``, which must agree with them).
+Each notebook is a jupytext percent-format ``.py`` (what review and the linters read)
+paired with an ``.ipynb`` that keeps its outputs, so its charts show wherever the
+repository is browsed. The ``.py`` is executed here (nbclient, ``python3`` kernel,
+``notebooks/`` as the working directory) and ends in a cell asserting its conclusion.
+Running a notebook in Jupyter and saving it changes outputs only, which these tests
+ignore; editing one side alone is caught by the sync test, which says how to fix it.
 """
 
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
+jupytext = pytest.importorskip("jupytext")
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
-NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]-*.ipynb"))
+SOURCES = sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]-*.py"))
 CELL_TIMEOUT_S = 120
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # colour codes in kernel tracebacks
 
 
-def test_the_four_calibration_notebooks_exist() -> None:
-    assert [p.name for p in NOTEBOOKS] == [
-        "01-clip-bounds.ipynb",
-        "02-cohort-floor.ipynb",
-        "03-histograms-are-one-release.ipynb",
-        "04-flam-exact-metrics.ipynb",
+def _cells(nb: object) -> list[tuple[str, str]]:
+    """What a pair must agree on: each cell's type and source (not outputs or metadata)."""
+    return [(c.cell_type, c.source.strip()) for c in nb.cells]  # type: ignore[attr-defined]
+
+
+def test_the_four_calibration_notebooks_exist_as_pairs() -> None:
+    assert [p.stem for p in SOURCES] == [
+        "01-clip-bounds",
+        "02-cohort-floor",
+        "03-histograms-are-one-release",
+        "04-flam-exact-metrics",
     ]
+    assert all(p.with_suffix(".ipynb").exists() for p in SOURCES)
+    assert sorted(NOTEBOOKS_DIR.glob("*.ipynb")) == [p.with_suffix(".ipynb") for p in SOURCES]
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_committed_notebook_has_no_outputs(path: Path) -> None:
-    nb = nbformat.read(path, as_version=4)
-    dirty = [
-        i
-        for i, cell in enumerate(nb.cells)
-        if cell.cell_type == "code" and (cell.outputs or cell.execution_count is not None)
-    ]
-    assert not dirty, f"{path.name}: cells {dirty} carry outputs; run python notebooks/_build.py"
-
-
-def test_committed_notebooks_match_the_builder() -> None:
-    result = subprocess.run(
-        [sys.executable, str(NOTEBOOKS_DIR / "_build.py"), "--check"],
-        capture_output=True,
-        text=True,
-        check=False,
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_the_pair_is_in_sync(source: Path) -> None:
+    text = jupytext.read(source)
+    stored = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
+    assert text.metadata["jupytext"]["formats"] == "ipynb,py:percent"
+    assert _cells(text) == _cells(stored), (
+        f"{source.name} and its .ipynb differ: run `.venv/bin/jupytext --sync "
+        f"notebooks/{source.name}` (the newer file wins), then `make notebooks`"
     )
-    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_the_committed_notebook_shows_its_outputs(source: Path) -> None:
+    stored = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
+    code = [c for c in stored.cells if c.cell_type == "code"]
+    shown = [c for c in code if c.outputs]
+    assert shown, f"{source.stem}.ipynb has no outputs: run `make notebooks`"
+    errors = [o for c in code for o in c.outputs if o.output_type == "error"]
+    assert not errors, f"{source.stem}.ipynb was saved with an error output"
+    if "plt.show()" in source.read_text(encoding="utf-8"):
+        images = [o for c in shown for o in c.outputs if "image/png" in o.get("data", {})]
+        assert images, f"{source.stem}.ipynb draws charts but stores none: run `make notebooks`"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_executes_and_its_conclusion_holds(path: Path) -> None:
-    nb = nbformat.read(path, as_version=4)
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_notebook_executes_and_its_conclusion_holds(source: Path) -> None:
+    nb = jupytext.read(source)
     client = nbclient.NotebookClient(
         nb,
         timeout=CELL_TIMEOUT_S,
@@ -70,7 +81,7 @@ def test_notebook_executes_and_its_conclusion_holds(path: Path) -> None:
     except nbclient.exceptions.CellExecutionError as e:
         failure = _ANSI.sub("", str(e))
     if failure is not None:
-        pytest.fail(f"{path.name} failed:\n{failure}", pytrace=False)
+        pytest.fail(f"{source.name} failed:\n{failure}", pytrace=False)
     last = nb.cells[-1]
-    assert last.cell_type == "code", f"{path.name} must end in its conclusion's assertions"
-    assert "assert " in last.source, f"{path.name} must end in its conclusion's assertions"
+    assert last.cell_type == "code", f"{source.name} must end in its conclusion's assertions"
+    assert "assert " in last.source, f"{source.name} must end in its conclusion's assertions"

@@ -23,8 +23,9 @@ from dpledger.errors import InvalidInput
 from dpledger.ledger import Ledger
 from dpledger.mechanisms import cohort_floor, error_bar, mechanism_facts
 from dpledger.planning.forward import Plan, plan
-from dpledger.planning.inverse import epsilon_for_scale, epsilon_for_target, required_budget
+from dpledger.planning.inverse import budget_for_scale, budget_for_target, required_budget
 from dpledger.policy import BarKind, MetricSpec, Policy, PolicyWarning
+from dpledger.types import Budget
 
 ROOT = Path(__file__).resolve().parent.parent
 SPATIAL = Policy.load(ROOT / "policies" / "spatial-eval.toml")
@@ -191,8 +192,9 @@ def test_plan_rows_use_the_approval_checks_calibration() -> None:
     for row in p.rows:
         facts, charge = mechanism_facts(SPATIAL, row.metric)
         spec = SPATIAL.metric(row.metric)
-        assert row.budget_per_release == charge == Fraction(1, 5)
-        assert row.budget_per_release_float == 0.2
+        assert row.budget_per_release == Budget(charge, "epsilon")
+        assert charge == Fraction(1, 5)
+        assert float(row.budget_per_release) == 0.2
         assert row.noise_scale == facts.scale
         assert row.error_bar == mech.error_bar_for_scale(facts.scale, row.cohort, spec.bar)
         assert spec.target is not None
@@ -204,11 +206,11 @@ def test_spatial_plan_publishes_every_metric_in_a_large_region_and_reports_the_b
     p = plan(SPATIAL, {"eu-west": 2400, "apac": 900})
     eu, apac = p.region("eu-west"), p.region("apac")
     assert all(m.publishable for m in eu.metrics)
-    assert (eu.planned, eu.remaining, eu.fits) == (Fraction(1), Fraction(0), True)
+    assert (eu.planned.amount, eu.remaining.amount, eu.fits) == (Fraction(1), Fraction(0), True)
     blocked = {m.metric for m in apac.metrics if not m.publishable}
     assert blocked == {"error_histogram", "calibration_gap"}
-    assert apac.planned == Fraction(3, 5)
-    assert apac.remaining == Fraction(2, 5)
+    assert apac.planned.amount == Fraction(3, 5)
+    assert apac.remaining.amount == Fraction(2, 5)
     reason = next(m.reason for m in apac.metrics if m.metric == "error_histogram")
     assert "cohort 900 < floor" in reason
 
@@ -262,18 +264,18 @@ def test_plan_matches_the_approval_check_release_by_release(
     policy = make_policy(loss=loss, hist=hist, rounds=rounds)
 
     class Spent:  # spent by releases of another metric (no allocation of these)
-        def spent(self, epoch: int, region: str = "*") -> Fraction:
-            return spent
+        def spent(self, epoch: int, region: str = "*") -> Budget:
+            return Budget(spent, policy.unit)
 
-        def metric_spent(self, epoch: int, region: str, metric: str) -> Fraction:
-            return Fraction(0)
+        def metric_spent(self, epoch: int, region: str, metric: str) -> Budget:
+            return Budget.zero(policy.unit)
 
     region = plan(policy, {"south": cohort}, ledger=Spent()).region("south")
-    assert region.spent == spent
+    assert region.spent.amount == spent
     totals = {("south", "other"): spent}
     for r in range(rounds):
         for row in region.metrics:
-            if row.budget_per_release == 0:
+            if row.budget_per_release.amount == 0:
                 continue  # over-committed weighted metric: never released
             spec = policy.metric(row.metric)
             req = request(policy, "south", row.metric, cohort)
@@ -281,10 +283,10 @@ def test_plan_matches_the_approval_check_release_by_release(
             assert isinstance(result, Prepared) == (r < row.releases), (r, row)
             if isinstance(result, Prepared):
                 key = ("south", row.metric)
-                totals[key] = totals.get(key, Fraction(0)) + row.budget_per_release
+                totals[key] = totals.get(key, Fraction(0)) + row.budget_per_release.amount
     used = sum(totals.values(), Fraction(0))
-    assert used == spent + region.planned
-    assert region.remaining == max(policy.eval_budget - used, 0)
+    assert used == spent + region.planned.amount
+    assert region.remaining.amount == max(policy.eval_budget - used, 0)
 
 
 @pytest.mark.parametrize(
@@ -332,14 +334,14 @@ def test_plan_reads_what_the_ledger_has_already_spent(ledger_factory: object) ->
     ledger.release(request(policy, "north", "hist", 5000, epoch=3), np.zeros(4))
     p = plan(policy, {"north": 5000, "south": 5000}, ledger=ledger, epoch=3)
     north, south = p.region("north"), p.region("south")
-    assert north.spent == Fraction(1, 5)
-    assert south.spent == 0
+    assert north.spent.amount == Fraction(1, 5)
+    assert south.spent.amount == 0
     # north: hist spent its allocation (1 release per epoch); loss 0.1 + share_a 0.175 +
     # share_b 0.525 fit in what is left after 0.2
-    assert (north.planned, south.planned) == (Fraction(4, 5), Fraction(1))
+    assert (north.planned.amount, south.planned.amount) == (Fraction(4, 5), Fraction(1))
     assert north.fits
     assert south.fits
-    assert north.planned_float == 0.8
+    assert float(north.planned) == 0.8
     hist = next(m for m in north.metrics if m.metric == "hist")
     assert (hist.releases, hist.publishable) == (0, False)
     assert "already spent its allocation" in hist.reason
@@ -347,13 +349,13 @@ def test_plan_reads_what_the_ledger_has_already_spent(ledger_factory: object) ->
     execute(ledger, p)
     assert ledger.spent(3, "north") == north.spent + north.planned
     fresh = plan(policy, {"north": 5000}, ledger=ledger, epoch=4)
-    assert fresh.region("north").spent == 0
+    assert fresh.region("north").spent.amount == 0
 
 
 def test_weighted_metrics_share_what_absolute_budgets_leave_by_weight() -> None:
     policy = make_policy(loss="0.1", hist="0.2")  # ε_eval = 1: weights 1:3 share 0.7
     p = plan(policy, {"north": 5000})
-    budgets = {m.metric: m.budget_per_release for m in p.rows}
+    budgets = {m.metric: m.budget_per_release.amount for m in p.rows}
     assert budgets == {
         "loss": Fraction(1, 10),
         "hist": Fraction(1, 5),
@@ -361,13 +363,13 @@ def test_weighted_metrics_share_what_absolute_budgets_leave_by_weight() -> None:
         "share_b": Fraction(21, 40),
     }
     assert sum(budgets.values()) == policy.eval_budget
-    assert p.overcommitment == 0
+    assert p.overcommitment.amount == 0
 
 
 def test_more_rounds_split_the_weighted_share_and_say_the_ledger_charges_per_the_policy() -> None:
     policy = make_policy(loss="0.1", hist="0.2")
     p = plan(policy, {"north": 5000}, rounds_per_epoch=2)
-    budgets = {m.metric: m.budget_per_release for m in p.rows}
+    budgets = {m.metric: m.budget_per_release.amount for m in p.rows}
     assert budgets["loss"] == Fraction(1, 10)  # absolute: honoured as written
     assert budgets["share_a"] == policy.release_budget("share_a", 2) == Fraction(1, 20)
     row = next(m for m in p.rows if m.metric == "share_a")
@@ -383,17 +385,17 @@ def test_more_rounds_split_the_weighted_share_and_say_the_ledger_charges_per_the
     assert p.rounds_per_epoch == 2
     assert p.policy_rounds_per_epoch == 1
     assert any("rounds_per_epoch = 1" in w for w in p.warnings)
-    assert p.region("north").planned == Fraction(1)
+    assert p.region("north").planned.amount == Fraction(1)
 
 
 def test_an_overcommitted_policy_is_reported_not_scaled() -> None:
     policy = make_policy(loss="0.6", hist="0.6")
     p = plan(policy, {"north": 5000})
-    assert p.overcommitment == Fraction(1, 5)
+    assert p.overcommitment.amount == Fraction(1, 5)
     assert any("over-committed by 0.2" in w for w in p.warnings)
     rows = {m.metric: m for m in p.rows}
-    assert rows["loss"].budget_per_release == Fraction(3, 5)  # not scaled down
-    assert rows["share_a"].budget_per_release == 0
+    assert rows["loss"].budget_per_release.amount == Fraction(3, 5)  # not scaled down
+    assert rows["share_a"].budget_per_release.amount == 0
     assert not rows["share_a"].publishable
     assert "no budget" in rows["share_a"].reason
     assert rows["share_a"].noise_scale is None
@@ -445,8 +447,8 @@ def test_plan_is_frozen_and_json_serialisable_with_exact_budgets() -> None:
     p = plan(SPATIAL, {"eu-west": 2400})
     data = json.loads(p.model_dump_json())
     row = data["regions"][0]["metrics"][0]
-    assert (row["budget_per_release"], row["budget_per_release_float"]) == ("1/5", 0.2)
-    assert data["eval_budget"] == "1"
+    assert row["budget_per_release"] == {"unit": "epsilon", "amount": "1/5", "value": 0.2}
+    assert data["eval_budget"]["amount"] == "1"
     assert Plan.model_validate_json(p.model_dump_json()) == p
     with pytest.raises(ValueError, match="frozen"):
         p.epoch = 2  # type: ignore[misc]
@@ -475,10 +477,10 @@ def test_plan_table_is_aligned_and_lists_budgets_and_warnings() -> None:
     target=st.floats(1e-3, 10.0),
     cohort=st.integers(1, 100_000),
 )
-def test_epsilon_for_target_is_the_smallest_4_digit_budget_meeting_the_floor(
+def test_budget_for_target_is_the_smallest_4_digit_budget_meeting_the_floor(
     metric: str, target: float, cohort: int
 ) -> None:
-    eps = epsilon_for_target(SPATIAL, metric, target, cohort)
+    eps = budget_for_target(SPATIAL, metric, target, cohort).amount
     spec = SPATIAL.metric(metric)
     delta = float(mech.sensitivity(spec, "replace"))
     assert cohort_floor(delta, eps, target, spec.bar) <= cohort
@@ -490,9 +492,9 @@ def test_epsilon_for_target_is_the_smallest_4_digit_budget_meeting_the_floor(
 def test_a_policy_written_with_the_required_epsilon_publishes_at_that_cohort(
     ledger_factory: object,
 ) -> None:
-    need = epsilon_for_target(make_policy(), "loss", None, 800)
+    need = budget_for_target(make_policy(), "loss", None, 800)
     policy = make_policy(loss=str(float(need)))
-    assert policy.release_budget("loss") == need
+    assert policy.release_budget("loss") == need.amount
     row = next(m for m in plan(policy, {"north": 800}).rows if m.metric == "loss")
     assert row.publishable
     assert row.error_bar is not None
@@ -508,9 +510,9 @@ def test_required_budget_sums_the_needs_and_says_whether_the_epoch_holds_them() 
     eu, apac, na = req.regions
     for r in req.regions:
         needs = {m.metric: m.required for m in r.metrics}
-        assert needs == {m: epsilon_for_target(SPATIAL, m, None, r.cohort) for m in SPATIAL.metrics}
+        assert needs == {m: budget_for_target(SPATIAL, m, None, r.cohort) for m in SPATIAL.metrics}
         assert r.total == sum(needs.values())
-        assert r.eval_fraction_needed == r.total / SPATIAL.epoch_budget
+        assert r.eval_fraction_needed == r.total.amount / SPATIAL.epoch_budget
     # apac misses two floors at the policy's 0.2 each, yet their needs sum within ε_eval
     assert eu.fits
     assert apac.fits
@@ -542,39 +544,54 @@ def test_required_budget_takes_override_targets_and_lists_untargeted_metrics() -
 )
 def test_bad_inverse_planning_input_is_refused(target: float, cohort: int, message: str) -> None:
     with pytest.raises(InvalidInput, match=message):
-        epsilon_for_target(SPATIAL, "clipped_mean_loss", target, cohort)
+        budget_for_target(SPATIAL, "clipped_mean_loss", target, cohort)
 
 
-def test_epsilon_for_target_needs_a_target_from_the_caller_or_the_policy() -> None:
+def test_budget_for_target_needs_a_target_from_the_caller_or_the_policy() -> None:
     with pytest.raises(InvalidInput, match="no target"):
-        epsilon_for_target(make_policy(), "share_a", None, 100)
+        budget_for_target(make_policy(), "share_a", None, 100)
 
 
 @pytest.mark.parametrize("dimension", [0, 7])
-def test_epsilon_for_scale_reads_opendps_map_and_inverts_calibrate(dimension: int) -> None:
-    eps = epsilon_for_scale(3.4, 17.0, dimension=dimension)
+def test_budget_for_scale_reads_opendps_map_and_inverts_calibrate(dimension: int) -> None:
+    eps = budget_for_scale(3.4, 17.0, dimension=dimension).amount
     assert eps >= Fraction(1, 5)
     assert float(eps) == pytest.approx(0.2, rel=1e-9)
     facts = mech.calibrate(
         sensitivity=3.4, budget=Fraction(1, 5), measure="epsilon", mechanism="laplace",
         dimension=dimension,
     )  # fmt: skip
-    assert epsilon_for_scale(3.4, facts.scale, dimension=dimension) <= Fraction(1, 5)
+    assert budget_for_scale(3.4, facts.scale, dimension=dimension).amount <= Fraction(1, 5)
 
 
-def test_epsilon_for_scale_under_zcdp_is_rho() -> None:
-    rho = epsilon_for_scale(2.0, 4.0, measure="rho", mechanism="gaussian", dimension=3)
+def test_budget_for_scale_under_zcdp_is_rho() -> None:
+    rho = budget_for_scale(2.0, 4.0, measure="rho", mechanism="gaussian", dimension=3)
+    assert rho.unit == "rho"
     assert float(rho) == pytest.approx(2.0**2 / (2 * 4.0**2), rel=1e-9)
 
 
 @pytest.mark.parametrize(("sensitivity", "scale"), [(0.0, 1.0), (1.0, -2.0), (1.0, math.inf)])
-def test_epsilon_for_scale_refuses_bad_input(sensitivity: float, scale: float) -> None:
+def test_budget_for_scale_refuses_bad_input(sensitivity: float, scale: float) -> None:
     with pytest.raises(InvalidInput):
-        epsilon_for_scale(sensitivity, scale)
+        budget_for_scale(sensitivity, scale)
 
 
-def test_epsilon_for_scale_charges_what_the_ledger_would_for_that_scale() -> None:
+def test_budget_for_scale_charges_what_the_ledger_would_for_that_scale() -> None:
     facts, charge = mechanism_facts(SPATIAL, "error_histogram")
-    got = epsilon_for_scale(facts.sensitivity, facts.scale, dimension=facts.dimension, k=facts.k)
+    got = budget_for_scale(
+        facts.sensitivity, facts.scale, dimension=facts.dimension, k=facts.k
+    ).amount
     assert got == mech.privacy_loss(facts)
     assert got <= charge
+
+
+def test_the_old_epsilon_names_warn_and_return_the_amount() -> None:
+    import dpledger
+
+    with pytest.warns(DeprecationWarning, match="budget_for_target"):
+        old = dpledger.epsilon_for_target(SPATIAL, "clipped_mean_loss", None, 2400)
+    assert old == budget_for_target(SPATIAL, "clipped_mean_loss", None, 2400).amount
+    with pytest.warns(DeprecationWarning, match="budget_for_scale"):
+        assert dpledger.epsilon_for_scale(2.0, 4.0, measure="rho", mechanism="gaussian") == (
+            budget_for_scale(2.0, 4.0, measure="rho", mechanism="gaussian").amount
+        )

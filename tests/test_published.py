@@ -63,7 +63,7 @@ def test_one_confusion_release_costs_one_epsilon_and_yields_every_metric(tmp_pat
         req = ReleaseRequest(epoch=0, metric="confusion", region="all", cohort=len(offsets))
         out = release_confusion(ledger, req, total)
         assert len(ledger) == 1
-        assert ledger.spent(0, "all") == Fraction(1, 2)
+        assert ledger.spent(0, "all").amount == Fraction(1, 2)
     assert set(out.metrics) == set(flam.CLASSIFICATION_KEYS)
     exact = flam.classification_metrics(total, labels="all")
     for key, value in out.metrics.items():
@@ -214,7 +214,7 @@ def test_refused_shapes_are_refused_before_the_spend(tmp_path: Path) -> None:
         with pytest.raises(InvalidAggregate):  # the ledger's own shape check, no spend either
             release_confusion(ledger, req("confusion"), np.ones((5, 5)))
         assert len(ledger) == before == 0
-        assert ledger.spent(0, "all") == 0
+        assert ledger.spent(0, "all").amount == 0
 
 
 def test_a_failure_after_the_spend_still_returns_the_release(

@@ -29,4 +29,4 @@ def test_readme_tour_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     ledger = runs[-1]["ledger"]
     assert isinstance(ledger, dl.Ledger)
     assert len(ledger) == 1
-    assert ledger.spent(0, "eu-west") == release.epsilon
+    assert ledger.spent(0, "eu-west") == release.charge

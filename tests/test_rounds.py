@@ -43,7 +43,7 @@ def test_a_round_commits_every_release_together(store: StoreUnderTest) -> None:
     assert result.refusals == ()
     entries = ledger.entries()
     assert len({e.created_at for e in entries}) == 1  # one transaction
-    assert ledger.spent(0, "a") == ledger.spent(0, "b") == Fraction(3, 10)
+    assert ledger.spent(0, "a").amount == ledger.spent(0, "b").amount == Fraction(3, 10)
     assert ledger.verify().ok
 
 
@@ -85,8 +85,8 @@ def test_the_round_checks_each_release_against_what_the_round_already_spends(
     )
     assert isinstance(result.outcomes[1], Verdict)  # 0.95 + 0.1 > 1 within the round
     assert result.outcomes[1].failures[0].name == "budget"
-    assert ledger.spent(0, "a") == Fraction(19, 20)
-    assert ledger.spent(0, "b") == Fraction(1, 10)
+    assert ledger.spent(0, "a").amount == Fraction(19, 20)
+    assert ledger.spent(0, "b").amount == Fraction(1, 10)
 
 
 def test_a_round_is_idempotent_per_release_id(store: StoreUnderTest) -> None:
@@ -129,7 +129,7 @@ def test_one_release_id_twice_in_a_round_is_one_release_or_a_conflict(
     first, again, _ = result.releases
     assert first.entry_id == again.entry_id == 1
     assert len(ledger) == 2
-    assert ledger.spent(0, "a") == Fraction(1, 10)
+    assert ledger.spent(0, "a").amount == Fraction(1, 10)
     with pytest.raises(ReleaseIdConflict):
         ledger.release_round([(req("loss", "a", rid="u"), 30.0), (req("loss", "b", rid="u"), 30.0)])
     assert len(ledger) == 2

@@ -48,6 +48,7 @@ from dpledger.errors import (
 from dpledger.ledger import Ledger
 from dpledger.ledger.records import chain_hash
 from dpledger.policy import Policy
+from dpledger.types import Budget
 
 if __package__:
     from . import _contract_workers as workers
@@ -165,7 +166,7 @@ def _snapshot(ledger: Ledger) -> tuple[object, ...]:
     return (
         len(ledger),
         ledger.head(),
-        ledger.spent_by_scope(0),
+        ledger.spent_by_region(0),
         [e.hash for e in ledger.entries()],
     )
 
@@ -228,13 +229,13 @@ class TestStoreContract:
     ) -> None:
         ledger = store.open()
         for _ in range(10):
-            assert ledger.release(loss(), 30.0).epsilon == Fraction(1, 10)
-        assert ledger.spent(0, "a") == 1
-        assert ledger.remaining(0, "a") == 0
+            assert ledger.release(loss(), 30.0).charge.amount == Fraction(1, 10)
+        assert ledger.spent(0, "a").amount == 1
+        assert ledger.remaining(0, "a").amount == 0
         with pytest.raises(BudgetExceeded) as refused:
             ledger.release(loss(), 30.0)
         e = refused.value
-        assert (e.requested, e.spent, e.remaining) == (Fraction(1, 10), 1, 0)
+        assert (e.requested.amount, e.spent.amount, e.remaining.amount) == (Fraction(1, 10), 1, 0)
         assert e.scope == "epoch 0, region a"
         assert len(ledger) == 10
         assert ledger.verify().ok
@@ -244,11 +245,11 @@ class TestStoreContract:
     ) -> None:
         ledger = store.open()
         r5 = ledger.release(*hist(5))
-        after5 = ledger.spent(0, "a")
+        after5 = ledger.spent(0, "a").amount
         r20 = ledger.release(*hist(20))
         assert after5 == Fraction(1, 10)
-        assert ledger.spent(0, "a") - after5 == after5
-        assert r20.epsilon == r5.epsilon == Fraction(1, 10)
+        assert ledger.spent(0, "a").amount - after5 == after5
+        assert r20.charge.amount == r5.charge.amount == Fraction(1, 10)
         # one calibration at the L1 sensitivity of the whole vector, never ε split per bucket
         # (which would make the 20-bucket scale 4× the 5-bucket one); OpenDP's conservative
         # rounding of the map grows with the dimension, so calibration nudges it by ~1e-11
@@ -262,32 +263,32 @@ class TestStoreContract:
         ledger = store.open()
         ledger.release(loss(), 30.0)
         ledger.release(loss(), 40.0)
-        assert ledger.spent(0, "a") == Fraction(2, 10)
-        assert ledger.spent_by_scope(0) == {"a": Fraction(2, 10)}
+        assert ledger.spent(0, "a").amount == Fraction(2, 10)
+        assert ledger.spent_by_region(0) == {"a": Budget(Fraction(2, 10), "epsilon")}
 
     def test_releases_in_two_regions_do_not_add_up(self, store: StoreUnderTest) -> None:
         ledger = store.open()
         ledger.release(loss("a"), 30.0)
         ledger.release(loss("b"), 30.0)
-        assert ledger.spent(0, "a") == ledger.spent(0, "b") == Fraction(1, 10)
+        assert ledger.spent(0, "a").amount == ledger.spent(0, "b").amount == Fraction(1, 10)
         big = ReleaseRequest(epoch=0, metric="big", region="b", cohort=N)
         with pytest.raises(BudgetExceeded):  # 0.1 + 0.95 > 1 in b ...
             ledger.release(big, 30.0)
         ledger.release(loss("b", epoch=1), 30.0)  # ... while the next epoch is untouched
-        assert ledger.spent(1, "b") == Fraction(1, 10)
+        assert ledger.spent(1, "b").amount == Fraction(1, 10)
 
     def test_a_global_release_counts_in_every_region(self, store: StoreUnderTest) -> None:
         ledger = store.open()
         ledger.release(loss("*"), 30.0)
-        assert ledger.spent(0, "a") == ledger.spent(0, "b") == Fraction(1, 10)
+        assert ledger.spent(0, "a").amount == ledger.spent(0, "b").amount == Fraction(1, 10)
         for _ in range(9):
             ledger.release(loss("a"), 30.0)
-        assert ledger.spent(0, "a") == 1
+        assert ledger.spent(0, "a").amount == 1
         with pytest.raises(BudgetExceeded) as refused:  # must fit in every region: a is full
             ledger.release(loss("*"), 30.0)
         assert "a" in refused.value.scope
         ledger.release(loss("b"), 30.0)  # b's clients still have budget
-        assert ledger.spent(0, "b") == Fraction(2, 10)
+        assert ledger.spent(0, "b").amount == Fraction(2, 10)
         assert ledger.verify().ok
 
     def test_spend_and_chain_survive_reopening(self, store: StoreUnderTest) -> None:
@@ -351,7 +352,7 @@ class TestStoreContract:
         assert len(ids) == RACE_FIT
         assert sum(refused for *_, refused in got) == WRITERS * ATTEMPTS - RACE_FIT
         assert sorted(ids) == list(range(1, RACE_FIT + 1))  # one linear chain, no gaps
-        assert ledger.spent(0, "a") == RACE.eval_budget == Fraction(137, 100)
+        assert ledger.spent(0, "a").amount == RACE.eval_budget == Fraction(137, 100)
         report = ledger.verify()
         assert report.ok, report.problems
         assert report.entries_checked == RACE_FIT
@@ -369,7 +370,7 @@ class TestStoreContract:
         ledger = store.open(Policy.from_toml(policy))
         got = _race(store.target, plans, policy)
         for region in "ab":
-            assert ledger.spent(0, region) == Fraction(SMALL_FIT, 100)
+            assert ledger.spent(0, region).amount == Fraction(SMALL_FIT, 100)
             assert len(ledger.entries(region=region)) == SMALL_FIT
         assert sum(len(ids) for _, ids, _ in got) == 2 * SMALL_FIT
         report = ledger.verify()
@@ -488,12 +489,12 @@ class TestStoreContract:
         for e in ledger.entries():
             draft = e.draft
             if e.seq == 3:
-                draft = dataclasses.replace(draft, charge=Fraction(1, 1000))
+                draft = dataclasses.replace(draft, charge=Budget(Fraction(1, 1000), "epsilon"))
             prev_hash = e.prev_hash if prev is None else prev
             h = chain_hash(e.seq, e.created_at, draft, prev_hash)
             store.raw(
                 "UPDATE dpl_entries SET charge = ?, prev_hash = ?, hash = ? WHERE seq = ?",
-                (str(draft.charge), prev_hash, h, e.seq),
+                (draft.charge.text, prev_hash, h, e.seq),
             )
             prev = h
         store.raw("UPDATE dpl_meta SET value = ? WHERE key = 'head_hash'", (prev,))
@@ -505,6 +506,36 @@ class TestStoreContract:
         report = ledger.verify()
         assert _named_entries(report.problems) == {3}
         assert any("under-counts" in p for p in report.problems)
+
+    def _rewrite_scale(self, store: StoreUnderTest, ledger: Ledger, factor: float) -> None:
+        """Re-record entry 3 with ``factor`` × its noise scale, re-chaining every later hash."""
+        prev = None
+        for e in ledger.entries():
+            draft = e.draft
+            if e.seq == 3:
+                facts = dataclasses.replace(draft.facts, scale=draft.facts.scale * factor)
+                draft = dataclasses.replace(draft, facts=facts)
+            prev_hash = e.prev_hash if prev is None else prev
+            h = chain_hash(e.seq, e.created_at, draft, prev_hash)
+            store.raw(
+                "UPDATE dpl_entries SET mechanism = ?, prev_hash = ?, hash = ? WHERE seq = ?",
+                (draft.facts.as_json(), prev_hash, h, e.seq),
+            )
+            prev = h
+        store.raw("UPDATE dpl_meta SET value = ? WHERE key = 'head_hash'", (prev,))
+
+    def test_an_entry_with_more_noise_than_calibrated_verifies_and_less_is_caught(
+        self, store: StoreUnderTest
+    ) -> None:
+        # an earlier calibration may have recorded a few ulps more noise: still sound
+        ledger = self._five_entries(store)
+        store.disable_append_only()
+        self._rewrite_scale(store, ledger, 1 + 1e-12)
+        assert ledger.verify().ok
+        self._rewrite_scale(store, ledger, 0.5 / (1 + 1e-12))
+        report = ledger.verify()
+        assert _named_entries(report.problems) == {3}
+        assert any("differ from what its policy calibrates" in p for p in report.problems)
 
     def test_deleting_a_middle_entry_is_detected_naming_the_gap(
         self, store: StoreUnderTest
@@ -603,7 +634,7 @@ def test_postgres_racing_writers_never_overspend_under_a_repeatable_read_default
     got = _race(url, [(req, 10)] * WRITERS, policy)
     assert sum(len(ids) for _, ids, _ in got) == SMALL_FIT
     with Ledger.open(pg_url, Policy.from_toml(policy), mode="create") as ledger:
-        assert ledger.spent(0, "a") == Fraction(SMALL_FIT, 100)
+        assert ledger.spent(0, "a").amount == Fraction(SMALL_FIT, 100)
         assert ledger.verify().ok
 
 
@@ -623,7 +654,7 @@ def test_postgres_ledger_reconnects_after_its_session_is_killed_between_releases
             ).fetchall()
         assert killed == [(True,)]
         assert ledger.release(loss(), 30.0).entry_id == 2  # a new session, transparently
-        assert ledger.spent(0, "a") == Fraction(2, 10)
+        assert ledger.spent(0, "a").amount == Fraction(2, 10)
         assert ledger.verify().ok
 
 

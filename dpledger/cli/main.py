@@ -146,7 +146,7 @@ def release_text(r: Release) -> str:
         f"entry {r.entry_id}: {r.request.metric} (epoch {r.request.epoch}, "
         f"region {r.request.region}, n={r.request.cohort}{rid})\n"
         f"  value     {shown}\n  ± {r.bar:<7} {r.error_bar:.6g}\n"
-        f"  scale     {r.scale:.6g}\n  charged   {r.unit} = {r.epsilon}"
+        f"  scale     {r.scale:.6g}\n  charged   {r.unit} = {r.charge.text}"
     )
 
 
@@ -211,8 +211,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
                     {
                         "epoch": epoch,
                         "region": region,
-                        "spent": str(spent),
-                        "remaining": str(ledger.remaining(epoch, region)),
+                        "spent": spent.text,
+                        "remaining": ledger.remaining(epoch, region).text,
                     }
                 )
         n, head = ledger.head()
@@ -315,10 +315,10 @@ def _cmd_lifetime(args: argparse.Namespace) -> int:
     )
     head = f"lifetime loss of a client of region {life.region} over {life.releases} releases"
     if life.method == "basic":
-        headline = f"  ε = {life.exact} (pure DP, exact; δ = 0)"
+        headline = f"  ε = {life.total.text} (pure DP, exact; δ = 0)"
     else:
         headline = (
-            f"  ρ = {life.exact} (zCDP, exact) → ε = {life.epsilon:.6g} at δ = {delta:g} "
+            f"  ρ = {life.total.text} (zCDP, exact) → ε = {life.epsilon:.6g} at δ = {delta:g} "
             f"({life.method})"
         )
     text = (

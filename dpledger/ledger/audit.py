@@ -142,16 +142,17 @@ def _check_entry(a: _Audit, row: tuple[Any, ...], anchor: tuple[int, str] | None
     if anchor is not None and e.seq == anchor[0]:
         a.anchored = e.hash == anchor[1]
     a.prev_seq, a.prev_hash = e.seq, e.hash
-    named = {"policy_name": e.draft.policy_name, "unit": e.draft.unit}
+    named = {"policy_name": e.draft.policy_name, "unit": e.draft.charge.unit}
     if any(a.binding.get(k) != v for k, v in named.items()):
         a.problems.append(
-            f"entry {e.seq}: released under policy {e.draft.policy_name} in {e.draft.unit}, but "
-            f"the ledger belongs to {a.binding.get('policy_name')} in {a.binding.get('unit')}"
+            f"entry {e.seq}: released under policy {e.draft.policy_name} in "
+            f"{e.draft.charge.unit}, but the ledger belongs to {a.binding.get('policy_name')} "
+            f"in {a.binding.get('unit')}"
         )
     _check_charge(a, e)
     d = e.draft
-    key = (d.epoch, d.scope, d.metric)
-    a.charges[key] = a.charges.get(key, Fraction(0)) + d.charge
+    key = (d.epoch, d.region, d.metric)
+    a.charges[key] = a.charges.get(key, Fraction(0)) + d.charge.amount
     first = a.epoch_policy.setdefault(d.epoch, d.policy_hash)
     if first != d.policy_hash:
         a.problems.append(
@@ -170,10 +171,10 @@ def _check_charge(a: _Audit, e: Entry) -> None:
             a.losses[d.facts] = None
             a.problems.append(f"entry {e.seq}: cannot rebuild its OpenDP measurement: {exc}")
     loss = a.losses[d.facts]
-    if loss is not None and loss > d.charge:
+    if loss is not None and loss > d.charge.amount:
         a.problems.append(
             f"entry {e.seq}: OpenDP's map gives {float(loss):.17g} > charged "
-            f"{d.charge}: the charge under-counts"
+            f"{d.charge.text}: the charge under-counts"
         )
     if d.policy_hash not in a.policies:
         a.problems.append(f"entry {e.seq}: its policy {d.policy_hash[:12]}… is not recorded")
@@ -182,9 +183,10 @@ def _check_charge(a: _Audit, e: Entry) -> None:
     policy = a.policies[d.policy_hash]
     if policy is None:
         return  # its policy's problem is reported once
-    if (d.policy_name, d.policy_version, d.unit) != (policy.name, policy.version, policy.unit):
+    named = (d.policy_name, d.policy_version, d.charge.unit)
+    if named != (policy.name, policy.version, policy.unit):
         a.problems.append(f"entry {e.seq}: names policy {d.policy_name} {d.policy_version} "
-                          f"({d.unit}) but its recorded policy is {policy.name} "
+                          f"({d.charge.unit}) but its recorded policy is {policy.name} "
                           f"{policy.version} ({policy.unit})")  # fmt: skip
     try:
         expected, charge = mech.mechanism_facts(policy, d.metric)
@@ -195,12 +197,13 @@ def _check_charge(a: _Audit, e: Entry) -> None:
         expected.mechanism,
         expected.measure,
         expected.sensitivity,
-        expected.scale,
         expected.dimension,
         charge,
-    ) == (d.facts.mechanism, d.facts.measure, d.facts.sensitivity, d.facts.scale,
-          d.facts.dimension, d.charge)  # fmt: skip
-    if not same:
+    ) == (d.facts.mechanism, d.facts.measure, d.facts.sensitivity, d.facts.dimension,
+          d.charge.amount)  # fmt: skip
+    # at least the noise its policy calibrates: calibration may find a smaller scale in a
+    # later version (the least float whose map fits), never one that charges less
+    if not same or d.facts.scale < expected.scale:
         a.problems.append(
             f"entry {e.seq}: mechanism facts or charge differ from what its policy calibrates"
         )

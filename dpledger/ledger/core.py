@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import numbers
 import os
+import warnings
 from collections.abc import Mapping, Sequence
-from fractions import Fraction
 from pathlib import Path
 from types import TracebackType
 
@@ -44,7 +44,7 @@ from dpledger.ledger.records import GENESIS, Entry, Release, VerifyReport
 from dpledger.ledger.store import SqlStore, policy_conflict
 from dpledger.ledger.writer import RoundResult, Writer
 from dpledger.policy import ALL, Policy
-from dpledger.types import Mode
+from dpledger.types import Budget, Mode
 
 __all__ = ["Ledger"]
 
@@ -301,7 +301,7 @@ class Ledger:
             return EpochSpend.empty()
         return self._store.epoch_spend(_epoch(epoch))
 
-    def spent(self, epoch: int, region: str = ALL) -> Fraction:
+    def spent(self, epoch: int, region: str = ALL) -> Budget:
         """Exact ε (ρ under zCDP) a client of ``region`` has lost in ``epoch``.
 
         Everything that touched such a client: its region's releases plus the global
@@ -309,13 +309,14 @@ class Ledger:
         region is an error, not a full budget.
         """
         self._known_region(region)
-        return client_loss(self._spend(epoch).by_scope(), region)
+        return Budget(client_loss(self._spend(epoch).by_scope(), region), self.policy.unit)
 
-    def metric_spent(self, epoch: int, region: str, metric: str) -> Fraction:
+    def metric_spent(self, epoch: int, region: str, metric: str) -> Budget:
         """The part of :meth:`spent` that metric ``metric`` used (its allocation's use)."""
         self._known_region(region)
         self.policy.metric(metric)
-        return client_loss(self._spend(epoch).of_metric(metric), region)
+        loss = client_loss(self._spend(epoch).of_metric(metric), region)
+        return Budget(loss, self.policy.unit)
 
     def _known_region(self, region: str) -> None:
         if not isinstance(region, str):
@@ -324,16 +325,26 @@ class Ledger:
             names = list(self.policy.regions.names) or "any valid name (open regions)"
             raise InvalidInput(f"unknown region {region!r}; this policy's regions: {names}")
 
-    def remaining(self, epoch: int, region: str = ALL) -> Fraction:
+    def remaining(self, epoch: int, region: str = ALL) -> Budget:
         """What a client of ``region`` has left of the epoch's evaluation allocation."""
-        return max(self.policy.eval_budget - self.spent(epoch, region), Fraction(0))
+        return Budget(self.policy.eval_budget, self.policy.unit) - self.spent(epoch, region)
 
-    def spent_by_scope(self, epoch: int) -> dict[str, Fraction]:
-        """The epoch's raw spend per scope (``"*"`` = global releases), summed over metrics.
+    def spent_by_region(self, epoch: int) -> dict[str, Budget]:
+        """The epoch's raw spend per region (``"*"`` = global releases), summed over metrics.
 
         Not a client's loss: a client of region r has lost ``spent(epoch, r)``.
         """
-        return self._spend(epoch).by_scope()
+        unit = self.policy.unit
+        return {r: Budget(v, unit) for r, v in self._spend(epoch).by_scope().items()}
+
+    def spent_by_scope(self, epoch: int) -> dict[str, Budget]:
+        """Deprecated name of :meth:`spent_by_region`."""
+        warnings.warn(
+            "Ledger.spent_by_scope is deprecated: use Ledger.spent_by_region",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.spent_by_region(epoch)
 
     def lifetime(self, region: str = ALL, *, delta: float | None = None) -> Lifetime:
         """A client's total loss over all epochs: exact ε or ρ, with (ε, δ) views.

@@ -83,7 +83,7 @@ class DerivedRelease:
         method = next(iter(self.intervals.values())).method if self.intervals else "delta"
         head = (
             f"entry {self.release.entry_id}: {self.release.request.metric} "
-            f"({self.release.unit} {self.release.epsilon}), {level:.0%} intervals ({method})"
+            f"({self.release.unit} {self.release.charge.text}), {level:.0%} intervals ({method})"
         )
         rows = []
         for k, v in self.metrics.items():

@@ -26,7 +26,7 @@ from dpledger.accounting import pld_epsilon, zcdp_epsilon
 from dpledger.ledger.records import Entry
 from dpledger.mechanisms import MechanismFacts, float_up
 from dpledger.policy import ALL
-from dpledger.types import LifetimeMethod, Unit
+from dpledger.types import Budget, LifetimeMethod, Unit
 
 __all__ = ["Lifetime", "lifetime_of"]
 
@@ -47,11 +47,11 @@ class Lifetime:
     method: LifetimeMethod
 
     @property
-    def exact(self) -> Fraction:
+    def total(self) -> Budget:
         """The exact total in the ledger's unit: Σ pure ε, or Σ ρ under zCDP."""
         if self.unit == "epsilon" and self.epsilon_basic is not None:
-            return self.epsilon_basic
-        return self.rho
+            return Budget(self.epsilon_basic, "epsilon")
+        return Budget(self.rho, "rho")
 
     def as_dict(self) -> dict[str, object]:
         """JSON-ready form for reports and the CLI."""
@@ -59,7 +59,7 @@ class Lifetime:
             "region": self.region,
             "releases": self.releases,
             "unit": self.unit,
-            "exact": str(self.exact),
+            "total": self.total.as_dict(),
             "epsilon_basic": None if self.epsilon_basic is None else str(self.epsilon_basic),
             "rho": str(self.rho),
             "delta": self.delta,
@@ -72,9 +72,8 @@ class Lifetime:
 
 def _rho_of(entry: Entry) -> Fraction:
     """ρ of one release: its charge under zCDP; ε²/2 for a pure-ε Laplace charge."""
-    if entry.draft.unit == "rho":
-        return entry.draft.charge
-    return entry.draft.charge**2 / 2
+    charge = entry.draft.charge
+    return charge.amount if charge.unit == "rho" else charge.amount**2 / 2
 
 
 def lifetime_of(
@@ -94,9 +93,9 @@ def lifetime_of(
     """
     entries = list(entries)
     if region != ALL:
-        mine = [e for e in entries if e.draft.scope in (region, ALL)]
+        mine = [e for e in entries if e.draft.region in (region, ALL)]
         return _summarise(region, mine, delta, unit)
-    names = set(regions) | {e.draft.scope for e in entries if e.draft.scope != ALL}
+    names = set(regions) | {e.draft.region for e in entries if e.draft.region != ALL}
     by_epoch: dict[int, list[Entry]] = {}
     for e in entries:
         by_epoch.setdefault(e.draft.epoch, []).append(e)
@@ -105,20 +104,20 @@ def lifetime_of(
     releases = 0
     for epoch_entries in by_epoch.values():
         touching = [
-            [e for e in epoch_entries if e.draft.scope in (r, ALL)] for r in sorted(names)
+            [e for e in epoch_entries if e.draft.region in (r, ALL)] for r in sorted(names)
         ] or [epoch_entries]
         releases += max(len(t) for t in touching)
         rho += max(sum((_rho_of(e) for e in t), Fraction(0)) for t in touching)
-        if basic is not None and all(e.draft.unit == "epsilon" for e in epoch_entries):
-            basic += max(sum((e.draft.charge for e in t), Fraction(0)) for t in touching)
+        if basic is not None and all(e.draft.charge.unit == "epsilon" for e in epoch_entries):
+            basic += max(sum((e.draft.charge.amount for e in t), Fraction(0)) for t in touching)
         else:
             basic = None
     return _figures(ALL, releases, basic, rho, delta, [e.draft.facts for e in entries], unit)
 
 
 def _summarise(region: str, mine: list[Entry], delta: float, unit: Unit) -> Lifetime:
-    pure = all(e.draft.unit == "epsilon" for e in mine)
-    basic = sum((e.draft.charge for e in mine), Fraction(0)) if pure else None
+    pure = all(e.draft.charge.unit == "epsilon" for e in mine)
+    basic = sum((e.draft.charge.amount for e in mine), Fraction(0)) if pure else None
     rho = sum((_rho_of(e) for e in mine), Fraction(0))
     return _figures(region, len(mine), basic, rho, delta, [e.draft.facts for e in mine], unit)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -18,7 +19,7 @@ import numpy.typing as npt
 
 from dpledger.approval import ReleaseRequest
 from dpledger.mechanisms import MechanismFacts
-from dpledger.types import BarKind, fraction_text
+from dpledger.types import BarKind, Budget, Unit
 
 __all__ = ["GENESIS", "Entry", "EntryDraft", "Release", "VerifyReport", "chain_hash"]
 
@@ -31,15 +32,14 @@ class EntryDraft:
     """An entry before the store assigns its sequence number, time and hashes."""
 
     epoch: int
-    scope: str
+    region: str  # a region, or "*" for a release to all regions
     metric: str
     policy_name: str
     policy_version: str
     policy_hash: str
     edges_version: str | None
     facts: MechanismFacts
-    unit: str
-    charge: Fraction
+    charge: Budget  # exact, in the policy's unit (stored as two columns: unit, charge)
     cohort: int
     output: tuple[float, ...]
     release_id: str | None = None  # the caller's idempotency key, unique per ledger
@@ -69,13 +69,13 @@ class Entry:
             "entry_id": self.seq,
             "created_at": self.created_at,
             "epoch": d.epoch,
-            "scope": d.scope,
+            "region": d.region,
             "metric": d.metric,
             "policy": {"name": d.policy_name, "version": d.policy_version, "hash": d.policy_hash},
             "edges_version": d.edges_version,
             "mechanism": d.facts.as_dict(),
-            "unit": d.unit,
-            "charge": fraction_text(d.charge),
+            "unit": d.charge.unit,
+            "charge": d.charge.text,
             "cohort": d.cohort,
             "output": list(d.output),
             "release_id": d.release_id,
@@ -96,15 +96,15 @@ def chain_hash(seq: int, created_at: str, draft: EntryDraft, prev_hash: str) -> 
         seq,
         created_at,
         draft.epoch,
-        draft.scope,
+        draft.region,
         draft.metric,
         draft.policy_name,
         draft.policy_version,
         draft.policy_hash,
         draft.edges_version,
         draft.facts.as_json(),
-        draft.unit,
-        fraction_text(draft.charge),
+        draft.charge.unit,
+        draft.charge.text,
         draft.cohort,
         draft.output,
         draft.release_id,
@@ -140,8 +140,7 @@ class Release:
     scale: float
     error_bar: float
     bar: BarKind
-    epsilon: Fraction  # the charge, in ``unit`` (ε, or ρ under zCDP)
-    unit: str
+    charge: Budget  # exact, in the policy's unit (ε, or ρ under zCDP)
     facts: MechanismFacts
     kind: str
     _value: npt.NDArray[np.float64] = field(
@@ -158,8 +157,7 @@ class Release:
         noisy_sum: npt.NDArray[np.float64],
         bar: BarKind,
         bar_factor: float,
-        charge: Fraction,
-        unit: str,
+        charge: Budget,
         facts: MechanismFacts,
         kind: str,
     ) -> Release:
@@ -176,8 +174,7 @@ class Release:
             scale=facts.scale,
             error_bar=bar_value,
             bar=bar,
-            epsilon=charge,
-            unit=unit,
+            charge=charge,
             facts=facts,
             kind=kind,
             _value=_readonly(value),
@@ -197,9 +194,20 @@ class Release:
         return (v - self.error_bar, v + self.error_bar)
 
     @property
-    def charge(self) -> Fraction:
-        """The exact charge in :attr:`unit` (ε, or ρ under zCDP); ``epsilon`` is its old name."""
-        return self.epsilon
+    def unit(self) -> Unit:
+        """The unit of :attr:`charge`: ``"epsilon"`` or ``"rho"``."""
+        return self.charge.unit
+
+    @property
+    def epsilon(self) -> Fraction:
+        """Deprecated: the charge's amount, which holds ρ under zCDP; use :attr:`charge`."""
+        warnings.warn(
+            "Release.epsilon is deprecated (under zCDP it holds ρ): use Release.charge, "
+            "an exact Budget with its unit",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.charge.amount
 
     @property
     def per_client(self) -> npt.NDArray[np.float64]:
@@ -230,8 +238,8 @@ class Release:
             "error_bar": self.error_bar,
             "bar": self.bar,
             "scale": self.scale,
-            "charge": fraction_text(self.epsilon),
-            "unit": self.unit,
+            "charge": self.charge.text,
+            "unit": self.charge.unit,
             "release_id": self.request.release_id,
         }
 

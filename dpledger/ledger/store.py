@@ -21,13 +21,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from fractions import Fraction
-from typing import Any
+from typing import Any, cast
 
 from dpledger.accounting import EpochSpend
-from dpledger.errors import LedgerCorrupted, LedgerNotFound, PolicyMismatch, StoreError
+from dpledger.errors import (
+    InvalidInput,
+    LedgerCorrupted,
+    LedgerNotFound,
+    PolicyMismatch,
+    StoreError,
+)
 from dpledger.ledger.records import GENESIS, Entry, EntryDraft, chain_hash
 from dpledger.mechanisms import MechanismFacts
-from dpledger.types import Mode, fraction_text
+from dpledger.types import Budget, Mode, Unit, fraction_text
 
 __all__ = [
     "COLUMNS",
@@ -97,13 +103,15 @@ def row_to_entry(row: Sequence[Any]) -> Entry:
         out = tuple(float(x) for x in json.loads(output))
         draft = EntryDraft(
             _int(epoch), _text(scope), _text(metric), _text(pname), _text(pver), _text(phash),
-            None if edges is None else _text(edges), facts, _text(unit), Fraction(charge),
+            None if edges is None else _text(edges), facts,
+            Budget(Fraction(_text(charge)), cast(Unit, _text(unit))),
             _int(cohort), out, None if release_id is None else _text(release_id),
             None if request_hash is None else _text(request_hash),
             None if principal is None else _text(principal),
         )  # fmt: skip
         return Entry(_int(seq), _text(created), draft, _text(prev), _text(h))
-    except (ValueError, TypeError, ZeroDivisionError, AttributeError, RecursionError) as e:
+    except (ValueError, TypeError, ZeroDivisionError, AttributeError, RecursionError,
+            InvalidInput) as e:  # fmt: skip
         raise LedgerCorrupted(f"entry {seq!r} cannot be read: {type(e).__name__}: {e}") from e
 
 
@@ -182,9 +190,9 @@ class WriteTxn:
         if draft.epoch not in self._spend:  # the epoch's committed totals come first
             self.load([draft.epoch], [])
         totals, scopes = self._spend[draft.epoch], self._scopes[draft.epoch]
-        key = (draft.scope, draft.metric)
-        totals[key] = totals.get(key, Fraction(0)) + draft.charge
-        scopes[draft.scope] = scopes.get(draft.scope, Fraction(0)) + draft.charge
+        key, cost = (draft.region, draft.metric), draft.charge.amount
+        totals[key] = totals.get(key, Fraction(0)) + cost
+        scopes[draft.region] = scopes.get(draft.region, Fraction(0)) + cost
         self._staged.append(draft)
 
     def flush(self) -> list[Entry]:
@@ -202,12 +210,12 @@ class WriteTxn:
             seq = head_seq + 1
             h = chain_hash(seq, now, d, head_hash)
             rows.append(
-                (seq, now, d.epoch, d.scope, d.metric, d.policy_name, d.policy_version,
-                 d.policy_hash, d.edges_version, d.facts.as_json(), d.unit,
-                 fraction_text(d.charge), d.cohort, json.dumps(list(d.output)), d.release_id,
+                (seq, now, d.epoch, d.region, d.metric, d.policy_name, d.policy_version,
+                 d.policy_hash, d.edges_version, d.facts.as_json(), d.charge.unit,
+                 d.charge.text, d.cohort, json.dumps(list(d.output)), d.release_id,
                  d.request_hash, d.principal, head_hash, h)
             )  # fmt: skip
-            touched.add((d.epoch, d.scope, d.metric))
+            touched.add((d.epoch, d.region, d.metric))
             out.append(Entry(seq, now, d, head_hash, h))
             head_seq, head_hash = seq, h
         spend = [

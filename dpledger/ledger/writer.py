@@ -49,6 +49,7 @@ from dpledger.errors import InvalidInput, LedgerCorrupted, ReleaseIdConflict
 from dpledger.ledger.records import Entry, EntryDraft, Release
 from dpledger.ledger.store import SqlStore
 from dpledger.policy import MetricSpec, Policy
+from dpledger.types import Budget
 
 __all__ = ["RETRY_FALSE_CONFLICT", "RoundResult", "Writer", "retry_tolerance", "to_release"]
 
@@ -275,7 +276,8 @@ class Writer:
                 refused[i] = verdict
                 continue
             key = (req.region, req.metric)
-            epoch[key] = epoch.get(key, Fraction(0)) + (p.verdict.charge or Fraction(0))
+            cost = p.verdict.charge.amount if p.verdict.charge is not None else Fraction(0)
+            epoch[key] = epoch.get(key, Fraction(0)) + cost
         return refused
 
     @staticmethod
@@ -329,15 +331,14 @@ class Writer:
         req = p.verdict.request
         return EntryDraft(
             epoch=req.epoch,
-            scope=req.region,
+            region=req.region,
             metric=req.metric,
             policy_name=self.policy.name,
             policy_version=self.policy.version,
             policy_hash=self.policy.content_hash,
             edges_version=p.spec.edges_version,
             facts=p.facts,
-            unit=self.policy.unit,
-            charge=p.verdict.charge or Fraction(0),
+            charge=p.verdict.charge or Budget.zero(self.policy.unit),
             cohort=req.cohort,
             output=output,
             release_id=req.release_id,
@@ -357,7 +358,6 @@ def to_release(request: ReleaseRequest, spec: MetricSpec, entry: Entry) -> Relea
         bar=spec.bar,
         bar_factor=mech.bar_factor(spec.bar, facts.mechanism),
         charge=entry.draft.charge,
-        unit=entry.draft.unit,
         facts=facts,
         kind=spec.kind,
     )

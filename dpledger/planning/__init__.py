@@ -11,8 +11,8 @@ from dpledger.planning.definitions import DefinitionChoice, compare_definitions
 from dpledger.planning.forward import MetricPlan, Plan, RegionPlan, plan
 from dpledger.planning.inverse import (
     BudgetRequirement,
-    epsilon_for_scale,
-    epsilon_for_target,
+    budget_for_scale,
+    budget_for_target,
     required_budget,
 )
 
@@ -24,10 +24,10 @@ __all__ = [
     "MetricPlan",
     "Plan",
     "RegionPlan",
+    "budget_for_scale",
+    "budget_for_target",
     "calibrate_clip",
     "compare_definitions",
-    "epsilon_for_scale",
-    "epsilon_for_target",
     "plan",
     "required_budget",
 ]

@@ -23,12 +23,11 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict
 
 from dpledger import mechanisms as mech
-from dpledger.errors import DpLedgerError, InvalidInput
+from dpledger.errors import InvalidInput, PlotUnavailable
 from dpledger.planning._common import text_table
-from dpledger.policy import Clip
+from dpledger.policy import Clip, FrozenModel
 from dpledger.types import Neighbouring
 
 __all__ = [
@@ -36,7 +35,6 @@ __all__ = [
     "SEED_DEFAULT_PERCENTILE",
     "ClipCalibration",
     "ClipCandidate",
-    "PlotUnavailable",
     "calibrate_clip",
     "load_held_out",
     "plot_candidates",
@@ -52,15 +50,7 @@ SEED_DEFAULT_PERCENTILE = 99.0
 PLOT_HINT = "pip install 'dpledger[plot]'"
 
 
-class PlotUnavailable(DpLedgerError):
-    """Plotting was asked for but matplotlib is not installed (the ``plot`` extra)."""
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class ClipCandidate(_Frozen):
+class ClipCandidate(FrozenModel):
     """One candidate clip bound and what it costs (units: those of the metric values).
 
     ``noise_scale`` is the Laplace scale on the published *mean* over the cohort;
@@ -76,7 +66,7 @@ class ClipCandidate(_Frozen):
     rmse: float
 
 
-class ClipCalibration(_Frozen):
+class ClipCalibration(FrozenModel):
     """Candidate clip bounds for one metric, the recommendation, and their provenance."""
 
     source: str

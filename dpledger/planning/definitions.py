@@ -15,49 +15,50 @@ compose.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from fractions import Fraction
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict
 
 from dpledger import mechanisms as mech
+from dpledger._search import least_integer
 from dpledger.accounting import zcdp_epsilon
 from dpledger.errors import InvalidInput
-from dpledger.policy import Policy
+from dpledger.policy import FrozenModel, Policy
+from dpledger.types import Definition
 
 __all__ = ["DefinitionChoice", "compare_definitions", "rho_for_epsilon"]
 
 
-class DefinitionChoice(BaseModel):
+class DefinitionChoice(FrozenModel):
     """One metric in one region: both bars (per-client mean) and the smaller one."""
-
-    model_config = ConfigDict(frozen=True)
 
     region: str
     metric: str
     cohort: int
     laplace_bar: float
     gaussian_bar: float
-    better: Literal["pure", "zcdp"]
+    better: Definition
     ratio: float  # Gaussian bar / Laplace bar
 
 
-def rho_for_epsilon(epsilon: Fraction, delta: float, *, iterations: int = 80) -> Fraction:
-    """The largest ρ (to ~1e-12 relative) whose OpenDP (ε, δ) conversion stays ≤ ``epsilon``."""
+_RHO_GRID = 2**40
+"""ρ is searched on the grid ε·i/2⁴⁰: ~1e-12 of ε, finer than any budget is written."""
+
+
+def rho_for_epsilon(epsilon: Fraction, delta: float) -> Fraction:
+    """The largest ρ on the grid ε·i/2⁴⁰ whose OpenDP (ε, δ) conversion stays ≤ ``epsilon``."""
     if epsilon <= 0:
         raise InvalidInput(f"epsilon must be > 0, got {epsilon}")
-    lo, hi = Fraction(0), Fraction(epsilon)  # ε(ρ) ≥ ρ, so ρ = ε is too large
-    for _ in range(iterations):
-        mid = (lo + hi) / 2
-        mid = Fraction(float(mid))  # keep denominators small
-        if zcdp_epsilon(mid, delta) <= float(epsilon):
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= hi * Fraction(1, 10**12):
-            break
-    return lo
+    step = Fraction(epsilon) / _RHO_GRID
+
+    def too_big(i: int) -> bool:
+        return zcdp_epsilon(i * step, delta) > float(epsilon)
+
+    # ε(ρ) = ρ + 2√(ρ·ln(1/δ)) bounds OpenDP's conversion; its inverse is a close guess
+    log = math.log(1 / delta)
+    guess = (math.sqrt(log + float(epsilon)) - math.sqrt(log)) ** 2
+    first = least_integer(too_big, 1, _RHO_GRID, round(guess / float(step)))
+    return (_RHO_GRID if first is None else first - 1) * step
 
 
 def compare_definitions(policy: Policy, cohorts: Mapping[str, int]) -> tuple[DefinitionChoice, ...]:

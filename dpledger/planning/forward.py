@@ -4,13 +4,13 @@
 these cohort sizes, what ε does each release cost, how wide is each error bar, which
 regions clear their cohort floors, and how much of the epoch's evaluation budget is
 used and left?" It uses the very functions the approval check uses
-(:func:`dpledger.approval.mechanism_facts`, :func:`dpledger.mechanisms.cohort_floor`,
+(:func:`dpledger.mechanisms.mechanism_facts`, :func:`dpledger.mechanisms.cohort_floor`,
 :func:`dpledger.mechanisms.error_bar_for_scale`) and the ledger's exact budget rule,
 so a release the plan calls publishable is one ``Ledger.check`` approves.
 
 Inverse planning (the budget a target needs) lives in :mod:`dpledger.planning.inverse`.
-Budgets are exact :class:`fractions.Fraction` values in the policy's unit (ε, or ρ
-under zCDP); JSON carries them as ``"p/q"`` strings next to a float.
+Budgets are exact :class:`~dpledger.types.Budget` values in the policy's unit (ε, or ρ
+under zCDP); JSON carries each as ``{"unit", "amount": "p/q", "value": float}``.
 """
 
 from __future__ import annotations
@@ -32,11 +32,12 @@ from dpledger.planning._common import (
 from dpledger.policy import (
     ALL,
     EVAL_FRACTION_ADVISED,
+    BudgetValue,
     ExactDecimal,
     FrozenModel,
     Policy,
 )
-from dpledger.types import BarKind, MechanismKind, MetricKind, Neighbouring, Unit
+from dpledger.types import BarKind, Budget, MechanismKind, MetricKind, Neighbouring, Unit
 
 __all__ = [
     "MetricPlan",
@@ -53,11 +54,11 @@ _ZERO = Fraction(0)
 class SpendSource(Protocol):
     """Anything that reports a client's exact epoch spend per region (a ``Ledger``)."""
 
-    def spent(self, epoch: int, region: str = ALL) -> Fraction:
+    def spent(self, epoch: int, region: str = ALL) -> Budget:
         """Exact ε (or ρ) a client of ``region`` has lost in ``epoch``."""
         ...
 
-    def metric_spent(self, epoch: int, region: str, metric: str) -> Fraction:
+    def metric_spent(self, epoch: int, region: str, metric: str) -> Budget:
         """The part of that loss one metric used (against its allocation)."""
         ...
 
@@ -76,10 +77,8 @@ class MetricPlan(FrozenModel):
     metric: str
     kind: MetricKind
     mechanism: MechanismKind
-    unit: Unit
     cohort: int
-    budget_per_release: ExactDecimal
-    budget_per_release_float: float
+    budget_per_release: BudgetValue  # exact, in the policy's unit
     sensitivity: float
     noise_scale: float | None
     bar: BarKind
@@ -104,11 +103,10 @@ class RegionPlan(FrozenModel):
     region: str
     cohort: int
     metrics: tuple[MetricPlan, ...]
-    spent: ExactDecimal
-    requested: ExactDecimal
-    planned: ExactDecimal
-    planned_float: float
-    remaining: ExactDecimal
+    spent: BudgetValue
+    requested: BudgetValue
+    planned: BudgetValue
+    remaining: BudgetValue
     fits: bool
 
 
@@ -121,12 +119,12 @@ class Plan(FrozenModel):
     unit: Unit
     neighbouring: Neighbouring
     epoch: int
-    epoch_budget: ExactDecimal
+    epoch_budget: BudgetValue
     eval_fraction: ExactDecimal
-    eval_budget: ExactDecimal
+    eval_budget: BudgetValue
     rounds_per_epoch: int
     policy_rounds_per_epoch: int
-    overcommitment: ExactDecimal
+    overcommitment: BudgetValue
     ledger: str | None
     regions: tuple[RegionPlan, ...]
     warnings: tuple[str, ...]
@@ -172,8 +170,9 @@ class Plan(FrozenModel):
 # -- helpers -------------------------------------------------------------------------------
 
 
-def _show(q: Fraction) -> str:
-    """An exact decimal when q has one (1/5 → 0.2), else ≈ 6 significant digits."""
+def _show(value: Fraction | Budget) -> str:
+    """An exact decimal when the amount has one (1/5 → 0.2), else ≈ 6 significant digits."""
+    q = value.amount if isinstance(value, Budget) else value
     d = q.denominator
     while d % 2 == 0:
         d //= 2
@@ -210,17 +209,7 @@ def _facts(policy: Policy, metric: str, rounds: int) -> tuple[mech.MechanismFact
     charge = policy.release_budget(metric, rounds)
     if charge <= 0:
         return None, charge
-    if rounds == policy.rounds_per_epoch:
-        return mechanism_facts(policy, metric)  # exactly what the ledger charges
-    spec = policy.metric(metric)
-    facts = mech.calibrate(
-        sensitivity=release_sensitivity_of(policy, metric),
-        budget=charge,
-        measure=policy.unit,
-        mechanism=policy.mechanism(metric),
-        dimension=0 if spec.kind == "scalar_mean" else spec.size,
-    )
-    return facts, charge
+    return mechanism_facts(policy, metric, rounds)  # what the ledger would charge
 
 
 def _policy_warnings(policy: Policy, rounds: int) -> list[str]:
@@ -281,9 +270,9 @@ def plan(
     calibrated = {m: _facts(policy, m, rounds) for m in policy.metrics}
     regions = []
     for region, n in cohort_of.items():
-        spent = ledger.spent(epoch, region) if ledger is not None else _ZERO
+        spent = ledger.spent(epoch, region).amount if ledger is not None else _ZERO
         used = {
-            m: ledger.metric_spent(epoch, region, m) if ledger is not None else _ZERO
+            m: ledger.metric_spent(epoch, region, m).amount if ledger is not None else _ZERO
             for m in policy.metrics
         }
         rp = _plan_region(policy, region, n, rounds, spent, used, calibrated, warnings)
@@ -296,12 +285,12 @@ def plan(
         unit=policy.unit,
         neighbouring=policy.neighbouring,
         epoch=int(epoch),
-        epoch_budget=policy.epoch_budget,
+        epoch_budget=Budget(policy.epoch_budget, policy.unit),
         eval_fraction=policy.eval_fraction,
-        eval_budget=policy.eval_budget,
+        eval_budget=Budget(policy.eval_budget, policy.unit),
         rounds_per_epoch=rounds,
         policy_rounds_per_epoch=policy.rounds_per_epoch,
-        overcommitment=policy.overcommitment(rounds),
+        overcommitment=Budget(policy.overcommitment(rounds), policy.unit),
         ledger=None if ledger is None else str(location or type(ledger).__name__),
         regions=tuple(regions),
         warnings=tuple(warnings),
@@ -377,10 +366,8 @@ def _plan_region(
                 metric=name,
                 kind=spec.kind,
                 mechanism=policy.mechanism(name),
-                unit=policy.unit,
                 cohort=n,
-                budget_per_release=charge,
-                budget_per_release_float=float(charge),
+                budget_per_release=Budget(charge, policy.unit),
                 sensitivity=release_sensitivity_of(policy, name)
                 if facts is None
                 else facts.sensitivity,
@@ -401,11 +388,10 @@ def _plan_region(
         region=region,
         cohort=n,
         metrics=tuple(rows),
-        spent=spent,
-        requested=requested,
-        planned=planned,
-        planned_float=float(planned),
-        remaining=max(budget - spent - planned, _ZERO),
+        spent=Budget(spent, policy.unit),
+        requested=Budget(requested, policy.unit),
+        planned=Budget(planned, policy.unit),
+        remaining=Budget(max(budget - spent - planned, _ZERO), policy.unit),
         fits=fits,
     )
 

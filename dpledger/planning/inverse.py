@@ -1,19 +1,22 @@
 """Inverse planning: the budget a target error bar needs, and the budget a scale costs.
 
-:func:`epsilon_for_target` gives the per-release ε (or ρ) a metric needs for its bar at
+:func:`budget_for_target` gives the per-release ε (or ρ) a metric needs for its bar at
 a cohort; :func:`required_budget` sums that over an epoch per region and says whether
-the evaluation allocation holds it; :func:`epsilon_for_scale` fixes the noise scale and
-reads the budget from OpenDP's privacy map. Budgets are exact Fractions.
+the evaluation allocation holds it; :func:`budget_for_scale` fixes the noise scale and
+reads the budget from OpenDP's privacy map. Budgets are exact
+:class:`~dpledger.types.Budget` values in the policy's unit.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from collections.abc import Mapping
 from fractions import Fraction
 
 from dpledger import mechanisms as mech
+from dpledger._search import least_integer
 from dpledger.errors import InvalidInput
 from dpledger.planning._common import (
     positive_int,
@@ -21,15 +24,15 @@ from dpledger.planning._common import (
     validated_cohorts,
     validated_rounds,
 )
-from dpledger.policy import ExactDecimal, FrozenModel, Policy
-from dpledger.types import BarKind, MechanismKind, Unit
+from dpledger.policy import BudgetValue, ExactDecimal, FrozenModel, Policy
+from dpledger.types import BarKind, Budget, MechanismKind, Unit
 
 __all__ = [
     "BudgetRequirement",
     "MetricRequirement",
     "RegionRequirement",
-    "epsilon_for_scale",
-    "epsilon_for_target",
+    "budget_for_scale",
+    "budget_for_target",
     "required_budget",
 ]
 
@@ -45,9 +48,8 @@ class MetricRequirement(FrozenModel):
     cohort: int
     target: float
     bar: BarKind
-    required: ExactDecimal
-    required_float: float
-    policy_budget: ExactDecimal
+    required: BudgetValue
+    policy_budget: BudgetValue
     enough: bool
 
 
@@ -57,8 +59,7 @@ class RegionRequirement(FrozenModel):
     region: str
     cohort: int
     metrics: tuple[MetricRequirement, ...]
-    total: ExactDecimal
-    total_float: float
+    total: BudgetValue
     eval_fraction_needed: ExactDecimal
     fits: bool
 
@@ -68,8 +69,8 @@ class BudgetRequirement(FrozenModel):
 
     unit: Unit
     rounds_per_epoch: int
-    eval_budget: ExactDecimal
-    epoch_budget: ExactDecimal
+    eval_budget: BudgetValue
+    epoch_budget: BudgetValue
     regions: tuple[RegionRequirement, ...]
     untargeted: tuple[str, ...]
     fits: bool
@@ -82,7 +83,7 @@ def _ceil_sig(x: float, digits: int = _SIG_DIGITS) -> Fraction:
     return math.ceil(Fraction(x) / unit) * unit
 
 
-def epsilon_for_target(policy: Policy, metric: str, target: float | None, cohort: int) -> Fraction:
+def budget_for_target(policy: Policy, metric: str, target: float | None, cohort: int) -> Budget:
     """The per-release budget (ε, or ρ under zCDP) that ``metric`` needs for its bar.
 
     ``target`` is the half-width (or std, or scale: the metric's ``bar`` kind) of the
@@ -104,11 +105,18 @@ def epsilon_for_target(policy: Policy, metric: str, target: float | None, cohort
     raw = delta / scale if policy.unit == "epsilon" else delta**2 / (2.0 * scale**2)
     q = _ceil_sig(raw)
     step = Fraction(10) ** (math.floor(math.log10(float(q))) - (_SIG_DIGITS - 1))
-    while (
-        mech.cohort_floor(delta, q, float(goal), spec.bar, measure=policy.unit, mechanism=kind) > n
-    ):
-        q += step
-    return q
+
+    def meets(i: int) -> bool:
+        floor = mech.cohort_floor(
+            delta, i * step, float(goal), spec.bar, measure=policy.unit, mechanism=kind
+        )
+        return floor <= n
+
+    start = int(q / step)  # never below the closed form: less budget is more noise
+    steps = least_integer(meets, start, 2**62, start)
+    if steps is None:
+        raise InvalidInput(f"no budget meets target {goal!r} for {metric!r} at n={n}")
+    return Budget(steps * step, policy.unit)
 
 
 def required_budget(
@@ -140,8 +148,8 @@ def required_budget(
         for name in policy.metrics:
             if name not in goals:
                 continue
-            need = epsilon_for_target(policy, name, goals[name], n)
-            have = policy.release_budget(name, rounds)
+            need = budget_for_target(policy, name, goals[name], n)
+            have = Budget(policy.release_budget(name, rounds), policy.unit)
             rows.append(
                 MetricRequirement(
                     region=region,
@@ -150,19 +158,17 @@ def required_budget(
                     target=float(goals[name]),
                     bar=policy.metric(name).bar,
                     required=need,
-                    required_float=float(need),
                     policy_budget=have,
                     enough=have >= need,
                 )
             )
-        total = rounds * sum((r.required for r in rows), _ZERO)
+        total = rounds * sum((r.required.amount for r in rows), _ZERO)
         regions.append(
             RegionRequirement(
                 region=region,
                 cohort=n,
                 metrics=tuple(rows),
-                total=total,
-                total_float=float(total),
+                total=Budget(total, policy.unit),
                 eval_fraction_needed=total / policy.epoch_budget,
                 fits=total <= policy.eval_budget,
             )
@@ -170,15 +176,15 @@ def required_budget(
     return BudgetRequirement(
         unit=policy.unit,
         rounds_per_epoch=rounds,
-        eval_budget=policy.eval_budget,
-        epoch_budget=policy.epoch_budget,
+        eval_budget=Budget(policy.eval_budget, policy.unit),
+        epoch_budget=Budget(policy.epoch_budget, policy.unit),
         regions=tuple(regions),
         untargeted=untargeted,
         fits=all(r.fits for r in regions),
     )
 
 
-def epsilon_for_scale(
+def budget_for_scale(
     sensitivity: float,
     scale: float,
     *,
@@ -186,7 +192,7 @@ def epsilon_for_scale(
     mechanism: MechanismKind = "laplace",
     dimension: int = 0,
     k: int | None = mech.GRANULARITY_K,
-) -> Fraction:
+) -> Budget:
     """Fix the noise scale, get the budget: OpenDP's privacy map of that measurement.
 
     Builds the measurement (:func:`dpledger.mechanisms.build`) for a release of
@@ -199,4 +205,25 @@ def epsilon_for_scale(
     except (TypeError, ValueError) as e:
         raise InvalidInput(f"sensitivity and scale must be numbers: {e}") from e
     facts = mech.MechanismFacts(mechanism, measure, d, s, dimension, k=k)
-    return mech.privacy_loss(facts)
+    return Budget(mech.privacy_loss(facts), measure)
+
+
+def epsilon_for_target(policy: Policy, metric: str, target: float | None, cohort: int) -> Fraction:
+    """Deprecated: :func:`budget_for_target`'s amount (which is ρ under zCDP)."""
+    _renamed("epsilon_for_target", "budget_for_target")
+    return budget_for_target(policy, metric, target, cohort).amount
+
+
+def epsilon_for_scale(sensitivity: float, scale: float, **options: object) -> Fraction:
+    """Deprecated: :func:`budget_for_scale`'s amount (which is ρ for ``measure="rho"``)."""
+    _renamed("epsilon_for_scale", "budget_for_scale")
+    return budget_for_scale(sensitivity, scale, **options).amount  # type: ignore[arg-type]
+
+
+def _renamed(old: str, new: str) -> None:
+    warnings.warn(
+        f"{old} is deprecated (under zCDP its number is a ρ): use {new}, which returns a "
+        "Budget with its unit",
+        DeprecationWarning,
+        stacklevel=3,
+    )

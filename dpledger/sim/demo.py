@@ -397,7 +397,7 @@ def run_demo(
     bar.step("per-region exact sums (secure-aggregation stand-in)")
     with Ledger.open(path, policy, mode="create", labels=DEMO_LABEL) as ledger:
         releases, refusals = release_epoch(ledger, sums, cohorts, epoch=0, on_metric=bar.step)
-        budget = {r: (str(ledger.spent(0, r)), str(ledger.remaining(0, r))) for r in fleet.regions}
+        budget = {r: (ledger.spent(0, r).text, ledger.remaining(0, r).text) for r in fleet.regions}
         ok = ledger.verify().ok
     bar.step("ledger verified" if ok else "LEDGER VERIFICATION FAILED")
     derived = {(r.request.region, r.request.metric): _derive(r) for r in releases}

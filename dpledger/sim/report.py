@@ -64,7 +64,7 @@ def text_report(result: DemoResult) -> str:
             d = result.derived.get((region, rel.request.metric), {})
             lines.append(
                 f"    {rel.request.metric:<{width}}  {_value_cell(rel, d)}"
-                f"   [entry {rel.entry_id}, ε {rel.epsilon}]"
+                f"   [entry {rel.entry_id}, {rel.charge}]"
             )
         refused = [v for v in result.refusals if v.request.region == region]
         if refused:
