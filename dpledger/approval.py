@@ -36,6 +36,7 @@ __all__ = [
     "MAX_COHORT",
     "MAX_EPOCH",
     "STATE_CHECKS",
+    "Assessment",
     "Check",
     "Prepared",
     "ReleaseRequest",
@@ -186,6 +187,18 @@ class Prepared:
     spec: MetricSpec
     values: npt.NDArray[np.float64]
     facts: mech.MechanismFacts
+
+
+@dataclass(frozen=True, slots=True)
+class Assessment:
+    """What :func:`evaluate` found: the verdict, and the prepared release if it approves.
+
+    ``prepared`` is set exactly when every check that ran passed (with the ledger-state
+    checks deferred, when they were: :func:`recheck` runs them under the write lock).
+    """
+
+    verdict: Verdict
+    prepared: Prepared | None = None
 
 
 def refusal(verdict: Verdict) -> ReleaseRefused:
@@ -380,8 +393,8 @@ def evaluate(
     aggregate: object,
     spend: EpochSpend | None,
     epoch_policy: tuple[str, str] | None = None,
-) -> Verdict | Prepared:
-    """Run every approval check; a :class:`Prepared` release if all pass, else the Verdict.
+) -> Assessment:
+    """Run every approval check: the verdict, and the prepared release if all pass.
 
     ``spend`` is the epoch's exact committed spend; ``epoch_policy`` the ``(hash,
     version)`` the epoch was opened under (None if unopened). With ``spend=None`` the
@@ -394,7 +407,7 @@ def evaluate(
     if spec is None:
         known = ", ".join(sorted(policy.metrics))
         checks.append(Check("metric_known", False, f"unknown metric; the policy has: {known}"))
-        return _complete(request, checks, unit)
+        return Assessment(_complete(request, checks, unit))
     checks.append(Check("metric_known", True, f"{spec.kind}"))
     region_ok = request.region == ALL or policy.regions.admits(request.region)
     checks.append(
@@ -431,10 +444,10 @@ def evaluate(
     arr, why = _as_float64(aggregate)
     checks.append(Check("aggregate_dtype", arr is not None, why or "real numbers"))
     if arr is None or not all(c.passed for c in checks):
-        return _complete(request, checks, unit)
+        return Assessment(_complete(request, checks, unit))
     checks.extend(_aggregate_checks(spec, arr, request.cohort, policy.neighbouring))
     if not all(c.passed for c in checks):
-        return _complete(request, checks, unit)
+        return Assessment(_complete(request, checks, unit))
 
     if policy.release_budget(request.metric) <= 0:
         checks.append(
@@ -445,7 +458,7 @@ def evaluate(
                 f"{unit}; lower the absolute budgets or the rounds per epoch",
             )
         )
-        return _complete(request, checks, unit, Fraction(0))
+        return Assessment(_complete(request, checks, unit, Fraction(0)))
     facts, charge = mech.mechanism_facts(policy, request.metric)
     floor: int | None = None
     if spec.target is None:
@@ -466,14 +479,12 @@ def evaluate(
         )
     values = arr.reshape(1) if spec.kind == "scalar_mean" else arr
     if spend is None:
-        pending = _complete(request, checks, unit, charge, floor=floor, deferred=STATE_CHECKS)
-        return Prepared(pending, spec, values, facts) if pending.approved else pending
-    state, allocation, budget = _state_checks(policy, request, charge, spend, epoch_policy)
-    checks.extend(state)
-    v = _complete(request, checks, unit, charge, budget, floor, allocation)
-    if not v.approved:
-        return v
-    return Prepared(v, spec, values, facts)
+        v = _complete(request, checks, unit, charge, floor=floor, deferred=STATE_CHECKS)
+    else:
+        state, allocation, budget = _state_checks(policy, request, charge, spend, epoch_policy)
+        checks.extend(state)
+        v = _complete(request, checks, unit, charge, budget, floor, allocation)
+    return Assessment(v, Prepared(v, spec, values, facts) if v.approved else None)
 
 
 def recheck(

@@ -26,7 +26,6 @@ from types import TracebackType
 from dpledger.accounting import EpochSpend, client_loss
 from dpledger.approval import (
     MAX_EPOCH,
-    Prepared,
     ReleaseRequest,
     Verdict,
     refusal,
@@ -210,8 +209,7 @@ class Ledger:
 
     def check(self, request: ReleaseRequest, aggregate: object) -> Verdict:
         """Dry run: every approval check against committed spend; nothing is spent."""
-        result = self._writer.evaluate(request, aggregate)
-        return result.verdict if isinstance(result, Prepared) else result
+        return self._writer.evaluate(request, aggregate).verdict
 
     def release(
         self, request: ReleaseRequest, aggregate: object, *, principal: str | None = None
