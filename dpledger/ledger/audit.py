@@ -65,15 +65,15 @@ def verify(
     a = _Audit()
     try:
         with store.snapshot():
-            meta = store.rows("dpl_meta", "key, value", "key")
+            meta = store.audit_rows("meta")
             a.binding = {str(k): v for k, v in meta if k in ("policy_name", "unit")}
-            _check_policies(a, store.rows("dpl_policies", "hash, name, version, body", "hash"))
+            _check_policies(a, store.audit_rows("policies"))
             after: Any = 0
             while batch := store.raw_entries(after=after, limit=_BATCH):
                 for row in batch:
                     _check_entry(a, row, expected_head)
                 after = batch[-1][0]
-            spend = store.rows("dpl_spend", "epoch, scope, metric, total", "epoch, scope, metric")
+            spend = store.audit_rows("spend")
     except StoreError as e:
         return VerifyReport(a.checked, (*a.problems, f"store unreadable: {e}"), tuple(a.notices))
     _check_meta(a, meta, current, expected_head)

@@ -381,7 +381,7 @@ class Ledger:
             return []
         return self._store.entries(
             epoch=None if epoch is None else _epoch(epoch),
-            scope=region,
+            region=region,
             metric=metric,
             after=after,
             limit=limit,
