@@ -97,7 +97,7 @@ class ReleaseRequest(FrozenModel):
     release (no new noise, no second charge).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = ConfigDict(strict=True)  # merged with FrozenModel's frozen, closed config
 
     epoch: _Count = Field(ge=0, le=MAX_EPOCH, description="evaluation epoch (policy budget window)")
     metric: str = Field(min_length=1, max_length=64)

@@ -232,7 +232,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
             "head": head,
             "unit": unit,
             "eval_budget": str(budget),
-            "scopes": rows,
+            "regions": rows,
             "notices": list(notices),
         },
         args.json,
