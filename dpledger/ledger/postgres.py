@@ -61,7 +61,14 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from dpledger.errors import LedgerNotFound, StoreError
-from dpledger.ledger.store import COLUMNS, SCHEMA, SCHEMA_VERSION, SqlStore, Statements
+from dpledger.ledger.store import (
+    COLUMNS,
+    PARAMETERLESS,
+    SCHEMA,
+    SCHEMA_VERSION,
+    SqlStore,
+    Statements,
+)
 from dpledger.types import Mode
 
 try:
@@ -89,18 +96,12 @@ SQL = Statements(
     "WHERE epoch = ANY(%s::bigint[])",
     spend="SELECT scope, metric, total FROM dpl_spend WHERE epoch = %s",
     policy_body="SELECT body FROM dpl_policies WHERE hash = %s",
-    meta="SELECT key, value FROM dpl_meta",
     set_meta="INSERT INTO dpl_meta (key, value) VALUES (%s, %s) "
     "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
     entries=f"SELECT {COLUMNS} FROM dpl_entries WHERE seq > %s "
     "AND (%s::bigint IS NULL OR epoch = %s) AND (%s::text IS NULL OR scope = %s) "
     "AND (%s::text IS NULL OR metric = %s) ORDER BY seq LIMIT %s",
-    policy_epochs="SELECT MIN(epoch), policy_hash FROM dpl_entries GROUP BY policy_hash "
-    "ORDER BY MIN(epoch)",
-    count="SELECT COUNT(*) FROM dpl_entries",
-    audit_meta="SELECT key, value FROM dpl_meta ORDER BY key",
-    audit_policies="SELECT hash, name, version, body FROM dpl_policies ORDER BY hash",
-    audit_spend="SELECT epoch, scope, metric, total FROM dpl_spend ORDER BY epoch, scope, metric",
+    **PARAMETERLESS,
 )
 """The store's statements, in PostgreSQL's dialect (``%s`` parameters, arrays for lists)."""
 

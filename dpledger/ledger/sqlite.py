@@ -33,7 +33,14 @@ from typing import Any
 from urllib.parse import quote
 
 from dpledger.errors import LedgerCorrupted, LedgerNotFound, StoreError
-from dpledger.ledger.store import COLUMNS, SCHEMA, SCHEMA_VERSION, SqlStore, Statements
+from dpledger.ledger.store import (
+    COLUMNS,
+    PARAMETERLESS,
+    SCHEMA,
+    SCHEMA_VERSION,
+    SqlStore,
+    Statements,
+)
 from dpledger.types import Mode
 
 __all__ = ["SqliteStore"]
@@ -58,18 +65,12 @@ SQL = Statements(
     "WHERE epoch IN (SELECT value FROM json_each(?))",
     spend="SELECT scope, metric, total FROM dpl_spend WHERE epoch = ?",
     policy_body="SELECT body FROM dpl_policies WHERE hash = ?",
-    meta="SELECT key, value FROM dpl_meta",
     set_meta="INSERT INTO dpl_meta (key, value) VALUES (?, ?) "
     "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
     entries=f"SELECT {COLUMNS} FROM dpl_entries WHERE seq > ? "
     "AND (? IS NULL OR epoch = ?) AND (? IS NULL OR scope = ?) AND (? IS NULL OR metric = ?) "
     "ORDER BY seq LIMIT ?",
-    policy_epochs="SELECT MIN(epoch), policy_hash FROM dpl_entries GROUP BY policy_hash "
-    "ORDER BY MIN(epoch)",
-    count="SELECT COUNT(*) FROM dpl_entries",
-    audit_meta="SELECT key, value FROM dpl_meta ORDER BY key",
-    audit_policies="SELECT hash, name, version, body FROM dpl_policies ORDER BY hash",
-    audit_spend="SELECT epoch, scope, metric, total FROM dpl_spend ORDER BY epoch, scope, metric",
+    **PARAMETERLESS,
 )
 """The store's statements, in SQLite's dialect (``?`` parameters, JSON arrays for lists)."""
 _INSERT_ENTRY = f"INSERT INTO dpl_entries ({COLUMNS}) VALUES ({', '.join(['?'] * 19)})"

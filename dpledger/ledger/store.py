@@ -38,6 +38,7 @@ from dpledger.types import Budget, Mode, Unit, fraction_text
 
 __all__ = [
     "COLUMNS",
+    "PARAMETERLESS",
     "SCHEMA",
     "SCHEMA_VERSION",
     "SqlStore",
@@ -255,6 +256,18 @@ class Statements:
     audit_policies: str  # () -> hash, name, version, body ordered by hash
     audit_spend: str  # () -> epoch, scope, metric, total ordered by the key
 
+
+PARAMETERLESS = {
+    "meta": "SELECT key, value FROM dpl_meta",
+    "policy_epochs": "SELECT MIN(epoch), policy_hash FROM dpl_entries GROUP BY policy_hash "
+    "ORDER BY MIN(epoch)",
+    "count": "SELECT COUNT(*) FROM dpl_entries",
+    "audit_meta": "SELECT key, value FROM dpl_meta ORDER BY key",
+    "audit_policies": "SELECT hash, name, version, body FROM dpl_policies ORDER BY hash",
+    "audit_spend": "SELECT epoch, scope, metric, total FROM dpl_spend "
+    "ORDER BY epoch, scope, metric",
+}
+"""The statements without parameters: one text that both dialects run as it is."""
 
 _NO_LIMIT = 2**62  # entries(limit=None): every row, as one fixed statement
 
