@@ -22,7 +22,13 @@ import numpy as np
 import numpy.typing as npt
 
 from dpledger.approval import ReleaseRequest, Verdict
-from dpledger.errors import DpLedgerError, InternalError, InvalidInput, ReleaseRefused
+from dpledger.errors import (
+    DpLedgerError,
+    InternalError,
+    InvalidInput,
+    LedgerCorrupted,
+    ReleaseRefused,
+)
 from dpledger.ledger import Ledger, Release
 from dpledger.policy import ALL, Policy
 from dpledger.types import Mode
@@ -185,6 +191,26 @@ def _cmd_init(args: argparse.Namespace) -> int:
         args.json,
         f"{verb} ledger {where} for policy {name} (opened with version {version})",
     )
+    return EXIT_OK
+
+
+def _cmd_migrate(args: argparse.Namespace) -> int:
+    from dpledger.ledger.migrate import migrate
+
+    try:
+        done = migrate(args.ledger)
+    except LedgerCorrupted as e:  # it fails its own schema's checks: nothing was changed
+        print(f"dpledger: migration refused: {e}", file=sys.stderr)
+        return EXIT_REFUSED
+    head = f"{done.head[0]}:{done.head[1]}"
+    text = (
+        f"migrated {done.location} from schema {done.from_version} to {done.to_version}: "
+        f"{done.entries} entries kept, chain head {head} unchanged (recorded anchors stay "
+        "valid); check it with `dpledger ledger verify`"
+        if done.changed
+        else f"{done.location} is already at schema {done.to_version}: nothing to do"
+    )
+    _emit({**done.as_dict(), "changed": done.changed}, args.json, text)
     return EXIT_OK
 
 
@@ -383,6 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("verify", _cmd_verify, "hash chain, recorded policies, every ε re-derived via OpenDP"),
         ("export", _cmd_export, "entries as JSON lines"),
         ("lifetime", _cmd_lifetime, "a client's total loss over all epochs"),
+        ("migrate", _cmd_migrate, "upgrade a dpledger 0.1 ledger in place (keeps every hash)"),
     ):
         p = lg.add_parser(name, help=help_)
         _ledger_args(p)

@@ -45,12 +45,13 @@ from dpledger.ledger.writer import RoundResult, Writer
 from dpledger.policy import ALL, Policy
 from dpledger.types import Budget, Mode
 
-__all__ = ["Ledger"]
+__all__ = ["Ledger", "open_store"]
 
 _LABEL = "label."
 
 
-def _open_store(target: str | Path | None, mode: Mode) -> SqlStore:
+def open_store(target: str | Path | None, mode: Mode) -> SqlStore:
+    """The store at a SQLite path or ``postgresql://`` URL (``None``: ``$DPLEDGER_URL``)."""
     target = target if target is not None else os.environ.get("DPLEDGER_URL")
     if target is None:
         raise InvalidInput(
@@ -122,7 +123,7 @@ class Ledger:
             and all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items())
         ):
             raise InvalidInput("labels must map strings to strings")
-        store = _open_store(target, mode)
+        store = open_store(target, mode)
         try:
             return cls(store, policy, labels=labels)
         except BaseException:
@@ -147,6 +148,7 @@ class Ledger:
         if not self._store.exists():
             return False
         if not self._checked:
+            self._store.check_schema()  # another schema cannot even be audited: always fatal
             try:
                 self._check_existing()
             except (LedgerCorrupted, PolicyMismatch) as e:

@@ -21,7 +21,15 @@ from dpledger.approval import ReleaseRequest
 from dpledger.mechanisms import MechanismFacts
 from dpledger.types import BarKind, Budget, Unit
 
-__all__ = ["GENESIS", "Entry", "EntryDraft", "Release", "VerifyReport", "chain_hash"]
+__all__ = [
+    "GENESIS",
+    "Entry",
+    "EntryDraft",
+    "Release",
+    "VerifyReport",
+    "chain_hash",
+    "chain_hash_v1",
+]
 
 GENESIS = "0" * 64
 """The ``prev_hash`` of the first entry."""
@@ -113,6 +121,35 @@ def chain_hash(seq: int, created_at: str, draft: EntryDraft, prev_hash: str) -> 
         draft.principal,
     ]
     text = json.dumps(body, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def chain_hash_v1(
+    seq: int, created_at: str, draft: EntryDraft, prev_hash: str, mechanism: dict[str, Any]
+) -> str:
+    """The chain rule of schema-1 ledgers (dpledger 0.1): SHA-256 of a sorted JSON object.
+
+    ``mechanism`` is the entry's stored mechanism JSON, parsed as it was written. Entries
+    written before a ledger was migrated to schema 2 keep this rule, so their hashes — and
+    any head recorded outside the database — stay valid; it covers no release id, request
+    hash or principal (schema-1 entries have none).
+    """
+    body = {
+        "seq": seq,
+        "created_at": created_at,
+        "epoch": draft.epoch,
+        "scope": draft.region,
+        "metric": draft.metric,
+        "policy": [draft.policy_name, draft.policy_version, draft.policy_hash],
+        "edges_version": draft.edges_version,
+        "mechanism": mechanism,
+        "unit": draft.charge.unit,
+        "charge": draft.charge.text,
+        "cohort": draft.cohort,
+        "output": list(draft.output),
+        "prev": prev_hash,
+    }
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
