@@ -353,12 +353,15 @@ class MetricSpec(FrozenModel):
         """
         return self.cap_per_client if self.cap_per_client is not None else self.cap_per_record
 
-    def record_regression_codec(self) -> VectorSumCodec:
+    def record_regression_codec(
+        self, weights: tuple[float, float, float, float, float] | None = None
+    ) -> VectorSumCodec:
         """The codec a silo encodes this metric's records with, and the server decodes with.
 
         Only for a record-level regression metric (``y_clip``, ``y_pred_clip`` and
         ``cap_per_record`` declared): :func:`dpledger.metrics.records.record_regression_codec`
-        of the declared numbers, so both sides build the same codec from the policy.
+        of the declared numbers, so both sides build the same codec from the policy
+        (``weights`` move noise between the measures; any choice keeps the sensitivity).
         """
         if self.y_clip is None or self.y_pred_clip is None or self.cap_per_record is None:
             raise InvalidInput(
@@ -369,6 +372,7 @@ class MetricSpec(FrozenModel):
             y_clip=(float(self.y_clip.low), float(self.y_clip.high)),
             y_pred_clip=(float(self.y_pred_clip.low), float(self.y_pred_clip.high)),
             cap=float(self.cap_per_record),
+            weights=weights,
         )
 
     @property

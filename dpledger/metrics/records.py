@@ -304,21 +304,29 @@ def _range(pair: tuple[float, float], name: str) -> tuple[float, float]:
 
 
 def record_regression_codec(
-    *, y_clip: tuple[float, float], y_pred_clip: tuple[float, float], cap: float
+    *,
+    y_clip: tuple[float, float],
+    y_pred_clip: tuple[float, float],
+    cap: float,
+    weights: tuple[float, float, float, float, float] | None = None,
 ) -> VectorSumCodec:
     """The codec of one record's regression measures under the declared y and ŷ clips.
 
     :func:`~dpledger.metrics.flam_regression.regression_codec` with one sample per record
     (``max_samples = 1``), the residual bound of :func:`residual_bound`, the midpoint of
-    ``y_clip`` as the shift and equal weights: a record's encoded row has L1 ≤ ``cap``
-    (the policy's ``cap_per_record``). The server decodes the release with the same codec
-    (:meth:`dpledger.policy.MetricSpec.record_regression_codec` builds it from a policy).
+    ``y_clip`` as the shift: a record's encoded row has L1 ≤ ``cap`` (the policy's
+    ``cap_per_record``) whatever the ``weights`` (equal by default), so they are a free
+    choice of where the noise goes, not a privacy setting — e.g. more weight on
+    Σ(y−ŷ)², whose per-record bound (y−ŷ)² is the loosest, narrows R²'s interval. The
+    server decodes with the same codec (:meth:`MetricSpec.record_regression_codec
+    <dpledger.policy.MetricSpec.record_regression_codec>` builds it from a policy).
     """
     return regression_codec(
         y_bounds=_range(y_clip, "y_clip"),
         residual_bound=residual_bound(y_clip, y_pred_clip),
         max_samples=1,
         cap=check_positive(cap, "cap"),
+        weights=weights,
     )
 
 
@@ -329,6 +337,7 @@ def record_regression(
     y_clip: tuple[float, float],
     y_pred_clip: tuple[float, float],
     cap: float,
+    weights: tuple[float, float, float, float, float] | None = None,
     offsets: npt.ArrayLike | None = None,
     persons: npt.ArrayLike | None = None,
     max_records: int | None = None,
@@ -343,7 +352,9 @@ def record_regression(
     y = as_finite(y_true, "y_true")
     yh = as_finite(y_pred, "y_pred")
     n = check_same_length(y_true=y, y_pred=yh)
-    codec = record_regression_codec(y_clip=y_clip, y_pred_clip=y_pred_clip, cap=cap)
+    codec = record_regression_codec(
+        y_clip=y_clip, y_pred_clip=y_pred_clip, cap=cap, weights=weights
+    )
     seg, keep = _bounded(n, offsets, persons, max_records)
     lo, hi = _range(y_clip, "y_clip")
     y = np.clip(y, lo, hi)
