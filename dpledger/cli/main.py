@@ -192,12 +192,13 @@ def _cmd_init(args: argparse.Namespace) -> int:
 def _unit_view(ledger: Ledger) -> str:
     """The epoch budget in its unit; under zCDP with its (ε, δ) view."""
     p = ledger.policy
+    who = "client" if p.privacy_unit == "client" else "person (record unit)"
     if p.unit == "epsilon":
-        return f"ε_eval {p.eval_budget} per client per epoch (pure DP)"
+        return f"ε_eval {p.eval_budget} per {who} per epoch (pure DP)"
     from dpledger.accounting import zcdp_epsilon
 
     eps = zcdp_epsilon(p.eval_budget, p.delta)
-    return f"ρ_eval {p.eval_budget} per client per epoch (zCDP; ≈ ε {eps:.4g} at δ = {p.delta:g})"
+    return f"ρ_eval {p.eval_budget} per {who} per epoch (zCDP; ≈ ε {eps:.4g} at δ = {p.delta:g})"
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
@@ -232,6 +233,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
             "entries": n,
             "head": head,
             "unit": unit,
+            "privacy_unit": ledger.policy.privacy_unit,
             "eval_budget": str(budget),
             "regions": rows,
             "notices": list(notices),
