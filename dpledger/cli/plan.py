@@ -25,7 +25,7 @@ from dpledger.policy import Policy, PolicyWarning
 __all__ = ["cmd_calibrate", "cmd_plan", "parse_cohort", "parse_percentiles", "register"]
 
 
-def parse_cohort(text: str, flag: str = "--cohort") -> tuple[str, int]:
+def parse_cohort(text: str, flag: str = "--cohort", form: str = "REGION=N") -> tuple[str, int]:
     """``"eu-west=2400"`` → ``("eu-west", 2400)``; :class:`InvalidInput` if malformed."""
     region, sep, count = text.partition("=")
     region = region.strip()
@@ -34,7 +34,7 @@ def parse_cohort(text: str, flag: str = "--cohort") -> tuple[str, int]:
     except ValueError:
         n = 0
     if not sep or not region or n < 1:
-        raise InvalidInput(f"{flag} {text!r}: expected NAME=N with N ≥ 1, e.g. eu-west=2400")
+        raise InvalidInput(f"{flag} {text!r}: expected {form} with N ≥ 1, e.g. eu-west=2400")
     return region, n
 
 
@@ -120,7 +120,7 @@ def _print_unit_comparison(policy: Policy, silo_args: list[str], as_json: bool) 
 
     silos: dict[str, int] = {}
     for text in silo_args:
-        name, n = parse_cohort(text, "--silo")
+        name, n = parse_cohort(text, "--silo", "NAME=N")
         if name in silos:
             raise InvalidInput(f"--silo {name} is given twice")
         silos[name] = n

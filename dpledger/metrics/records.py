@@ -43,7 +43,6 @@ from dpledger.metrics._segments import (
     IntArray,
     Segments,
     as_finite,
-    as_labels,
     bucket_of,
     check_positive,
     check_same_length,
@@ -51,7 +50,8 @@ from dpledger.metrics._segments import (
     segments_for,
 )
 from dpledger.metrics.codec import VectorSumCodec
-from dpledger.metrics.flam_regression import regression_codec
+from dpledger.metrics.flam import confusion_matrix
+from dpledger.metrics.flam_regression import check_range, regression_codec
 from dpledger.metrics.secure_sum import FixedPoint
 
 __all__ = [
@@ -222,15 +222,17 @@ def record_confusion(
     Counts are integers, so the sums are exact. Release the total with
     :func:`dpledger.release_confusion`.
     """
-    if isinstance(n_classes, bool) or not isinstance(n_classes, int | np.integer):
-        raise InvalidInput(f"n_classes must be an integer, got {n_classes!r}")
-    if n_classes < 2:
-        raise InvalidInput(f"n_classes must be ≥ 2, got {n_classes}")
-    c = int(n_classes)
-    t = as_labels(y_true, "y_true", c)
-    p = as_labels(y_pred, "y_pred", c)
-    check_same_length(y_true=t, y_pred=p)
-    return _counts(t * c + p, c * c, offsets, persons, max_records)
+    t, p = np.asarray(y_true), np.asarray(y_pred)
+    if t.ndim != 1 or p.shape != t.shape:
+        raise InvalidInput(f"y_true and y_pred must be 1-D of one length, got {t.shape}, {p.shape}")
+    seg, keep = _bounded(t.shape[0], offsets, persons, max_records)
+    if keep is not None:
+        t, p = t[keep], p[keep]
+    records = np.bincount(seg.ids if keep is None else seg.ids[keep], minlength=seg.n_clients)
+    starts = np.concatenate([[0], np.cumsum(records)[:-1]]).astype(np.int64)
+    counts = confusion_matrix(t, p, n_classes=n_classes, offsets=starts)  # labels checked there
+    units = counts.reshape(seg.n_clients, -1).astype(np.int64)  # integer counts: exact
+    return SiloSums(units, 1.0, records.astype(np.int64), seg.lengths - records)
 
 
 def record_histogram(
@@ -289,18 +291,11 @@ def residual_bound(y_clip: tuple[float, float], y_pred_clip: tuple[float, float]
     Rounded up one ulp, so the float residual of any clipped pair (itself rounded to
     nearest, hence monotone) never exceeds it.
     """
-    (y_lo, y_hi), (p_lo, p_hi) = _range(y_clip, "y_clip"), _range(y_pred_clip, "y_pred_clip")
+    (y_lo, y_hi), (p_lo, p_hi) = (
+        check_range(y_clip, "y_clip"),
+        check_range(y_pred_clip, "y_pred_clip"),
+    )
     return math.nextafter(max(y_hi - p_lo, p_hi - y_lo), math.inf)
-
-
-def _range(pair: tuple[float, float], name: str) -> tuple[float, float]:
-    try:
-        lo, hi = (float(v) for v in pair)
-    except (TypeError, ValueError) as e:
-        raise InvalidInput(f"{name} must be a pair (low, high), got {pair!r}") from e
-    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-        raise InvalidInput(f"{name} must be finite with low < high, got {pair!r}")
-    return lo, hi
 
 
 def record_regression_codec(
@@ -322,7 +317,7 @@ def record_regression_codec(
     <dpledger.policy.MetricSpec.record_regression_codec>` builds it from a policy).
     """
     return regression_codec(
-        y_bounds=_range(y_clip, "y_clip"),
+        y_bounds=check_range(y_clip, "y_clip"),
         residual_bound=residual_bound(y_clip, y_pred_clip),
         max_samples=1,
         cap=check_positive(cap, "cap"),
@@ -356,9 +351,9 @@ def record_regression(
         y_clip=y_clip, y_pred_clip=y_pred_clip, cap=cap, weights=weights
     )
     seg, keep = _bounded(n, offsets, persons, max_records)
-    lo, hi = _range(y_clip, "y_clip")
+    lo, hi = check_range(y_clip, "y_clip")
     y = np.clip(y, lo, hi)
-    yh = np.clip(yh, *_range(y_pred_clip, "y_pred_clip"))
+    yh = np.clip(yh, *check_range(y_pred_clip, "y_pred_clip"))
     r = y - yh
     d = y - 0.5 * (lo + hi)  # the codec's shift: the midpoint of y_clip
     measures = np.stack([r * r, np.abs(r), d, d * d, np.ones(n)], axis=1)

@@ -211,6 +211,11 @@ def _metric_cells(m: MetricPlan) -> list[str]:
     return [*cells, "yes" if m.publishable else f"no: {m.reason}"]
 
 
+def _records_noun(policy: Policy) -> str:
+    """`` records`` after a count under a record-level policy (client plans read as before)."""
+    return " records" if policy.privacy_unit == "record" else ""
+
+
 def _yes(ok: bool) -> str:
     return "yes" if ok else "NO"
 
@@ -344,7 +349,7 @@ def _plan_region(
             continue
         floors[name] = floor = _floor(facts, spec.target, spec.bar)
         if n < floor:
-            reasons[name] = f"cohort {n} < floor {floor} {policy.counted}"
+            reasons[name] = f"cohort {n} < floor {floor}{_records_noun(policy)}"
             best = mech.cohort_floor(  # if the metric had the whole allocation
                 facts.sensitivity, budget, spec.target, spec.bar,
                 measure=facts.measure, mechanism=facts.mechanism,
@@ -354,8 +359,8 @@ def _plan_region(
                 never.append(f"{name} (needs n ≥ {best})")
     if never:
         warnings.append(
-            f"region {region} (n={n} {policy.counted}) can never publish {', '.join(never)} at "
-            "this budget, "
+            f"region {region} (n={n}{_records_noun(policy)}) can never publish "
+            f"{', '.join(never)} at this budget, "
             f"even with the whole {_sym(policy.unit)}_eval = {_show(budget)} on one release; "
             "merge regions or aggregate over a longer window"
         )
