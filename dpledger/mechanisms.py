@@ -430,6 +430,9 @@ def error_bar(
 ) -> float:
     """Error bar of a mean over ``n`` clients: ``factor·Δ/(ε·n)`` (or σ/n under zCDP).
 
+    Under a record-level policy ``n`` counts records and ``Δ`` is the per-record bound ×
+    ``max_records_per_person`` (:func:`policy_sensitivity` gives it).
+
     ``budget`` is ε (or ρ with ``measure="rho"``), or a :class:`Budget` with its unit.
     """
     amount, unit = _amount(budget, measure)
@@ -445,7 +448,10 @@ def cohort_floor(
     measure: Unit | None = None,
     mechanism: MechanismKind = "laplace",
 ) -> int:
-    """The smallest cohort ``n`` whose :func:`error_bar` is ≤ ``target`` (n − 1's is not)."""
+    """The smallest cohort ``n`` whose :func:`error_bar` is ≤ ``target`` (n − 1's is not).
+
+    ``n`` counts clients, or records under a record-level policy (with its Δ).
+    """
     amount, unit = _amount(budget, measure)
     return cohort_floor_for_scale(noise_scale(sensitivity, amount, unit), target, bar, mechanism)
 
