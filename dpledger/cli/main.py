@@ -30,6 +30,7 @@ from dpledger.errors import (
     ReleaseRefused,
 )
 from dpledger.ledger import Ledger, Release
+from dpledger.ledger.lifetime import Lifetime
 from dpledger.policy import ALL, Policy
 from dpledger.types import Mode
 
@@ -217,12 +218,13 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
 def _unit_view(ledger: Ledger) -> str:
     """The epoch budget in its unit; under zCDP with its (ε, δ) view."""
     p = ledger.policy
+    who = "client" if p.privacy_unit == "client" else "person (record unit)"
     if p.unit == "epsilon":
-        return f"ε_eval {p.eval_budget} per client per epoch (pure DP)"
+        return f"ε_eval {p.eval_budget} per {who} per epoch (pure DP)"
     from dpledger.accounting import zcdp_epsilon
 
     eps = zcdp_epsilon(p.eval_budget, p.delta)
-    return f"ρ_eval {p.eval_budget} per client per epoch (zCDP; ≈ ε {eps:.4g} at δ = {p.delta:g})"
+    return f"ρ_eval {p.eval_budget} per {who} per epoch (zCDP; ≈ ε {eps:.4g} at δ = {p.delta:g})"
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
@@ -257,6 +259,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
             "entries": n,
             "head": head,
             "unit": unit,
+            "privacy_unit": ledger.policy.privacy_unit,
             "eval_budget": str(budget),
             "regions": rows,
             "notices": list(notices),
@@ -332,14 +335,23 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 def _cmd_lifetime(args: argparse.Namespace) -> int:
     with _open(args, "read") as ledger:
-        life = ledger.lifetime(args.region, delta=args.delta)
+        units = sorted({e.privacy_unit for e in ledger.entries()} | {ledger.policy.privacy_unit})
+        lives = [ledger.lifetime(args.region, delta=args.delta, privacy_unit=u) for u in units]
         delta = args.delta or ledger.policy.delta
+    blocks = [_lifetime_text(life, delta) for life in lives]
+    payload = lives[0].as_dict() if len(lives) == 1 else {"by_unit": [x.as_dict() for x in lives]}
+    _emit(payload, args.json, "\n".join(blocks))
+    return EXIT_OK
+
+
+def _lifetime_text(life: Lifetime, delta: float) -> str:
     pld = (
         "not installed (pip install 'dpledger[pld]')"
         if life.epsilon_pld is None
         else f"{life.epsilon_pld:.6g}"
     )
-    head = f"lifetime loss of a client of region {life.region} over {life.releases} releases"
+    who = "a client" if life.privacy_unit == "client" else "one person's records"
+    head = f"lifetime loss of {who} of region {life.region} over {life.releases} releases"
     if life.method == "basic":
         headline = f"  ε = {life.total.text} (pure DP, exact; δ = 0)"
     else:
@@ -351,8 +363,12 @@ def _cmd_lifetime(args: argparse.Namespace) -> int:
         f"{head}\n{headline}\n  (ε, δ = {delta:g}) views: zCDP conversion ε = "
         f"{life.epsilon_zcdp:.6g}; PLD ε = {pld}"
     )
-    _emit(life.as_dict(), args.json, text)
-    return EXIT_OK
+    if life.unbounded:
+        text += (
+            f"\n  NOT BOUNDED for a client: {life.unbounded} record-level release(s) protect "
+            "one person's records, not a client's aggregate"
+        )
+    return text
 
 
 def _ledger_args(p: argparse.ArgumentParser) -> None:

@@ -216,6 +216,14 @@ def _check_charge(a: _Audit, e: Entry) -> None:
     except DpLedgerError as exc:
         a.problems.append(f"entry {e.seq}: its policy cannot release {d.metric!r}: {exc}")
         return
+    recorded = _unit_text(d.facts.privacy_unit, d.facts.records)
+    declared = _unit_text(expected.privacy_unit, expected.records)
+    if recorded != declared:
+        a.problems.append(
+            f"entry {e.seq}: recorded for privacy unit {recorded} but its policy "
+            f"{policy.version} declares {declared}"
+        )
+        return
     same = (
         expected.mechanism,
         expected.measure,
@@ -230,6 +238,10 @@ def _check_charge(a: _Audit, e: Entry) -> None:
         a.problems.append(
             f"entry {e.seq}: mechanism facts or charge differ from what its policy calibrates"
         )
+
+
+def _unit_text(unit: str, records: int) -> str:
+    return f"'{unit}'" if unit == "client" else f"'{unit}' (≤ {records} per person)"
 
 
 # -- meta, spend, epochs -------------------------------------------------------------------

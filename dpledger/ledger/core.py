@@ -43,7 +43,7 @@ from dpledger.ledger.records import GENESIS, Entry, Release, VerifyReport
 from dpledger.ledger.store import SqlStore, policy_conflict
 from dpledger.ledger.writer import RoundResult, Writer
 from dpledger.policy import ALL, Policy
-from dpledger.types import Budget, Mode
+from dpledger.types import Budget, Mode, PrivacyUnit
 
 __all__ = ["Ledger", "open_store"]
 
@@ -346,12 +346,23 @@ class Ledger:
         )
         return self.spent_by_region(epoch)
 
-    def lifetime(self, region: str = ALL, *, delta: float | None = None) -> Lifetime:
-        """A client's total loss over all epochs: exact ε or ρ, with (ε, δ) views.
+    def lifetime(
+        self,
+        region: str = ALL,
+        *,
+        delta: float | None = None,
+        privacy_unit: PrivacyUnit | None = None,
+    ) -> Lifetime:
+        """A client's (or a person's) total loss over all epochs: exact ε or ρ, (ε, δ) views.
 
-        ``delta`` defaults to the policy's. See :mod:`dpledger.ledger.lifetime`.
+        ``delta`` defaults to the policy's; ``privacy_unit`` to the policy's unit (a
+        ledger whose policy versions changed unit reports each unit on its own). See
+        :mod:`dpledger.ledger.lifetime`.
         """
         self._known_region(region)
+        unit = self.policy.privacy_unit if privacy_unit is None else privacy_unit
+        if unit not in ("client", "record"):
+            raise InvalidInput(f"privacy_unit must be 'client' or 'record', got {unit!r}")
         if delta is not None and (
             isinstance(delta, bool)
             or not isinstance(delta, int | float)
@@ -364,6 +375,7 @@ class Ledger:
             self.policy.delta if delta is None else delta,
             regions=self.policy.regions.names,
             unit=self.policy.unit,
+            privacy_unit=unit,
         )
 
     def entries(

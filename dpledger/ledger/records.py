@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from dpledger.approval import ReleaseRequest
 from dpledger.mechanisms import MechanismFacts
-from dpledger.types import BarKind, Budget, Unit
+from dpledger.types import BarKind, Budget, PrivacyUnit, Unit
 
 __all__ = [
     "GENESIS",
@@ -70,6 +70,16 @@ class Entry:
         """The entry's id: its position in the chain (1-based, no gaps)."""
         return self.seq
 
+    @property
+    def privacy_unit(self) -> PrivacyUnit:
+        """Whom the release's sensitivity is of: ``"client"``, or ``"record"``.
+
+        Stored in the chain-hashed mechanism facts (written only when not ``"client"``,
+        so entries from before units hash as they did); ``verify`` checks it against the
+        entry's recorded policy.
+        """
+        return self.draft.facts.privacy_unit
+
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict: the audit record a reviewer reads (exact ε as ``"p/q"``)."""
         d = self.draft
@@ -82,6 +92,8 @@ class Entry:
             "policy": {"name": d.policy_name, "version": d.policy_version, "hash": d.policy_hash},
             "edges_version": d.edges_version,
             "mechanism": d.facts.as_dict(),
+            "privacy_unit": d.facts.privacy_unit,
+            "records_per_unit": d.facts.records,
             "unit": d.charge.unit,
             "charge": d.charge.text,
             "cohort": d.cohort,
