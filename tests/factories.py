@@ -59,6 +59,26 @@ nonnegative = false
 """
 
 
+def policy_text(
+    *,
+    neighbouring: str = "replace",
+    epoch_epsilon: str = "4",
+    eval_fraction: str = "0.25",
+    scalar_eps: str = "0.1",
+    version: str = "1",
+) -> str:
+    """The TOML of :func:`policy` (for a policy file a command or a server reads)."""
+    edges20 = ", ".join(str(float(i)) for i in range(1, 20))
+    return BASE.format(
+        neighbouring=neighbouring,
+        epoch_epsilon=epoch_epsilon,
+        eval_fraction=eval_fraction,
+        scalar_eps=scalar_eps,
+        edges20=edges20,
+        version=version,
+    )
+
+
 def policy(
     *,
     neighbouring: str = "replace",
@@ -68,18 +88,14 @@ def policy(
     version: str = "1",
 ) -> Policy:
     """A small policy: ε_eval = 1 by default, three regions, scalar/histogram/vector metrics."""
-    edges20 = ", ".join(str(float(i)) for i in range(1, 20))
-    return Policy.from_toml(
-        BASE.format(
-            neighbouring=neighbouring,
-            epoch_epsilon=epoch_epsilon,
-            eval_fraction=eval_fraction,
-            scalar_eps=scalar_eps,
-            edges20=edges20,
-            version=version,
-        ),
-        source="test-policy.toml",
+    text = policy_text(
+        neighbouring=neighbouring,
+        epoch_epsilon=epoch_epsilon,
+        eval_fraction=eval_fraction,
+        scalar_eps=scalar_eps,
+        version=version,
     )
+    return Policy.from_toml(text, source="test-policy.toml")
 
 
 def spatial() -> Policy:
