@@ -245,6 +245,9 @@ def test_entries_are_paged_and_filtered(app: Any, site: Site) -> None:
     ).json()
     assert [e["entry_id"] for e in rest["entries"]] == [3]
     assert rest["next_after"] is None
+    typo = call(app, "GET", "/v1/entries?limt=2", headers=site.auth("reader"))
+    assert (typo.status_code, typo.json()["error"]) == (422, "invalid_input")
+    assert "limt" in typo.json()["message"]
     north = call(app, "GET", "/v1/entries?region=north", headers=site.auth("reader")).json()
     assert [e["entry_id"] for e in north["entries"]] == [1, 3]
     assert {e["principal"] for e in north["entries"]} == {site.principals["admin"]}

@@ -24,6 +24,7 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import parse_qsl
 
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
@@ -39,6 +40,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from dpledger.errors import (
     DpLedgerError,
     InternalError,
+    InvalidInput,
     LedgerCorrupted,
     NotAuthenticated,
     NotPermitted,
@@ -49,9 +51,19 @@ from dpledger.errors import (
 )
 from dpledger.service.keys import ACTIONS, ApiKey
 from dpledger.service.models import ErrorOut, RefusedBudget, budget_out, verdict_out
-from dpledger.service.state import ServiceState, Settings, error_code
+from dpledger.service.state import DEFAULT_MAX_BODY_BYTES, ServiceState, Settings, error_code
 
-__all__ = ["ACTION_KEY", "ANY_KEY", "CONFLICT_CHECKS", "Gate", "create_app", "status_for"]
+__all__ = [
+    "ACTION_KEY",
+    "ANY_KEY",
+    "CONFLICT_CHECKS",
+    "Gate",
+    "caller",
+    "create_app",
+    "error_body",
+    "openapi_schema",
+    "status_for",
+]
 
 log = logging.getLogger("dpledger.service")
 
@@ -119,7 +131,8 @@ def error_body(exc: DpLedgerError, status: int) -> dict[str, Any]:
             )
     elif isinstance(exc, NotPermitted):
         body.failed_checks = [f"scope: {exc.missing}"]
-    encoded: dict[str, Any] = jsonable_encoder(body.model_dump(exclude_none=True))
+    dumped = {k: v for k, v in body.model_dump().items() if v is not None}  # top level only
+    encoded: dict[str, Any] = jsonable_encoder(dumped)
     return encoded
 
 
@@ -140,13 +153,27 @@ class Gate:
         self.app = app
         self._routes = [r for r in routes if isinstance(r, APIRoute)]
         self._state = state
+        self._queries: dict[tuple[str, str], set[str]] | None = None
 
-    def _action(self, scope: Scope) -> str | None:
-        """The matched route's action; ``""`` if it declares none; None if no route matches."""
+    def _route(self, scope: Scope) -> APIRoute | None:
         for route in self._routes:
             if route.matches(scope)[0] == Match.FULL:
-                return str((route.openapi_extra or {}).get(ACTION_KEY) or "")
+                return route
         return None
+
+    def _unknown_query(self, route: APIRoute, scope: Scope) -> list[str]:
+        """Query parameters the route does not take (a typo must not be silently ignored)."""
+        if self._queries is None:  # what each operation declares, from the schema
+            self._queries = {
+                (path, method.upper()): {
+                    p["name"] for p in op.get("parameters", ()) if p.get("in") == "query"
+                }
+                for path, ops in openapi_schema()["paths"].items()
+                for method, op in ops.items()
+            }
+        known = self._queries.get((route.path, scope["method"]), set())
+        given = {k for k, _ in parse_qsl(scope.get("query_string", b"").decode("latin-1"), True)}
+        return sorted(given - known)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -183,8 +210,12 @@ class Gate:
             await response(scope, receive, secured)
             return
         scope.setdefault("state", {})["key"] = key
-        action = self._action(scope)
-        if action is not None and action != ANY_KEY:
+        route = self._route(scope)
+        if route is None:  # 404 or 405: FastAPI answers
+            await self.app(scope, receive, secured)
+            return
+        action = str((route.openapi_extra or {}).get(ACTION_KEY) or "")
+        if action != ANY_KEY:
             try:
                 if action not in ACTIONS:  # a route without an action: nobody may call it
                     log.error("route %s declares no action: refused", path)
@@ -198,6 +229,12 @@ class Gate:
                 await run_in_threadpool(self._state.log_refusal, key, action, None, e, 403)
                 await _json(403, error_body(e, 403))(scope, receive, secured)
                 return
+        unknown = self._unknown_query(route, scope)
+        if unknown:
+            shown = ", ".join(repr(u[:40]) for u in unknown[:5])
+            wrong = InvalidInput(f"unknown query parameter(s) {shown}: see /openapi.json")
+            await _json(422, error_body(wrong, 422))(scope, receive, secured)
+            return
         await self.app(scope, receive, secured)
 
 
@@ -268,6 +305,30 @@ def _handlers(app: FastAPI, state: ServiceState) -> None:
     app.add_exception_handler(Exception, unexpected)
 
 
+def _fastapi(max_body_bytes: int, lifespan: Any = None) -> FastAPI:
+    """The application and its routes, without state (what the schema is read from)."""
+    from dpledger.service import page, routes
+
+    app = FastAPI(
+        title="dpledger",
+        version="1",
+        summary="Release approval for a shared privacy-budget ledger",
+        lifespan=lifespan,
+        max_body_size=max_body_bytes,
+        docs_url=None,  # the interactive docs load scripts from a CDN: not on this service
+        redoc_url=None,
+    )
+    app.include_router(routes.public)
+    app.include_router(routes.router)
+    app.include_router(page.router)
+    return app
+
+
+def openapi_schema() -> dict[str, Any]:
+    """The service's OpenAPI document, without opening a ledger (for docs and fuzzing)."""
+    return _fastapi(DEFAULT_MAX_BODY_BYTES).openapi()
+
+
 def create_app(settings: Settings) -> FastAPI:
     """The service for one ledger: opens it (it must exist) and its key store now.
 
@@ -275,7 +336,7 @@ def create_app(settings: Settings) -> FastAPI:
     any port is bound. The connections close when the app's lifespan ends, or with
     ``app.state.service.close()``.
     """
-    from dpledger.service import page, routes
+    from dpledger.service import routes
 
     state = ServiceState(settings)
 
@@ -286,19 +347,8 @@ def create_app(settings: Settings) -> FastAPI:
         yield
         state.close()
 
-    app = FastAPI(
-        title="dpledger",
-        version="1",
-        summary="Release approval for a shared privacy-budget ledger",
-        lifespan=lifespan,
-        max_body_size=settings.max_body_bytes,
-        docs_url=None,  # the interactive docs load scripts from a CDN: not on this service
-        redoc_url=None,
-    )
+    app = _fastapi(settings.max_body_bytes, lifespan)
     app.state.service = state
     _handlers(app, state)
-    app.include_router(routes.public)
-    app.include_router(routes.router)
-    app.include_router(page.router)
     app.add_middleware(Gate, routes=routes.router.routes, state=state)
     return app
