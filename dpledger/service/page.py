@@ -111,12 +111,13 @@ def _chart(d: PageData) -> str:
         return "<p id='no-releases'>No releases yet: every region has its whole budget.</p>"
     regions = d.regions
     left, top, plot_h, group_w = 48, 12, 160, max(24, 18 * len(regions) + 14)
-    width = left + group_w * len(epochs) + 10
+    legend_w = sum(24 + 7 * len(r) for r in regions)
+    width = max(left + group_w * len(epochs) + 10, left + legend_w, 540)
     bar_w = (group_w - 14) / max(1, len(regions))
     total = float(d.eval_budget.amount) or 1.0
     parts = [
-        f"<svg id='burndown' role='img' width='{width}' height='{top + plot_h + 40}' "
-        f"aria-label='remaining budget per region, by epoch'>",
+        f"<svg id='burndown' role='img' width='{width}' height='{top + plot_h + 58}' "
+        f"aria-label='share of each epoch's budget left, per region'>",
         f"<text x='0' y='{top + 4}' font-size='10'>100%</text>",
         f"<text x='0' y='{top + plot_h}' font-size='10'>0%</text>",
         f"<line x1='{left - 4}' y1='{top + plot_h}' x2='{width}' y2='{top + plot_h}' "
@@ -143,17 +144,17 @@ def _chart(d: PageData) -> str:
             f"text-anchor='middle'>{epoch}</text>"
         )
     parts.append(
-        f"<text x='{left}' y='{top + plot_h + 30}' font-size='11'>epoch → (bar: share of "
-        f"{_e(d.eval_budget)} left; legend:</text>"
+        f"<text x='{left}' y='{top + plot_h + 30}' font-size='11'>epoch → ; each bar: the "
+        f"share of the epoch's {_e(d.eval_budget)} a client of its region has left</text>"
     )
-    x = left + 230
+    x = left
     for j, region in enumerate(regions):
         color = _PALETTE[j % len(_PALETTE)]
         parts.append(
-            f"<rect x='{x}' y='{top + plot_h + 21}' width='10' height='10' fill='{color}'/>"
-            f"<text x='{x + 13}' y='{top + plot_h + 30}' font-size='11'>{_e(region)}</text>"
+            f"<rect x='{x}' y='{top + plot_h + 38}' width='10' height='10' fill='{color}'/>"
+            f"<text x='{x + 13}' y='{top + plot_h + 47}' font-size='11'>{_e(region)}</text>"
         )
-        x += 20 + 7 * len(region)
+        x += 24 + 7 * len(region)
     parts.append("</svg>")
     return "".join(parts)
 
@@ -161,7 +162,9 @@ def _chart(d: PageData) -> str:
 def _budget_rows(d: PageData) -> str:
     rows = []
     total = float(d.eval_budget.amount) or 1.0
-    for epoch, region, spent, rem in reversed(d.budgets):
+    order = {r: i for i, r in enumerate(d.regions)}
+    newest_first = sorted(d.budgets, key=lambda row: (-row[0], order.get(row[1], 0)))
+    for epoch, region, spent, rem in newest_first:
         used = 100 * float(spent.amount) / total
         rows.append(
             f"<tr data-epoch='{epoch}' data-region='{_e(region)}'><td class='num'>{epoch}</td>"
