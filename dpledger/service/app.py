@@ -264,7 +264,10 @@ def _handlers(app: FastAPI, state: ServiceState) -> None:
                       type(exc).__name__, exc)  # fmt: skip
         subject = request.scope.get("state", {}).get("subject")
         key = request.scope.get("state", {}).get("key")
-        if subject is not None and isinstance(key, ApiKey) and status in (403, 409, 422):
+        # the operator's log keeps refused releases and every scope refusal (a dry-run
+        # check that says no is an answer, not an event)
+        logged = status == 403 or (status in (409, 422) and subject and subject[0] == "release")
+        if subject is not None and isinstance(key, ApiKey) and logged:
             action, req = subject
             try:
                 await run_in_threadpool(state.log_refusal, key, action, req, exc, status)
@@ -307,7 +310,7 @@ def _handlers(app: FastAPI, state: ServiceState) -> None:
 
 def _fastapi(max_body_bytes: int, lifespan: Any = None) -> FastAPI:
     """The application and its routes, without state (what the schema is read from)."""
-    from dpledger.service import page, routes
+    from dpledger.service import page, routes, views
 
     app = FastAPI(
         title="dpledger",
@@ -320,6 +323,7 @@ def _fastapi(max_body_bytes: int, lifespan: Any = None) -> FastAPI:
     )
     app.include_router(routes.public)
     app.include_router(routes.router)
+    app.include_router(views.router)
     app.include_router(page.router)
     return app
 
@@ -336,7 +340,7 @@ def create_app(settings: Settings) -> FastAPI:
     any port is bound. The connections close when the app's lifespan ends, or with
     ``app.state.service.close()``.
     """
-    from dpledger.service import routes
+    from dpledger.service import routes, views
 
     state = ServiceState(settings)
 
@@ -350,5 +354,5 @@ def create_app(settings: Settings) -> FastAPI:
     app = _fastapi(settings.max_body_bytes, lifespan)
     app.state.service = state
     _handlers(app, state)
-    app.add_middleware(Gate, routes=routes.router.routes, state=state)
+    app.add_middleware(Gate, routes=[*routes.router.routes, *views.router.routes], state=state)
     return app

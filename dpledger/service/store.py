@@ -150,10 +150,12 @@ class ServiceStore:
     Open with :meth:`open`. Every statement runs under one lock on one connection.
     """
 
-    def __init__(self, location: str, conn: Any, pg: bool) -> None:
+    def __init__(self, location: str, conn: Any, pg: bool, url: str = "") -> None:
         self.location = location
         self._conn = conn
         self._pg = pg
+        self._url = url  # PostgreSQL: to reconnect after the server dropped the session
+        self._in_txn = False
         self._sql = _PG if pg else _SQLITE
         self._lock = threading.Lock()
 
@@ -228,7 +230,7 @@ class ServiceStore:
             conn = psycopg.connect(url, autocommit=True, application_name="dpledger-service")
         except psycopg.Error as e:
             raise StoreError(f"cannot connect to the key store in {where}") from e
-        return cls(where, conn, pg=True)
+        return cls(where, conn, pg=True, url=url)
 
     def _exists(self) -> bool:
         if self._pg:
@@ -262,24 +264,43 @@ class ServiceStore:
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         try:
-            cur = self._conn.execute(sql, tuple(params))
-            return list(cur.fetchall()) if cur.description is not None else []
+            try:
+                return self._once(sql, params)
+            except Exception:
+                # PostgreSQL restarted or dropped an idle session: outside a transaction
+                # a statement may run again on a new session (inside one, it may not)
+                if not (self._pg and self._conn.broken and not self._in_txn):
+                    raise
+                import psycopg
+
+                self._conn = psycopg.connect(
+                    self._url, autocommit=True, application_name="dpledger-service"
+                )
+                return self._once(sql, params)
         except Exception as e:
             if isinstance(e, sqlite3.Error) or type(e).__module__.startswith("psycopg"):
                 raise StoreError(f"key store {self.location}: {type(e).__name__}") from e
             raise
 
+    def _once(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        cur = self._conn.execute(sql, tuple(params))
+        return list(cur.fetchall()) if cur.description is not None else []
+
     @contextmanager
     def _transaction(self) -> Iterator[None]:
         with self._lock:
             self._run("BEGIN" if self._pg else "BEGIN IMMEDIATE")
+            self._in_txn = True
             try:
                 yield
             except BaseException:
                 with contextlib.suppress(Exception):
                     self._run("ROLLBACK")
                 raise
-            self._run("COMMIT")
+            else:
+                self._run("COMMIT")
+            finally:
+                self._in_txn = False
 
     def _query(self, name: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
