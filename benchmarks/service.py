@@ -16,12 +16,7 @@ synchronous=FULL) and on a throwaway PostgreSQL server (fsync=on).
 
 from __future__ import annotations
 
-import os
-import re
-import signal
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -35,7 +30,6 @@ from benchmarks.releases import AGGREGATE, BENCH_POLICY, bench_policy, request
 __all__ = ["CLIENTS", "run"]
 
 CLIENTS = 8
-_START_TIMEOUT_S = 60.0
 
 
 def _site(ledger: str, directory: Path) -> tuple[Path, str]:
@@ -51,39 +45,6 @@ def _site(ledger: str, directory: Path) -> tuple[Path, str]:
     with ServiceStore.open(default_location(ledger), create=True) as store:
         made, _ = store.create_key("bench", Scopes(("release",)))
     return policy_path, made.token
-
-
-class _Server:
-    """``dpledger serve`` in a child process; stopped by its pid."""
-
-    def __init__(self, ledger: str, policy: Path, log_path: Path) -> None:
-        self.args = [
-            sys.executable, "-m", "dpledger.cli", "serve", "--ledger", ledger, "--policy",
-            str(policy), "--port", "0", "--log-level", "warning", "--no-access-log",
-        ]  # fmt: skip
-        self.log_path = log_path
-        self.url = ""
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def __enter__(self) -> _Server:
-        out = self.log_path.open("wb")
-        self.proc = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + _START_TIMEOUT_S
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            m = re.search(r"at (http://127\.0\.0\.1:\d+)/", self.log_path.read_text())
-            if m:
-                self.url = m.group(1)
-                break
-            time.sleep(0.05)
-        if not self.url:
-            self.__exit__()
-            raise RuntimeError(f"dpledger serve did not start: {self.log_path.read_text()}")
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-            self.proc.wait(timeout=30)
 
 
 def _http(url: str, token: str, n: int, epoch: int) -> tuple[float, list[float]]:
@@ -139,6 +100,7 @@ def _library(ledger: Any, n: int, epoch: int) -> float:
 
 def _measure(store: str, ledger_url: str, baseline_url: str, sizes: Sizes, d: Path) -> Row:
     from dpledger.ledger import Ledger
+    from dpledger.service.testing import ServedProcess
 
     n = sizes.pg_releases  # per client: 60 (full), 10 (quick); < 1,000 per epoch
     policy, token = _site(ledger_url, d)
@@ -147,7 +109,14 @@ def _measure(store: str, ledger_url: str, baseline_url: str, sizes: Sizes, d: Pa
     lib_rates: list[float] = []
     latencies: list[float] = []
     with (
-        _Server(ledger_url, policy, d / f"serve-{store}.log") as server,
+        ServedProcess(
+            ledger_url,
+            policy,
+            "--log-level",
+            "warning",
+            "--no-access-log",
+            log=d / f"serve-{store}.log",
+        ) as server,
         Ledger.open(baseline_url, bench_policy()) as library,
     ):
         _http(server.url, token, 2, 0)  # warm both: imports, OpenDP caches, connections

@@ -9,12 +9,6 @@ real process on 127.0.0.1 and a free port, and stops it by its pid.
 from __future__ import annotations
 
 import asyncio
-import os
-import re
-import signal
-import subprocess
-import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +21,7 @@ from dpledger.policy import Policy
 from dpledger.service.keys import ACTIONS, Scopes
 from dpledger.service.state import Settings
 from dpledger.service.store import ServiceStore, default_location
+from dpledger.service.testing import ServedProcess
 
 ROLES: dict[str, Scopes] = {
     "admin": Scopes(ACTIONS),
@@ -118,53 +113,9 @@ def snapshot(ledger: str) -> object:
         }
 
 
-class Served:
-    """``dpledger serve`` in its own process on 127.0.0.1, a free port; stopped by pid."""
+class Served(ServedProcess):
+    """``dpledger serve`` for ``site`` in its own process (see :class:`ServedProcess`)."""
 
     def __init__(self, site: Site, *extra: str, log: Path) -> None:
+        super().__init__(site.ledger, site.policy_path, "--log-level", "warning", *extra, log=log)
         self.site = site
-        self.args = [
-            sys.executable, "-m", "dpledger.cli", "serve", "--ledger", site.ledger,
-            "--policy", str(site.policy_path), "--host", "127.0.0.1", "--port", "0",
-            "--log-level", "warning", *extra,
-        ]  # fmt: skip
-        self.log = log
-        self.url = ""
-        self._proc: subprocess.Popen[bytes] | None = None
-
-    def __enter__(self) -> Served:
-        out = self.log.open("wb")
-        self._proc = subprocess.Popen(
-            self.args, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "NO_COLOR": "1"}
-        )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            m = re.search(r"at (http://127\.0\.0\.1:\d+)/", self.log.read_text(errors="replace"))
-            if m:
-                self.url = m.group(1)
-                break
-            if self._proc.poll() is not None:
-                raise RuntimeError(f"dpledger serve exited: {self.log.read_text()}")
-            time.sleep(0.05)
-        else:
-            self.__exit__()
-            raise RuntimeError(f"dpledger serve did not start: {self.log.read_text()}")
-        while time.monotonic() < deadline:  # the port is bound before uvicorn starts
-            try:
-                if httpx2.get(self.url + "/v1/health", timeout=5).status_code == 200:
-                    return self
-            except httpx2.TransportError:
-                time.sleep(0.05)
-        self.__exit__()
-        raise RuntimeError(f"dpledger serve never answered: {self.log.read_text()}")
-
-    def __exit__(self, *exc: object) -> None:
-        proc = self._proc
-        if proc is None or proc.poll() is not None:
-            return
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)

@@ -79,23 +79,12 @@ def policy_text(
     )
 
 
-def policy(
-    *,
-    neighbouring: str = "replace",
-    epoch_epsilon: str = "4",
-    eval_fraction: str = "0.25",
-    scalar_eps: str = "0.1",
-    version: str = "1",
-) -> Policy:
-    """A small policy: ε_eval = 1 by default, three regions, scalar/histogram/vector metrics."""
-    text = policy_text(
-        neighbouring=neighbouring,
-        epoch_epsilon=epoch_epsilon,
-        eval_fraction=eval_fraction,
-        scalar_eps=scalar_eps,
-        version=version,
-    )
-    return Policy.from_toml(text, source="test-policy.toml")
+def policy(**fields: str) -> Policy:
+    """A small policy: ε_eval = 1 by default, three regions, scalar/histogram/vector metrics.
+
+    ``fields``: those of :func:`policy_text`.
+    """
+    return Policy.from_toml(policy_text(**fields), source="test-policy.toml")
 
 
 def spatial() -> Policy:
