@@ -19,6 +19,7 @@ from dpledger.ledger import Ledger
 from dpledger.service import create_app
 from dpledger.service.app import error_body, status_for
 from dpledger.service.auth import SESSION_COOKIE
+from dpledger.service.state import body_bytes_needed
 from dpledger.service.store import ServiceStore, default_location
 
 DISTINCT = 777.123456789  # an aggregate whose text must never come back
@@ -196,17 +197,28 @@ def test_check_is_a_dry_run_answered_with_the_release_status(app: Any, site: Sit
     assert (r.status_code, r.json()["failed_checks"]) == (409, ["budget"])
 
 
-def test_a_body_over_the_limit_is_refused_before_anything_reads_it(
-    site: Site, tmp_path: Path
-) -> None:
-    small = create_app(site.settings(max_body_bytes=4096))
+def test_a_body_over_the_limit_is_refused_before_anything_reads_it(site: Site) -> None:
+    limit = body_bytes_needed(site.policy)  # the smallest limit the service accepts
+    small = create_app(site.settings(max_body_bytes=limit))
     try:
-        payload = body(aggregate=[1.0] * 2000)
+        payload = body(aggregate=[1.0] * limit)  # more numbers than any metric releases
         for headers in ({}, site.auth("north")):
             r = call(small, "POST", "/v1/releases", json=payload, headers=headers)
             assert r.status_code == 413
+        # the largest aggregate, in the longest digits, always fits: a 413 never depends
+        # on the values of an aggregate of the right shape
+        longest = [2.2250738585072014e-300] * 20
+        hist = {"request": {**request(metric="hist20"), "edges_version": "h20/v1"},
+                "aggregate": longest}  # fmt: skip
+        r = call(small, "POST", "/v1/releases", json=hist, headers=site.auth("admin"))
+        assert r.status_code == 201, r.text
     finally:
         small.state.service.close()
+
+
+def test_a_body_limit_below_the_largest_aggregate_is_refused_at_start(site: Site) -> None:
+    with pytest.raises(InvalidInput, match="max-body-bytes"):
+        site.settings(max_body_bytes=body_bytes_needed(site.policy) - 1)
 
 
 # -- views -------------------------------------------------------------------------

@@ -3,7 +3,9 @@
 Bodies embed the library's own :class:`~dpledger.approval.ReleaseRequest` (strict:
 ``"2400"`` or ``true`` is not a cohort). An aggregate is a JSON number or array of
 numbers, finite (``NaN``/``Infinity``, which Python's JSON reader accepts, are refused
-here), at most :data:`MAX_AGGREGATE_VALUES` of them; its shape and dtype against the
+here), at most :data:`MAX_AGGREGATE_VALUES` of them (the body limit always admits the
+policy's largest aggregate, whatever its digits: see
+:func:`~dpledger.service.state.body_bytes_needed`); its shape and dtype against the
 metric are the library's approval checks. Responses never carry an aggregate: a
 verdict names the failed checks with reasons that cite public bounds only.
 """
@@ -37,8 +39,8 @@ __all__ = [
     "verdict_out",
 ]
 
-MAX_AGGREGATE_VALUES = 65_536
-"""The most numbers an aggregate may hold (well above any policy's dimension)."""
+MAX_AGGREGATE_VALUES = 100_000
+"""The most numbers an aggregate may hold: the largest dimension a policy admits."""
 
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 Aggregate = FiniteFloat | Annotated[list[FiniteFloat], Field(max_length=MAX_AGGREGATE_VALUES)]

@@ -33,10 +33,36 @@ from dpledger.service.auth import Authenticator
 from dpledger.service.keys import ApiKey
 from dpledger.service.store import Refusal, ServiceStore, default_location
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "ServiceState", "Settings", "error_code"]
+__all__ = [
+    "BODY_OVERHEAD",
+    "BYTES_PER_VALUE",
+    "DEFAULT_MAX_BODY_BYTES",
+    "ServiceState",
+    "Settings",
+    "body_bytes_needed",
+    "error_code",
+]
 
 DEFAULT_MAX_BODY_BYTES = 1 << 20
 """Largest request body, in bytes (1 MiB: an aggregate of tens of thousands of numbers)."""
+BYTES_PER_VALUE = 32
+"""Room for one aggregate number in a JSON body: the longest float a JSON encoder writes
+(24 characters in Python's ``repr``, e.g. ``-2.2250738585072014e-308``), its separator,
+and spare."""
+BODY_OVERHEAD = 8192
+"""Room for the rest of a body: the request's fields (each bounded) and whitespace."""
+
+
+def body_bytes_needed(policy: Policy) -> int:
+    """The body limit below which a valid aggregate's digits could decide a 413.
+
+    A body limit must admit every aggregate of the right shape whatever its values, or
+    the status (413 or not) would depend on the data.
+    """
+    largest = max((spec.size for spec in policy.metrics.values()), default=1)
+    return BODY_OVERHEAD + BYTES_PER_VALUE * largest
+
+
 _POOL_WAIT_S = 60.0
 
 
@@ -63,6 +89,14 @@ class Settings:
         if isinstance(self.max_body_bytes, bool) or not 1024 <= self.max_body_bytes <= 1 << 30:
             raise InvalidInput(
                 f"max_body_bytes must lie in [1 KiB, 1 GiB], got {self.max_body_bytes!r}"
+            )
+        needed = body_bytes_needed(self.policy)
+        if self.max_body_bytes < needed:
+            raise InvalidInput(
+                f"a body limit of {self.max_body_bytes} bytes is too small for this policy: its "
+                f"largest aggregate may need {needed} bytes, and a limit that a valid "
+                f"aggregate's digits could cross would let the data decide a 413; raise "
+                f"--max-body-bytes to at least {needed}"
             )
 
     @property
