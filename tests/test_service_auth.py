@@ -123,6 +123,7 @@ def test_a_key_in_scope_spends_and_the_same_key_is_refused_once_revoked(
     assert snapshot(site.ledger) == before
     with Ledger.open(site.ledger, site.policy, mode="read") as ledger:
         assert [e.draft.principal for e in ledger.entries()] == [site.principals["north"]]
+        assert ledger.epochs() == (0,)
 
 
 def test_hit_and_miss_do_the_same_work(site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
