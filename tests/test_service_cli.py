@@ -103,7 +103,7 @@ def test_serve_refuses_a_missing_ledger_or_key_store_without_a_traceback(
     policy = str(site.policy_path)
     typo = tmp_path / "typo.db"
     assert main(["serve", "--ledger", str(typo), "--policy", policy, "--port", "0"]) == 2
-    assert "no " in capsys.readouterr().err
+    assert "no ledger at" in capsys.readouterr().err  # the ledger, not its key store
     assert not typo.exists()
     no_keys = ["--keys", str(tmp_path / "none.keys.db")]
     assert main(["serve", "--ledger", site.ledger, "--policy", policy, *no_keys]) == 2
@@ -113,3 +113,29 @@ def test_serve_refuses_a_missing_ledger_or_key_store_without_a_traceback(
     assert not (tmp_path / "none.keys.db").exists()
     assert main(["serve", "--ledger", site.ledger, "--policy", policy, "--tls-cert", "c"]) == 2
     assert "--tls-key" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("port", ["65536", "99999", "-1"])
+def test_serve_refuses_a_port_out_of_range_rather_than_wrapping_it(
+    ledger: str, port: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = str(tmp_path / "policy.toml")
+    assert main(["serve", "--ledger", ledger, "--policy", policy, "--port", port]) == 2
+    err = capsys.readouterr().err
+    assert "--port must lie in [0, 65535]" in err
+    assert "serving" not in err
+
+
+def test_serve_refuses_an_unusable_certificate_before_it_serves(
+    ledger: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = str(tmp_path / "policy.toml")
+    junk = tmp_path / "junk.pem"
+    junk.write_text("not a certificate\n")
+    tls = ["--tls-cert", str(junk), "--tls-key", str(junk)]
+    assert main(["serve", "--ledger", ledger, "--policy", policy, "--port", "0", *tls]) == 2
+    err = capsys.readouterr().err
+    assert "cannot use --tls-cert" in err
+    assert "serving" not in err
+    assert "internal error" not in err
+    assert "Traceback" not in err

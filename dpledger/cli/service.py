@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import socket
+import ssl
 import sys
 from typing import Any
 
@@ -137,6 +138,18 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _check_tls(cert: str, key: str) -> None:
+    """Load the certificate and key now, so a bad one is an input error before any bind."""
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as e:
+        why = e.strerror or getattr(e, "reason", None) or e
+        raise InvalidInput(
+            f"cannot use --tls-cert {cert} with --tls-key {key}: {why}; pass a PEM "
+            "certificate and its PEM private key"
+        ) from None
+
+
 def _loopback(host: str) -> bool:
     try:
         return ipaddress.ip_address(host).is_loopback
@@ -162,6 +175,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise InvalidInput("no ledger: pass --ledger PATH_OR_URL or set DPLEDGER_URL")
     if bool(args.tls_cert) != bool(args.tls_key):
         raise InvalidInput("HTTPS needs both --tls-cert and --tls-key")
+    if not 0 <= args.port <= 65535:  # the OS would silently take it modulo 65536
+        raise InvalidInput(f"--port must lie in [0, 65535] (0: any free port), got {args.port}")
+    if args.tls_cert:
+        _check_tls(args.tls_cert, args.tls_key)
+    _ledger_exists(args.ledger)  # name a missing ledger before its missing key store
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
