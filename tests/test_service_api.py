@@ -336,6 +336,35 @@ def test_server_errors_say_nothing_of_their_cause() -> None:
     assert status_for(InvalidInput("bad")) == 422
 
 
+@pytest.mark.parametrize("where", ["route", "gate"])
+def test_a_bug_is_a_generic_500_and_one_log_line_without_a_traceback(
+    app: Any,
+    site: Site,
+    where: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def bug(*args: object, **kw: object) -> Any:
+        raise RuntimeError("a bug at /srv/secret-path")
+
+    state = app.state.service
+    monkeypatch.setattr(
+        *((state, "ledger", bug) if where == "route" else (state.auth, "authenticate", bug))
+    )
+    with caplog.at_level(logging.INFO, logger="dpledger.service"):
+        r = release(app, site, "admin", body())  # raised out of the app, this would fail
+    assert r.status_code == 500
+    assert r.json() == {"error": "internal_error", "message": "internal error: see the log"}
+    assert r.headers["cache-control"] == "no-store"
+    (line,) = [rec for rec in caplog.records if "RuntimeError" in rec.getMessage()]
+    assert "POST /v1/releases" in line.getMessage()
+    assert not line.exc_info  # the traceback only at debug level
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="dpledger.service"):
+        assert release(app, site, "admin", body()).status_code == 500
+    assert any(rec.exc_info for rec in caplog.records)
+
+
 # -- keys over the API -------------------------------------------------------------
 
 

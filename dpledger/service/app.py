@@ -15,7 +15,9 @@ Every error has one JSON shape (:class:`~dpledger.service.models.ErrorOut`). Ref
 map to 409 (budget, allocation, cohort floor, an epoch bound to another policy, a reused
 release id) or 422 (invalid input: metric, region or version unknown, a malformed
 aggregate); the status is decided by the first failed check, exactly as the library
-chooses its error type. A 5xx body is generic; its detail goes to the operator's log.
+chooses its error type. A 5xx body is generic; its detail goes to the operator's log:
+:class:`Contain`, outermost, turns any unexpected exception into a generic 500 and one
+log line (the traceback only at debug level).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ __all__ = [
     "ACTION_KEY",
     "ANY_KEY",
     "CONFLICT_CHECKS",
+    "Contain",
     "Gate",
     "caller",
     "create_app",
@@ -238,6 +241,43 @@ class Gate:
         await self.app(scope, receive, secured)
 
 
+class Contain:
+    """Pure ASGI middleware, outermost: an unexpected exception (a bug) ends here.
+
+    The caller gets a generic 500 (if no response has started), and the operator's log one
+    line naming the request and the exception; the traceback only at ``--log-level
+    debug``, as the CLI prints one only with ``--debug``. Nothing is re-raised, so the
+    server adds no traceback of its own either.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except Exception as e:  # the last line of defence: typed, logged, contained
+            log.error(
+                "%s %s: internal error: %s: %s (this is a dpledger bug: --log-level debug "
+                "logs its traceback)", scope.get("method"), scope.get("path"),
+                type(e).__name__, e, exc_info=log.isEnabledFor(logging.DEBUG),
+            )  # fmt: skip
+            if not started:
+                body = {"error": "internal_error", "message": "internal error: see the log"}
+                response = _json(500, body, {k.decode(): v.decode() for k, v in _HEADERS})
+                await response(scope, receive, send)
+
+
 def _bearer(scope: Scope) -> str | None:
     for name, value in scope.get("headers", ()):
         if name == b"authorization":
@@ -298,14 +338,9 @@ def _handlers(app: FastAPI, state: ServiceState) -> None:
         body = {"error": f"http_{exc.status_code}", "message": str(exc.detail)}
         return _json(exc.status_code, body, dict(exc.headers or {}))
 
-    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("%s %s: unexpected error", request.method, request.url.path)
-        return _json(500, {"error": "internal_error", "message": "internal error: see the log"})
-
     app.add_exception_handler(DpLedgerError, dpledger_error)
     app.add_exception_handler(RequestValidationError, invalid)
     app.add_exception_handler(StarletteHTTPException, http_error)
-    app.add_exception_handler(Exception, unexpected)
 
 
 def _fastapi(max_body_bytes: int, lifespan: Any = None) -> FastAPI:
@@ -355,4 +390,5 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.service = state
     _handlers(app, state)
     app.add_middleware(Gate, routes=[*routes.router.routes, *views.router.routes], state=state)
+    app.add_middleware(Contain)  # added last: outermost, so it also contains the gate's bugs
     return app
