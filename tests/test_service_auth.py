@@ -111,6 +111,34 @@ def test_an_action_is_refused_before_the_body_is_read(app: Any, site: Site) -> N
     assert r.status_code == 401
 
 
+@pytest.mark.parametrize(
+    "aggregate",
+    [b"NaN", b"1e999", b'"800"', b"[1, 2, 3]", b"5000.0", b"800.0"],
+    ids=["nan", "inf", "a string", "wrong shape", "outside the clip", "valid"],
+)
+@pytest.mark.parametrize("path", ["/v1/releases", "/v1/check"])
+def test_a_scope_refusal_does_not_depend_on_the_aggregate(
+    app: Any, site: Site, aggregate: bytes, path: str
+) -> None:
+    """Out of scope is 403 (and logged) whatever the aggregate: scopes are decided on the
+    request's public fields before the body is validated or the library checks it."""
+    before = snapshot(site.ledger)
+    content = b'{"request": {"epoch": 0, "metric": "loss", "region": "south", "cohort": 1000}, '
+    r = call(
+        app,
+        "POST",
+        path,
+        content=content + b'"aggregate": ' + aggregate + b"}",
+        headers={**site.auth("north"), "content-type": "application/json"},
+    )
+    assert r.status_code == 403, r.text
+    assert r.json()["failed_checks"] == ["scope: region south"]
+    assert snapshot(site.ledger) == before
+    with ServiceStore.open(default_location(site.ledger)) as store:
+        (logged,) = store.refusals()
+    assert (logged.region, logged.metric, logged.epoch) == ("south", "loss", 0)
+
+
 def test_a_key_in_scope_spends_and_the_same_key_is_refused_once_revoked(
     app: Any, site: Site
 ) -> None:

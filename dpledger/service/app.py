@@ -8,8 +8,9 @@ Order of what a request meets, outermost first:
    (401, one answer for every cause, and the cause logged without the key) and then the
    action the route needs (403), all *before* the body is parsed, so an unauthorised
    caller cannot make the service parse anything; it also adds security headers;
-3. the route: body validation (422), the key's region and metric scopes (403), then
-   the ledger.
+3. the route: the key's region and metric scopes (403, from the request's public
+   ``region`` and ``metric`` as sent: :func:`~dpledger.service.routes.scope_first`),
+   body validation (422), then the ledger.
 
 Every error has one JSON shape (:class:`~dpledger.service.models.ErrorOut`). Refusals
 map to 409 (budget, allocation, cohort floor, an epoch bound to another policy, a reused

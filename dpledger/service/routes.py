@@ -8,11 +8,13 @@ them in its thread pool, each borrowing one ledger connection.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 import numpy as np
-from fastapi import APIRouter, Header, Path, Request, Security
+from fastapi import APIRouter, Depends, Header, Path, Request, Security
 from fastapi.security import HTTPBearer
+from pydantic import ValidationError
 
 from dpledger.approval import ReleaseRequest, refusal
 from dpledger.errors import InvalidInput
@@ -31,7 +33,15 @@ from dpledger.service.models import (
 )
 from dpledger.service.state import ServiceState
 
-__all__ = ["bearer", "error_responses", "needs", "public", "router", "service_state"]
+__all__ = [
+    "bearer",
+    "error_responses",
+    "needs",
+    "public",
+    "router",
+    "scope_first",
+    "service_state",
+]
 
 bearer = HTTPBearer(
     auto_error=False,
@@ -93,6 +103,39 @@ IdempotencyKey = Annotated[
 # -- release approval ----------------------------------------------------------------
 
 
+def scope_first(action: Action) -> Callable[[Request], Awaitable[None]]:
+    """A dependency deciding the key's region and metric scopes before the body is validated.
+
+    It reads only the request's public ``region`` and ``metric`` (as sent, once they are
+    strings), so an out-of-scope key gets 403, and a line in the refusal log, whatever
+    else the body holds: the answer to "may this key spend there?" never waits on, or
+    depends on, the aggregate. A body too broken to name them is left to validation.
+    """
+
+    async def check_scope(request: Request) -> None:
+        key = caller(request)
+        try:
+            data = await request.json()  # already parsed (and cached) by FastAPI
+        except ValueError:
+            return
+        fields = data.get("request") if isinstance(data, dict) else None
+        if not isinstance(fields, dict):
+            return
+        region, metric = fields.get("region"), fields.get("metric")
+        if not (isinstance(region, str) and isinstance(metric, str)):
+            return
+        if key.scopes.missing(action, region, metric) is None:
+            return
+        try:  # the refusal log keeps the request's public fields when they are valid
+            req: ReleaseRequest | None = ReleaseRequest.model_validate(fields)
+        except ValidationError:
+            req = None
+        request.scope.setdefault("state", {})["subject"] = (action, req)
+        key.require(action, region, metric)
+
+    return check_scope
+
+
 def _scoped(request: Request, action: Action, req: ReleaseRequest) -> ApiKey:
     key = caller(request)
     request.scope.setdefault("state", {})["subject"] = (action, req)  # for the refusal log
@@ -105,6 +148,7 @@ def _scoped(request: Request, action: Action, req: ReleaseRequest) -> ApiKey:
     response_model=VerdictOut,
     responses=error_responses(400, 409, 413),
     openapi_extra=needs("check"),
+    dependencies=[Depends(scope_first("check"))],
     summary="Dry-run every approval check; nothing is spent",
 )
 def check(body: CheckBody, request: Request) -> VerdictOut:
@@ -124,6 +168,7 @@ def check(body: CheckBody, request: Request) -> VerdictOut:
     response_model=ReleaseOut,
     responses=error_responses(400, 409, 413),
     openapi_extra=needs("release"),
+    dependencies=[Depends(scope_first("release"))],
     summary="Release: check, charge, add OpenDP noise, record (with the caller's principal)",
 )
 def release(
