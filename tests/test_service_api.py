@@ -165,6 +165,21 @@ def test_json_that_is_not_a_finite_array_of_numbers_is_a_422(
     assert all("input" not in e for e in r.json()["errors"])  # nothing is echoed
 
 
+@pytest.mark.parametrize(
+    ("raw", "status"),
+    [(b"[" * 5000 + b"]" * 5000, 400), (b'{"aggregate": ' + b"9" * 5000 + b"}", 400),
+     (b"\xff\xfe{}", 422), (b"{not json", 422)],
+    ids=["nested too deeply", "a 5000-digit integer", "not UTF-8", "not JSON"],
+)  # fmt: skip
+def test_a_body_json_cannot_read_is_a_typed_400_or_422_as_documented(
+    app: Any, site: Site, raw: bytes, status: int
+) -> None:
+    headers = {**site.auth("admin"), "content-type": "application/json"}
+    r = call(app, "POST", "/v1/releases", content=raw, headers=headers)
+    assert r.status_code == status, r.text
+    assert r.json()["error"] == ("http_400" if status == 400 else "invalid_input")
+
+
 def test_a_strict_request_refuses_coercion(app: Any, site: Site) -> None:
     payload = body()
     payload["request"]["cohort"] = "1000"
@@ -390,7 +405,9 @@ def test_the_page_signs_in_with_a_key_and_keeps_only_a_session(app: Any, site: S
     release(app, site, "north", body())
     r = call(app, "GET", "/")
     assert (r.status_code, r.headers["location"]) == (303, "/login")
-    r = call(app, "POST", "/login", data={"key": site.keys["reader"][:-1] + "A"})
+    key = site.keys["reader"]
+    wrong = key[:-1] + ("A" if key[-1] != "A" else "B")  # never the key itself
+    r = call(app, "POST", "/login", data={"key": wrong})
     assert r.status_code == 401
     assert call(app, "POST", "/login", data={"key": site.keys["auditor"]}).status_code == 403
     r = call(app, "POST", "/login", data={"key": site.keys["reader"]})

@@ -46,7 +46,8 @@ def test_a_person_signs_in_and_reads_budgets_releases_and_the_chain_head(
         page = context.new_page()
         page.goto(server.url + "/")
         expect(page).to_have_url(server.url + "/login")  # not signed in: sent to sign in
-        page.get_by_label("API key").fill(site.keys["reader"][:-3] + "xyz")
+        key = site.keys["reader"]
+        page.get_by_label("API key").fill(key[:-1] + ("x" if key[-1] != "x" else "y"))
         page.get_by_role("button", name="Sign in").click()
         expect(page.locator("#login-error")).to_contain_text("not valid")
 

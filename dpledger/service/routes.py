@@ -53,7 +53,7 @@ public = APIRouter(prefix="/v1")
 
 _E = {"model": ErrorOut}
 _WHY = {
-    400: "the body is not decodable (not UTF-8, or nested too deeply)",
+    400: "the body cannot be parsed (nested too deeply, or an integer of thousands of digits)",
     401: "no valid API key (missing, malformed, unknown, wrong or revoked)",
     403: "the key lacks the action, region or metric this request needs",
     404: "an unknown region, epoch or key",
