@@ -1,0 +1,457 @@
+"""``LedgerEvaluation``: a Flower strategy wrapper that releases evaluation through a ledger.
+
+It wraps any Message-API strategy (``flwr.serverapp.strategy``), passes training through
+untouched and owns evaluation:
+
+- ``configure_evaluate`` lets the wrapped strategy sample the nodes, looks up each one's
+  region on the server side (:mod:`dpledger.flower.registry`), drops nodes with no
+  region, fixes each region's planned cohort and puts the round's plan (metrics, policy
+  bounds, edges) into every instruction;
+- ``aggregate_evaluate`` sorts replies into reported, failed (error replies), dropped
+  (selected, no reply) and rejected (wrong schema, out of bounds, wrong edges version) per
+  region — a bad reply is counted, never ends the run — sums each region's contributions
+  with the aggregator hook (:mod:`dpledger.flower.aggregation`), releases every (region,
+  metric) of the round through :meth:`Ledger.release_round` (one transaction), derives the
+  FLAM metrics of confusion matrices and regression measures, and returns the public
+  MetricRecord (:func:`dpledger.flower.report.published`). The wrapped strategy's own
+  ``aggregate_evaluate`` is never called: its participant-weighted mean of raw client
+  metrics is what must not leave the server.
+
+Rounds map to epochs through the policy's ``rounds_per_epoch``: round r (from 1) is epoch
+``first_epoch + (r − 1) // rounds_per_epoch``. The cohort of a release is the public
+number the neighbouring relation allows: under ``replace`` the region's reporters (cohort
+membership is public); under ``add_remove`` the planned cohort fixed before the round (how
+many reported is private), and every region with a planned cohort is released whatever
+came back, so that no refusal depends on who reported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import Strategy
+
+from dpledger.approval import ReleaseRequest, Verdict
+from dpledger.errors import DpLedgerError, InvalidInput, StoreError
+from dpledger.flower.aggregation import Aggregator, PlainSum
+from dpledger.flower.registry import NodeRegistry, QueryRegistry
+from dpledger.flower.report import (
+    HEALTH_FIELDS,
+    Health,
+    NodeStatus,
+    NotReleased,
+    Outcome,
+    RoundReport,
+    published,
+)
+from dpledger.flower.wire import PLAN_RECORD, MetricPlan, RoundPlan, read_reply
+from dpledger.ledger import Ledger, Release
+from dpledger.ledger.derived import DerivedRelease, release_confusion, release_regression
+from dpledger.metrics.declarations import DECLARATIONS
+from dpledger.metrics.flam_regression import regression_codec
+from dpledger.policy import ALL, MetricSpec
+from dpledger.sim.demo import bounds_of
+
+__all__ = ["LedgerEvaluation"]
+
+_LOG = logging.getLogger("dpledger.flower")
+_DERIVED = {"confusion_matrix": "confusion", "regression_measures": "regression"}
+
+
+@dataclass(frozen=True)
+class _Planned:
+    plan: RoundPlan
+    selected: Mapping[int, str]  # node id -> region
+    unregistered: tuple[int, ...]
+
+
+class LedgerEvaluation(Strategy):
+    """Wrap ``strategy``; release its evaluation rounds through ``ledger`` (module docstring).
+
+    ``metrics`` maps each policy metric to the declared contribution that computes it
+    (:data:`dpledger.metrics.DECLARATIONS`; default: every policy metric whose name is a
+    declaration). ``params`` gives a declaration's own settings per metric (``n_classes``
+    for a confusion matrix; ``y_bounds``, ``residual_bound``, ``max_samples`` for
+    regression measures). ``registry`` maps nodes to regions (default
+    :class:`~dpledger.flower.QueryRegistry`), ``aggregator`` sums contributions (default
+    :class:`~dpledger.flower.PlainSum`: the server sees clear contributions).
+    ``health_metric`` names a policy ``vector_sum`` (dimension 3, cap 1, nonnegative) that
+    releases the health counters as noisy counts under ``add_remove``; without it they
+    stay with the operator (:attr:`rounds`). ``release_prefix`` starts every release id
+    (default: random per wrapper), so a retried round never pays twice.
+    """
+
+    def __init__(
+        self,
+        strategy: Strategy,
+        ledger: Ledger,
+        *,
+        metrics: Mapping[str, str] | None = None,
+        params: Mapping[str, Mapping[str, Any]] | None = None,
+        registry: NodeRegistry | None = None,
+        aggregator: Aggregator | None = None,
+        health_metric: str | None = None,
+        first_epoch: int = 0,
+        release_prefix: str | None = None,
+    ) -> None:
+        if not isinstance(strategy, Strategy):
+            raise InvalidInput(f"strategy must be a Flower Strategy, got {type(strategy).__name__}")
+        if not isinstance(ledger, Ledger):
+            raise InvalidInput(f"ledger must be a dpledger Ledger, got {type(ledger).__name__}")
+        if ledger.mode == "read":
+            raise InvalidInput("the ledger was opened with mode='read': open it to write")
+        if isinstance(first_epoch, bool) or not isinstance(first_epoch, int) or first_epoch < 0:
+            raise InvalidInput(f"first_epoch must be an integer ≥ 0, got {first_epoch!r}")
+        self.strategy = strategy
+        self.ledger = ledger
+        self.policy = ledger.policy
+        self.registry: NodeRegistry = registry if registry is not None else QueryRegistry()
+        self.aggregator: Aggregator = aggregator if aggregator is not None else PlainSum()
+        self.first_epoch = first_epoch
+        self.release_prefix = release_prefix or f"flwr-{uuid.uuid4().hex[:16]}"
+        self.health_metric = self._check_health(health_metric)
+        chosen = self._choose(metrics)
+        settings = {k: MappingProxyType(dict(v)) for k, v in (params or {}).items()}
+        unknown = set(settings) - set(chosen)
+        if unknown:
+            raise InvalidInput(f"params for metrics that are not evaluated: {sorted(unknown)}")
+        self.plans: Mapping[str, MetricPlan] = MappingProxyType(
+            {m: self._metric_plan(m, d, settings.get(m, {})) for m, d in chosen.items()}
+        )
+        self.rounds: dict[int, RoundReport] = {}
+        """Every evaluate round's full report, by server round (operator-only)."""
+        self._pending: dict[int, _Planned] = {}
+
+    # -- construction checks -----------------------------------------------------------
+
+    def _choose(self, metrics: Mapping[str, str] | None) -> dict[str, str]:
+        names = [m for m in self.policy.metrics if m != self.health_metric]
+        if metrics is None:
+            missing = [m for m in names if m not in DECLARATIONS]
+            if missing:
+                raise InvalidInput(
+                    f"say which declared contribution computes {missing}: pass metrics="
+                    f"{{policy metric: one of {sorted(DECLARATIONS)}}}"
+                )
+            return {m: m for m in names}
+        if not isinstance(metrics, Mapping) or not metrics:
+            raise InvalidInput("metrics must map at least one policy metric to a declaration")
+        return dict(metrics)
+
+    def _check_health(self, name: str | None) -> str | None:
+        if name is None:
+            return None
+        if self.policy.neighbouring != "add_remove":
+            raise InvalidInput(
+                "under replace the health counters are public and published exactly: a "
+                "health_metric would spend budget for nothing"
+            )
+        spec = self.policy.metric(name)
+        if not (
+            spec.kind == "vector_sum"
+            and spec.size == len(HEALTH_FIELDS)
+            and spec.is_nonnegative
+            and spec.cap_per_client is not None
+            and spec.cap_per_client >= 1
+        ):
+            raise InvalidInput(
+                f"health_metric {name!r} must be a nonnegative vector_sum of dimension 3 "
+                "(reported, failed, rejected) with cap_per_client = 1"
+            )
+        return name
+
+    def _metric_plan(self, metric: str, declaration: str, params: Mapping[str, Any]) -> MetricPlan:
+        spec = self.policy.metric(metric)
+        declared = DECLARATIONS.get(declaration)
+        if declared is None:
+            raise InvalidInput(
+                f"{metric}: {declaration!r} is not a declared contribution; "
+                f"choose from {sorted(DECLARATIONS)}"
+            )
+        scalar = declared.kind == "scalar_mean"
+        if scalar != (spec.kind == "scalar_mean") or (
+            declared.kind == "histogram" and spec.kind != "histogram"
+        ):
+            raise InvalidInput(
+                f"{metric} is a {spec.kind} in the policy, but {declaration} computes a "
+                f"{declared.kind}"
+            )
+        if spec.is_nonnegative and not declared.nonnegative:
+            raise InvalidInput(
+                f"{metric}: {declaration} has signed coordinates; declare the policy metric "
+                "with nonnegative = false"
+            )
+        if _DERIVED.get(declaration) == "confusion":
+            c = params.get("n_classes")
+            if not isinstance(c, int) or c < 2 or c * c != spec.size:
+                raise InvalidInput(
+                    f"{metric}: a confusion matrix needs params n_classes = C ≥ 2 with C² = the "
+                    f"policy dimension {spec.size}"
+                )
+        if _DERIVED.get(declaration) == "regression":
+            self._codec(metric, spec, params)
+        return MetricPlan(
+            metric, declaration, spec.kind, bounds_of(spec), spec.edges_version,
+            MappingProxyType(dict(params)), spec.is_nonnegative,
+        )  # fmt: skip
+
+    @staticmethod
+    def _codec(metric: str, spec: MetricSpec, params: Mapping[str, Any]) -> Any:
+        settings = {k: params[k] for k in ("y_bounds", "residual_bound", "max_samples", "shift")
+                    if k in params}  # fmt: skip
+        try:
+            codec = regression_codec(cap=float(spec.cap_per_client or 0), **settings)
+        except TypeError as e:
+            raise InvalidInput(
+                f"{metric}: regression measures need params y_bounds, residual_bound and "
+                f"max_samples ({e})"
+            ) from None
+        if codec.dimension != spec.size:
+            raise InvalidInput(f"{metric}: regression measures need a policy dimension of 5")
+        return codec
+
+    # -- Strategy: training passes through ------------------------------------------------
+
+    def __repr__(self) -> str:
+        return f"LedgerEvaluation({self.strategy!r}, ledger={self.ledger.location})"
+
+    def summary(self) -> None:
+        """Log the wrapper's settings, then the wrapped strategy's summary."""
+        p = self.policy
+        _LOG.info(
+            "LedgerEvaluation: policy %s v%s (%s), %d metric(s) %s, %d round(s) per epoch, "
+            "health %s",
+            p.name, p.version, p.neighbouring, len(self.plans), sorted(self.plans),
+            p.rounds_per_epoch,
+            "public" if p.neighbouring == "replace"
+            else (f"released as {self.health_metric}" if self.health_metric else "operator-only"),
+        )  # fmt: skip
+        self.strategy.summary()
+
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """Training is the wrapped strategy's, untouched."""
+        return self.strategy.configure_train(server_round, arrays, config, grid)
+
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        """Training is the wrapped strategy's, untouched."""
+        return self.strategy.aggregate_train(server_round, replies)
+
+    # -- Strategy: evaluation is the ledger's -----------------------------------------------
+
+    def epoch_of(self, server_round: int) -> int:
+        """The ledger epoch of ``server_round`` (rounds from 1)."""
+        return self.first_epoch + (server_round - 1) // self.policy.rounds_per_epoch
+
+    def configure_evaluate(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """Sample with the wrapped strategy, keep nodes with a region, fix the planned cohorts."""
+        messages = list(self.strategy.configure_evaluate(server_round, arrays, config, grid))
+        if not messages:
+            return []
+        nodes = [m.metadata.dst_node_id for m in messages]
+        regions = self.registry.regions(nodes, grid)
+        plan = RoundPlan(server_round, self.epoch_of(server_round), self.policy.version,
+                         self.plans)  # fmt: skip
+        record = plan.record()
+        selected: dict[int, str] = {}
+        unregistered: list[int] = []
+        out = []
+        for m in messages:
+            node, region = m.metadata.dst_node_id, regions.get(m.metadata.dst_node_id)
+            if region is None or region == ALL or not self.policy.regions.admits(region):
+                unregistered.append(node)
+                continue
+            if node in selected:
+                continue
+            m.content[PLAN_RECORD] = record
+            selected[node] = region
+            out.append(m)
+        if unregistered:
+            _LOG.warning(
+                "round %d: %d selected node(s) have no region of the policy and are not asked "
+                "to evaluate", server_round, len(unregistered),
+            )  # fmt: skip
+        self._pending[server_round] = _Planned(plan, MappingProxyType(selected),
+                                               tuple(unregistered))  # fmt: skip
+        return out
+
+    def aggregate_evaluate(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> MetricRecord | None:
+        """Sort, sum, release through the ledger; return the public MetricRecord."""
+        replies = list(replies)  # may be one-shot
+        planned = self._pending.pop(server_round, None)
+        if planned is None:
+            return None
+        nodes, payloads, unexpected = self._sort(planned, replies)
+        health = _health(planned.selected, nodes)
+        report = self._release(planned, health, nodes, payloads, unexpected)
+        self.rounds[server_round] = report
+        _LOG.info(
+            "round %d: %d released, %d refused", server_round, len(report.releases),
+            len(report.refusals),
+        )  # fmt: skip
+        public = self.policy.neighbouring == "replace"
+        return MetricRecord(published(report, health_public=public))  # type: ignore[arg-type]
+
+    # -- the round ------------------------------------------------------------------------
+
+    def _sort(
+        self, planned: _Planned, replies: list[Message]
+    ) -> tuple[list[NodeStatus], dict[str, dict[str, list[npt.NDArray[Any]]]], int]:
+        by_node: dict[int, Message] = {}
+        unexpected = 0
+        for message in replies:
+            node = message.metadata.src_node_id
+            if node not in planned.selected or node in by_node:
+                unexpected += 1
+                continue
+            by_node[node] = message
+        statuses: list[NodeStatus] = []
+        payloads: dict[str, dict[str, list[npt.NDArray[Any]]]] = {}
+        for node, region in planned.selected.items():
+            reply = by_node.get(node)
+            if reply is None:
+                statuses.append(NodeStatus(node, region, "dropped", "no reply before the timeout"))
+            elif reply.has_error():
+                e = reply.error
+                statuses.append(NodeStatus(node, region, "failed", f"error {e.code}: {e.reason}"))
+            else:
+                got, why = self._read(planned.plan, reply)
+                if why is not None:
+                    statuses.append(NodeStatus(node, region, "rejected", why))
+                    continue
+                statuses.append(NodeStatus(node, region, "reported"))
+                into = payloads.setdefault(region, {})
+                for name, row in got.items():
+                    into.setdefault(name, []).append(row)
+        return statuses, payloads, unexpected
+
+    def _read(self, plan: RoundPlan, reply: Message) -> tuple[dict[str, Any], str | None]:
+        """A reply's payloads, or why it is rejected; whatever it holds, never raises."""
+        try:
+            got, why = read_reply(plan, reply.content)
+            for name, row in got.items():
+                why = why or self.aggregator.check(plan.metrics[name], row)
+            return got, why
+        except Exception as e:  # a hostile or broken reply is counted, never ends the run
+            return {}, f"unreadable reply ({type(e).__name__})"
+
+    def _request(self, r: int, epoch: int, region: str, metric: str, n: int) -> ReleaseRequest:
+        rid = f"{self.release_prefix}/r{r}/{region}/{metric}"
+        if len(rid) > 128:
+            digest = hashlib.sha256(f"{region}/{metric}".encode()).hexdigest()[:32]
+            rid = f"{self.release_prefix[:64]}/r{r}/{digest}"
+        spec = self.policy.metric(metric)
+        return ReleaseRequest(
+            epoch=epoch, metric=metric, region=region, cohort=n,
+            edges_version=spec.edges_version, policy_version=self.policy.version,
+            release_id=rid,
+        )  # fmt: skip
+
+    def _release(
+        self,
+        planned: _Planned,
+        health: dict[str, Health],
+        nodes: list[NodeStatus],
+        payloads: dict[str, dict[str, list[npt.NDArray[Any]]]],
+        unexpected: int,
+    ) -> RoundReport:
+        plan = planned.plan
+        r, epoch = plan.server_round, plan.epoch
+        replace = self.policy.neighbouring == "replace"
+        items: list[tuple[ReleaseRequest, npt.NDArray[np.float64]]] = []
+        keys: list[tuple[str, str]] = []
+        outcomes: dict[tuple[str, str], Outcome] = {}
+        for region, h in sorted(health.items()):
+            cohort = h.reported if replace else h.selected
+            for name, m in self.plans.items():
+                if cohort == 0:
+                    outcomes[(region, name)] = NotReleased(region, name, "no client reported")
+                    continue
+                total = self.aggregator.total(m, payloads.get(region, {}).get(name, []))
+                items.append((self._request(r, epoch, region, name, cohort), total))
+                keys.append((region, name))
+            if self.health_metric is not None:
+                counts = [float(getattr(h, f)) for f in HEALTH_FIELDS]
+                req = self._request(r, epoch, region, self.health_metric, h.selected)
+                items.append((req, np.asarray(counts)))
+                keys.append((region, self.health_metric))
+        results: tuple[Release | Verdict | NotReleased, ...]
+        try:
+            results = self.ledger.release_round(items, partial=True).outcomes if items else ()
+        except StoreError as e:
+            _LOG.error("round %d: the ledger failed, nothing released: %s", r, e)
+            results = tuple(NotReleased(k[0], k[1], f"ledger error: {e}") for k in keys)
+        health_releases: dict[str, Release | Verdict | NotReleased] = {}
+        for (region, name), res in zip(keys, results, strict=True):
+            if name == self.health_metric:
+                health_releases[region] = res
+            else:
+                outcomes[(region, name)] = res
+        derived, errors = self._derive(items, keys, outcomes)
+        return RoundReport(
+            server_round=r, epoch=epoch, neighbouring=self.policy.neighbouring,
+            health=MappingProxyType(health), nodes=tuple(nodes),
+            outcomes=MappingProxyType(outcomes), derived=MappingProxyType(derived),
+            derive_errors=MappingProxyType(errors),
+            health_releases=MappingProxyType(health_releases),
+            unregistered=planned.unregistered, unexpected_replies=unexpected,
+        )  # fmt: skip
+
+    def _derive(
+        self,
+        items: list[tuple[ReleaseRequest, npt.NDArray[np.float64]]],
+        keys: list[tuple[str, str]],
+        outcomes: Mapping[tuple[str, str], Outcome],
+    ) -> tuple[dict[tuple[str, str], DerivedRelease], dict[tuple[str, str], str]]:
+        """FLAM metrics of each released confusion matrix or regression measures.
+
+        The round already committed them: asking ``release_confusion`` or
+        ``release_regression`` again with the same release id and sum is a retry, which
+        returns the recorded release (no new noise, nothing charged) with its derived
+        metrics and intervals.
+        """
+        derived: dict[tuple[str, str], DerivedRelease] = {}
+        errors: dict[tuple[str, str], str] = {}
+        for key, (req, total) in zip(keys, items, strict=True):
+            name = key[1]
+            kind = _DERIVED.get(self.plans[name].declaration) if name in self.plans else None
+            if kind is None or not isinstance(outcomes.get(key), Release):
+                continue
+            try:
+                if kind == "confusion":
+                    derived[key] = release_confusion(self.ledger, req, total)
+                else:
+                    spec = self.policy.metric(name)
+                    codec = self._codec(name, spec, self.plans[name].params)
+                    derived[key] = release_regression(self.ledger, req, total, codec)
+            except DpLedgerError as e:
+                errors[key] = f"{type(e).__name__}: {e}"
+        return derived, errors
+
+
+def _health(selected: Mapping[int, str], nodes: list[NodeStatus]) -> dict[str, Health]:
+    counts: dict[str, dict[str, int]] = {}
+    for region in selected.values():
+        c = counts.setdefault(region, dict.fromkeys(("selected", "reported", "failed",
+                                                       "dropped", "rejected"), 0))  # fmt: skip
+        c["selected"] += 1
+    for s in nodes:
+        counts[s.region][s.status] += 1
+    return {region: Health(**c) for region, c in counts.items()}
