@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PG_BIN := $(firstword $(wildcard /usr/lib/postgresql/*/bin/initdb) $(shell command -v initdb 2>/dev/null))
 
-.PHONY: demo test bench lint typecheck clean postgres notebooks
+.PHONY: demo test bench lint typecheck clean postgres notebooks flower-demo
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,11 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/dpledger demo --fresh
 
+# The Flower example end to end in one process (no Ray): every round's releases, refusals
+# and health counters. `flwr run examples/flower-eval` runs the same app on Flower's engine.
+flower-demo: $(STAMP)
+	cd examples/flower-eval && FLWR_TELEMETRY_ENABLED=0 ../../$(PY) -m flower_eval.demo $(FLOWER_ARGS)
+
 postgres:
 	@if [ -z "$(PG_BIN)" ]; then \
 	  echo "PostgreSQL not found: installing it (apt-get install postgresql)"; \
@@ -25,8 +30,8 @@ postgres:
 	fi
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check dpledger tests benchmarks notebooks
-	$(VENV)/bin/ruff format --check dpledger tests benchmarks notebooks
+	$(VENV)/bin/ruff check dpledger tests benchmarks notebooks examples
+	$(VENV)/bin/ruff format --check dpledger tests benchmarks notebooks examples
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy --strict dpledger

@@ -26,7 +26,7 @@ Keys of the published record (Flower's ``Result.evaluate_metrics_clientapp[round
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -105,8 +105,12 @@ class RoundReport:
         found = [*self.outcomes.values(), *self.health_releases.values()]
         return tuple(o for o in found if isinstance(o, Verdict))
 
-    def table(self) -> str:
-        """A human summary: per region the health, each value with its bar, each refusal."""
+    def table(self, derived: Sequence[str] | None = None) -> str:
+        """A human summary: per region the health, each value with its bar, each refusal.
+
+        ``derived`` limits the metrics shown of each confusion or regression release
+        (default: all, with their intervals).
+        """
         lines = [f"round {self.server_round} (epoch {self.epoch}, {self.neighbouring})"]
         for region, h in sorted(self.health.items()):
             lines.append(
@@ -118,7 +122,9 @@ class RoundReport:
                     lines.append(f"    {metric:<22} {_describe(out)}")
                     d = self.derived.get((r, metric))
                     if d is not None:
-                        lines += [f"      {row.strip()}" for row in d.table().splitlines()[1:-1]]
+                        rows = d.table().splitlines()[1:-1]
+                        keep = [x for x in rows if derived is None or x.split()[0] in derived]
+                        lines += [f"      {x.strip()}" for x in keep]
             hr = self.health_releases.get(region)
             if hr is not None:
                 lines.append(f"    {'health (noisy counts)':<22} {_describe(hr)}")
@@ -130,7 +136,12 @@ class RoundReport:
 def _describe(out: Outcome) -> str:
     if isinstance(out, Release):
         v = out.value
-        shown = f"{v:.4g}" if isinstance(v, float) else "[" + ", ".join(f"{x:.4g}" for x in v) + "]"
+        if isinstance(v, float):
+            shown = f"{v:.4g}"
+        elif v.size <= 8:
+            shown = "[" + ", ".join(f"{x:.4g}" for x in v) + "]"
+        else:
+            shown = f"[{v.size} noisy sums]"
         return f"{shown} ± {ci95(out):.3g} ({out.charge.unit} {out.charge.text})"
     if isinstance(out, Verdict):
         first = out.failures[0] if out.failures else None

@@ -30,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -88,7 +88,8 @@ class LedgerEvaluation(Strategy):
     ``health_metric`` names a policy ``vector_sum`` (dimension 3, cap 1, nonnegative) that
     releases the health counters as noisy counts under ``add_remove``; without it they
     stay with the operator (:attr:`rounds`). ``release_prefix`` starts every release id
-    (default: random per wrapper), so a retried round never pays twice.
+    (default: random per wrapper), so a retried round never pays twice. ``on_round`` is
+    called with each round's :class:`~dpledger.flower.RoundReport` (to print or alert).
     """
 
     def __init__(
@@ -103,6 +104,7 @@ class LedgerEvaluation(Strategy):
         health_metric: str | None = None,
         first_epoch: int = 0,
         release_prefix: str | None = None,
+        on_round: Callable[[RoundReport], object] | None = None,
     ) -> None:
         if not isinstance(strategy, Strategy):
             raise InvalidInput(f"strategy must be a Flower Strategy, got {type(strategy).__name__}")
@@ -131,6 +133,7 @@ class LedgerEvaluation(Strategy):
         self.rounds: dict[int, RoundReport] = {}
         """Every evaluate round's full report, by server round (operator-only)."""
         self._pending: dict[int, _Planned] = {}
+        self._on_round = on_round
 
     # -- construction checks -----------------------------------------------------------
 
@@ -302,6 +305,8 @@ class LedgerEvaluation(Strategy):
         health = _health(planned.selected, nodes)
         report = self._release(planned, health, nodes, payloads, unexpected)
         self.rounds[server_round] = report
+        if self._on_round is not None:
+            self._on_round(report)
         _LOG.info(
             "round %d: %d released, %d refused", server_round, len(report.releases),
             len(report.refusals),
