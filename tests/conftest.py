@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 _PG_SKIP_REASON = pytest.StashKey[str]()
 _skipped_pg_tests: list[str] = []
+_skipped_ray_tests: list[str] = []
 
 
 def _pgserver_module() -> ModuleType:
@@ -98,15 +99,25 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreUnder
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Count PostgreSQL tests that were skipped, for the terminal summary."""
+    """Count PostgreSQL and Ray tests that were skipped, for the terminal summary."""
     if report.skipped and "postgres" in report.keywords:
         _skipped_pg_tests.append(report.nodeid)
+    if report.skipped and "ray" in report.keywords:
+        _skipped_ray_tests.append(report.nodeid)
 
 
 def pytest_terminal_summary(
     terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
 ) -> None:
-    """Make skipped PostgreSQL tests impossible to miss in ``make test`` output."""
+    """Make skipped PostgreSQL and Ray tests impossible to miss in ``make test`` output."""
+    if _skipped_ray_tests:
+        terminalreporter.write_sep(
+            "!",
+            f"Flower simulation-engine tests SKIPPED: Ray is not installed "
+            f"(pip install 'flwr[simulation]') ({len(_skipped_ray_tests)} tests)",
+            red=True,
+            bold=True,
+        )
     reason = config.stash.get(_PG_SKIP_REASON, None)
     if reason is None and not _skipped_pg_tests:
         return

@@ -335,11 +335,12 @@ class LedgerEvaluation(Strategy):
                 statuses.append(NodeStatus(node, region, "dropped", "no reply before the timeout"))
             elif reply.has_error():
                 e = reply.error
-                statuses.append(NodeStatus(node, region, "failed", f"error {e.code}: {e.reason}"))
+                why = f"error {e.code}: {e.reason}"
+                statuses.append(NodeStatus(node, region, "failed", _short(why)))
             else:
                 got, why = self._read(planned.plan, reply)
                 if why is not None:
-                    statuses.append(NodeStatus(node, region, "rejected", why))
+                    statuses.append(NodeStatus(node, region, "rejected", _short(why)))
                     continue
                 statuses.append(NodeStatus(node, region, "reported"))
                 into = payloads.setdefault(region, {})
@@ -449,6 +450,15 @@ class LedgerEvaluation(Strategy):
             except DpLedgerError as e:
                 errors[key] = f"{type(e).__name__}: {e}"
         return derived, errors
+
+
+def _short(reason: str, limit: int = 500) -> str:
+    """A node's reason in at most ``limit`` characters: its start and its end (Ray wraps
+    whole tracebacks in a reason, with the exception's own message last)."""
+    if len(reason) <= limit:
+        return reason
+    head = limit // 3
+    return reason[:head] + " … " + reason[-(limit - head - 3) :]
 
 
 def _health(selected: Mapping[int, str], nodes: list[NodeStatus]) -> dict[str, Health]:
