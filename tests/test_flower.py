@@ -509,3 +509,19 @@ def test_a_client_reply_carries_scalars_vectors_and_edges_versions(fleet: Fleet)
     meta = content.config_records["dpledger.meta"]
     assert meta["edges-version.errors"] == "abs-error-m/v1"
     assert meta["round"] == 1
+
+
+def test_no_module_outside_dpledger_flower_imports_flwr() -> None:
+    import ast
+
+    package = Path(__file__).resolve().parent.parent / "dpledger"
+    found = []
+    for path in package.rglob("*.py"):
+        if "flower" in path.relative_to(package).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            found += [f"{path}: {n}" for n in names if n.split(".")[0] == "flwr"]
+    assert not found

@@ -22,13 +22,11 @@ passed as ``LedgerEvaluation(..., aggregator=...)``; the wrapper is unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from dpledger.errors import InvalidInput
 from dpledger.flower.wire import MetricPlan
 from dpledger.mechanisms import CLIENT_ROUNDING_SLACK
 from dpledger.metrics.secure_sum import DEFAULT_BITS, FixedPoint, exact_sum
@@ -41,16 +39,19 @@ slack every sensitivity the ledger charges for is widened by."""
 
 
 class Aggregator(Protocol):
-    """Turns one region's validated payloads for one metric into its exact sum."""
+    """Turns one region's payloads for one metric into its exact sum.
 
-    def check(self, metric: MetricPlan, payload: npt.NDArray[np.float64]) -> str | None:
-        """Why one client's payload must be rejected, or None (public bounds only)."""
+    ``rows`` stacks the payloads of the replies that passed the wire checks, one row
+    per client, as they arrived (a plain sum's rows are float contributions; a secure
+    sum's would be masked shares).
+    """
+
+    def check(self, metric: MetricPlan, rows: npt.NDArray[Any]) -> list[str | None]:
+        """Per row, why that client's payload must be rejected, or None (public bounds only)."""
         ...
 
-    def total(
-        self, metric: MetricPlan, payloads: Sequence[npt.NDArray[np.float64]]
-    ) -> npt.NDArray[np.float64]:
-        """The exact sum of a region's accepted payloads: shape ``(metric.size,)``."""
+    def total(self, metric: MetricPlan, rows: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
+        """The exact sum of a region's accepted rows: shape ``(metric.size,)``."""
         ...
 
 
@@ -71,37 +72,45 @@ class PlainSum:
             return FixedPoint(float(b.need("low", metric.metric)), float(b.high or 0), self.bits)
         return FixedPoint.for_cap(float(b.need("cap", metric.metric)), self.bits)
 
-    def check(self, metric: MetricPlan, payload: npt.NDArray[np.float64]) -> str | None:
-        """Why a clear contribution breaks its policy bounds (clip, L1 cap, sign), or None.
+    def check(self, metric: MetricPlan, rows: npt.NDArray[Any]) -> list[str | None]:
+        """Per row, why a clear contribution breaks its policy bounds (clip, L1 cap, sign).
 
         Float rounding on the client is allowed :data:`ROUNDING_SLACK` (relative), the
-        slack the ledger's sensitivities are widened by. Reasons name public bounds only.
+        slack the ledger's sensitivities are widened by. Vectorised over the rows.
         """
-        row = np.asarray(payload, dtype=np.float64).reshape(-1)
+        x = np.asarray(rows, dtype=np.float64).reshape(len(rows), -1)
         b = metric.bounds
+        name = metric.metric
+        finite = np.asarray(np.isfinite(x).all(axis=1), dtype=bool)
+        if not finite.all():
+            x = np.where(np.isfinite(x), x, 0.0)
         if metric.scalar:
             low, high = float(b.low or 0.0), float(b.high or 0.0)
             slack = ROUNDING_SLACK * max(abs(low), abs(high))
-            if not low - slack <= float(row[0]) <= high + slack:
-                return f"{metric.metric}: outside its clip [{low:g}, {high:g}]"
-            return None
-        if metric.nonnegative and bool(np.any(row < 0)):
-            return f"{metric.metric}: a negative entry in a nonnegative vector"
+            bad: npt.NDArray[np.bool_] = (x[:, 0] < low - slack) | (x[:, 0] > high + slack)
+            why = f"{name}: outside its clip [{low:g}, {high:g}]"
+            return [
+                None if ok and not b_ else (why if ok else f"{name}: NaN or inf")
+                for ok, b_ in zip(finite.tolist(), bad.tolist(), strict=True)
+            ]
         cap = float(b.cap or 0.0)
-        if float(np.abs(row).sum()) > cap * (1 + ROUNDING_SLACK):
-            return f"{metric.metric}: L1 norm above its cap {cap:g}"
-        return None
+        negative = np.asarray((x < 0).any(axis=1) & metric.nonnegative, dtype=bool)
+        over: npt.NDArray[np.bool_] = np.abs(x).sum(axis=1) > cap * (1 + ROUNDING_SLACK)
+        out: list[str | None] = []
+        flags = zip(finite.tolist(), negative.tolist(), over.tolist(), strict=True)
+        for ok, neg, big in flags:
+            if not ok:
+                out.append(f"{name}: NaN or inf")
+            elif neg:
+                out.append(f"{name}: a negative entry in a nonnegative vector")
+            elif big:
+                out.append(f"{name}: L1 norm above its cap {cap:g}")
+            else:
+                out.append(None)
+        return out
 
-    def total(
-        self, metric: MetricPlan, payloads: Sequence[npt.NDArray[np.float64]]
-    ) -> npt.NDArray[np.float64]:
+    def total(self, metric: MetricPlan, rows: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
         """Encode each contribution on the grid, add the integers exactly, decode once."""
-        if not payloads:
-            return np.zeros(metric.size, dtype=np.float64)
-        rows = np.stack([np.asarray(p, dtype=np.float64).reshape(-1) for p in payloads])
-        if rows.shape[1] != metric.size:
-            raise InvalidInput(
-                f"{metric.metric}: rows of length {rows.shape[1]}, not {metric.size}"
-            )
-        out: npt.NDArray[np.float64] = exact_sum(rows, self.grid(metric)).reshape(metric.size)
+        x = np.asarray(rows, dtype=np.float64).reshape(-1, metric.size)
+        out: npt.NDArray[np.float64] = exact_sum(x, self.grid(metric)).reshape(metric.size)
         return out

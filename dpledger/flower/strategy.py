@@ -318,7 +318,13 @@ class LedgerEvaluation(Strategy):
 
     def _sort(
         self, planned: _Planned, replies: list[Message]
-    ) -> tuple[list[NodeStatus], dict[str, dict[str, list[npt.NDArray[Any]]]], int]:
+    ) -> tuple[list[NodeStatus], dict[str, dict[str, npt.NDArray[Any]]], int]:
+        """Each selected node's status, and each region's accepted rows per metric.
+
+        Structure first (one reply at a time), then bounds (the aggregator's check, one
+        array per metric over every structurally sound reply): a node rejected for any
+        metric contributes to none.
+        """
         by_node: dict[int, Message] = {}
         unexpected = 0
         for message in replies:
@@ -327,34 +333,61 @@ class LedgerEvaluation(Strategy):
                 unexpected += 1
                 continue
             by_node[node] = message
-        statuses: list[NodeStatus] = []
-        payloads: dict[str, dict[str, list[npt.NDArray[Any]]]] = {}
+        plan = planned.plan
+        status: dict[int, NodeStatus] = {}
+        sound: list[tuple[int, dict[str, Any]]] = []
         for node, region in planned.selected.items():
             reply = by_node.get(node)
             if reply is None:
-                statuses.append(NodeStatus(node, region, "dropped", "no reply before the timeout"))
+                status[node] = NodeStatus(node, region, "dropped", "no reply before the timeout")
             elif reply.has_error():
                 e = reply.error
-                why = f"error {e.code}: {e.reason}"
-                statuses.append(NodeStatus(node, region, "failed", _short(why)))
+                status[node] = NodeStatus(
+                    node, region, "failed", _short(f"error {e.code}: {e.reason}")
+                )
             else:
-                got, why = self._read(planned.plan, reply)
-                if why is not None:
-                    statuses.append(NodeStatus(node, region, "rejected", _short(why)))
-                    continue
-                statuses.append(NodeStatus(node, region, "reported"))
-                into = payloads.setdefault(region, {})
-                for name, row in got.items():
-                    into.setdefault(name, []).append(row)
-        return statuses, payloads, unexpected
+                got, problem = self._read(plan, reply)
+                if problem is not None:
+                    status[node] = NodeStatus(node, region, "rejected", _short(problem))
+                else:
+                    sound.append((node, got))
+        rows = {name: self._stack(m, [got[name] for _, got in sound])
+                for name, m in plan.metrics.items()}  # fmt: skip
+        bad: dict[int, str] = {}
+        for name, m in plan.metrics.items():
+            checked = self.aggregator.check(m, rows[name])
+            for (node, _), reason in zip(sound, checked, strict=True):
+                if reason is not None and node not in bad:
+                    bad[node] = reason
+        keep = np.asarray([node not in bad for node, _ in sound], dtype=bool)
+        where = np.asarray([planned.selected[node] for node, _ in sound], dtype=object)
+        for node, _ in sound:
+            region = planned.selected[node]
+            found = bad.get(node)
+            status[node] = (
+                NodeStatus(node, region, "reported")
+                if found is None
+                else NodeStatus(node, region, "rejected", _short(found))
+            )
+        accepted: dict[str, dict[str, npt.NDArray[Any]]] = {}
+        for region in set(planned.selected.values()):
+            mask = keep & (where == region) if len(sound) else keep
+            accepted[region] = {name: r[mask] for name, r in rows.items()}
+        ordered = [status[node] for node in planned.selected]
+        return ordered, accepted, unexpected
+
+    @staticmethod
+    def _stack(m: MetricPlan, values: list[Any]) -> npt.NDArray[Any]:
+        if not values:
+            return np.zeros((0, m.size), dtype=np.float64)
+        if m.scalar:
+            return np.asarray(values, dtype=np.float64).reshape(-1, 1)
+        return np.stack(values)
 
     def _read(self, plan: RoundPlan, reply: Message) -> tuple[dict[str, Any], str | None]:
         """A reply's payloads, or why it is rejected; whatever it holds, never raises."""
         try:
-            got, why = read_reply(plan, reply.content)
-            for name, row in got.items():
-                why = why or self.aggregator.check(plan.metrics[name], row)
-            return got, why
+            return read_reply(plan, reply.content)
         except Exception as e:  # a hostile or broken reply is counted, never ends the run
             return {}, f"unreadable reply ({type(e).__name__})"
 
@@ -375,7 +408,7 @@ class LedgerEvaluation(Strategy):
         planned: _Planned,
         health: dict[str, Health],
         nodes: list[NodeStatus],
-        payloads: dict[str, dict[str, list[npt.NDArray[Any]]]],
+        payloads: dict[str, dict[str, npt.NDArray[Any]]],
         unexpected: int,
     ) -> RoundReport:
         plan = planned.plan
@@ -390,7 +423,8 @@ class LedgerEvaluation(Strategy):
                 if cohort == 0:
                     outcomes[(region, name)] = NotReleased(region, name, "no client reported")
                     continue
-                total = self.aggregator.total(m, payloads.get(region, {}).get(name, []))
+                empty = np.zeros((0, m.size), dtype=np.float64)
+                total = self.aggregator.total(m, payloads.get(region, {}).get(name, empty))
                 items.append((self._request(r, epoch, region, name, cohort), total))
                 keys.append((region, name))
             if self.health_metric is not None:
