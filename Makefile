@@ -10,7 +10,7 @@ PG_BIN := $(firstword $(wildcard /usr/lib/postgresql/*/bin/initdb) $(shell comma
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,postgres,plot,notebooks,pld,flower]'
+	$(PY) -m pip install -q -e '.[dev,postgres,plot,notebooks,pld,flower,flower-sim]'
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
 
