@@ -101,21 +101,27 @@ def _replies(fleet: Fleet, rows: dict[str, Any], policy: Policy, rounds: int) ->
     return out
 
 
+def _summed(policy: Policy, r: int, rows: dict[tuple[str, str], Any]) -> list[Any]:
+    """The round's (request, exact sum) items from each (region, metric)'s contributions."""
+    items = []
+    for (region, name), values in rows.items():
+        spec = policy.metric(name)
+        x = np.asarray(values, dtype=np.float64).reshape(len(values), -1)
+        req = ReleaseRequest(
+            epoch=(r - 1) // policy.rounds_per_epoch, metric=name, region=region,
+            cohort=len(x), edges_version=spec.edges_version, policy_version=policy.version,
+        )  # fmt: skip
+        items.append((req, exact_sum(x, contribution_grid(spec))))
+    return items
+
+
 def _direct_items(
     fleet: Fleet, rows: dict[str, Any], policy: Policy, r: int
 ) -> list[tuple[ReleaseRequest, Any]]:
-    items = []
-    for region in fleet.regions:
-        span = fleet.client_range(region)
-        for m in DECLARED:
-            spec = policy.metric(m)
-            total = exact_sum(rows[m][span.start : span.stop], contribution_grid(spec))
-            req = ReleaseRequest(epoch=(r - 1) // policy.rounds_per_epoch, metric=m,
-                                 region=region, cohort=len(span),
-                                 edges_version=spec.edges_version,
-                                 policy_version=policy.version)  # fmt: skip
-            items.append((req, total))
-    return items
+    """Direct use: the contributions as one array per metric, cut by region."""
+    spans = {region: fleet.client_range(region) for region in fleet.regions}
+    cut = {(region, m): rows[m][s.start : s.stop] for region, s in spans.items() for m in DECLARED}
+    return _summed(policy, r, cut)
 
 
 def _interleaved(
@@ -181,16 +187,7 @@ def _hand_loop(ledger: Ledger, policy: Policy, answers: list[Any], regions: dict
             else:
                 value = c["dpledger.vectors"][name].numpy()
             rows.setdefault((region, name), []).append(value)
-    items = []
-    for (region, name), values in rows.items():
-        spec = policy.metric(name)
-        total = exact_sum(np.asarray(values, dtype=np.float64), contribution_grid(spec))
-        req = ReleaseRequest(
-            epoch=(r - 1) // policy.rounds_per_epoch, metric=name, region=region,
-            cohort=len(values), edges_version=spec.edges_version, policy_version=policy.version,
-        )  # fmt: skip
-        items.append((req, total))
-    ledger.release_round(items)
+    ledger.release_round(_summed(policy, r, rows))
 
 
 def run(sizes: Sizes) -> list[Row]:
