@@ -525,3 +525,67 @@ def test_no_module_outside_dpledger_flower_imports_flwr() -> None:
                 names = [node.module]
             found += [f"{path}: {n}" for n in names if n.split(".")[0] == "flwr"]
     assert not found
+
+
+def _plan() -> Any:
+    from dpledger.flower import RoundPlan
+
+    with Ledger.open(":memory:", exact(), mode="create") as ledger:
+        s = LedgerEvaluation(FedAvg(fraction_train=0.0), ledger, metrics=METRICS, params=PARAMS)
+        return RoundPlan(1, 0, "1", s.plans)
+
+
+def _good(plan: Any) -> RecordDict:
+    from dpledger.flower import contributions
+
+    data = {"loss": [0.5, 1.0], "along": [0.2, 3.0], "across": [0.1, -1.0],
+            "y_true": [0, 2], "y_pred": [0, 1]}  # fmt: skip
+    reg = {"regression": {"y_true": [100.0, 90.0], "y_pred": [95.0, 91.0]}}
+    return contributions(plan, data, data_for=reg)
+
+
+def _break(how: str, content: RecordDict) -> RecordDict:
+    if how == "no records":
+        return RecordDict({"m": MetricRecord({"num-examples": 1})})
+    if how == "another round":
+        content["dpledger.meta"]["round"] = 2
+    elif how == "another schema":
+        content["dpledger.meta"]["schema"] = "dpledger-flower/0"
+    elif how == "a missing scalar":
+        del content["dpledger.scalars"]["loss"]
+    elif how == "NaN loss":
+        content["dpledger.scalars"]["loss"] = float("nan")
+    elif how == "a short vector":
+        content["dpledger.vectors"]["confusion"] = Array(np.zeros(4))
+    elif how == "a string array":
+        content["dpledger.vectors"]["confusion"] = Array(np.array(["a"] * 9))
+    elif how == "a NaN vector":
+        content["dpledger.vectors"]["errors"] = Array(np.full(7, np.nan))
+    elif how == "a negative count":
+        content["dpledger.vectors"]["confusion"] = Array(np.r_[-1.0, np.zeros(8)])
+    elif how == "an L1 norm above the cap":
+        content["dpledger.vectors"]["confusion"] = Array(np.full(9, 20.0))
+    return content
+
+
+@pytest.mark.parametrize(
+    "how",
+    ["no records", "another round", "another schema", "a missing scalar", "NaN loss",
+     "a short vector", "a string array", "a NaN vector", "a negative count",
+     "an L1 norm above the cap"],
+)  # fmt: skip
+def test_each_malformed_reply_is_rejected_with_a_reason(how: str) -> None:
+    from dpledger.flower import PlainSum
+    from dpledger.flower.wire import read_reply
+
+    plan = _plan()
+    got, why = read_reply(plan, _good(plan))
+    assert why is None
+    got, why = read_reply(plan, _break(how, _good(plan)))
+    if why is None:  # structurally sound: the aggregator's bounds check must catch it
+        found = [
+            PlainSum().check(m, np.asarray([got[name]], dtype=np.float64).reshape(1, -1))[0]
+            for name, m in plan.metrics.items()
+        ]
+        why = next((w for w in found if w is not None), None)
+    assert why is not None, how
