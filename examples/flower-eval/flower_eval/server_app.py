@@ -75,7 +75,6 @@ def run(
         )  # fmt: skip
         result = strategy.start(grid=grid, initial_arrays=model,
                                 num_rounds=int(cfg["num-server-rounds"]))  # fmt: skip
-    print(f"ledger: {location}")
     return strategy, result
 
 
@@ -85,4 +84,10 @@ app = ServerApp()
 @app.main()
 def main(grid: Grid, context: Context) -> None:
     """`flwr run` entry point: print each round's report as it is released."""
-    run(grid, context, on_round=lambda report: print(report.table(), flush=True))
+    strategy, _ = run(grid, context, on_round=lambda report: print(report.table(), flush=True))
+    if not any(report.releases for report in strategy.rounds.values()):
+        print("nothing was released, so no ledger was created (a refusal writes nothing)")
+        return
+    policy = Path("flower_eval") / str(settings(context)["policy"])  # from the app's folder
+    print(f"ledger: {strategy.ledger.location}; audit it with: dpledger ledger verify "
+          f"--policy {policy} --ledger {strategy.ledger.location}")  # fmt: skip
