@@ -44,6 +44,13 @@ from flwr.serverapp.strategy import Strategy
 from dpledger.approval import ReleaseRequest, Verdict
 from dpledger.errors import DpLedgerError, InvalidInput, StoreError
 from dpledger.flower.aggregation import Aggregator, PlainSum
+from dpledger.flower.plans import (
+    DERIVED,
+    choose_metrics,
+    health_metric_of,
+    metric_plan,
+    regression_codec_for,
+)
 from dpledger.flower.registry import NodeRegistry, QueryRegistry
 from dpledger.flower.report import (
     HEALTH_FIELDS,
@@ -57,15 +64,11 @@ from dpledger.flower.report import (
 from dpledger.flower.wire import PLAN_RECORD, MetricPlan, RoundPlan, read_reply
 from dpledger.ledger import Ledger, Release
 from dpledger.ledger.derived import DerivedRelease, release_confusion, release_regression
-from dpledger.metrics.declarations import DECLARATIONS
-from dpledger.metrics.flam_regression import regression_codec
-from dpledger.policy import ALL, MetricSpec
-from dpledger.sim.demo import bounds_of
+from dpledger.policy import ALL
 
 __all__ = ["LedgerEvaluation"]
 
 _LOG = logging.getLogger("dpledger.flower")
-_DERIVED = {"confusion_matrix": "confusion", "regression_measures": "regression"}
 
 
 @dataclass(frozen=True)
@@ -88,7 +91,8 @@ class LedgerEvaluation(Strategy):
     ``health_metric`` names a policy ``vector_sum`` (dimension 3, cap 1, nonnegative) that
     releases the health counters as noisy counts under ``add_remove``; without it they
     stay with the operator (:attr:`rounds`). ``release_prefix`` starts every release id
-    (default: random per wrapper), so a retried round never pays twice. ``on_round`` is
+    (default: random per wrapper): a round released again never pays twice, and each
+    confusion matrix's FLAM metrics are read back from its committed release. ``on_round`` is
     called with each round's :class:`~dpledger.flower.RoundReport` (to print or alert).
     """
 
@@ -121,14 +125,14 @@ class LedgerEvaluation(Strategy):
         self.aggregator: Aggregator = aggregator if aggregator is not None else PlainSum()
         self.first_epoch = first_epoch
         self.release_prefix = release_prefix or f"flwr-{uuid.uuid4().hex[:16]}"
-        self.health_metric = self._check_health(health_metric)
-        chosen = self._choose(metrics)
+        self.health_metric = health_metric_of(self.policy, health_metric)
+        chosen = choose_metrics(self.policy, metrics, self.health_metric)
         settings = {k: MappingProxyType(dict(v)) for k, v in (params or {}).items()}
         unknown = set(settings) - set(chosen)
         if unknown:
             raise InvalidInput(f"params for metrics that are not evaluated: {sorted(unknown)}")
         self.plans: Mapping[str, MetricPlan] = MappingProxyType(
-            {m: self._metric_plan(m, d, settings.get(m, {})) for m, d in chosen.items()}
+            {m: metric_plan(self.policy, m, d, settings.get(m, {})) for m, d in chosen.items()}
         )
         self.rounds: dict[int, RoundReport] = {}
         """Every evaluate round's full report, by server round (operator-only)."""
@@ -136,92 +140,6 @@ class LedgerEvaluation(Strategy):
         self._on_round = on_round
 
     # -- construction checks -----------------------------------------------------------
-
-    def _choose(self, metrics: Mapping[str, str] | None) -> dict[str, str]:
-        names = [m for m in self.policy.metrics if m != self.health_metric]
-        if metrics is None:
-            missing = [m for m in names if m not in DECLARATIONS]
-            if missing:
-                raise InvalidInput(
-                    f"say which declared contribution computes {missing}: pass metrics="
-                    f"{{policy metric: one of {sorted(DECLARATIONS)}}}"
-                )
-            return {m: m for m in names}
-        if not isinstance(metrics, Mapping) or not metrics:
-            raise InvalidInput("metrics must map at least one policy metric to a declaration")
-        return dict(metrics)
-
-    def _check_health(self, name: str | None) -> str | None:
-        if name is None:
-            return None
-        if self.policy.neighbouring != "add_remove":
-            raise InvalidInput(
-                "under replace the health counters are public and published exactly: a "
-                "health_metric would spend budget for nothing"
-            )
-        spec = self.policy.metric(name)
-        if not (
-            spec.kind == "vector_sum"
-            and spec.size == len(HEALTH_FIELDS)
-            and spec.is_nonnegative
-            and spec.cap_per_client is not None
-            and spec.cap_per_client >= 1
-        ):
-            raise InvalidInput(
-                f"health_metric {name!r} must be a nonnegative vector_sum of dimension 3 "
-                "(reported, failed, rejected) with cap_per_client = 1"
-            )
-        return name
-
-    def _metric_plan(self, metric: str, declaration: str, params: Mapping[str, Any]) -> MetricPlan:
-        spec = self.policy.metric(metric)
-        declared = DECLARATIONS.get(declaration)
-        if declared is None:
-            raise InvalidInput(
-                f"{metric}: {declaration!r} is not a declared contribution; "
-                f"choose from {sorted(DECLARATIONS)}"
-            )
-        scalar = declared.kind == "scalar_mean"
-        if scalar != (spec.kind == "scalar_mean") or (
-            declared.kind == "histogram" and spec.kind != "histogram"
-        ):
-            raise InvalidInput(
-                f"{metric} is a {spec.kind} in the policy, but {declaration} computes a "
-                f"{declared.kind}"
-            )
-        if spec.is_nonnegative and not declared.nonnegative:
-            raise InvalidInput(
-                f"{metric}: {declaration} has signed coordinates; declare the policy metric "
-                "with nonnegative = false"
-            )
-        if _DERIVED.get(declaration) == "confusion":
-            c = params.get("n_classes")
-            if not isinstance(c, int) or c < 2 or c * c != spec.size:
-                raise InvalidInput(
-                    f"{metric}: a confusion matrix needs params n_classes = C ≥ 2 with C² = the "
-                    f"policy dimension {spec.size}"
-                )
-        if _DERIVED.get(declaration) == "regression":
-            self._codec(metric, spec, params)
-        return MetricPlan(
-            metric, declaration, spec.kind, bounds_of(spec), spec.edges_version,
-            MappingProxyType(dict(params)), spec.is_nonnegative,
-        )  # fmt: skip
-
-    @staticmethod
-    def _codec(metric: str, spec: MetricSpec, params: Mapping[str, Any]) -> Any:
-        settings = {k: params[k] for k in ("y_bounds", "residual_bound", "max_samples", "shift")
-                    if k in params}  # fmt: skip
-        try:
-            codec = regression_codec(cap=float(spec.cap_per_client or 0), **settings)
-        except TypeError as e:
-            raise InvalidInput(
-                f"{metric}: regression measures need params y_bounds, residual_bound and "
-                f"max_samples ({e})"
-            ) from None
-        if codec.dimension != spec.size:
-            raise InvalidInput(f"{metric}: regression measures need a policy dimension of 5")
-        return codec
 
     # -- Strategy: training passes through ------------------------------------------------
 
@@ -471,15 +389,14 @@ class LedgerEvaluation(Strategy):
         errors: dict[tuple[str, str], str] = {}
         for key, (req, total) in zip(keys, items, strict=True):
             name = key[1]
-            kind = _DERIVED.get(self.plans[name].declaration) if name in self.plans else None
+            kind = DERIVED.get(self.plans[name].declaration) if name in self.plans else None
             if kind is None or not isinstance(outcomes.get(key), Release):
                 continue
             try:
                 if kind == "confusion":
                     derived[key] = release_confusion(self.ledger, req, total)
                 else:
-                    spec = self.policy.metric(name)
-                    codec = self._codec(name, spec, self.plans[name].params)
+                    codec = regression_codec_for(self.policy, name, self.plans[name].params)
                     derived[key] = release_regression(self.ledger, req, total, codec)
             except DpLedgerError as e:
                 errors[key] = f"{type(e).__name__}: {e}"
