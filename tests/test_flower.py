@@ -40,6 +40,7 @@ from dpledger.flower import (
     contribution_reply,
 )
 from dpledger.flower.testing import LocalGrid
+from dpledger.ledger.derived import release_confusion
 from dpledger.metrics import (
     DECLARATIONS,
     classification_metrics,
@@ -215,9 +216,10 @@ def run(
     client: ClientApp | None = None,
     metrics: dict[str, str] | None = None,
     fraction_train: float = 0.0,
+    offline: Sequence[int] = (OFFLINE,),
     **kw: Any,
 ) -> tuple[LedgerEvaluation, Result, LocalGrid]:
-    grid = LocalGrid(client or make_client(fleet), N_NODES, offline=[OFFLINE])
+    grid = LocalGrid(client or make_client(fleet), N_NODES, offline=offline)
     grid.activate()
     inner = FedAvg(fraction_train=fraction_train, min_train_nodes=1, min_evaluate_nodes=N_NODES,
                    min_available_nodes=N_NODES)  # fmt: skip
@@ -319,6 +321,38 @@ def test_budget_exhaustion_is_refused_in_a_later_round(fleet: Fleet, ledger_path
     assert "north/loss/ci95" not in record
 
 
+def ledger_bytes(path: Path) -> dict[str, bytes]:
+    """The ledger's database and write-ahead log, byte for byte (-shm is only an index)."""
+    return {p.name: p.read_bytes() for p in sorted(path.parent.glob(path.name + "*"))
+            if not p.name.endswith("-shm")}  # fmt: skip
+
+
+def test_refused_rounds_and_read_backs_leave_the_ledger_byte_identical(
+    fleet: Fleet, ledger_path: Path
+) -> None:
+    after: dict[int, dict[str, bytes]] = {}
+
+    def snapshot(report: Any) -> None:
+        after[report.server_round] = ledger_bytes(ledger_path)
+
+    p = policy()  # rounds 1 and 2 spend the epoch's evaluation budget, round 3 is refused
+    with RecordingLedger.open(ledger_path, p, mode="create") as ledger:
+        strategy, _, _ = run(fleet, ledger, on_round=snapshot)
+        assert len(strategy.rounds[3].refusals) == 8
+        assert after[3] == after[2]  # a refused round writes nothing
+        # the FLAM metrics of a committed confusion release are read back (a retry of its id)
+        committed = [(q, a) for q, a in ledger.items
+                     if q.metric == "confusion" and q.release_id.split("/")[1] == "r1"]  # fmt: skip
+        assert committed
+        for req, agg in committed:
+            again = release_confusion(ledger, req, agg)
+            assert isinstance(again.release, Release)
+            assert again.release.entry_id == strategy.rounds[1].outcomes[
+                (req.region, "confusion")].entry_id  # fmt: skip
+        assert ledger_bytes(ledger_path) == after[3]
+        assert ledger.verify().ok
+
+
 def test_released_values_equal_direct_ledger_use_on_the_same_sums(
     fleet: Fleet, tmp_path: Path
 ) -> None:
@@ -398,6 +432,29 @@ def test_add_remove_keeps_counts_with_the_operator_and_releases_on_the_planned_c
     rel = report.outcomes[("north", "loss")]
     assert isinstance(rel, Release)
     assert rel.request.cohort == 20
+
+
+def test_add_remove_decisions_do_not_depend_on_who_reported(fleet: Fleet, tmp_path: Path) -> None:
+    # the loss's cohort floor is 19 (ci95 of the mean ≤ 0.55 at ε = 1, Δ = 3.4): the 20
+    # selected nodes of north clear it, its 16 (or 13) reporters would not
+    text = POLICY.format(neighbouring="add_remove", eps="1", epoch="40", extra="")
+    text = text.replace('source = "test" }', 'source = "test" }\ntarget = 0.55', 1)
+    p = Policy.from_toml(text, source="test_flower.py")
+    seen = []
+    for k, offline in enumerate([(OFFLINE,), (OFFLINE, 4, 5, 6)]):  # neighbouring fleets
+        with Ledger.open(tmp_path / f"{k}.db", p, mode="create") as ledger:
+            strategy, result, _ = run(fleet, ledger, rounds=1, offline=offline)
+        report = strategy.rounds[1]
+        assert report.health["north"].reported == 16 - 3 * k  # the operator sees the truth
+        record = result.evaluate_metrics_clientapp[1]
+        decisions = {key: (type(o).__name__, o.request.cohort if isinstance(o, Release) else 0)
+                     for key, o in report.outcomes.items()}  # fmt: skip
+        # which derived metrics are usable is post-processing of the noisy release: not compared
+        public = sorted(k for k in record if k.count("/") < 2 or k.split("/")[2] in
+                        ("ci95", "refused") or k.split("/")[1] == "health")  # fmt: skip
+        seen.append((decisions, public, record["north/health/selected"]))
+    assert seen[0] == seen[1]
+    assert seen[0][0][("north", "loss")] == ("Release", 20)
 
 
 def test_add_remove_health_metric_releases_noisy_counts_through_the_ledger(
@@ -482,7 +539,32 @@ def test_wrong_configuration_is_refused_before_any_round(fleet: Fleet, tmp_path:
             LedgerEvaluation(inner, ledger, metrics={"loss": "error_histogram"})
         with pytest.raises(InvalidInput, match="which declared contribution"):
             LedgerEvaluation(inner, ledger)
+        ok = {"metrics": METRICS, "params": PARAMS}
+        wrong: list[tuple[dict[str, Any], str]] = [
+            ({"params": {**PARAMS, "confusion": 3}}, "mapping of settings"),
+            ({"params": {**PARAMS, "regression": {**PARAMS["regression"], "shfit": 1}}},
+             "reads no setting"),
+            ({"params": {**PARAMS, "confusion": {"n_classes": np.int64(3)}}}, "plain finite"),
+            ({"registry": {1: "north"}}, "regions"),
+            ({"aggregator": sum}, "check"),
+            ({"release_prefix": "x" * 65}, "release_prefix"),
+            ({"release_prefix": "my run"}, "release_prefix"),
+            ({"on_round": "print"}, "on_round"),
+        ]  # fmt: skip
+        for bad, why in wrong:
+            with pytest.raises(InvalidInput, match=why):
+                LedgerEvaluation(inner, ledger, **{**ok, **bad})
+        for kw in ({"keys": "region"}, {"timeout": 0}, {"to_region": "region"}):
+            with pytest.raises(InvalidInput):
+                QueryRegistry(**kw)
     assert not (tmp_path / "x.db").exists()
+
+
+def test_rounds_map_to_epochs_by_the_policys_rounds_per_epoch(tmp_path: Path) -> None:
+    with Ledger.open(tmp_path / "x.db", exact(), mode="create") as ledger:  # 3 per epoch
+        s = LedgerEvaluation(FedAvg(fraction_train=0.0), ledger, metrics=METRICS, params=PARAMS,
+                             first_epoch=5)  # fmt: skip
+    assert [s.epoch_of(r) for r in range(1, 8)] == [5, 5, 5, 6, 6, 6, 7]
 
 
 def test_a_client_reply_carries_scalars_vectors_and_edges_versions(fleet: Fleet) -> None:

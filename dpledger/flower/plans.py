@@ -9,6 +9,7 @@ configuration.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
@@ -24,16 +25,27 @@ from dpledger.sim.demo import bounds_of
 
 __all__ = [
     "DERIVED",
+    "SETTINGS",
     "choose_metrics",
     "health_metric_of",
     "metric_plan",
     "regression_codec_for",
+    "settings_of",
 ]
 
 DERIVED = MappingProxyType({"confusion_matrix": "confusion", "regression_measures": "regression"})
 """Declarations whose release yields every FLAM metric (``release_confusion`` / ``_regression``)."""
 
 _REGRESSION_SETTINGS = ("y_bounds", "residual_bound", "max_samples", "shift")
+
+SETTINGS = MappingProxyType(
+    {
+        "confusion_matrix": ("n_classes",),
+        "regression_measures": _REGRESSION_SETTINGS,
+        "pooled_along_across_ratio": ("error_bound", "max_samples"),
+    }
+)
+"""The settings each declaration reads from ``params`` (the others read none)."""
 
 
 def choose_metrics(
@@ -52,6 +64,40 @@ def choose_metrics(
     if not isinstance(metrics, Mapping) or not metrics:
         raise InvalidInput("metrics must map at least one policy metric to a declaration")
     return dict(metrics)
+
+
+def settings_of(
+    chosen: Mapping[str, str], params: Mapping[str, Mapping[str, Any]] | None
+) -> dict[str, Mapping[str, Any]]:
+    """Each evaluated metric's settings, checked: a setting no declaration reads is refused
+    (a misspelt ``shfit`` would otherwise be ignored on every client), and every value must
+    travel in the round's JSON plan."""
+    if params is None:
+        return {}
+    if not isinstance(params, Mapping):
+        raise InvalidInput(f"params must map metrics to their settings, got {params!r}")
+    out: dict[str, Mapping[str, Any]] = {}
+    for metric, given in params.items():
+        if metric not in chosen:
+            raise InvalidInput(f"params for a metric that is not evaluated: {metric!r}")
+        if not isinstance(given, Mapping):
+            raise InvalidInput(f"params[{metric!r}] must be a mapping of settings, got {given!r}")
+        known = SETTINGS.get(chosen[metric], ())
+        unknown = sorted(set(given) - set(known))
+        if unknown:
+            raise InvalidInput(
+                f"{metric}: {chosen[metric]} reads no setting {unknown}; it reads "
+                f"{list(known) or 'none'}"
+            )
+        try:
+            json.dumps(dict(given), allow_nan=False)
+        except (TypeError, ValueError) as e:
+            raise InvalidInput(
+                f"{metric}: settings must be plain finite numbers, strings or lists of them "
+                f"(they travel in the round's plan): {e}"
+            ) from None
+        out[metric] = MappingProxyType(dict(given))
+    return out
 
 
 def health_metric_of(policy: Policy, name: str | None) -> str | None:

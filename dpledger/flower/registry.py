@@ -74,10 +74,20 @@ class QueryRegistry:
         *,
         timeout: float = 60.0,
     ) -> None:
+        if isinstance(keys, str):
+            raise InvalidInput(f"keys is a list of node_config keys: write ({keys!r},)")
         self.keys = tuple(keys)
         if not self.keys or not all(isinstance(k, str) and k for k in self.keys):
             raise InvalidInput("QueryRegistry needs at least one node_config key")
+        if to_region is not None and not callable(to_region):
+            raise InvalidInput("to_region must be callable: node_config answers -> region name")
         self._to_region = to_region or _default_region
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not 0 < timeout < float("inf")
+        ):
+            raise InvalidInput(f"timeout is a positive number of seconds, got {timeout!r}")
         self.timeout = float(timeout)
         self._known: dict[int, str | None] = {}
 
@@ -108,7 +118,12 @@ class QueryRegistry:
             record = reply.content.config_records.get(NODE_RECORD)
             try:
                 answer = {str(k): v for k, v in (record or {}).items()}
-                answered[node] = self._to_region(answer)  # type: ignore[arg-type]
+                region = self._to_region(answer)  # type: ignore[arg-type]
             except (KeyError, TypeError, ValueError) as e:
                 _LOG.warning("node %s answered no region (%s)", node, e)
+                continue
+            if isinstance(region, str):
+                answered[node] = region
+            else:
+                _LOG.warning("node %s: to_region gave %r, not a region name", node, region)
         self._known.update({n: r for n, r in answered.items() if r is not None})

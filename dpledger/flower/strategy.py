@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ from dpledger.flower.plans import (
     health_metric_of,
     metric_plan,
     regression_codec_for,
+    settings_of,
 )
 from dpledger.flower.registry import NodeRegistry, QueryRegistry
 from dpledger.flower.report import (
@@ -118,6 +120,7 @@ class LedgerEvaluation(Strategy):
             raise InvalidInput("the ledger was opened with mode='read': open it to write")
         if isinstance(first_epoch, bool) or not isinstance(first_epoch, int) or first_epoch < 0:
             raise InvalidInput(f"first_epoch must be an integer ≥ 0, got {first_epoch!r}")
+        _check_parts(registry, aggregator, release_prefix, on_round)
         self.strategy = strategy
         self.ledger = ledger
         self.policy = ledger.policy
@@ -127,10 +130,7 @@ class LedgerEvaluation(Strategy):
         self.release_prefix = release_prefix or f"flwr-{uuid.uuid4().hex[:16]}"
         self.health_metric = health_metric_of(self.policy, health_metric)
         chosen = choose_metrics(self.policy, metrics, self.health_metric)
-        settings = {k: MappingProxyType(dict(v)) for k, v in (params or {}).items()}
-        unknown = set(settings) - set(chosen)
-        if unknown:
-            raise InvalidInput(f"params for metrics that are not evaluated: {sorted(unknown)}")
+        settings = settings_of(chosen, params)
         self.plans: Mapping[str, MetricPlan] = MappingProxyType(
             {m: metric_plan(self.policy, m, d, settings.get(m, {})) for m, d in chosen.items()}
         )
@@ -138,8 +138,6 @@ class LedgerEvaluation(Strategy):
         """Every evaluate round's full report, by server round (operator-only)."""
         self._pending: dict[int, _Planned] = {}
         self._on_round = on_round
-
-    # -- construction checks -----------------------------------------------------------
 
     # -- Strategy: training passes through ------------------------------------------------
 
@@ -401,6 +399,26 @@ class LedgerEvaluation(Strategy):
             except DpLedgerError as e:
                 errors[key] = f"{type(e).__name__}: {e}"
         return derived, errors
+
+
+_PREFIX = re.compile(r"^[!-~]{1,64}$")
+
+
+def _check_parts(registry: object, aggregator: object, prefix: object, on_round: object) -> None:
+    """Refuse, before any round, a part the rounds would only trip over mid-run."""
+    if registry is not None and not callable(getattr(registry, "regions", None)):
+        raise InvalidInput("registry must have a regions(node_ids, grid) method (NodeRegistry)")
+    if aggregator is not None and not all(
+        callable(getattr(aggregator, name, None)) for name in ("check", "total")
+    ):
+        raise InvalidInput("aggregator must have check() and total() methods (Aggregator)")
+    if prefix is not None and not (isinstance(prefix, str) and _PREFIX.match(prefix)):
+        raise InvalidInput(
+            f"release_prefix must be 1-64 printable ASCII characters without spaces (it "
+            f"starts every release id), got {prefix!r}"
+        )
+    if on_round is not None and not callable(on_round):
+        raise InvalidInput(f"on_round must be callable, got {type(on_round).__name__}")
 
 
 def _short(reason: str, limit: int = 500) -> str:

@@ -43,6 +43,8 @@ from flwr.supercore.inflatable.inflatable_utils import inflate_object_from_conte
 from flwr.supercore.run import Run
 from flwr.supercore.task_identity import TaskIdentity
 
+from dpledger.errors import InternalError, InvalidInput
+
 __all__ = ["CHECKED_FLWR", "SERVER_NODE_ID", "LocalGrid", "wire_copy"]
 
 CHECKED_FLWR = "1.42"
@@ -57,7 +59,7 @@ def wire_copy(msg: Message) -> Message:
     contents = {oid: obj.deflate() for oid, obj in objects.items()}
     copy = inflate_object_from_contents(msg.object_id, contents)
     if not isinstance(copy, Message):
-        raise TypeError(f"inflating a Message gave a {type(copy).__name__}")
+        raise InternalError(f"inflating a Message gave a {type(copy).__name__}")
     copy.metadata.__dict__["_message_id"] = msg.metadata.message_id
     return copy
 
@@ -90,7 +92,7 @@ class LocalGrid(Grid):
                 stacklevel=2,
             )
         if node_configs is not None and len(node_configs) != num_nodes:
-            raise ValueError("node_configs needs one entry per node")
+            raise InvalidInput("node_configs needs one entry per node")
         rng = random.Random(seed)
         self._client_app = client_app
         self._serialize = serialize
@@ -166,11 +168,11 @@ class LocalGrid(Grid):
         ids = []
         for msg in messages:
             if msg.metadata.dst_node_id not in self.contexts:
-                raise ValueError(f"unknown dst_node_id {msg.metadata.dst_node_id}")
+                raise InvalidInput(f"unknown dst_node_id {msg.metadata.dst_node_id}")
             msg_id = str(uuid4())
             msg.metadata.__dict__["_message_id"] = msg_id
             if errors := validate_message(msg, is_reply_message=False):
-                raise ValueError(f"invalid instruction message: {errors}")
+                raise InvalidInput(f"invalid instruction message: {errors}")
             self.sent.append(msg)
             self._pending[msg_id] = wire_copy(msg) if self._serialize else msg
             ids.append(msg_id)
