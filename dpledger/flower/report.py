@@ -12,15 +12,20 @@ Keys of the published record (Flower's ``Result.evaluate_metrics_clientapp[round
   through or were refused;
 - ``REGION/METRIC``: the noisy value (a mean for a ``scalar_mean``, the noisy sums for a
   vector), ``REGION/METRIC/ci95`` its 95% half-width (per coordinate), and
-  ``REGION/METRIC/refused`` 1 when no value was released (0 otherwise);
+  ``REGION/METRIC/refused`` 1 when no value was released (0 otherwise). A mean divides
+  the noisy sum by the release's cohort: the reporters under ``replace``; under
+  ``add_remove`` the planned cohort (how many reported is private), so every selected
+  node that did not report counts as 0 and dropouts pull the mean toward 0;
 - ``REGION/METRIC/KEY`` for every metric derived from a confusion matrix or regression
   measures (``f1_macro``, ``mcc``, ``r2``…), with ``…/ci95-low`` and ``…/ci95-high`` (its
   interval, not necessarily symmetric); a metric the noise swamps has no value, only
   ``…/unusable`` 1;
 - ``REGION/health/selected`` (always: the planned cohort, fixed before the round), and
   ``REGION/health/{reported,failed,dropped,rejected}``: exact under ``replace``; under
-  ``add_remove`` noisy counts released through the ledger (with ``REGION/health/ci95``), or
-  absent when the operator keeps them (no health metric configured).
+  ``add_remove`` noisy counts released through the ledger (with ``REGION/health/ci95``, the
+  half-width of each of the three released counts; ``dropped``, the planned cohort minus
+  their total, carries all three counts' noise and is wider), or absent when the operator
+  keeps them (no health metric configured).
 """
 
 from __future__ import annotations
