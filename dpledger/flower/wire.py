@@ -206,11 +206,10 @@ def _number(value: object) -> float | None:
     return float(value)
 
 
-def _field(record: Any, key: str) -> Any:
-    try:
-        return record[key]
-    except KeyError:
-        return None
+def _entries(record: Any) -> dict[str, Any]:
+    """A Flower record's entries as a plain dict: one copy through its public ``items()``,
+    after which each look-up costs a dict's (a record's ``[]`` is a Python-level call)."""
+    return dict(record.items())
 
 
 def _vector(array: object, size: int) -> npt.NDArray[Any] | str:
@@ -247,8 +246,9 @@ def read_reply(plan: RoundPlan, content: RecordDict) -> tuple[dict[str, Any], st
     (:meth:`dpledger.flower.Aggregator.check`). Anything else a client sent (its own
     records, extra keys) is ignored. Never raises on the reply's content.
     """
-    meta, scalars, vectors = (_field(content, k) for k in (META_RECORD, SCALARS_RECORD,
-                                                           VECTORS_RECORD))  # fmt: skip
+    records = _entries(content)
+    meta, scalars, vectors = (records.get(k) for k in (META_RECORD, SCALARS_RECORD,
+                                                        VECTORS_RECORD))  # fmt: skip
     if not (
         isinstance(meta, ConfigRecord)
         and isinstance(scalars, MetricRecord)
@@ -258,28 +258,29 @@ def read_reply(plan: RoundPlan, content: RecordDict) -> tuple[dict[str, Any], st
             f"wrong schema: needs the records {SCALARS_RECORD!r}, {VECTORS_RECORD!r} and "
             f"{META_RECORD!r}"
         )
-    if _field(meta, "schema") != SCHEMA:
-        return {}, f"wrong schema: {_field(meta, 'schema')!r}, expected {SCHEMA!r}"
-    if _field(meta, "round") != plan.server_round:
-        return {}, f"answers round {_field(meta, 'round')!r}, not {plan.server_round}"
-    if _field(meta, "policy-version") != plan.policy_version:
-        got = _field(meta, "policy-version")
+    info, numbers, arrays = _entries(meta), _entries(scalars), _entries(vectors)
+    if info.get("schema") != SCHEMA:
+        return {}, f"wrong schema: {info.get('schema')!r}, expected {SCHEMA!r}"
+    if info.get("round") != plan.server_round:
+        return {}, f"answers round {info.get('round')!r}, not {plan.server_round}"
+    if info.get("policy-version") != plan.policy_version:
+        got = info.get("policy-version")
         return {}, f"policy version {got!r}, not {plan.policy_version!r}"
     out: dict[str, Any] = {}
     for name, m in plan.metrics.items():
         if m.edges_version is not None:
-            got = _field(meta, f"edges-version.{name}")
+            got = info.get(f"edges-version.{name}")
             if got != m.edges_version:
                 return {}, f"{name}: edges version {got!r}, the policy has {m.edges_version!r}"
         if m.scalar:
-            x = _number(_field(scalars, name))
+            x = _number(numbers.get(name))
             if x is None:
                 return {}, f"wrong schema: no number for scalar metric {name!r}"
             if x != x or x in (math.inf, -math.inf):
                 return {}, f"{name}: NaN or inf"
             out[name] = x
             continue
-        row = _vector(_field(vectors, name), m.size)
+        row = _vector(arrays.get(name), m.size)
         if isinstance(row, str):
             return {}, f"{name}: {row}"
         out[name] = row  # finiteness and bounds: the aggregator's check, one array per metric
