@@ -10,6 +10,7 @@ be missed: ``PostgreSQL tests SKIPPED: <reason>``.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import uuid
 from collections.abc import Iterator
@@ -22,6 +23,10 @@ from _stores import StoreUnderTest, closed_port
 
 if TYPE_CHECKING:
     from pgserver import PgServer
+
+# Flower reads these when flwr is first imported, whichever test module imports it first
+os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+os.environ.setdefault("FLWR_DISABLE_UPDATE_CHECK", "1")
 
 _PG_SKIP_REASON = pytest.StashKey[str]()
 _skipped_pg_tests: list[str] = []
