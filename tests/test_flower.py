@@ -554,9 +554,15 @@ def test_wrong_configuration_is_refused_before_any_round(fleet: Fleet, tmp_path:
         for bad, why in wrong:
             with pytest.raises(InvalidInput, match=why):
                 LedgerEvaluation(inner, ledger, **{**ok, **bad})
-        for kw in ({"keys": "region"}, {"timeout": 0}, {"to_region": "region"}):
-            with pytest.raises(InvalidInput):
-                QueryRegistry(**kw)
+    unit = exact().model_copy(update={"privacy_unit": "record"})  # a unit with other bounds
+    with (
+        Ledger.open(":memory:", unit, mode="create") as ledger,
+        pytest.raises(InvalidInput, match="client-level"),
+    ):
+        LedgerEvaluation(FedAvg(fraction_train=0.0), ledger, metrics=METRICS, params=PARAMS)
+    for kw in ({"keys": "region"}, {"timeout": 0}, {"to_region": "region"}):
+        with pytest.raises(InvalidInput):
+            QueryRegistry(**kw)
     assert not (tmp_path / "x.db").exists()
 
 

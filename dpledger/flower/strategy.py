@@ -121,6 +121,12 @@ class LedgerEvaluation(Strategy):
         if isinstance(first_epoch, bool) or not isinstance(first_epoch, int) or first_epoch < 0:
             raise InvalidInput(f"first_epoch must be an integer ≥ 0, got {first_epoch!r}")
         _check_parts(registry, aggregator, release_prefix, on_round)
+        if ledger.policy.privacy_unit != "client":
+            raise InvalidInput(
+                "LedgerEvaluation releases client-level policies (one node is one privacy "
+                f"unit), not privacy_unit = {ledger.policy.privacy_unit!r}: its bounds are "
+                "per client"
+            )
         self.strategy = strategy
         self.ledger = ledger
         self.policy = ledger.policy
