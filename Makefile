@@ -5,17 +5,22 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PG_BIN := $(firstword $(wildcard /usr/lib/postgresql/*/bin/initdb) $(shell command -v initdb 2>/dev/null))
 
-.PHONY: demo test bench lint typecheck clean postgres browser notebooks
+.PHONY: demo test bench lint typecheck clean postgres browser notebooks flower-demo
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,postgres,plot,notebooks,pld,service]'
+	$(PY) -m pip install -q -e '.[dev,postgres,plot,notebooks,pld,service,flower,flower-sim]'
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/dpledger demo --fresh
+
+# The Flower example end to end in one process (no Ray): every round's releases, refusals
+# and health counters. `flwr run examples/flower-eval` runs the same app on Flower's engine.
+flower-demo: $(STAMP)
+	cd examples/flower-eval && FLWR_TELEMETRY_ENABLED=0 ../../$(PY) -m flower_eval.demo $(FLOWER_ARGS)
 
 postgres:
 	@if [ -z "$(PG_BIN)" ]; then \
@@ -34,8 +39,8 @@ browser:
 	fi
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check dpledger tests benchmarks notebooks
-	$(VENV)/bin/ruff format --check dpledger tests benchmarks notebooks
+	$(VENV)/bin/ruff check dpledger tests benchmarks notebooks examples
+	$(VENV)/bin/ruff format --check dpledger tests benchmarks notebooks examples
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy --strict dpledger

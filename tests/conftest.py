@@ -25,9 +25,14 @@ from _stores import StoreUnderTest, closed_port
 if TYPE_CHECKING:
     from pgserver import PgServer
 
+# Flower reads these when flwr is first imported, whichever test module imports it first
+os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+os.environ.setdefault("FLWR_DISABLE_UPDATE_CHECK", "1")
+
 _PG_SKIP_REASON = pytest.StashKey[str]()
 _BROWSER_SKIP_REASON = pytest.StashKey[str]()
 _skipped_pg_tests: list[str] = []
+_skipped_ray_tests: list[str] = []
 
 CHROMIUM = os.environ.get("DPLEDGER_CHROMIUM", "/usr/bin/chromium")
 """Debian's Chromium (``apt-get install chromium``; ``make test`` installs it)."""
@@ -140,18 +145,28 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreUnder
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Count PostgreSQL tests that were skipped, for the terminal summary."""
+    """Count PostgreSQL and Ray tests that were skipped, for the terminal summary."""
     if report.skipped and "postgres" in report.keywords:
         _skipped_pg_tests.append(report.nodeid)
+    if report.skipped and "ray" in report.keywords:
+        _skipped_ray_tests.append(report.nodeid)
 
 
 def pytest_terminal_summary(
     terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
 ) -> None:
-    """Make skipped PostgreSQL and browser tests impossible to miss in ``make test`` output."""
+    """Make skipped PostgreSQL, browser and Ray tests impossible to miss in ``make test`` output."""
     browser = config.stash.get(_BROWSER_SKIP_REASON, None)
     if browser is not None:
         terminalreporter.write_sep("!", f"BROWSER TESTS SKIPPED: {browser}", red=True, bold=True)
+    if _skipped_ray_tests:
+        terminalreporter.write_sep(
+            "!",
+            f"Flower simulation-engine tests SKIPPED: Ray is not installed "
+            f"(pip install 'flwr[simulation]') ({len(_skipped_ray_tests)} tests)",
+            red=True,
+            bold=True,
+        )
     reason = config.stash.get(_PG_SKIP_REASON, None)
     if reason is None and not _skipped_pg_tests:
         return

@@ -1,0 +1,116 @@
+"""The aggregator hook: how one region's contributions become the sum the ledger releases.
+
+**What the default does, plainly.** :class:`PlainSum` receives every reporting client's
+bounded contribution in the clear, checks it against its policy bounds and adds them
+exactly (fixed-point integers, :mod:`dpledger.metrics.secure_sum`: the exact sum the
+ledger's charge assumes). The ServerApp process — and whoever can read its memory or
+logs — therefore sees each client's clipped contribution. Differential privacy protects
+what is published (the noisy releases), not this in-process view. That is this
+deployment's limitation.
+
+**What secure aggregation changes.** With a secure-sum protocol (clients mask their
+fixed-point contributions so that only the region's total can be unmasked, as Flower's
+SecAgg+ does), the server learns the sum and nothing about any single client. Bounds then
+cannot be checked per reply on the server: they rest on the client module (or on range
+proofs), and a dropout is handled by the protocol's recovery. The ledger side does not
+change: it still releases the exact sum at the policy's sensitivity.
+
+A secure-sum implementation plugs in by implementing :class:`Aggregator` — ``check``
+(what it can verify of one reply's payload) and ``total`` (one region's sum) — and is
+passed as ``LedgerEvaluation(..., aggregator=...)``; the wrapper is unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from dpledger.flower.wire import MetricPlan
+from dpledger.mechanisms import CLIENT_ROUNDING_SLACK
+from dpledger.metrics.secure_sum import DEFAULT_BITS, FixedPoint, exact_sum
+
+__all__ = ["ROUNDING_SLACK", "Aggregator", "PlainSum"]
+
+ROUNDING_SLACK = float(CLIENT_ROUNDING_SLACK)
+"""Relative slack on a clear contribution's bounds for client-side float rounding: the
+slack every sensitivity the ledger charges for is widened by."""
+
+
+class Aggregator(Protocol):
+    """Turns one region's payloads for one metric into its exact sum.
+
+    ``rows`` stacks the payloads of the replies that passed the wire checks, one row
+    per client, as they arrived (a plain sum's rows are float contributions; a secure
+    sum's would be masked shares).
+    """
+
+    def check(self, metric: MetricPlan, rows: npt.NDArray[Any]) -> list[str | None]:
+        """Per row, why that client's payload must be rejected, or None (public bounds only)."""
+        ...
+
+    def total(self, metric: MetricPlan, rows: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
+        """The exact sum of a region's accepted rows: shape ``(metric.size,)``."""
+        ...
+
+
+class PlainSum:
+    """Plain exact sums of clear contributions (see the module docstring for what it exposes).
+
+    ``bits`` sets the fixed-point grid below each metric's bound
+    (:class:`~dpledger.metrics.secure_sum.FixedPoint`).
+    """
+
+    def __init__(self, bits: int = DEFAULT_BITS) -> None:
+        self.bits = bits
+
+    def grid(self, metric: MetricPlan) -> FixedPoint:
+        """The metric's public fixed-point grid: its clip, or ``[−cap, cap]`` for a vector."""
+        b = metric.bounds
+        if metric.scalar:
+            return FixedPoint(float(b.need("low", metric.metric)), float(b.high or 0), self.bits)
+        return FixedPoint.for_cap(float(b.need("cap", metric.metric)), self.bits)
+
+    def check(self, metric: MetricPlan, rows: npt.NDArray[Any]) -> list[str | None]:
+        """Per row, why a clear contribution breaks its policy bounds (clip, L1 cap, sign).
+
+        Float rounding on the client is allowed :data:`ROUNDING_SLACK` (relative), the
+        slack the ledger's sensitivities are widened by. Vectorised over the rows.
+        """
+        x = np.asarray(rows, dtype=np.float64).reshape(len(rows), -1)
+        b = metric.bounds
+        name = metric.metric
+        finite = np.asarray(np.isfinite(x).all(axis=1), dtype=bool)
+        if not finite.all():
+            x = np.where(np.isfinite(x), x, 0.0)
+        if metric.scalar:
+            low, high = float(b.low or 0.0), float(b.high or 0.0)
+            slack = ROUNDING_SLACK * max(abs(low), abs(high))
+            bad: npt.NDArray[np.bool_] = (x[:, 0] < low - slack) | (x[:, 0] > high + slack)
+            why = f"{name}: outside its clip [{low:g}, {high:g}]"
+            return [
+                None if ok and not b_ else (why if ok else f"{name}: NaN or inf")
+                for ok, b_ in zip(finite.tolist(), bad.tolist(), strict=True)
+            ]
+        cap = float(b.cap or 0.0)
+        negative = np.asarray((x < 0).any(axis=1) & metric.nonnegative, dtype=bool)
+        over: npt.NDArray[np.bool_] = np.abs(x).sum(axis=1) > cap * (1 + ROUNDING_SLACK)
+        out: list[str | None] = []
+        flags = zip(finite.tolist(), negative.tolist(), over.tolist(), strict=True)
+        for ok, neg, big in flags:
+            if not ok:
+                out.append(f"{name}: NaN or inf")
+            elif neg:
+                out.append(f"{name}: a negative entry in a nonnegative vector")
+            elif big:
+                out.append(f"{name}: L1 norm above its cap {cap:g}")
+            else:
+                out.append(None)
+        return out
+
+    def total(self, metric: MetricPlan, rows: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
+        """Encode each contribution on the grid, add the integers exactly, decode once."""
+        x = np.asarray(rows, dtype=np.float64).reshape(-1, metric.size)
+        out: npt.NDArray[np.float64] = exact_sum(x, self.grid(metric)).reshape(metric.size)
+        return out

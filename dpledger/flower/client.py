@@ -1,0 +1,137 @@
+"""Client side in a few lines: bounded contributions packed into the evaluate reply.
+
+::
+
+    from flwr.clientapp import ClientApp
+    from dpledger.flower import answer_region_queries, contribution_reply
+
+    app = ClientApp()
+    answer_region_queries(app)            # the server asks each node its region once
+
+    @app.evaluate()
+    def evaluate(msg, context):
+        data = evaluate_model_locally(msg.content["arrays"], context)  # per-sample arrays
+        return contribution_reply(msg, data)
+
+``contribution_reply`` reads the round's plan from the instruction (which metrics, their
+policy bounds and edges), computes each contribution with the declared function of
+:mod:`dpledger.metrics` (clipped, capped: bounded per client) and packs scalars in a
+MetricRecord, vectors in an ArrayRecord and the edges versions in a ConfigRecord.
+
+Attach DP mods to training only: ``@app.train(mods=[LocalDpMod(...)])``. Flower runs an
+app-wide mod (``ClientApp(mods=[...])``) around evaluate too, where ``LocalDpMod`` turns the
+reply into an error the SuperLink drops (the server then waits out its timeout) and
+``fixedclipping_mod`` fails for want of a clipping norm. Evaluation metrics get their
+privacy from the ledger, not from those mods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from flwr.app import ConfigRecord, Context, Message, RecordDict
+from flwr.app.typing import ConfigRecordValues
+from flwr.clientapp import ClientApp
+
+from dpledger.errors import InvalidInput
+from dpledger.flower.wire import RoundPlan, pack
+from dpledger.metrics.declarations import DECLARATIONS, Bounds
+
+__all__ = [
+    "NODE_RECORD",
+    "QUERY_RECORD",
+    "REGION_ACTION",
+    "answer_region_queries",
+    "contribution_reply",
+    "contributions",
+    "region_reply",
+]
+
+REGION_ACTION = "dpledger_region"
+"""The query action (``query.dpledger_region``) by which the server asks a node its region."""
+QUERY_RECORD = "dpledger.query"
+NODE_RECORD = "dpledger.node"
+
+
+def contributions(
+    plan: RoundPlan,
+    data: Mapping[str, npt.ArrayLike],
+    *,
+    data_for: Mapping[str, Mapping[str, npt.ArrayLike]] | None = None,
+    bounds: Mapping[str, Bounds] | None = None,
+    edges_versions: Mapping[str, str] | None = None,
+) -> RecordDict:
+    """This client's bounded contribution to every metric of ``plan``, as reply records.
+
+    ``data`` holds the per-sample arrays the declarations read (e.g. ``loss``, ``along``,
+    ``across``, ``y_true``, ``y_pred``); ``data_for[metric]`` replaces some of them for one
+    metric (a classifier's labels and a regressor's targets are both ``y_true``/``y_pred``
+    to their declarations). A client whose metric module pins its own bounds
+    passes them in ``bounds`` and names their edges version in ``edges_versions``; the
+    server rejects a reply bucketed with edges its policy does not have.
+    """
+    pinned = dict(bounds or {})
+    versions = dict(edges_versions or {})
+    own = dict(data_for or {})
+    unknown = (set(pinned) | set(versions) | set(own)) - set(plan.metrics)
+    if unknown:
+        raise InvalidInput(f"data or bounds for metrics the plan does not ask for: {unknown}")
+    rows: dict[str, npt.NDArray[np.float64]] = {}
+    used: dict[str, str | None] = {}
+    for name, m in plan.metrics.items():
+        declared = DECLARATIONS[m.declaration]
+        arrays = {**data, **own.get(name, {})}
+        rows[name] = declared.contribute(arrays, pinned.get(name, m.bounds), **dict(m.params))[0]
+        used[name] = versions.get(name, m.edges_version)
+    return pack(plan, rows, used)
+
+
+def contribution_reply(
+    msg: Message,
+    data: Mapping[str, npt.ArrayLike],
+    *,
+    data_for: Mapping[str, Mapping[str, npt.ArrayLike]] | None = None,
+    bounds: Mapping[str, Bounds] | None = None,
+    edges_versions: Mapping[str, str] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> Message:
+    """The evaluate reply to ``msg``: this client's contributions (see :func:`contributions`).
+
+    ``extra`` adds the app's own records (name → ArrayRecord/MetricRecord/ConfigRecord);
+    the wrapper ignores them and never publishes them.
+    """
+    plan = RoundPlan.from_content(msg.content)
+    content = contributions(
+        plan, data, data_for=data_for, bounds=bounds, edges_versions=edges_versions
+    )
+    for name, record in (extra or {}).items():
+        content[name] = record
+    return Message(content, reply_to=msg)
+
+
+def region_reply(msg: Message, context: Context) -> Message:
+    """Answer the server's region query from ``context.node_config`` (the operator's config).
+
+    The server names the node-config keys it needs; the node answers those values, set
+    by whoever runs the node (``flower-supernode --node-config 'region="eu-west"'``), never
+    from its evaluation data.
+    """
+    asked = msg.content.config_records.get(QUERY_RECORD)
+    keys = asked.get("keys") if asked is not None else None
+    if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+        raise InvalidInput(f"a region query needs a {QUERY_RECORD!r} ConfigRecord listing keys")
+    missing = [k for k in keys if k not in context.node_config]
+    if missing:
+        raise InvalidInput(
+            f"this node's node_config lacks {missing}: start it with --node-config naming them"
+        )
+    answer: dict[str, ConfigRecordValues] = {str(k): context.node_config[str(k)] for k in keys}
+    return Message(RecordDict({NODE_RECORD: ConfigRecord(answer)}), reply_to=msg)
+
+
+def answer_region_queries(app: ClientApp) -> None:
+    """Register :func:`region_reply` on ``app`` as its ``query.dpledger_region`` handler."""
+    app.query(REGION_ACTION)(region_reply)

@@ -1,0 +1,129 @@
+"""Which region each node belongs to, decided on the server side.
+
+A node's region picks the budget its releases are charged to, so it never comes from
+the node's evaluate reply (data the node controls). Two registries:
+
+- :class:`StaticRegistry`: an operator's ``node_id → region`` map (deployments whose
+  SuperNodes keep their ids);
+- :class:`QueryRegistry`: the server asks each new node, once, for keys of its
+  ``node_config`` — what the operator set when starting it (``flower-supernode
+  --node-config 'region="eu-west"'``; in simulation ``partition-id``) — through a Flower
+  query message answered by :func:`dpledger.flower.region_reply`, and maps the answer to a
+  region. A node that does not answer, or answers no region of the policy, stays
+  unregistered: it is not asked to evaluate, and the round counts it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Protocol
+
+from flwr.app import ConfigRecord, Message, RecordDict
+from flwr.app.user_config import UserConfigValue
+from flwr.serverapp import Grid
+
+from dpledger.errors import InvalidInput
+from dpledger.flower.client import NODE_RECORD, QUERY_RECORD, REGION_ACTION
+
+__all__ = ["NodeRegistry", "QueryRegistry", "StaticRegistry"]
+
+_LOG = logging.getLogger("dpledger.flower")
+
+
+class NodeRegistry(Protocol):
+    """Maps node ids to regions (None: unknown). May use ``grid`` to ask the nodes."""
+
+    def regions(self, node_ids: Sequence[int], grid: Grid) -> dict[int, str | None]:
+        """The region of each of ``node_ids``, or None where it is unknown."""
+        ...
+
+
+class StaticRegistry:
+    """A fixed ``node_id → region`` map, set by the operator."""
+
+    def __init__(self, regions: Mapping[int, str]) -> None:
+        if not isinstance(regions, Mapping) or not all(
+            isinstance(k, int) and isinstance(v, str) for k, v in regions.items()
+        ):
+            raise InvalidInput("StaticRegistry needs a mapping of int node ids to region names")
+        self._regions = dict(regions)
+
+    def regions(self, node_ids: Sequence[int], grid: Grid) -> dict[int, str | None]:
+        """Look each node up; unknown ids are None."""
+        return {n: self._regions.get(n) for n in node_ids}
+
+
+def _default_region(config: Mapping[str, UserConfigValue]) -> str:
+    return str(config["region"])
+
+
+class QueryRegistry:
+    """Ask each new node for its ``node_config`` ``keys``; ``to_region`` maps the answer.
+
+    Regions are cached for the registry's life (node ids are stable within a run); a node
+    that did not answer is asked again in its next round. By
+    default the node's ``region`` key is its region. ``timeout`` bounds the wait for
+    answers, in seconds.
+    """
+
+    def __init__(
+        self,
+        keys: Iterable[str] = ("region",),
+        to_region: Callable[[Mapping[str, UserConfigValue]], str] | None = None,
+        *,
+        timeout: float = 60.0,
+    ) -> None:
+        if isinstance(keys, str):
+            raise InvalidInput(f"keys is a list of node_config keys: write ({keys!r},)")
+        self.keys = tuple(keys)
+        if not self.keys or not all(isinstance(k, str) and k for k in self.keys):
+            raise InvalidInput("QueryRegistry needs at least one node_config key")
+        if to_region is not None and not callable(to_region):
+            raise InvalidInput("to_region must be callable: node_config answers -> region name")
+        self._to_region = to_region or _default_region
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not 0 < timeout < float("inf")
+        ):
+            raise InvalidInput(f"timeout is a positive number of seconds, got {timeout!r}")
+        self.timeout = float(timeout)
+        self._known: dict[int, str | None] = {}
+
+    def regions(self, node_ids: Sequence[int], grid: Grid) -> dict[int, str | None]:
+        """Known nodes from the cache; the others are asked now, in one exchange."""
+        new = [n for n in node_ids if n not in self._known]
+        if new:
+            self._ask(new, grid)
+        return {n: self._known.get(n) for n in node_ids}
+
+    def _ask(self, node_ids: list[int], grid: Grid) -> None:
+        content = RecordDict({QUERY_RECORD: ConfigRecord({"keys": list(self.keys)})})
+        messages = [
+            Message(content, dst_node_id=n, message_type=f"query.{REGION_ACTION}") for n in node_ids
+        ]
+        answered: dict[int, str | None] = dict.fromkeys(node_ids)
+        for reply in grid.send_and_receive(messages, timeout=self.timeout):
+            node = reply.metadata.src_node_id
+            if node not in answered:
+                continue
+            if reply.has_error():
+                _LOG.warning(
+                    "node %s did not answer the region query (%s); register "
+                    "dpledger.flower.answer_region_queries(app) on its ClientApp",
+                    node, str(reply.error.reason)[:200],
+                )  # fmt: skip
+                continue
+            record = reply.content.config_records.get(NODE_RECORD)
+            try:
+                answer = {str(k): v for k, v in (record or {}).items()}
+                region = self._to_region(answer)  # type: ignore[arg-type]
+            except (KeyError, TypeError, ValueError) as e:
+                _LOG.warning("node %s answered no region (%s)", node, e)
+                continue
+            if isinstance(region, str):
+                answered[node] = region
+            else:
+                _LOG.warning("node %s: to_region gave %r, not a region name", node, region)
+        self._known.update({n: r for n, r in answered.items() if r is not None})

@@ -1,0 +1,212 @@
+"""What one evaluate round did: the operator's full report, and the public MetricRecord.
+
+:class:`RoundReport` keeps everything (each node's status and why, every
+:class:`~dpledger.ledger.Release` and :class:`~dpledger.approval.Verdict`, the derived
+metrics); :func:`published` is the part that may leave the ServerApp — noisy values, their
+95% half-widths, refusal flags and the health counters the neighbouring relation makes
+public — which is all the wrapper returns to Flower.
+
+Keys of the published record (Flower's ``Result.evaluate_metrics_clientapp[round]``):
+
+- ``epoch``, ``released``, ``refused``: the round's epoch and how many releases went
+  through or were refused;
+- ``REGION/METRIC``: the noisy value (a mean for a ``scalar_mean``, the noisy sums for a
+  vector), ``REGION/METRIC/ci95`` its 95% half-width (per coordinate), and
+  ``REGION/METRIC/refused`` 1 when no value was released (0 otherwise). A mean divides
+  the noisy sum by the release's cohort: the reporters under ``replace``; under
+  ``add_remove`` the planned cohort (how many reported is private), so every selected
+  node that did not report counts as 0 and dropouts pull the mean toward 0;
+- ``REGION/METRIC/KEY`` for every metric derived from a confusion matrix or regression
+  measures (``f1_macro``, ``mcc``, ``r2``…), with ``…/ci95-low`` and ``…/ci95-high`` (its
+  interval, not necessarily symmetric); a metric the noise swamps has no value, only
+  ``…/unusable`` 1;
+- ``REGION/health/selected`` (always: the planned cohort, fixed before the round), and
+  ``REGION/health/{reported,failed,dropped,rejected}``: exact under ``replace``; under
+  ``add_remove`` noisy counts released through the ledger (with ``REGION/health/ci95``, the
+  half-width of each of the three released counts; ``dropped``, the planned cohort minus
+  their total, carries all three counts' noise and is wider), or absent when the operator
+  keeps them (no health metric configured).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from dpledger.approval import Verdict
+from dpledger.ledger import Release
+from dpledger.ledger.derived import DerivedRelease
+from dpledger.mechanisms import bar_factor
+
+__all__ = ["HEALTH_FIELDS", "Health", "NodeStatus", "NotReleased", "RoundReport", "published"]
+
+Status = Literal["reported", "failed", "dropped", "rejected"]
+HEALTH_FIELDS = ("reported", "failed", "rejected")
+"""The coordinates of a health release: one-hot per client that answered (dropped = the
+planned cohort minus their total, post-processing)."""
+Value = float | int | list[float]
+
+
+@dataclass(frozen=True)
+class Health:
+    """One region's round-health counters: who was asked and what came back."""
+
+    selected: int
+    reported: int = 0
+    failed: int = 0
+    dropped: int = 0
+    rejected: int = 0
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    """One selected node's fate in a round, and why (operator-only)."""
+
+    node_id: int
+    region: str
+    status: Status
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class NotReleased:
+    """A (region, metric) the round did not send to the ledger, and why."""
+
+    region: str
+    metric: str
+    reason: str
+
+
+Outcome = Release | Verdict | NotReleased
+
+
+@dataclass(frozen=True)
+class RoundReport:
+    """Everything one evaluate round did (the wrapper keeps one per round)."""
+
+    server_round: int
+    epoch: int
+    neighbouring: str
+    health: Mapping[str, Health]
+    nodes: tuple[NodeStatus, ...]
+    outcomes: Mapping[tuple[str, str], Outcome]
+    derived: Mapping[tuple[str, str], DerivedRelease] = field(default_factory=dict)
+    derive_errors: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    health_releases: Mapping[str, Release | Verdict | NotReleased] = field(default_factory=dict)
+    unregistered: tuple[int, ...] = ()
+    unexpected_replies: int = 0
+
+    @property
+    def releases(self) -> tuple[Release, ...]:
+        """Every committed release of the round (metrics, then health)."""
+        found = [*self.outcomes.values(), *self.health_releases.values()]
+        return tuple(o for o in found if isinstance(o, Release))
+
+    @property
+    def refusals(self) -> tuple[Verdict, ...]:
+        """The ledger's refusals in the round, each with its named checks."""
+        found = [*self.outcomes.values(), *self.health_releases.values()]
+        return tuple(o for o in found if isinstance(o, Verdict))
+
+    def table(self, derived: Sequence[str] | None = None) -> str:
+        """A human summary: per region the health, each value with its bar, each refusal.
+
+        ``derived`` limits the metrics shown of each confusion or regression release
+        (default: all, with their intervals).
+        """
+        lines = [f"round {self.server_round} (epoch {self.epoch}, {self.neighbouring})"]
+        for region, h in sorted(self.health.items()):
+            lines.append(
+                f"  {region}: selected {h.selected}, reported {h.reported}, failed {h.failed}, "
+                f"dropped {h.dropped}, rejected {h.rejected}"
+            )
+            for (r, metric), out in sorted(self.outcomes.items()):
+                if r == region:
+                    lines.append(f"    {metric:<22} {_describe(out)}")
+                    d = self.derived.get((r, metric))
+                    if d is not None:
+                        rows = d.table().splitlines()[1:-1]
+                        keep = [x for x in rows if derived is None or x.split()[0] in derived]
+                        lines += [f"      {x.strip()}" for x in keep]
+            hr = self.health_releases.get(region)
+            if hr is not None:
+                lines.append(f"    {'health (noisy counts)':<22} {_describe(hr)}")
+        if self.unregistered:
+            lines.append(f"  {len(self.unregistered)} selected node(s) with no known region")
+        return "\n".join(lines)
+
+
+def _describe(out: Outcome) -> str:
+    if isinstance(out, Release):
+        v = out.value
+        if isinstance(v, float):
+            shown = f"{v:.4g}"
+        elif v.size <= 8:
+            shown = "[" + ", ".join(f"{x:.4g}" for x in v) + "]"
+        else:
+            shown = f"[{v.size} noisy sums]"
+        return f"{shown} ± {ci95(out):.3g} ({out.charge.unit} {out.charge.text})"
+    if isinstance(out, Verdict):
+        first = out.failures[0] if out.failures else None
+        return "REFUSED: " + (f"{first.name}: {first.reason}" if first else out.summary())
+    return f"not released: {out.reason}"
+
+
+def ci95(release: Release) -> float:
+    """The 95% half-width of each released coordinate (of the mean, for a scalar)."""
+    per = bar_factor("ci95", release.facts.mechanism) * release.scale
+    return per / release.request.cohort if release.kind == "scalar_mean" else per
+
+
+def _value(release: Release) -> Value:
+    v = release.value
+    return float(v) if isinstance(v, float) else [float(x) for x in v]
+
+
+def published(report: RoundReport, *, health_public: bool) -> dict[str, Value]:
+    """The round's public MetricRecord content (see the module docstring for its keys).
+
+    ``health_public``: the exact counters may be published (``replace``). Otherwise only
+    the planned cohort is, beside the noisy health release if there is one.
+    """
+    out: dict[str, Value] = {
+        "epoch": report.epoch,
+        "released": len(report.releases),
+        "refused": sum(not isinstance(o, Release) for o in report.outcomes.values()),
+    }
+    for (region, metric), o in sorted(report.outcomes.items()):
+        key = f"{region}/{metric}"
+        out[f"{key}/refused"] = 0 if isinstance(o, Release) else 1
+        if not isinstance(o, Release):
+            continue
+        out[key] = _value(o)
+        out[f"{key}/ci95"] = ci95(o)
+        d = report.derived.get((region, metric))
+        if d is None:
+            continue
+        for name, value in d.metrics.items():
+            iv = d.intervals[name]
+            if not (iv.usable and math.isfinite(value)):
+                out[f"{key}/{name}/unusable"] = 1
+            else:
+                out[f"{key}/{name}"] = float(value)
+                out[f"{key}/{name}/ci95-low"] = float(iv.low)
+                out[f"{key}/{name}/ci95-high"] = float(iv.high)
+    for region, h in sorted(report.health.items()):
+        out[f"{region}/health/selected"] = h.selected
+        if health_public:
+            for name in ("reported", "failed", "dropped", "rejected"):
+                out[f"{region}/health/{name}"] = getattr(h, name)
+            continue
+        hr = report.health_releases.get(region)
+        if isinstance(hr, Release):
+            counts = [float(x) for x in hr.noisy_sum]
+            for name, x in zip(HEALTH_FIELDS, counts, strict=True):
+                out[f"{region}/health/{name}"] = x
+            out[f"{region}/health/dropped"] = float(h.selected - sum(counts))
+            out[f"{region}/health/ci95"] = ci95(hr)
+        elif hr is not None:
+            out[f"{region}/health/refused"] = 1
+    return out

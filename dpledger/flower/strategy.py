@@ -1,0 +1,447 @@
+"""``LedgerEvaluation``: a Flower strategy wrapper that releases evaluation through a ledger.
+
+It wraps any Message-API strategy (``flwr.serverapp.strategy``), passes training through
+untouched and owns evaluation:
+
+- ``configure_evaluate`` lets the wrapped strategy sample the nodes, looks up each one's
+  region on the server side (:mod:`dpledger.flower.registry`), drops nodes with no
+  region, fixes each region's planned cohort and puts the round's plan (metrics, policy
+  bounds, edges) into every instruction;
+- ``aggregate_evaluate`` sorts replies into reported, failed (error replies), dropped
+  (selected, no reply) and rejected (wrong schema, out of bounds, wrong edges version) per
+  region — a bad reply is counted, never ends the run — sums each region's contributions
+  with the aggregator hook (:mod:`dpledger.flower.aggregation`), releases every (region,
+  metric) of the round through :meth:`Ledger.release_round` (one transaction), derives the
+  FLAM metrics of confusion matrices and regression measures, and returns the public
+  MetricRecord (:func:`dpledger.flower.report.published`). The wrapped strategy's own
+  ``aggregate_evaluate`` is never called: its participant-weighted mean of raw client
+  metrics is what must not leave the server.
+
+Rounds map to epochs through the policy's ``rounds_per_epoch``: round r (from 1) is epoch
+``first_epoch + (r − 1) // rounds_per_epoch``. The cohort of a release is the public
+number the neighbouring relation allows: under ``replace`` the region's reporters (cohort
+membership is public); under ``add_remove`` the planned cohort fixed before the round (how
+many reported is private), and every region with a planned cohort is released whatever
+came back, so that no refusal depends on who reported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import Strategy
+
+from dpledger.approval import ReleaseRequest, Verdict
+from dpledger.errors import DpLedgerError, InvalidInput, StoreError
+from dpledger.flower.aggregation import Aggregator, PlainSum
+from dpledger.flower.plans import (
+    DERIVED,
+    choose_metrics,
+    health_metric_of,
+    metric_plan,
+    regression_codec_for,
+    settings_of,
+)
+from dpledger.flower.registry import NodeRegistry, QueryRegistry
+from dpledger.flower.report import (
+    HEALTH_FIELDS,
+    Health,
+    NodeStatus,
+    NotReleased,
+    Outcome,
+    RoundReport,
+    published,
+)
+from dpledger.flower.wire import PLAN_RECORD, MetricPlan, RoundPlan, read_reply
+from dpledger.ledger import Ledger, Release
+from dpledger.ledger.derived import DerivedRelease, release_confusion, release_regression
+from dpledger.policy import ALL
+
+__all__ = ["LedgerEvaluation"]
+
+_LOG = logging.getLogger("dpledger.flower")
+
+
+@dataclass(frozen=True)
+class _Planned:
+    plan: RoundPlan
+    selected: Mapping[int, str]  # node id -> region
+    unregistered: tuple[int, ...]
+
+
+class LedgerEvaluation(Strategy):
+    """Wrap ``strategy``; release its evaluation rounds through ``ledger`` (module docstring).
+
+    ``metrics`` maps each policy metric to the declared contribution that computes it
+    (:data:`dpledger.metrics.DECLARATIONS`; default: every policy metric whose name is a
+    declaration). ``params`` gives a declaration's own settings per metric (``n_classes``
+    for a confusion matrix; ``y_bounds``, ``residual_bound``, ``max_samples`` for
+    regression measures). ``registry`` maps nodes to regions (default
+    :class:`~dpledger.flower.QueryRegistry`), ``aggregator`` sums contributions (default
+    :class:`~dpledger.flower.PlainSum`: the server sees clear contributions).
+    ``health_metric`` names a policy ``vector_sum`` (dimension 3, cap 1, nonnegative) that
+    releases the health counters as noisy counts under ``add_remove``; without it they
+    stay with the operator (:attr:`rounds`). ``release_prefix`` starts every release id
+    (default: random per wrapper): a round released again never pays twice, and each
+    confusion matrix's FLAM metrics are read back from its committed release. ``on_round`` is
+    called with each round's :class:`~dpledger.flower.RoundReport` (to print or alert).
+    """
+
+    def __init__(
+        self,
+        strategy: Strategy,
+        ledger: Ledger,
+        *,
+        metrics: Mapping[str, str] | None = None,
+        params: Mapping[str, Mapping[str, Any]] | None = None,
+        registry: NodeRegistry | None = None,
+        aggregator: Aggregator | None = None,
+        health_metric: str | None = None,
+        first_epoch: int = 0,
+        release_prefix: str | None = None,
+        on_round: Callable[[RoundReport], object] | None = None,
+    ) -> None:
+        if not isinstance(strategy, Strategy):
+            raise InvalidInput(f"strategy must be a Flower Strategy, got {type(strategy).__name__}")
+        if not isinstance(ledger, Ledger):
+            raise InvalidInput(f"ledger must be a dpledger Ledger, got {type(ledger).__name__}")
+        if ledger.mode == "read":
+            raise InvalidInput("the ledger was opened with mode='read': open it to write")
+        if isinstance(first_epoch, bool) or not isinstance(first_epoch, int) or first_epoch < 0:
+            raise InvalidInput(f"first_epoch must be an integer ≥ 0, got {first_epoch!r}")
+        _check_parts(registry, aggregator, release_prefix, on_round)
+        if ledger.policy.privacy_unit != "client":
+            raise InvalidInput(
+                "LedgerEvaluation releases client-level policies (one node is one privacy "
+                f"unit), not privacy_unit = {ledger.policy.privacy_unit!r}: its bounds are "
+                "per client"
+            )
+        self.strategy = strategy
+        self.ledger = ledger
+        self.policy = ledger.policy
+        self.registry: NodeRegistry = registry if registry is not None else QueryRegistry()
+        self.aggregator: Aggregator = aggregator if aggregator is not None else PlainSum()
+        self.first_epoch = first_epoch
+        self.release_prefix = release_prefix or f"flwr-{uuid.uuid4().hex[:16]}"
+        self.health_metric = health_metric_of(self.policy, health_metric)
+        chosen = choose_metrics(self.policy, metrics, self.health_metric)
+        settings = settings_of(chosen, params)
+        self.plans: Mapping[str, MetricPlan] = MappingProxyType(
+            {m: metric_plan(self.policy, m, d, settings.get(m, {})) for m, d in chosen.items()}
+        )
+        self.rounds: dict[int, RoundReport] = {}
+        """Every evaluate round's full report, by server round (operator-only)."""
+        self._pending: dict[int, _Planned] = {}
+        self._on_round = on_round
+
+    # -- Strategy: training passes through ------------------------------------------------
+
+    def __repr__(self) -> str:
+        return f"LedgerEvaluation({self.strategy!r}, ledger={self.ledger.location})"
+
+    def summary(self) -> None:
+        """Log the wrapper's settings, then the wrapped strategy's summary."""
+        p = self.policy
+        _LOG.info(
+            "LedgerEvaluation: policy %s v%s (%s), %d metric(s) %s, %d round(s) per epoch, "
+            "health %s",
+            p.name, p.version, p.neighbouring, len(self.plans), sorted(self.plans),
+            p.rounds_per_epoch,
+            "public" if p.neighbouring == "replace"
+            else (f"released as {self.health_metric}" if self.health_metric else "operator-only"),
+        )  # fmt: skip
+        self.strategy.summary()
+
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """Training is the wrapped strategy's, untouched."""
+        return self.strategy.configure_train(server_round, arrays, config, grid)
+
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        """Training is the wrapped strategy's, untouched."""
+        return self.strategy.aggregate_train(server_round, replies)
+
+    # -- Strategy: evaluation is the ledger's -----------------------------------------------
+
+    def epoch_of(self, server_round: int) -> int:
+        """The ledger epoch of ``server_round`` (rounds from 1)."""
+        return self.first_epoch + (server_round - 1) // self.policy.rounds_per_epoch
+
+    def configure_evaluate(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """Sample with the wrapped strategy, keep nodes with a region, fix the planned cohorts."""
+        messages = list(self.strategy.configure_evaluate(server_round, arrays, config, grid))
+        if not messages:
+            return []
+        nodes = [m.metadata.dst_node_id for m in messages]
+        regions = self.registry.regions(nodes, grid)
+        plan = RoundPlan(server_round, self.epoch_of(server_round), self.policy.version,
+                         self.plans)  # fmt: skip
+        record = plan.record()
+        selected: dict[int, str] = {}
+        unregistered: list[int] = []
+        out = []
+        for m in messages:
+            node, region = m.metadata.dst_node_id, regions.get(m.metadata.dst_node_id)
+            if region is None or region == ALL or not self.policy.regions.admits(region):
+                unregistered.append(node)
+                continue
+            if node in selected:
+                continue
+            m.content[PLAN_RECORD] = record
+            selected[node] = region
+            out.append(m)
+        if unregistered:
+            _LOG.warning(
+                "round %d: %d selected node(s) have no region of the policy and are not asked "
+                "to evaluate", server_round, len(unregistered),
+            )  # fmt: skip
+        self._pending[server_round] = _Planned(plan, MappingProxyType(selected),
+                                               tuple(unregistered))  # fmt: skip
+        return out
+
+    def aggregate_evaluate(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> MetricRecord | None:
+        """Sort, sum, release through the ledger; return the public MetricRecord."""
+        replies = list(replies)  # may be one-shot
+        planned = self._pending.pop(server_round, None)
+        if planned is None:
+            return None
+        nodes, payloads, unexpected = self._sort(planned, replies)
+        health = _health(planned.selected, nodes)
+        report = self._release(planned, health, nodes, payloads, unexpected)
+        self.rounds[server_round] = report
+        if self._on_round is not None:
+            self._on_round(report)
+        _LOG.info(
+            "round %d: %d released, %d refused", server_round, len(report.releases),
+            len(report.refusals),
+        )  # fmt: skip
+        public = self.policy.neighbouring == "replace"
+        return MetricRecord(published(report, health_public=public))  # type: ignore[arg-type]
+
+    # -- the round ------------------------------------------------------------------------
+
+    def _sort(
+        self, planned: _Planned, replies: list[Message]
+    ) -> tuple[list[NodeStatus], dict[str, dict[str, npt.NDArray[Any]]], int]:
+        """Each selected node's status, and each region's accepted rows per metric.
+
+        Structure first (one reply at a time), then bounds (the aggregator's check, one
+        array per metric over every structurally sound reply): a node rejected for any
+        metric contributes to none.
+        """
+        by_node: dict[int, Message] = {}
+        unexpected = 0
+        for message in replies:
+            node = message.metadata.src_node_id
+            if node not in planned.selected or node in by_node:
+                unexpected += 1
+                continue
+            by_node[node] = message
+        plan = planned.plan
+        status: dict[int, NodeStatus] = {}
+        sound: list[tuple[int, dict[str, Any]]] = []
+        for node, region in planned.selected.items():
+            reply = by_node.get(node)
+            if reply is None:
+                status[node] = NodeStatus(node, region, "dropped", "no reply before the timeout")
+            elif reply.has_error():
+                e = reply.error
+                status[node] = NodeStatus(
+                    node, region, "failed", _short(f"error {e.code}: {e.reason}")
+                )
+            else:
+                got, problem = self._read(plan, reply)
+                if problem is not None:
+                    status[node] = NodeStatus(node, region, "rejected", _short(problem))
+                else:
+                    sound.append((node, got))
+        rows = {name: self._stack(m, [got[name] for _, got in sound])
+                for name, m in plan.metrics.items()}  # fmt: skip
+        bad: dict[int, str] = {}
+        for name, m in plan.metrics.items():
+            checked = self.aggregator.check(m, rows[name])
+            for (node, _), reason in zip(sound, checked, strict=True):
+                if reason is not None and node not in bad:
+                    bad[node] = reason
+        keep = np.asarray([node not in bad for node, _ in sound], dtype=bool)
+        where = np.asarray([planned.selected[node] for node, _ in sound], dtype=object)
+        for node, _ in sound:
+            region = planned.selected[node]
+            found = bad.get(node)
+            status[node] = (
+                NodeStatus(node, region, "reported")
+                if found is None
+                else NodeStatus(node, region, "rejected", _short(found))
+            )
+        accepted: dict[str, dict[str, npt.NDArray[Any]]] = {}
+        for region in set(planned.selected.values()):
+            mask = keep & (where == region) if len(sound) else keep
+            accepted[region] = {name: r[mask] for name, r in rows.items()}
+        ordered = [status[node] for node in planned.selected]
+        return ordered, accepted, unexpected
+
+    @staticmethod
+    def _stack(m: MetricPlan, values: list[Any]) -> npt.NDArray[Any]:
+        if not values:
+            return np.zeros((0, m.size), dtype=np.float64)
+        if m.scalar:
+            return np.asarray(values, dtype=np.float64).reshape(-1, 1)
+        return np.stack(values)
+
+    def _read(self, plan: RoundPlan, reply: Message) -> tuple[dict[str, Any], str | None]:
+        """A reply's payloads, or why it is rejected; whatever it holds, never raises."""
+        try:
+            return read_reply(plan, reply.content)
+        except Exception as e:  # a hostile or broken reply is counted, never ends the run
+            return {}, f"unreadable reply ({type(e).__name__})"
+
+    def _request(self, r: int, epoch: int, region: str, metric: str, n: int) -> ReleaseRequest:
+        rid = f"{self.release_prefix}/r{r}/{region}/{metric}"
+        if len(rid) > 128:
+            digest = hashlib.sha256(f"{region}/{metric}".encode()).hexdigest()[:32]
+            rid = f"{self.release_prefix[:64]}/r{r}/{digest}"
+        spec = self.policy.metric(metric)
+        return ReleaseRequest(
+            epoch=epoch, metric=metric, region=region, cohort=n,
+            edges_version=spec.edges_version, policy_version=self.policy.version,
+            release_id=rid,
+        )  # fmt: skip
+
+    def _release(
+        self,
+        planned: _Planned,
+        health: dict[str, Health],
+        nodes: list[NodeStatus],
+        payloads: dict[str, dict[str, npt.NDArray[Any]]],
+        unexpected: int,
+    ) -> RoundReport:
+        plan = planned.plan
+        r, epoch = plan.server_round, plan.epoch
+        replace = self.policy.neighbouring == "replace"
+        items: list[tuple[ReleaseRequest, npt.NDArray[np.float64]]] = []
+        keys: list[tuple[str, str]] = []
+        outcomes: dict[tuple[str, str], Outcome] = {}
+        for region, h in sorted(health.items()):
+            cohort = h.reported if replace else h.selected
+            for name, m in self.plans.items():
+                if cohort == 0:
+                    outcomes[(region, name)] = NotReleased(region, name, "no client reported")
+                    continue
+                empty = np.zeros((0, m.size), dtype=np.float64)
+                total = self.aggregator.total(m, payloads.get(region, {}).get(name, empty))
+                items.append((self._request(r, epoch, region, name, cohort), total))
+                keys.append((region, name))
+            if self.health_metric is not None:
+                counts = [float(getattr(h, f)) for f in HEALTH_FIELDS]
+                req = self._request(r, epoch, region, self.health_metric, h.selected)
+                items.append((req, np.asarray(counts)))
+                keys.append((region, self.health_metric))
+        results: tuple[Release | Verdict | NotReleased, ...]
+        try:
+            results = self.ledger.release_round(items, partial=True).outcomes if items else ()
+        except StoreError as e:
+            _LOG.error("round %d: the ledger failed, nothing released: %s", r, e)
+            results = tuple(NotReleased(k[0], k[1], f"ledger error: {e}") for k in keys)
+        health_releases: dict[str, Release | Verdict | NotReleased] = {}
+        for (region, name), res in zip(keys, results, strict=True):
+            if name == self.health_metric:
+                health_releases[region] = res
+            else:
+                outcomes[(region, name)] = res
+        derived, errors = self._derive(items, keys, outcomes)
+        return RoundReport(
+            server_round=r, epoch=epoch, neighbouring=self.policy.neighbouring,
+            health=MappingProxyType(health), nodes=tuple(nodes),
+            outcomes=MappingProxyType(outcomes), derived=MappingProxyType(derived),
+            derive_errors=MappingProxyType(errors),
+            health_releases=MappingProxyType(health_releases),
+            unregistered=planned.unregistered, unexpected_replies=unexpected,
+        )  # fmt: skip
+
+    def _derive(
+        self,
+        items: list[tuple[ReleaseRequest, npt.NDArray[np.float64]]],
+        keys: list[tuple[str, str]],
+        outcomes: Mapping[tuple[str, str], Outcome],
+    ) -> tuple[dict[tuple[str, str], DerivedRelease], dict[tuple[str, str], str]]:
+        """FLAM metrics of each released confusion matrix or regression measures.
+
+        The round already committed them: asking ``release_confusion`` or
+        ``release_regression`` again with the same release id and sum is a retry, which
+        returns the recorded release (no new noise, nothing charged) with its derived
+        metrics and intervals.
+        """
+        derived: dict[tuple[str, str], DerivedRelease] = {}
+        errors: dict[tuple[str, str], str] = {}
+        for key, (req, total) in zip(keys, items, strict=True):
+            name = key[1]
+            kind = DERIVED.get(self.plans[name].declaration) if name in self.plans else None
+            if kind is None or not isinstance(outcomes.get(key), Release):
+                continue
+            try:
+                if kind == "confusion":
+                    derived[key] = release_confusion(self.ledger, req, total)
+                else:
+                    codec = regression_codec_for(self.policy, name, self.plans[name].params)
+                    derived[key] = release_regression(self.ledger, req, total, codec)
+            except DpLedgerError as e:
+                errors[key] = f"{type(e).__name__}: {e}"
+        return derived, errors
+
+
+_PREFIX = re.compile(r"^[!-~]{1,64}$")
+
+
+def _check_parts(registry: object, aggregator: object, prefix: object, on_round: object) -> None:
+    """Refuse, before any round, a part the rounds would only trip over mid-run."""
+    if registry is not None and not callable(getattr(registry, "regions", None)):
+        raise InvalidInput("registry must have a regions(node_ids, grid) method (NodeRegistry)")
+    if aggregator is not None and not all(
+        callable(getattr(aggregator, name, None)) for name in ("check", "total")
+    ):
+        raise InvalidInput("aggregator must have check() and total() methods (Aggregator)")
+    if prefix is not None and not (isinstance(prefix, str) and _PREFIX.match(prefix)):
+        raise InvalidInput(
+            f"release_prefix must be 1-64 printable ASCII characters without spaces (it "
+            f"starts every release id), got {prefix!r}"
+        )
+    if on_round is not None and not callable(on_round):
+        raise InvalidInput(f"on_round must be callable, got {type(on_round).__name__}")
+
+
+def _short(reason: str, limit: int = 500) -> str:
+    """A node's reason in at most ``limit`` characters: its start and its end (Ray wraps
+    whole tracebacks in a reason, with the exception's own message last)."""
+    if len(reason) <= limit:
+        return reason
+    head = limit // 3
+    return reason[:head] + " … " + reason[-(limit - head - 3) :]
+
+
+def _health(selected: Mapping[int, str], nodes: list[NodeStatus]) -> dict[str, Health]:
+    counts: dict[str, dict[str, int]] = {}
+    for region in selected.values():
+        c = counts.setdefault(region, dict.fromkeys(("selected", "reported", "failed",
+                                                       "dropped", "rejected"), 0))  # fmt: skip
+        c["selected"] += 1
+    for s in nodes:
+        counts[s.region][s.status] += 1
+    return {region: Health(**c) for region, c in counts.items()}

@@ -1,0 +1,1 @@
+"""A Flower app evaluating a small numpy model through a dpledger ledger."""
