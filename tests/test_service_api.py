@@ -6,8 +6,9 @@ validation, the routes and the real SQLite ledger) in this process, without a so
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -227,6 +228,30 @@ def test_a_body_over_the_limit_is_refused_before_anything_reads_it(site: Site) -
                 "aggregate": longest}  # fmt: skip
         r = call(small, "POST", "/v1/releases", json=hist, headers=site.auth("admin"))
         assert r.status_code == 201, r.text
+    finally:
+        small.state.service.close()
+
+
+def test_a_body_without_a_length_is_cut_off_at_the_limit(site: Site) -> None:
+    """A chunked body (no Content-Length) is counted as it arrives: 413 past the limit."""
+    limit = body_bytes_needed(site.policy)
+    small = create_app(site.settings(max_body_bytes=limit))
+    data = json.dumps(body(aggregate=[1.0] * limit)).encode()
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for i in range(0, len(data), 4096):
+            yield data[i : i + 4096]
+
+    try:
+        before = snapshot(site.ledger)
+        headers = {**site.auth("north"), "content-type": "application/json"}
+        r = call(small, "POST", "/v1/releases", content=chunks(), headers=headers)
+        assert r.status_code == 413
+        assert r.json() == {
+            "error": "http_413",
+            "message": f"the body is larger than the service's limit of {limit} bytes",
+        }
+        assert snapshot(site.ledger) == before
     finally:
         small.state.service.close()
 

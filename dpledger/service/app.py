@@ -2,8 +2,9 @@
 
 Order of what a request meets, outermost first:
 
-1. the body limit (FastAPI's ``max_body_size``): a body over
-   :attr:`Settings.max_body_bytes` is refused with 413 before it is read;
+1. :class:`BodyLimit`: a body over :attr:`Settings.max_body_bytes` is refused with 413
+   before it is read (by its ``Content-Length``) or as soon as it crosses the limit (a
+   chunked body);
 2. :class:`Gate` (every ``/v1/`` path but ``/v1/health``): the bearer key is checked
    (401, one answer for every cause, and the cause logged without the key) and then the
    action the route needs (403), all *before* the body is parsed, so an unauthorised
@@ -54,12 +55,13 @@ from dpledger.errors import (
 )
 from dpledger.service.keys import ACTIONS, ApiKey
 from dpledger.service.models import ErrorOut, RefusedBudget, budget_out, verdict_out
-from dpledger.service.state import DEFAULT_MAX_BODY_BYTES, ServiceState, Settings, error_code
+from dpledger.service.state import ServiceState, Settings, error_code
 
 __all__ = [
     "ACTION_KEY",
     "ANY_KEY",
     "CONFLICT_CHECKS",
+    "BodyLimit",
     "Contain",
     "Gate",
     "caller",
@@ -142,6 +144,49 @@ def error_body(exc: DpLedgerError, status: int) -> dict[str, Any]:
 
 def _json(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse(body, status_code=status, headers=headers)
+
+
+class BodyLimit:
+    """Pure ASGI middleware, outside the gate: no body over ``max_bytes`` bytes is read.
+
+    A declared ``Content-Length`` over the limit is refused at once (nothing is read, no key
+    is looked at); a body sent without one is counted as it arrives and refused when it
+    crosses the limit. Both answer 413 in the one error shape. The limit is public (a
+    setting), and :class:`~dpledger.service.state.Settings` refuses one that a valid
+    aggregate's digits could cross, so a 413 never depends on the data.
+    """
+
+    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    def _message(self) -> str:
+        return f"the body is larger than the service's limit of {self.max_bytes} bytes"
+
+    def _refusal(self) -> JSONResponse:
+        headers = {k.decode(): v.decode() for k, v in _HEADERS}
+        return _json(413, {"error": "http_413", "message": self._message()}, headers)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
+                await self._refusal()(scope, receive, send)
+                return
+        received = 0
+
+        async def counted() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:  # FastAPI re-raises it; the handler maps it
+                    raise StarletteHTTPException(413, self._message())
+            return message
+
+        await self.app(scope, counted, send)
 
 
 class Gate:
@@ -344,7 +389,7 @@ def _handlers(app: FastAPI, state: ServiceState) -> None:
     app.add_exception_handler(StarletteHTTPException, http_error)
 
 
-def _fastapi(max_body_bytes: int, lifespan: Any = None) -> FastAPI:
+def _fastapi(lifespan: Any = None) -> FastAPI:
     """The application and its routes, without state (what the schema is read from)."""
     from dpledger.service import page, routes, views
 
@@ -353,7 +398,6 @@ def _fastapi(max_body_bytes: int, lifespan: Any = None) -> FastAPI:
         version="1",
         summary="Release approval for a shared privacy-budget ledger",
         lifespan=lifespan,
-        max_body_size=max_body_bytes,
         docs_url=None,  # the interactive docs load scripts from a CDN: not on this service
         redoc_url=None,
     )
@@ -366,7 +410,7 @@ def _fastapi(max_body_bytes: int, lifespan: Any = None) -> FastAPI:
 
 def openapi_schema() -> dict[str, Any]:
     """The service's OpenAPI document, without opening a ledger (for docs and fuzzing)."""
-    return _fastapi(DEFAULT_MAX_BODY_BYTES).openapi()
+    return _fastapi().openapi()
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -387,9 +431,10 @@ def create_app(settings: Settings) -> FastAPI:
         yield
         state.close()
 
-    app = _fastapi(settings.max_body_bytes, lifespan)
+    app = _fastapi(lifespan)
     app.state.service = state
     _handlers(app, state)
     app.add_middleware(Gate, routes=[*routes.router.routes, *views.router.routes], state=state)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)  # outside the gate
     app.add_middleware(Contain)  # added last: outermost, so it also contains the gate's bugs
     return app
