@@ -23,6 +23,7 @@ import numpy.typing as npt
 
 from dpledger.errors import InvalidInput
 from dpledger.metrics._segments import (
+    ClientOffsets,
     FloatArray,
     as_finite,
     as_labels,
@@ -31,6 +32,7 @@ from dpledger.metrics._segments import (
     check_same_length,
     segments_for,
 )
+from dpledger.metrics.blocks import blockwise
 from dpledger.metrics.flam_regression import regression_measures, regression_metrics_rows
 from dpledger.types import Labels
 
@@ -67,12 +69,13 @@ CLASSIFICATION_KEYS = (
 # --------------------------------------------------------------------------- classification
 
 
+@blockwise
 def confusion_matrix(
     y_true: npt.ArrayLike,
     y_pred: npt.ArrayLike,
     *,
     n_classes: int,
-    offsets: npt.ArrayLike | None = None,
+    offsets: ClientOffsets | None = None,
     cap: float | None = None,
 ) -> FloatArray:
     """Per-client C×C confusion counts (row = true, column = predicted), float64.
@@ -100,9 +103,11 @@ def confusion_matrix(
     factor = None
     if cap is not None:  # a matrix's L1 norm is its sample count
         factor = cap_factor(seg.lengths.astype(np.float64), check_positive(cap, "cap"))
-    cell = t * c
-    cell += p
-    rows = seg.counts(cell, c * c, factor).reshape(seg.n_clients, c, c)
+    flat = seg.tags(c)  # (client · C + true) · C + predicted, in place: no temporaries
+    flat += t
+    flat *= c
+    flat += p
+    rows = seg.tally(flat, c * c, factor).reshape(seg.n_clients, c, c)
     return rows[0] if offsets is None else rows
 
 
@@ -281,7 +286,7 @@ def participant_weighted_classification(
     y_pred: npt.ArrayLike,
     *,
     n_classes: int,
-    offsets: npt.ArrayLike,
+    offsets: ClientOffsets,
     labels: Labels = "present",
 ) -> dict[str, float]:
     """Naive baseline: each client's classification metrics, averaged by sample count.
@@ -298,7 +303,7 @@ def participant_weighted_regression(
     y_true: npt.ArrayLike,
     y_pred: npt.ArrayLike,
     *,
-    offsets: npt.ArrayLike,
+    offsets: ClientOffsets,
     shift: float | None = None,
 ) -> dict[str, float]:
     """Naive baseline: each client's R², MSE, RMSE, MAE, averaged by sample count.
