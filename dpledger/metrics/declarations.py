@@ -13,16 +13,17 @@ contributions against that rule.
 from __future__ import annotations
 
 import types
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from dpledger.errors import InvalidInput
-from dpledger.metrics import flam, flam_regression, spatial
-from dpledger.metrics._segments import FloatArray
+from dpledger.metrics import blocks, flam, flam_regression, spatial
+from dpledger.metrics._segments import ClientOffsets, FloatArray, Segments, segments_for
+from dpledger.metrics.secure_sum import FixedPoint
 from dpledger.types import MetricKind
 
 __all__ = [
@@ -30,8 +31,10 @@ __all__ = [
     "FLAM_DECLARATIONS",
     "SPATIAL_DECLARATIONS",
     "Bounds",
+    "Contribution",
     "MetricDeclaration",
     "Norm",
+    "sum_contributions",
 ]
 
 Norm = Literal["absolute", "l1"]
@@ -86,7 +89,7 @@ class MetricDeclaration:
         data: Mapping[str, npt.ArrayLike],
         bounds: Bounds,
         *,
-        offsets: npt.ArrayLike | None = None,
+        offsets: ClientOffsets | None = None,
         **params: Any,
     ) -> FloatArray:
         """Each client's bounded contribution, one row per client: shape (clients, d).
@@ -95,14 +98,157 @@ class MetricDeclaration:
         start of each client's samples (None: one client). ``params`` are the function's
         own settings that no policy states (e.g. ``n_classes``).
         """
+        arrays = self._arrays(data)
+        if offsets is None:  # one client: a scalar or a vector
+            return self._rows(arrays, bounds, None, params).reshape(1, -1)
+        names = tuple(arrays)
+        columns = [arrays[k] for k in names]
+        n = _common_length(arrays)
+        seg = None if n is None or n <= blocks.BLOCK_SAMPLES else _segments_or_none(offsets, n)
+        if seg is None:  # one block, or inputs the metric's own checks will refuse
+            return self._rows(arrays, bounds, offsets, params)
+
+        def compute(views: Sequence[Any], part: Segments) -> FloatArray:
+            return self._rows(dict(zip(names, views, strict=True)), bounds, part, params)
+
+        def whole() -> FloatArray:
+            return self._rows(arrays, bounds, seg, params)
+
+        out: FloatArray = blocks.rows_in_blocks(compute, columns, seg, whole)
+        return out
+
+    def contribute_sums(
+        self,
+        data: Mapping[str, npt.ArrayLike],
+        bounds: Bounds,
+        *,
+        offsets: ClientOffsets,
+        groups: npt.ArrayLike | None = None,
+        n_groups: int | None = None,
+        grid: FixedPoint | None = None,
+        **params: Any,
+    ) -> FloatArray:
+        """Per-group EXACT sums of every client's contribution, without every client's row.
+
+        Equal bit for bit to ``exact_sum(self.contribute(...)[groups == g], grid)`` for each
+        group g (``groups``: each client's label in ``[0, n_groups)``, e.g. its region;
+        without it, the one total). ``grid`` defaults to :meth:`grid`. Shape (groups, d),
+        or (d,) without ``groups``.
+        """
+        job = Contribution(self, bounds, params, grid)
+        sums = sum_contributions({self.metric: job}, data, offsets=offsets, groups=groups,
+                                 n_groups=n_groups)  # fmt: skip
+        return sums[self.metric]
+
+    def grid(self, bounds: Bounds) -> FixedPoint:
+        """The public fixed-point grid of this metric's exact sums, from its bounds.
+
+        A scalar's clip ``[low, high]``, or ``[−cap, cap]`` for an L1-capped vector
+        (every coordinate of a capped row lies there).
+        """
+        if self.norm == "absolute":
+            return FixedPoint(float(bounds.need("low", self.metric)),
+                              float(bounds.need("high", self.metric)))  # fmt: skip
+        return FixedPoint.for_cap(float(bounds.need("cap", self.metric)))
+
+    def _arrays(self, data: Mapping[str, npt.ArrayLike]) -> dict[str, npt.NDArray[Any]]:
         missing = [k for k in self.inputs if k not in data]
         if missing:
             raise InvalidInput(f"{self.metric} reads {list(self.inputs)}; missing {missing}")
-        arrays = {k: np.asarray(data[k]) for k in self.inputs}
+        return {k: np.asarray(data[k]) for k in self.inputs}
+
+    def _rows(
+        self,
+        arrays: Mapping[str, npt.NDArray[Any]],
+        bounds: Bounds,
+        offsets: ClientOffsets | None,
+        params: Mapping[str, Any],
+    ) -> FloatArray:
+        """One row per client (shape (clients, d)) from arrays already gathered."""
         rows = np.asarray(self.compute(arrays, bounds, offsets, params), dtype=np.float64)
         if offsets is None:
-            return rows.reshape(1, -1)  # one client: a scalar or a vector
+            return rows
         return rows[:, None] if rows.ndim == 1 else rows  # a scalar per client, or rows
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """One metric to sum over a fleet: its declaration, bounds, own settings and grid.
+
+    ``grid`` None means the declaration's :meth:`MetricDeclaration.grid` of ``bounds``.
+    """
+
+    declaration: MetricDeclaration
+    bounds: Bounds
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    grid: FixedPoint | None = None
+
+
+def sum_contributions(
+    jobs: Mapping[str, Contribution],
+    data: Mapping[str, npt.ArrayLike],
+    *,
+    offsets: ClientOffsets,
+    groups: npt.ArrayLike | None = None,
+    n_groups: int | None = None,
+) -> dict[str, FloatArray]:
+    """Per-group EXACT sums of several metrics over one fleet, in one pass of blocks.
+
+    What the aggregator owes the ledger for each (metric, region): for every name in
+    ``jobs``, equal bit for bit to ``exact_sum`` of the group's rows of
+    :meth:`MetricDeclaration.contribute`, computed block by block
+    (:mod:`dpledger.metrics.blocks`) so no metric's per-client rows exist for the whole
+    fleet, every block's samples are read once for all metrics, and ``offsets`` is
+    validated once. ``data`` holds every per-sample array the metrics read.
+    """
+    gathered = {name: job.declaration._arrays(data) for name, job in jobs.items()}
+    names = sorted({k for arrays in gathered.values() for k in arrays})
+    union = {k: np.asarray(data[k]) for k in names}
+    n = _common_length(union)
+    if n is None:
+        shown = ", ".join(f"{k}: shape {a.shape}" for k, a in union.items())
+        raise InvalidInput(f"per-sample arrays must be 1-D and equally long, got {shown}")
+    seg = segments_for(offsets, n)
+    columns = [union[k] for k in names]
+    computes: dict[str, tuple[blocks.Compute, FixedPoint | None, Callable[[], object]]] = {}
+    for name, job in jobs.items():
+        grid = job.grid if job.grid is not None else job.declaration.grid(job.bounds)
+        compute, whole = _block_compute(job, names, gathered[name], seg)
+        computes[name] = (compute, grid, whole)
+    return blocks.sums_in_blocks(computes, columns, seg, groups=groups, n_groups=n_groups)
+
+
+def _block_compute(
+    job: Contribution, names: Sequence[str], arrays: Mapping[str, npt.NDArray[Any]], seg: Segments
+) -> tuple[blocks.Compute, Callable[[], object]]:
+    """A job's per-block computation (views in ``names`` order) and its unblocked rerun."""
+    decl, bounds, settings = job.declaration, job.bounds, job.settings
+    mine = [names.index(k) for k in decl.inputs]
+
+    def compute(views: Sequence[Any], part: Segments) -> FloatArray:
+        chosen = {k: views[i] for k, i in zip(decl.inputs, mine, strict=True)}
+        return decl._rows(chosen, bounds, part, settings)
+
+    def whole() -> FloatArray:
+        return decl._rows(arrays, bounds, seg, settings)
+
+    return compute, whole
+
+
+def _common_length(arrays: Mapping[str, npt.NDArray[Any]]) -> int | None:
+    """The arrays' common length; None if one is not 1-D or the lengths differ."""
+    lengths = {int(a.shape[0]) if a.ndim == 1 else -1 for a in arrays.values()}
+    if len(lengths) != 1 or -1 in lengths:
+        return None
+    return lengths.pop()
+
+
+def _segments_or_none(offsets: ClientOffsets, n: int) -> Segments | None:
+    """``offsets`` validated for ``n`` samples, or None (the metric's own call says why)."""
+    try:
+        return segments_for(offsets, n)
+    except InvalidInput:
+        return None
 
 
 def _scalar_low(bounds: Bounds, metric: str) -> float:
