@@ -65,7 +65,10 @@ from dpledger.ledger.store import (
     COLUMNS,
     PARAMETERLESS,
     SCHEMA,
+    SCHEMA_1_COLUMNS,
     SCHEMA_VERSION,
+    SPEND_TABLE,
+    Schema1,
     SqlStore,
     Statements,
 )
@@ -104,6 +107,21 @@ SQL = Statements(
     **PARAMETERLESS,
 )
 """The store's statements, in PostgreSQL's dialect (``%s`` parameters, arrays for lists)."""
+
+SCHEMA_1 = Schema1(
+    entries=f"SELECT {SCHEMA_1_COLUMNS} FROM dpl_entries WHERE seq > %s ORDER BY seq LIMIT %s",
+    spend="SELECT epoch, scope, total FROM dpl_spend ORDER BY epoch, scope",
+    upgrade=(
+        "ALTER TABLE dpl_entries ADD COLUMN release_id TEXT UNIQUE, "
+        "ADD COLUMN request_hash TEXT, ADD COLUMN principal TEXT",
+        "ALTER TABLE dpl_policies ADD COLUMN name TEXT NOT NULL DEFAULT ''",
+        "UPDATE dpl_policies SET name = body::json->>'name'",
+        "DROP TABLE dpl_spend",
+        SPEND_TABLE,
+    ),
+    insert_spend="INSERT INTO dpl_spend (epoch, scope, metric, total) VALUES (%s, %s, %s, %s)",
+)
+"""How this store reads and upgrades a schema-1 ledger (PostgreSQL's DDL is transactional)."""
 
 LOCK_KEY = int.from_bytes(hashlib.sha256(b"dpledger").digest()[:8], "big", signed=True)
 """The ledger-wide advisory lock key: the first 8 bytes of SHA-256("dpledger"), signed."""
@@ -160,6 +178,7 @@ class PostgresStore(SqlStore):
     """
 
     sql = SQL
+    schema_1 = SCHEMA_1
 
     def __init__(self, url: str, mode: Mode = "write", *, timeout_s: float = 60.0) -> None:
         super().__init__(mode)

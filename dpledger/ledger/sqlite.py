@@ -37,7 +37,10 @@ from dpledger.ledger.store import (
     COLUMNS,
     PARAMETERLESS,
     SCHEMA,
+    SCHEMA_1_COLUMNS,
     SCHEMA_VERSION,
+    SPEND_TABLE,
+    Schema1,
     SqlStore,
     Statements,
 )
@@ -73,6 +76,22 @@ SQL = Statements(
     **PARAMETERLESS,
 )
 """The store's statements, in SQLite's dialect (``?`` parameters, JSON arrays for lists)."""
+SCHEMA_1 = Schema1(
+    entries=f"SELECT {SCHEMA_1_COLUMNS} FROM dpl_entries WHERE seq > ? ORDER BY seq LIMIT ?",
+    spend="SELECT epoch, scope, total FROM dpl_spend ORDER BY epoch, scope",
+    upgrade=(
+        "ALTER TABLE dpl_entries ADD COLUMN release_id TEXT",
+        "ALTER TABLE dpl_entries ADD COLUMN request_hash TEXT",
+        "ALTER TABLE dpl_entries ADD COLUMN principal TEXT",
+        "CREATE UNIQUE INDEX dpl_entries_release_id ON dpl_entries (release_id)",
+        "ALTER TABLE dpl_policies ADD COLUMN name TEXT NOT NULL DEFAULT ''",
+        "UPDATE dpl_policies SET name = json_extract(body, '$.name')",
+        "DROP TABLE dpl_spend",
+        SPEND_TABLE,
+    ),
+    insert_spend="INSERT INTO dpl_spend (epoch, scope, metric, total) VALUES (?, ?, ?, ?)",
+)
+"""How this store reads and upgrades a schema-1 ledger (ALTER TABLE is transactional here)."""
 _INSERT_ENTRY = f"INSERT INTO dpl_entries ({COLUMNS}) VALUES ({', '.join(['?'] * 19)})"
 _UPSERT_SPEND = (
     "INSERT INTO dpl_spend (epoch, scope, metric, total) VALUES (?, ?, ?, ?) "
@@ -85,6 +104,7 @@ class SqliteStore(SqlStore):
     """A ledger in one SQLite file (or ``:memory:`` for throwaway use)."""
 
     sql = SQL
+    schema_1 = SCHEMA_1
 
     def __init__(self, path: str | Path, mode: Mode = "write", *, timeout_s: float = 60.0) -> None:
         super().__init__(mode)

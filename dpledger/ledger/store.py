@@ -37,10 +37,14 @@ from dpledger.mechanisms import MechanismFacts
 from dpledger.types import Budget, Mode, Unit, fraction_text
 
 __all__ = [
+    "CHAIN_V1_THROUGH",
     "COLUMNS",
     "PARAMETERLESS",
     "SCHEMA",
+    "SCHEMA_1_COLUMNS",
     "SCHEMA_VERSION",
+    "SPEND_TABLE",
+    "Schema1",
     "SqlStore",
     "Statements",
     "TxnState",
@@ -56,6 +60,22 @@ COLUMNS = (
     "edges_version, mechanism, unit, charge, cohort, output, release_id, request_hash, "
     "principal, prev_hash, hash"
 )
+
+SCHEMA_1_COLUMNS = COLUMNS.replace("release_id, request_hash, principal", "NULL, NULL, NULL")
+"""A schema-1 entry row shaped like :data:`COLUMNS` (it has no release id, request hash
+or principal)."""
+
+CHAIN_V1_THROUGH = "chain_v1_through"
+"""Meta key of a migrated ledger: entries up to this seq are hashed by the schema-1 rule."""
+
+SPEND_TABLE = """CREATE TABLE IF NOT EXISTS dpl_spend (
+        epoch BIGINT NOT NULL,
+        scope TEXT NOT NULL,
+        metric TEXT NOT NULL,
+        total TEXT NOT NULL,
+        PRIMARY KEY (epoch, scope, metric)
+    )"""
+"""Exact spend per (epoch, region, metric), updated in the transaction of each entry."""
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS dpl_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -80,13 +100,7 @@ SCHEMA = (
         prev_hash TEXT NOT NULL,
         hash TEXT NOT NULL UNIQUE
     )""",
-    """CREATE TABLE IF NOT EXISTS dpl_spend (
-        epoch BIGINT NOT NULL,
-        scope TEXT NOT NULL,
-        metric TEXT NOT NULL,
-        total TEXT NOT NULL,
-        PRIMARY KEY (epoch, scope, metric)
-    )""",
+    SPEND_TABLE,
     "CREATE INDEX IF NOT EXISTS dpl_entries_epoch ON dpl_entries (epoch, scope)",
     """CREATE TABLE IF NOT EXISTS dpl_policies (
         hash TEXT PRIMARY KEY,
@@ -269,6 +283,17 @@ PARAMETERLESS = {
 }
 """The statements without parameters: one text that both dialects run as it is."""
 
+
+@dataclass(frozen=True, slots=True)
+class Schema1:
+    """How a store reads and upgrades a schema-1 ledger (dpledger 0.1), in its own SQL."""
+
+    entries: str  # (after, limit) -> rows shaped like COLUMNS (NULL for the new columns)
+    spend: str  # () -> epoch, scope, total of the schema-1 spend table
+    upgrade: tuple[str, ...]  # DDL run in order inside the upgrade's transaction
+    insert_spend: str  # (epoch, scope, metric, total) into the new spend table
+
+
 _NO_LIMIT = 2**62  # entries(limit=None): every row, as one fixed statement
 
 
@@ -280,6 +305,7 @@ class SqlStore(ABC):
     """
 
     sql: Statements
+    schema_1: Schema1
 
     def __init__(self, mode: Mode) -> None:
         if mode not in ("read", "write", "create"):
@@ -405,20 +431,67 @@ class SqlStore(ABC):
                 "`dpledger ledger verify` and restore the ledger from a backup"
             ) from e
 
+    # -- schema 1 (read to verify, then upgrade in place) -----------------------------
+
+    def schema_1_entries(self, *, after: int, limit: int) -> list[tuple[Any, ...]]:
+        """Entry rows of a schema-1 ledger after ``seq``, unparsed, in chain order."""
+        with self._lock:
+            return self._execute(self.schema_1.entries, (after, int(limit)))
+
+    def schema_1_spend(self) -> list[tuple[Any, ...]]:
+        """The schema-1 spend table: ``(epoch, scope, total)`` rows, unparsed."""
+        with self._lock:
+            return self._execute(self.schema_1.spend)
+
+    def upgrade_schema_1(
+        self, head: tuple[int, str], spend: Sequence[tuple[int, str, str, str]]
+    ) -> None:
+        """Upgrade to schema 2 in one transaction under the write lock; entries untouched.
+
+        ``head`` is the chain head the caller verified: if a writer appended since, the
+        upgrade is refused and nothing changes. ``spend`` is the exact spend per (epoch,
+        region, metric) the caller recomputed from the verified entries.
+        """
+        if self.mode == "read":
+            raise StoreError(f"{self.location} was opened for reading (mode='read')")
+        with self._lock, self._write_transaction():
+            meta = dict(self._execute(self.sql.meta))
+            now = (int(meta.get("head_seq", 0)), str(meta.get("head_hash", GENESIS)))
+            if meta.get("schema_version") != "1" or now != head:
+                raise StoreError(
+                    f"{self.location} changed while it was being verified (head {now[0]}, "
+                    f"schema {meta.get('schema_version')!r}): nothing was changed; migrate again"
+                )
+            for statement in self.schema_1.upgrade:
+                self._execute(statement)
+            for row in spend:
+                self._execute(self.schema_1.insert_spend, row)
+            self._set_meta(("schema_version", SCHEMA_VERSION), (CHAIN_V1_THROUGH, str(head[0])))
+
     # -- opening ----------------------------------------------------------------------
 
+    def check_schema(self) -> None:
+        """Refuse a ledger of another schema version: this dpledger cannot read it at all."""
+        meta = self.meta()
+        if meta.get("schema_version") == "1":
+            raise LedgerCorrupted(
+                f"{self.location} was written by dpledger 0.1 (schema 1): upgrade it in place "
+                f"with `dpledger ledger migrate --ledger {self.location}` (one transaction; "
+                "every entry and its hash are kept, so recorded chain heads stay valid)"
+            )
+        if meta.get("schema_version") != SCHEMA_VERSION:
+            raise LedgerCorrupted(
+                f"{self.location}: schema version {meta.get('schema_version')!r}, this "
+                f"dpledger reads {SCHEMA_VERSION!r}: upgrade dpledger"
+            )
+
     def check_binding(self, binding: dict[str, str]) -> dict[str, str]:
-        """Validate an existing ledger's schema version and binding; return its meta.
+        """Validate an existing ledger's policy binding; return its meta.
 
         A ledger bound to another policy name or budget unit raises
         :class:`LedgerCorrupted` (its spend would be read against the wrong budget).
         """
         meta = self.meta()
-        if meta.get("schema_version") != SCHEMA_VERSION:
-            raise LedgerCorrupted(
-                f"{self.location}: schema version {meta.get('schema_version')!r}, this "
-                f"dpledger reads {SCHEMA_VERSION!r}; upgrade dpledger or migrate the ledger"
-            )
         for k, v in binding.items():
             if meta.get(k) != v:
                 raise LedgerCorrupted(
