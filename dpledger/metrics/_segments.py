@@ -20,6 +20,7 @@ import numpy.typing as npt
 from dpledger.errors import InvalidInput
 
 __all__ = [
+    "CellCounts",
     "ClientOffsets",
     "Segments",
     "as_finite",
@@ -236,6 +237,43 @@ class Segments:
         rows = tally.reshape(self.n_clients, n_buckets)
         if factor is not None:
             rows *= factor[:, None]
+        return rows
+
+
+@dataclass(frozen=True)
+class CellCounts:
+    """A count contribution before its per-client rows exist: every sample's cell.
+
+    Client i's row is the count of its samples in each of ``n_cells`` cells, as float64,
+    times ``factor[i]`` (``min(1, cap / n_i)``; None: 1 for every client) —
+    ``seg.tally(seg.tags(n_cells) + cells, n_cells, factor)``. An aggregator that needs
+    only per-group sums can add uncapped clients' counts per group directly, without
+    their rows (:func:`dpledger.metrics.blocks.sums_in_blocks`).
+    """
+
+    seg: Segments
+    cells: npt.NDArray[np.integer[Any]]  # each sample's cell in [0, n_cells)
+    n_cells: int
+    factor: FloatArray | None = None
+
+    def counts(self, clients: npt.NDArray[np.bool_] | None = None) -> IntArray:
+        """Integer counts per client (clients, n_cells); only the chosen ``clients`` (a
+        per-client mask) when given."""
+        seg, cells = self.seg, self.cells
+        if clients is not None:
+            lengths = seg.lengths[clients]
+            cells = cells[np.repeat(clients, seg.lengths)]
+            seg = Segments(np.cumsum(lengths) - lengths, lengths, int(cells.shape[0]))
+        flat = seg.tags(self.n_cells)
+        flat += cells
+        return np.bincount(flat, minlength=seg.n_clients * self.n_cells).reshape(-1, self.n_cells)
+
+    def rows(self, counts: IntArray, clients: npt.NDArray[np.bool_] | None = None) -> FloatArray:
+        """The per-client rows of ``counts`` (from :meth:`counts` with the same ``clients``),
+        bit for bit those of :meth:`Segments.tally`: float64 counts times the factor."""
+        rows = counts.astype(np.float64)
+        if self.factor is not None:
+            rows *= (self.factor if clients is None else self.factor[clients])[:, None]
         return rows
 
 

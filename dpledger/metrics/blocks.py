@@ -27,17 +27,18 @@ import functools
 import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, NamedTuple, ParamSpec, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from dpledger.errors import InvalidInput
-from dpledger.metrics._segments import FloatArray, IntArray, Segments, segments_for
+from dpledger.metrics._segments import CellCounts, FloatArray, IntArray, Segments, segments_for
 from dpledger.metrics.secure_sum import FixedPoint
 
 __all__ = [
     "BLOCK_SAMPLES",
+    "BlockJob",
     "Segments",
     "block_ranges",
     "blockwise",
@@ -46,6 +47,7 @@ __all__ = [
     "group_sums",
     "rows_in_blocks",
     "sums_in_blocks",
+    "worth_blocking",
 ]
 
 BLOCK_SAMPLES = 1 << 17
@@ -56,6 +58,23 @@ P = ParamSpec("P")
 R = TypeVar("R")
 Arrays = Sequence[npt.NDArray[Any]]
 Compute = Callable[[Arrays, Segments], npt.NDArray[Any]]
+Tally = Callable[[Arrays, Segments], CellCounts]
+
+
+class BlockJob(NamedTuple):
+    """One contribution of :func:`sums_in_blocks`.
+
+    ``compute(block_arrays, block_segments)`` gives the block's per-client rows; ``grid``
+    the public fixed-point grid of its exact sums (None: float sums); ``whole()`` reruns
+    it unblocked to name a bad sample by its fleet index. ``tally``, for a count
+    contribution, gives the block's :class:`CellCounts` instead, so clients whose counts
+    no cap scales are added per group without a row each.
+    """
+
+    compute: Compute
+    grid: FixedPoint | None
+    whole: Callable[[], object]
+    tally: Tally | None = None
 
 
 def client_segments(offsets: npt.ArrayLike | Segments, n_samples: int) -> Segments:
@@ -114,13 +133,19 @@ def rows_in_blocks(
     return out
 
 
+def worth_blocking(n_samples: int) -> bool:
+    """True when ``n_samples`` is more than two blocks. A block of whole clients may run a
+    client past :data:`BLOCK_SAMPLES`, so a metric called on one block is never cut again."""
+    return n_samples > 2 * BLOCK_SAMPLES
+
+
 def _is_blockable(arrays: Sequence[object]) -> int | None:
     """The common sample count if every array is 1-D, equally long and worth blocking."""
     lengths = {a.shape[0] if isinstance(a, np.ndarray) and a.ndim == 1 else -1 for a in arrays}
     if len(lengths) != 1:
         return None
     n = int(lengths.pop())
-    return n if n > BLOCK_SAMPLES else None
+    return n if worth_blocking(n) else None
 
 
 def blockwise(fn: Callable[P, R]) -> Callable[P, R]:
@@ -189,6 +214,80 @@ def _add_units(
         acc[g] += units[here == g].sum(axis=0)
 
 
+def _add_tally(
+    acc: IntArray, counts: CellCounts, grid: FixedPoint, here: IntArray, present: list[int]
+) -> bool:
+    """Add a count contribution's grid units to ``acc`` (groups × cells) from its cells:
+    bit for bit :func:`_add_units` of its rows, but only capped clients get a row.
+
+    An uncapped client's row is its integer counts k, whose grid units are k / quantum
+    exactly (a power of two ≤ 1, no clamp: low ≤ 0 ≤ k ≤ n ≤ high), so a group's units
+    are 1/quantum times one ``bincount`` of (group, cell) over its samples. Capped
+    clients (factor < 1) are encoded row by row as :func:`_add_units` does, and their
+    raw counts taken back out of that tally. Returns False, adding nothing, when the grid
+    does not allow this: the caller then sums rows.
+    """
+    seg, w = counts.seg, counts.n_cells
+    inverse = 1.0 / grid.quantum
+    capped = None if counts.factor is None else counts.factor < 1.0
+    lengths = seg.lengths if capped is None else seg.lengths[~capped]
+    top = int(lengths.max()) if lengths.size else 0
+    if not (inverse >= 1.0 and grid.low <= 0.0 and top <= grid.high and acc.shape[1] == w):
+        return False
+    if len(present) == 1:
+        tally = np.bincount(counts.cells, minlength=w).reshape(1, w)
+    else:
+        key = np.repeat(here * w, seg.lengths)
+        key += counts.cells
+        tally = np.bincount(key, minlength=acc.shape[0] * w).reshape(-1, w)[present]
+    if capped is not None and capped.any():
+        raw = counts.counts(capped)
+        units = encode(grid, counts.rows(raw, capped))
+        mine = here[capped]
+        for i, g in enumerate(present):
+            chosen = slice(None) if len(present) == 1 else mine == g
+            tally[i] -= raw[chosen].sum(axis=0)
+            acc[g] += units[chosen].sum(axis=0)
+    acc[present] += tally * int(inverse)
+    return True
+
+
+def _add_block(
+    name: str,
+    job: BlockJob,
+    views: Arrays,
+    part: Segments,
+    here: IntArray,
+    present: list[int],
+    sums: dict[str, IntArray],
+    partial: list[FloatArray],
+    k: int,
+) -> tuple[int, ...]:
+    """Add one block's contribution ``name`` to its per-group sums; return its row shape."""
+    one = len(present) == 1
+    try:
+        if job.tally is not None and job.grid is not None:
+            counts = job.tally(views, part)
+            acc = sums.setdefault(name, np.zeros((k, counts.n_cells), dtype=np.int64))
+            if _add_tally(acc, counts, job.grid, here, present):
+                return (counts.n_cells,)
+        rows = np.asarray(job.compute(views, part), dtype=np.float64)
+    except InvalidInput:
+        job.whole()
+        raise
+    flat = rows.reshape(rows.shape[0], -1)
+    if job.grid is not None:
+        acc = sums.setdefault(name, np.zeros((k, flat.shape[1]), dtype=np.int64))
+        _add_units(acc, flat, job.grid, here, present if one else None)
+    else:
+        block = np.zeros((k, flat.shape[1]))
+        for g in present:
+            chosen = flat if one else flat[here == g]
+            block[g] = np.ascontiguousarray(chosen.T).sum(axis=1)
+        partial.append(block)
+    return tuple(rows.shape[1:])
+
+
 def _group_index(groups: npt.ArrayLike | None, n_clients: int, n_groups: int | None) -> IntArray:
     """Validated group label of every client (all 0 without ``groups``)."""
     if groups is None:
@@ -219,7 +318,7 @@ def _check_cohorts(labels: IntArray, n_groups: int, grids: Sequence[FixedPoint |
 
 
 def sums_in_blocks(
-    computes: Mapping[str, tuple[Compute, FixedPoint | None, Callable[[], object]]],
+    computes: Mapping[str, BlockJob | tuple[Compute, FixedPoint | None, Callable[[], object]]],
     arrays: Arrays,
     seg: Segments,
     *,
@@ -228,52 +327,36 @@ def sums_in_blocks(
 ) -> dict[str, FloatArray]:
     """Per-group sums of several contributions over one fleet, in one pass of blocks.
 
-    ``computes`` maps a name to ``(compute, grid, whole)``: ``compute(block_arrays,
-    block_segments)`` gives the block's per-client rows, ``grid`` the public fixed-point
-    grid on which each row is summed EXACTLY (each row encoded, integers added, decoded
-    once: :func:`~dpledger.metrics.secure_sum.exact_sum` per group, bit for bit), or None
-    for a float sum (pairwise within a block, then over blocks; NOT exact, so not for a
-    release). ``whole`` reruns the computation unblocked to report a bad sample with
-    whole-fleet indices. Every contribution sees the same blocks, so a block's samples are
-    read from memory once for all of them. Shape of each result: (groups, *row), or the
-    row's shape without ``groups``.
+    ``computes`` maps a name to a :class:`BlockJob` (or its first three fields): with a
+    ``grid`` each group's rows are summed EXACTLY (each row encoded, integers added,
+    decoded once: :func:`~dpledger.metrics.secure_sum.exact_sum` per group, bit for bit);
+    with None as a float sum (pairwise within a block, then block after block; NOT exact,
+    so not for a release). Every contribution sees the same blocks and the same block
+    segments, so a block's samples are read from memory once for all of them and its
+    client index is built once. Shape of each result: (groups, *row), or the row's shape
+    without ``groups``.
     """
+    jobs = {name: BlockJob(*spec) for name, spec in computes.items()}
     labels = _group_index(groups, seg.n_clients, n_groups)
     k = n_groups if n_groups is not None else (int(labels.max()) + 1 if labels.size else 1)
-    _check_cohorts(labels, k, [grid for _, grid, _ in computes.values()])
-    exact: dict[str, IntArray] = {}
-    partial: dict[str, list[FloatArray]] = {name: [] for name in computes}
+    _check_cohorts(labels, k, [job.grid for job in jobs.values()])
+    sums: dict[str, IntArray] = {}
+    partial: dict[str, list[FloatArray]] = {name: [] for name in jobs}
     shapes: dict[str, tuple[int, ...]] = {}
     for c0, c1 in block_ranges(seg):
         views, part = _slices(arrays, seg, c0, c1)
         here = labels[c0:c1]
         one = bool(here[0] == here[-1]) and bool(np.all(here == here[0]))
         present = [int(here[0])] if one else [int(x) for x in np.unique(here)]
-        only = present if one else None
-        for name, (compute, grid, whole) in computes.items():
-            try:
-                rows = np.asarray(compute(views, part), dtype=np.float64)
-            except InvalidInput:
-                whole()
-                raise
-            shapes[name] = rows.shape[1:]
-            flat = rows.reshape(rows.shape[0], -1)
-            if grid is not None:
-                acc = exact.setdefault(name, np.zeros((k, flat.shape[1]), dtype=np.int64))
-                _add_units(acc, flat, grid, here, only)
-            else:
-                block = np.zeros((k, flat.shape[1]))
-                for g in present:
-                    chosen = flat if one else flat[here == g]
-                    block[g] = np.ascontiguousarray(chosen.T).sum(axis=1)
-                partial[name].append(block)
+        for name, job in jobs.items():
+            shapes[name] = _add_block(name, job, views, part, here, present, sums, partial[name], k)
     out: dict[str, FloatArray] = {}
-    for name, (_, grid, whole) in computes.items():
+    for name, job in jobs.items():
         if name not in shapes:  # no clients: the shape comes from an unblocked call
-            shapes[name] = np.asarray(whole()).shape[1:]
+            shapes[name] = np.asarray(job.whole()).shape[1:]
         width = int(np.prod(shapes[name], dtype=np.int64))
-        if grid is not None:
-            total = grid.decode(exact.get(name, np.zeros((k, width), dtype=np.int64)))
+        if job.grid is not None:
+            total = job.grid.decode(sums.get(name, np.zeros((k, width), dtype=np.int64)))
         else:
             stack = np.stack(partial[name]) if partial[name] else np.zeros((1, k, width))
             total = np.ascontiguousarray(np.moveaxis(stack, 0, -1)).sum(axis=-1)

@@ -22,7 +22,13 @@ import numpy.typing as npt
 
 from dpledger.errors import InvalidInput
 from dpledger.metrics import blocks, flam, flam_regression, spatial
-from dpledger.metrics._segments import ClientOffsets, FloatArray, Segments, segments_for
+from dpledger.metrics._segments import (
+    CellCounts,
+    ClientOffsets,
+    FloatArray,
+    Segments,
+    segments_for,
+)
 from dpledger.metrics.secure_sum import FixedPoint
 from dpledger.types import MetricKind
 
@@ -66,6 +72,7 @@ class Bounds:
 Data = Mapping[str, Any]
 Params = Mapping[str, Any]
 Compute = Callable[[Data, Bounds, Any, Params], FloatArray]
+TallyCompute = Callable[[Data, Bounds, Segments, Params], CellCounts]
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,8 @@ class MetricDeclaration:
 
     ``nonnegative`` says every coordinate is ≥ 0 (histogram-like; it matters for the
     L2 sensitivity under ``replace`` and for the ledger's negative-count check).
+    ``tally``, for a count contribution, gives its :class:`CellCounts` (the same checks,
+    the same rows): per-region sums then need no row for a client no cap scales.
     """
 
     metric: str
@@ -83,6 +92,7 @@ class MetricDeclaration:
     inputs: tuple[str, ...]
     compute: Compute
     nonnegative: bool = True
+    tally: TallyCompute | None = None
 
     def contribute(
         self,
@@ -104,7 +114,7 @@ class MetricDeclaration:
         names = tuple(arrays)
         columns = [arrays[k] for k in names]
         n = _common_length(arrays)
-        seg = None if n is None or n <= blocks.BLOCK_SAMPLES else _segments_or_none(offsets, n)
+        seg = None if n is None or not blocks.worth_blocking(n) else _segments_or_none(offsets, n)
         if seg is None:  # one block, or inputs the metric's own checks will refuse
             return self._rows(arrays, bounds, offsets, params)
 
@@ -210,29 +220,42 @@ def sum_contributions(
         raise InvalidInput(f"per-sample arrays must be 1-D and equally long, got {shown}")
     seg = segments_for(offsets, n)
     columns = [union[k] for k in names]
-    computes: dict[str, tuple[blocks.Compute, FixedPoint | None, Callable[[], object]]] = {}
+    computes: dict[str, blocks.BlockJob] = {}
     for name, job in jobs.items():
         grid = job.grid if job.grid is not None else job.declaration.grid(job.bounds)
-        compute, whole = _block_compute(job, names, gathered[name], seg)
-        computes[name] = (compute, grid, whole)
+        computes[name] = _block_job(job, names, gathered[name], seg, grid)
     return blocks.sums_in_blocks(computes, columns, seg, groups=groups, n_groups=n_groups)
 
 
-def _block_compute(
-    job: Contribution, names: Sequence[str], arrays: Mapping[str, npt.NDArray[Any]], seg: Segments
-) -> tuple[blocks.Compute, Callable[[], object]]:
-    """A job's per-block computation (views in ``names`` order) and its unblocked rerun."""
+def _block_job(
+    job: Contribution,
+    names: Sequence[str],
+    arrays: Mapping[str, npt.NDArray[Any]],
+    seg: Segments,
+    grid: FixedPoint,
+) -> blocks.BlockJob:
+    """A job's per-block rows (views in ``names`` order), its cells when it is a count,
+    and its unblocked rerun."""
     decl, bounds, settings = job.declaration, job.bounds, job.settings
     mine = [names.index(k) for k in decl.inputs]
 
+    def chosen(views: Sequence[Any]) -> dict[str, Any]:
+        return {k: views[i] for k, i in zip(decl.inputs, mine, strict=True)}
+
     def compute(views: Sequence[Any], part: Segments) -> FloatArray:
-        chosen = {k: views[i] for k, i in zip(decl.inputs, mine, strict=True)}
-        return decl._rows(chosen, bounds, part, settings)
+        return decl._rows(chosen(views), bounds, part, settings)
 
     def whole() -> FloatArray:
         return decl._rows(arrays, bounds, seg, settings)
 
-    return compute, whole
+    tally = decl.tally
+    if tally is None:
+        return blocks.BlockJob(compute, grid, whole)
+
+    def cells(views: Sequence[Any], part: Segments) -> CellCounts:
+        return tally(chosen(views), bounds, part, settings)
+
+    return blocks.BlockJob(compute, grid, whole, cells)
 
 
 def _common_length(arrays: Mapping[str, npt.NDArray[Any]]) -> int | None:
@@ -308,6 +331,13 @@ def _confusion(d: Data, b: Bounds, offsets: Any, p: Params) -> FloatArray:
     return flam.flatten_confusion(counts)
 
 
+def _confusion_cells(d: Data, b: Bounds, offsets: Segments, p: Params) -> CellCounts:
+    return flam.confusion_cells(
+        d["y_true"], d["y_pred"], n_classes=p["n_classes"], cap=b.need("cap", "confusion_matrix"),
+        offsets=offsets,
+    )  # fmt: skip
+
+
 def _regression(d: Data, b: Bounds, offsets: Any, p: Params) -> FloatArray:
     settings = {k: p[k] for k in ("y_bounds", "residual_bound", "max_samples", "shift") if k in p}
     codec = flam_regression.regression_codec(cap=b.need("cap", "regression_measures"), **settings)
@@ -350,7 +380,7 @@ FLAM_DECLARATIONS: types.MappingProxyType[str, MetricDeclaration] = types.Mappin
         for d in (
             MetricDeclaration("confusion_matrix", "vector_sum", "l1",
                               "flattened C×C confusion counts, L1-capped",
-                              ("y_true", "y_pred"), _confusion),
+                              ("y_true", "y_pred"), _confusion, tally=_confusion_cells),
             MetricDeclaration("regression_measures", "vector_sum", "l1",
                               "regression measures encoded by regression_codec (5 values)",
                               ("y_true", "y_pred"), _regression, nonnegative=False),
