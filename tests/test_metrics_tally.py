@@ -124,3 +124,19 @@ def test_a_bad_label_in_a_later_block_is_named_by_its_fleet_index() -> None:
     job = Contribution(CONFUSION, Bounds(cap=5.0), {"n_classes": 3})
     with pytest.raises(InvalidInput, match="index 61"):
         sum_contributions({"cm": job}, data, offsets=offsets)
+
+
+def test_the_error_histogram_sums_from_its_cells_too(taken: list[bool]) -> None:
+    lengths = [3, 0, 9, 4, 12, 1, 6, 30, 2]  # cap 5: some clients scaled, some not
+    rng = np.random.default_rng(6)
+    n = sum(lengths)
+    data = {"along": rng.normal(0, 2, n), "across": rng.normal(0, 3, n)}
+    offsets, groups = _offsets(lengths), np.array([0, 1, 1, 0, 2, 2, 0, 1, 2])
+    hist = DECLARATIONS["error_histogram"]
+    job = Contribution(hist, Bounds(cap=5.0, edges=(0.5, 1.0, 2.0, 5.0)))
+    sums = sum_contributions({"h": job}, data, offsets=offsets, groups=groups)["h"]
+    rows = hist.contribute(data, job.bounds, offsets=offsets)
+    for g in range(3):
+        np.testing.assert_array_equal(sums[g], exact_sum(rows[groups == g], hist.grid(job.bounds)))
+    assert taken
+    assert all(taken)

@@ -301,6 +301,12 @@ def _histogram(d: Data, b: Bounds, offsets: Any, p: Params) -> FloatArray:
     return spatial.error_histogram(errors, edges=edges, cap=cap, offsets=offsets)
 
 
+def _histogram_cells(d: Data, b: Bounds, offsets: Segments, p: Params) -> CellCounts:
+    errors = spatial.error_magnitude(d["along"], d["across"])
+    edges, cap = b.need("edges", "error_histogram"), b.need("cap", "error_histogram")
+    return spatial.error_histogram_cells(errors, edges=edges, cap=cap, offsets=offsets)
+
+
 def _calibration(d: Data, b: Bounds, offsets: Any, p: Params) -> FloatArray:
     dimension, cap = b.need("dimension", "calibration_gap"), b.need("cap", "calibration_gap")
     if dimension % 2:
@@ -359,7 +365,7 @@ SPATIAL_DECLARATIONS: types.MappingProxyType[str, MetricDeclaration] = types.Map
                               ("along", "across"), _ratio),
             MetricDeclaration("error_histogram", "histogram", "l1",
                               "error magnitudes counted over fixed edges, L1-capped",
-                              ("along", "across"), _histogram),
+                              ("along", "across"), _histogram, tally=_histogram_cells),
             MetricDeclaration("calibration_gap", "vector_sum", "l1",
                               "[Σ(p−y) per confidence bucket, count per bucket], L1-capped",
                               ("prob", "outcome"), _calibration, nonnegative=False),

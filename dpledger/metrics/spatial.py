@@ -26,6 +26,7 @@ import numpy.typing as npt
 
 from dpledger.errors import InvalidInput
 from dpledger.metrics._segments import (
+    CellCounts,
     ClientOffsets,
     FloatArray,
     IntArray,
@@ -52,6 +53,7 @@ __all__ = [
     "coverage",
     "distinct_cells",
     "error_histogram",
+    "error_histogram_cells",
     "error_magnitude",
     "mean_calibration_gaps",
     "pooled_along_across_ratio",
@@ -310,13 +312,27 @@ def error_histogram(
     buckets. A client with more than ``cap`` samples has its counts scaled by
     ``cap / n`` (mass exactly ``cap``); fewer samples keep raw counts.
     """
+    counts = error_histogram_cells(errors, edges=edges, cap=cap, offsets=offsets)
+    rows = counts.seg.counts(counts.cells, counts.n_cells, counts.factor)
+    return _one_or_many(rows, offsets)
+
+
+def error_histogram_cells(
+    errors: npt.ArrayLike,
+    *,
+    edges: npt.ArrayLike,
+    cap: float,
+    offsets: ClientOffsets | None = None,
+) -> CellCounts:
+    """:func:`error_histogram` before its rows: each sample's bucket and each client's cap
+    factor (the same checks; ``CellCounts.rows()`` gives the same rows bit for bit), for
+    per-region sums that need no uncapped client's row."""
     c = check_positive(cap, "cap")
     e = edges_array(edges)
     x = as_finite(errors, "errors")
     seg = segments_for(offsets, x.shape[0])
     factor = cap_factor(seg.lengths.astype(np.float64), c)  # a row's L1 norm is its count
-    rows = seg.counts(bucket_of(x, e), e.shape[0] + 1, factor)
-    return _one_or_many(rows, offsets)
+    return CellCounts(seg, bucket_of(x, e), e.shape[0] + 1, factor)
 
 
 @blockwise
