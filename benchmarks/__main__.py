@@ -1,15 +1,15 @@
 """The runner: ``python -m benchmarks [--quick] [--json [PATH]] [--cases 1,2,...]``.
 
-Cases 1, 2 and 4 share one fleet (generated once, outside every timed section, shown
-as row 0) and run first; the fleet is then freed before the ledger cases 3, 5, 6 and 7
-(6: the Flower wrapper, skipped when the flower extra is not installed; 7: releases
-through the HTTP service). A
-case that crashes becomes an ``error`` row instead of hiding the others' figures.
+:data:`CASES` is the registry (append a :class:`Case` to add one). The cases that read
+the shared fleet (1, 2 and 4: generated once, outside every timed section, shown as
+row 0) run first; the fleet is then freed before the others. A case that crashes
+becomes an ``error`` row instead of hiding the others' figures.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import json
 import os
@@ -18,11 +18,107 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from benchmarks._harness import FULL, QUICK, Row, Sizes, log, render_table
 
-CASES = (1, 2, 3, 4, 5, 6, 7)
+
+@dataclass
+class Context:
+    """What the cases of one run share: the sizes, and the fleet while a case needs it."""
+
+    sizes: Sizes
+    _fleet: Any = None
+    _policy: Any = None
+    rows: list[Row] = field(default_factory=list)
+
+    def fleet(self) -> tuple[Any, Any]:
+        """The shared benchmark fleet and the shipped policy (generated on first use; its
+        generation is row 0, not part of any case)."""
+        if self._fleet is None:
+            from benchmarks import _fleet
+            from dpledger.policy import Policy
+            from dpledger.sim.demo import DEFAULT_POLICY
+
+            self._policy = Policy.load(DEFAULT_POLICY)
+            self._fleet, gen_row = _fleet.generate(self.sizes.n_clients, self._policy)
+            self.rows.append(gen_row)
+        return self._fleet, self._policy
+
+    def free_fleet(self) -> None:
+        """Drop the fleet (3.2 GB at full size) before cases that do not read it."""
+        self._fleet = None
+        gc.collect()
+
+
+@dataclass(frozen=True)
+class Case:
+    """One benchmark case: its number, what it measures, and how to run it."""
+
+    number: int
+    what: str
+    run: Callable[[Context], list[Row]]
+    fleet: bool = False  # reads the shared fleet: runs with the other fleet cases, first
+
+
+def _contributions(ctx: Context) -> list[Row]:
+    from benchmarks import contributions
+
+    fleet, policy = ctx.fleet()
+    return contributions.run(fleet, policy, ctx.sizes)
+
+
+def _flam(ctx: Context) -> list[Row]:
+    from benchmarks import flam_metrics
+
+    return flam_metrics.run(ctx.fleet()[0], ctx.sizes)
+
+
+def _end_to_end(ctx: Context) -> list[Row]:
+    from benchmarks import end_to_end
+
+    fleet, policy = ctx.fleet()
+    return end_to_end.run(fleet, policy, ctx.sizes)
+
+
+def _releases(ctx: Context) -> list[Row]:
+    from benchmarks import pg_releases, releases, rounds
+
+    rows = _guard(3, "ledger releases (SQLite)", lambda: releases.run(ctx.sizes))
+    rows += _guard(3, "ledger rounds (SQLite)", lambda: rounds.run(ctx.sizes))
+    return rows + _guard(3, "ledger releases (PostgreSQL)", lambda: pg_releases.run(ctx.sizes))
+
+
+def _composition(ctx: Context) -> list[Row]:
+    from benchmarks import composition
+
+    return composition.run(ctx.sizes)
+
+
+def _flower(ctx: Context) -> list[Row]:
+    from benchmarks import flower  # its rows say so when the flower extra is missing
+
+    return flower.run(ctx.sizes)
+
+
+def _service(ctx: Context) -> list[Row]:
+    from benchmarks import service
+
+    return service.run(ctx.sizes)
+
+
+CASES: tuple[Case, ...] = (
+    Case(1, "contributions", _contributions, fleet=True),
+    Case(2, "FLAM metrics", _flam, fleet=True),
+    Case(3, "ledger releases", _releases),
+    Case(4, "end to end", _end_to_end, fleet=True),
+    Case(5, "composition choices", _composition),
+    Case(6, "Flower wrapper", _flower),
+    Case(7, "HTTP service", _service),
+)
+"""The registry: append a :class:`Case` to add one (its number is its ``--cases`` name)."""
+NUMBERS = tuple(c.number for c in CASES)
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -36,14 +132,16 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         help="write the results as JSON to PATH (the table is still printed), "
         "or to stdout instead of the table when PATH is omitted",
     )
-    ap.add_argument("--cases", default="1,2,3,4,5,6,7", help="comma-separated case numbers")
+    ap.add_argument(
+        "--cases", default=",".join(map(str, NUMBERS)), help="comma-separated case numbers"
+    )
     args = ap.parse_args(argv)
     try:
         args.case_set = {int(c) for c in args.cases.split(",") if c.strip()}
     except ValueError:
-        ap.error(f"--cases takes numbers from {CASES}, got {args.cases!r}")
-    if not args.case_set <= set(CASES):
-        ap.error(f"--cases takes numbers from {CASES}, got {args.cases!r}")
+        ap.error(f"--cases takes numbers from {NUMBERS}, got {args.cases!r}")
+    if not args.case_set <= set(NUMBERS):
+        ap.error(f"--cases takes numbers from {NUMBERS}, got {args.cases!r}")
     return args
 
 
@@ -59,51 +157,17 @@ def _guard(case: int, what: str, fn: Callable[[], list[Row]]) -> list[Row]:
         log(f"case {case} ({what}) took {time.perf_counter() - t0:.1f} s")
 
 
-def _fleet_cases(sizes: Sizes, cases: set[int]) -> list[Row]:
-    """Cases 1, 2 and 4 on one shared fleet (freed when this returns)."""
-    from benchmarks import _fleet, contributions, end_to_end, flam_metrics
-    from dpledger.policy import Policy
-    from dpledger.sim.demo import DEFAULT_POLICY
-
-    policy = Policy.load(DEFAULT_POLICY)
-    fleet, gen_row = _fleet.generate(sizes.n_clients, policy)
-    rows = [gen_row]
-    if 1 in cases:
-        rows += _guard(1, "contributions", lambda: contributions.run(fleet, policy, sizes))
-        gc.collect()
-    if 2 in cases:
-        rows += _guard(2, "FLAM metrics", lambda: flam_metrics.run(fleet, sizes))
-        gc.collect()
-    if 4 in cases:
-        rows += _guard(4, "end to end", lambda: end_to_end.run(fleet, policy, sizes))
-    return rows
-
-
 def run(sizes: Sizes, cases: set[int]) -> list[Row]:
-    """Every requested case's rows, in case order."""
-    rows: list[Row] = []
-    if cases & {1, 2, 4}:
-        rows += _fleet_cases(sizes, cases)
-        gc.collect()  # the fleet (3.2 GB at full size) is gone before the ledger cases
-    if 3 in cases:
-        from benchmarks import pg_releases, releases, rounds
-
-        rows += _guard(3, "ledger releases (SQLite)", lambda: releases.run(sizes))
-        rows += _guard(3, "ledger rounds (SQLite)", lambda: rounds.run(sizes))
-        rows += _guard(3, "ledger releases (PostgreSQL)", lambda: pg_releases.run(sizes))
-    if 5 in cases:
-        from benchmarks import composition
-
-        rows += _guard(5, "composition choices", lambda: composition.run(sizes))
-    if 6 in cases:
-        from benchmarks import flower
-
-        rows += _guard(6, "Flower wrapper", lambda: flower.run(sizes))
-    if 7 in cases:
-        from benchmarks import service
-
-        rows += _guard(7, "HTTP service", lambda: service.run(sizes))
-    return sorted(rows, key=lambda r: r.case)  # stable: keeps each case's own order
+    """Every requested case's rows, in case order: the fleet cases first, on one fleet."""
+    ctx = Context(sizes)
+    chosen = [c for c in CASES if c.number in cases]
+    for case in sorted(chosen, key=lambda c: not c.fleet):  # stable: registry order kept
+        if not case.fleet:
+            ctx.free_fleet()
+        ctx.rows += _guard(case.number, case.what, functools.partial(case.run, ctx))
+        gc.collect()
+    ctx.free_fleet()
+    return sorted(ctx.rows, key=lambda r: r.case)  # stable: keeps each case's own order
 
 
 def _meta(sizes: Sizes, seconds: float) -> dict[str, Any]:

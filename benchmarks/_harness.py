@@ -9,28 +9,36 @@ from __future__ import annotations
 
 import gc
 import math
+import os
 import resource
 import statistics
 import sys
 import time
+import tracemalloc
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy.typing as npt
+
 __all__ = [
     "FULL",
     "QUICK",
+    "FsyncLoop",
     "Row",
     "Sizes",
     "fmt_bytes",
     "fmt_rate",
     "fmt_seconds",
+    "fsync_rate",
     "log",
     "median_time",
     "peak_rss",
+    "read_seconds",
     "render_table",
     "reset_peak_rss",
+    "traced_peak",
 ]
 
 Met = Literal["yes", "NO", "info", "skipped", "error"]
@@ -76,11 +84,14 @@ class Row:
     ratio: float | None = None
     values: dict[str, Any] = field(default_factory=dict)  # raw numbers for --json
     note: str = ""
+    limit: str = "-"  # the physical limit measured in the same run, e.g. "2.1 k fsync/s"
+    limit_ratio: float | None = None  # the dpledger figure as a fraction of that limit
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form (non-finite floats become None)."""
         d = asdict(self)
         d["ratio"] = _finite(self.ratio)
+        d["limit_ratio"] = _finite(self.limit_ratio)
         d["values"] = {k: _finite(v) for k, v in self.values.items()}
         return d
 
@@ -113,6 +124,58 @@ def median_time(
         fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times), times
+
+
+def read_seconds(arrays: Sequence[npt.NDArray[Any]], repeats: int) -> float:
+    """Median seconds of one numpy sum over each array: the memory-bandwidth limit.
+
+    Any computation that reads these arrays reads at least this much memory, so this is
+    the physical floor of array work on them, measured on this machine, in this run.
+    """
+    t, _ = median_time(lambda: [a.sum() for a in arrays], repeats)
+    return t
+
+
+def traced_peak(fn: Callable[[], object]) -> int:
+    """Peak bytes allocated while ``fn()`` runs, by ``tracemalloc`` (numpy reports its
+    buffers to it), above what was allocated before: the call's own working memory."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        fn()
+        return int(tracemalloc.get_traced_memory()[1])
+    finally:
+        tracemalloc.stop()
+
+
+class FsyncLoop:
+    """The disk's limit: one 4 KiB write and ``fsync`` per call (what a durable commit needs)."""
+
+    def __init__(self, path: Path) -> None:
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+        self._page = b"\0" * 4096
+
+    def __call__(self, i: int = 0) -> None:
+        """Overwrite one page and flush it to the disk."""
+        os.pwrite(self._fd, self._page, 0)
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        """Close the file."""
+        os.close(self._fd)
+
+
+def fsync_rate(directory: Path, n: int) -> float:
+    """Mean fsyncs per second of ``n`` 4 KiB write+fsync calls on a file in ``directory``."""
+    loop = FsyncLoop(directory / "fsync-limit.bin")
+    try:
+        loop()  # warm-up: the file's first block
+        t0 = time.perf_counter()
+        for i in range(n):
+            loop(i)
+        return n / (time.perf_counter() - t0)
+    finally:
+        loop.close()
 
 
 _STATUS = Path("/proc/self/status")
@@ -165,15 +228,25 @@ def fmt_bytes(b: float) -> str:
     return f"{b / 2**30:.2f} GiB" if b >= 2**30 else f"{b / 2**20:.0f} MiB"
 
 
-_HEADERS = ("#", "measured", "dpledger", "baseline", "ratio", "target", "met")
+_HEADERS = ("#", "measured", "dpledger", "baseline", "ratio", "limit", "vs limit", "target", "met")
+
+
+def _vs_limit(r: Row) -> str:
+    return "-" if r.limit_ratio is None else f"{r.limit_ratio:.2g}x"
 
 
 def render_table(rows: Sequence[Row]) -> str:
-    """One aligned text table, rows in case order, notes below it."""
+    """One aligned text table, rows in case order, notes below it.
+
+    ``limit`` is the physical limit of the measured operation, timed in the same run
+    (the disk's fsync rate for a durable release, a numpy read pass over the same
+    arrays for array work); ``vs limit`` is the dpledger figure as a fraction of it.
+    """
     cells = [
-        (str(r.case), r.measured, r.dpledger, r.baseline, r.ratio_text, r.target, r.met)
+        (str(r.case), r.measured, r.dpledger, r.baseline, r.ratio_text, r.limit, _vs_limit(r),
+         r.target, r.met)
         for r in rows
-    ]
+    ]  # fmt: skip
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(_HEADERS)]
 
     def line(values: Sequence[str]) -> str:

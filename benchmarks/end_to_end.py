@@ -93,6 +93,8 @@ def run(fleet: Fleet, policy: Policy, sizes: Sizes) -> list[Row]:
             target="<= 15 s",
             met="yes" if t_job <= 15 else "NO",
             ratio=t_job / t_read,
+            limit=f"{fmt_seconds(t_read)} (numpy sum)",
+            limit_ratio=t_read / t_job,
             values={"seconds": t_job, "read_pass_seconds": t_read, **phases, **last},
             note=f"median phases: {shown}; {int(last['released'])} released, "
             f"{int(last['refused'])} refused",

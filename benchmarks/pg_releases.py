@@ -15,12 +15,13 @@ import importlib
 import multiprocessing as mp
 import statistics
 import sys
+import tempfile
 import threading
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from benchmarks._harness import Row, Sizes, fmt_rate, log
+from benchmarks._harness import Row, Sizes, fmt_rate, fsync_rate, log
 from benchmarks.releases import BENCH_POLICY, bench_policy
 
 __all__ = ["WRITERS", "run"]
@@ -104,7 +105,15 @@ def _prepare(url: str) -> None:
         conn.execute(RAW_SCHEMA)
 
 
-def _row(writers: int, n: int, ours: float | str, raw: float | str, floor: float | str) -> Row:
+def _disk_limit(n: int) -> float:
+    """The disk's fsync rate (4 KiB write + fsync) on the temp directory the server uses."""
+    with tempfile.TemporaryDirectory(prefix="dpledger-bench-") as d:
+        return fsync_rate(Path(d), n)
+
+
+def _row(
+    writers: int, n: int, ours: float | str, raw: float | str, floor: float | str, disk: float
+) -> Row:
     label = f"PostgreSQL releases, {writers} writer{'s' if writers > 1 else ''} (processes)"
     for result in (ours, raw, floor):
         if isinstance(result, str):
@@ -128,13 +137,16 @@ def _row(writers: int, n: int, ours: float | str, raw: float | str, floor: float
             "raw_noised_txn_per_s": floor,
             "per_writer": n,
         },
+        limit=fmt_rate(disk, "fsync/s"),
+        limit_ratio=ours / disk,
         note=f"{n:,} writes per writer; synchronous_commit=on, fsync=on; one advisory lock "
         "serialises writers on both sides; the floor adds the release's OpenDP noise call "
-        "to each raw transaction",
+        "to each raw transaction; the limit is the disk's 4 KiB write + fsync rate on the "
+        "server's temp filesystem, timed after the writers",
     )
 
 
-def _round_row(rounds: float | str, single: float | str, n: int) -> Row:
+def _round_row(rounds: float | str, single: float | str, n: int, disk: float) -> Row:
     label = "PostgreSQL round of 5 metrics x 4 regions, 1 writer"
     for result in (rounds, single):
         if isinstance(result, str):
@@ -151,7 +163,10 @@ def _round_row(rounds: float | str, single: float | str, n: int) -> Row:
         met="yes" if rounds >= 10 * single else "NO",
         ratio=rounds / single,
         values={"round_releases_per_s": rounds, "single_releases_per_s": single},
-        note=f"{n:,} rounds of 20 releases, each one transaction and one commit",
+        limit=f"{fmt_rate(20 * disk, 'releases/s')} (1 fsync/round)",
+        limit_ratio=rounds / (20 * disk),
+        note=f"{n:,} rounds of 20 releases, each one transaction and one commit; the limit "
+        "is one fsync per round",
     )
 
 
@@ -184,16 +199,17 @@ def run(sizes: Sizes) -> list[Row]:
                     results.append(_writers(kind, url, writers, sizes.pg_releases, epoch))
             ours = _median(got["ledger"])
             single = ours if writers == 1 else single
+            disk = _disk_limit(sizes.pg_releases)
             rows.append(
                 _row(writers, sizes.pg_releases, ours, _median(got["raw"]),
-                     _median(got["raw+noise"]))
+                     _median(got["raw+noise"]), disk)
             )  # fmt: skip
         log(f"case 3: PostgreSQL rounds, 1 writer x {sizes.rounds} rounds")
         round_url = server.create_database()  # a ledger of its own (another policy)
         rounds = _median(
             [_writers("round", round_url, 1, sizes.rounds, 1 + r) for r in range(sizes.pg_repeats)]
         )
-        rows.append(_round_row(rounds, single, sizes.rounds))
+        rows.append(_round_row(rounds, single, sizes.rounds, _disk_limit(sizes.pg_releases)))
     finally:
         # a fast shutdown still checkpoints (~2 s): let it overlap the next case; the
         # interpreter joins this non-daemon thread before it exits

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -20,8 +20,11 @@ import numpy.typing as npt
 from dpledger.errors import InvalidInput
 
 __all__ = [
+    "CellCounts",
+    "ClientOffsets",
     "Segments",
     "as_finite",
+    "as_float",
     "as_labels",
     "bucket_of",
     "cap_factor",
@@ -41,8 +44,14 @@ def _first_bad(mask: npt.NDArray[np.bool_]) -> int:
     return int(np.flatnonzero(mask)[0])
 
 
-def as_finite(values: npt.ArrayLike, name: str, *, ndim: int = 1) -> FloatArray:
-    """``values`` as a float64 array of ``ndim`` dimensions, refusing NaN, ±inf and non-numbers."""
+def as_float(values: npt.ArrayLike, name: str, *, ndim: int = 1) -> FloatArray:
+    """``values`` as a float64 array of ``ndim`` dimensions, refusing non-numbers only.
+
+    For kernels that find NaN and inf in their own results (a non-finite sum or extreme)
+    and only then call :func:`as_finite` to name the first bad entry: it saves a pass.
+    """
+    if type(values) is np.ndarray and values.dtype == np.float64 and values.ndim == ndim:
+        return values
     try:
         arr = np.asarray(values)
     except (TypeError, ValueError) as e:
@@ -53,7 +62,12 @@ def as_finite(values: npt.ArrayLike, name: str, *, ndim: int = 1) -> FloatArray:
         raise InvalidInput(f"{name} must hold real numbers, got dtype {arr.dtype}")
     if arr.ndim != ndim:
         raise InvalidInput(f"{name} must be {ndim}-dimensional, got shape {arr.shape}")
-    out = np.asarray(arr, dtype=np.float64)
+    return np.asarray(arr, dtype=np.float64)
+
+
+def as_finite(values: npt.ArrayLike, name: str, *, ndim: int = 1) -> FloatArray:
+    """``values`` as a float64 array of ``ndim`` dimensions, refusing NaN, ±inf and non-numbers."""
+    out = as_float(values, name, ndim=ndim)
     # A finite sum proves every entry finite (NaN and inf propagate); it allocates nothing.
     with np.errstate(over="ignore", invalid="ignore"):
         total_is_finite = bool(np.isfinite(out.sum()))
@@ -143,7 +157,28 @@ class Segments:
     @cached_property
     def ids(self) -> IntArray:
         """Client index of every sample (length ``n_samples``), computed once."""
-        return np.repeat(np.arange(self.n_clients, dtype=np.int64), self.lengths)
+        return self.tags(1)
+
+    def tags(self, width: int) -> IntArray:
+        """``ids * width`` for every sample (int64): the first flat index of each client's row.
+
+        Repeating the multiplied client indices costs one pass instead of two.
+        """
+        return np.repeat(np.arange(0, self.n_clients * width, width, dtype=np.int64), self.lengths)
+
+    def part(self, c0: int, c1: int) -> Segments:
+        """Clients ``[c0, c1)`` as segments of their own samples (starts rebased to 0).
+
+        Trusted: the parent was validated, so no check runs again.
+        """
+        s0 = int(self.starts[c0]) if c0 < self.n_clients else self.n_samples
+        s1 = int(self.starts[c1]) if c1 < self.n_clients else self.n_samples
+        return Segments(self.starts[c0:c1] - s0, self.lengths[c0:c1], s1 - s0)
+
+    @cached_property
+    def none_empty(self) -> bool:
+        """True when every client holds at least one sample (reductions need no mask)."""
+        return self.n_samples > 0 and bool(self.lengths.min() > 0)
 
     @cached_property
     def uniform_length(self) -> int | None:
@@ -158,6 +193,9 @@ class Segments:
         segment (and fails on a start equal to the length), so it runs over the
         non-empty segments only: their starts partition the samples exactly.
         """
+        if self.none_empty:
+            out: FloatArray = np.add.reduceat(values, self.starts, axis=0)
+            return out
         out = np.zeros((self.n_clients, *values.shape[1:]), dtype=np.float64)
         nonempty = self.lengths > 0
         if nonempty.any():
@@ -189,8 +227,12 @@ class Segments:
         by at most 2·2⁻⁵³ relative whatever its sample count. (Per-sample float weights
         summed by ``bincount`` would drift with the count instead.)
         """
-        flat = self.ids * n_buckets
+        flat = self.tags(n_buckets)
         flat += buckets
+        return self.tally(flat, n_buckets, factor)
+
+    def tally(self, flat: IntArray, n_buckets: int, factor: FloatArray | None = None) -> FloatArray:
+        """:meth:`counts` from the flat index ``client · n_buckets + bucket`` of every sample."""
         tally = np.bincount(flat, minlength=self.n_clients * n_buckets).astype(np.float64)
         rows = tally.reshape(self.n_clients, n_buckets)
         if factor is not None:
@@ -198,8 +240,61 @@ class Segments:
         return rows
 
 
-def segments_for(offsets: npt.ArrayLike | None, n_samples: int) -> Segments:
-    """Validate ``offsets`` (None means one client owning everything) into :class:`Segments`."""
+@dataclass(frozen=True)
+class CellCounts:
+    """A count contribution before its per-client rows exist: every sample's cell.
+
+    Client i's row is the count of its samples in each of ``n_cells`` cells, as float64,
+    times ``factor[i]`` (``min(1, cap / n_i)``; None: 1 for every client) —
+    ``seg.tally(seg.tags(n_cells) + cells, n_cells, factor)``. An aggregator that needs
+    only per-group sums can add uncapped clients' counts per group directly, without
+    their rows (:func:`dpledger.metrics.blocks.sums_in_blocks`).
+    """
+
+    seg: Segments
+    cells: npt.NDArray[np.integer[Any]]  # each sample's cell in [0, n_cells)
+    n_cells: int
+    factor: FloatArray | None = None
+
+    def counts(self, clients: npt.NDArray[np.bool_] | None = None) -> IntArray:
+        """Integer counts per client (clients, n_cells); only the chosen ``clients`` (a
+        per-client mask) when given."""
+        seg, cells = self.seg, self.cells
+        if clients is not None:
+            lengths = seg.lengths[clients]
+            cells = cells[np.repeat(clients, seg.lengths)]
+            seg = Segments(np.cumsum(lengths) - lengths, lengths, int(cells.shape[0]))
+        flat = seg.tags(self.n_cells)
+        flat += cells
+        return np.bincount(flat, minlength=seg.n_clients * self.n_cells).reshape(-1, self.n_cells)
+
+    def rows(self, counts: IntArray, clients: npt.NDArray[np.bool_] | None = None) -> FloatArray:
+        """The per-client rows of ``counts`` (from :meth:`counts` with the same ``clients``),
+        bit for bit those of :meth:`Segments.tally`: float64 counts times the factor."""
+        rows = counts.astype(np.float64)
+        if self.factor is not None:
+            rows *= (self.factor if clients is None else self.factor[clients])[:, None]
+        return rows
+
+
+ClientOffsets: TypeAlias = "npt.ArrayLike | Segments"
+"""``offsets=``: each client's first sample index, or a validated :class:`Segments`."""
+
+
+def segments_for(offsets: ClientOffsets | None, n_samples: int) -> Segments:
+    """Validate ``offsets`` (None means one client owning everything) into :class:`Segments`.
+
+    A :class:`Segments` (validated once, e.g. by :func:`dpledger.metrics.client_segments`
+    for every metric of one fleet) is taken as it is, after checking that it describes
+    ``n_samples`` samples.
+    """
+    if isinstance(offsets, Segments):
+        if offsets.n_samples != n_samples:
+            raise InvalidInput(
+                f"the client segments describe {offsets.n_samples} samples, "
+                f"but the arrays hold {n_samples}"
+            )
+        return offsets
     if offsets is None:
         starts = np.zeros(1, dtype=np.int64)
     else:

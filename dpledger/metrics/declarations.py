@@ -13,16 +13,23 @@ contributions against that rule.
 from __future__ import annotations
 
 import types
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from dpledger.errors import InvalidInput
-from dpledger.metrics import flam, flam_regression, spatial
-from dpledger.metrics._segments import FloatArray
+from dpledger.metrics import blocks, flam, flam_regression, spatial
+from dpledger.metrics._segments import (
+    CellCounts,
+    ClientOffsets,
+    FloatArray,
+    Segments,
+    segments_for,
+)
+from dpledger.metrics.secure_sum import FixedPoint
 from dpledger.types import MetricKind
 
 __all__ = [
@@ -30,8 +37,10 @@ __all__ = [
     "FLAM_DECLARATIONS",
     "SPATIAL_DECLARATIONS",
     "Bounds",
+    "Contribution",
     "MetricDeclaration",
     "Norm",
+    "sum_contributions",
 ]
 
 Norm = Literal["absolute", "l1"]
@@ -63,6 +72,7 @@ class Bounds:
 Data = Mapping[str, Any]
 Params = Mapping[str, Any]
 Compute = Callable[[Data, Bounds, Any, Params], FloatArray]
+TallyCompute = Callable[[Data, Bounds, Segments, Params], CellCounts]
 
 
 @dataclass(frozen=True)
@@ -71,6 +81,8 @@ class MetricDeclaration:
 
     ``nonnegative`` says every coordinate is ≥ 0 (histogram-like; it matters for the
     L2 sensitivity under ``replace`` and for the ledger's negative-count check).
+    ``tally``, for a count contribution, gives its :class:`CellCounts` (the same checks,
+    the same rows): per-region sums then need no row for a client no cap scales.
     """
 
     metric: str
@@ -80,13 +92,14 @@ class MetricDeclaration:
     inputs: tuple[str, ...]
     compute: Compute
     nonnegative: bool = True
+    tally: TallyCompute | None = None
 
     def contribute(
         self,
         data: Mapping[str, npt.ArrayLike],
         bounds: Bounds,
         *,
-        offsets: npt.ArrayLike | None = None,
+        offsets: ClientOffsets | None = None,
         **params: Any,
     ) -> FloatArray:
         """Each client's bounded contribution, one row per client: shape (clients, d).
@@ -95,14 +108,170 @@ class MetricDeclaration:
         start of each client's samples (None: one client). ``params`` are the function's
         own settings that no policy states (e.g. ``n_classes``).
         """
+        arrays = self._arrays(data)
+        if offsets is None:  # one client: a scalar or a vector
+            return self._rows(arrays, bounds, None, params).reshape(1, -1)
+        names = tuple(arrays)
+        columns = [arrays[k] for k in names]
+        n = _common_length(arrays)
+        seg = None if n is None or not blocks.worth_blocking(n) else _segments_or_none(offsets, n)
+        if seg is None:  # one block, or inputs the metric's own checks will refuse
+            return self._rows(arrays, bounds, offsets, params)
+
+        def compute(views: Sequence[Any], part: Segments) -> FloatArray:
+            return self._rows(dict(zip(names, views, strict=True)), bounds, part, params)
+
+        def whole() -> FloatArray:
+            return self._rows(arrays, bounds, seg, params)
+
+        out: FloatArray = blocks.rows_in_blocks(compute, columns, seg, whole)
+        return out
+
+    def contribute_sums(
+        self,
+        data: Mapping[str, npt.ArrayLike],
+        bounds: Bounds,
+        *,
+        offsets: ClientOffsets,
+        groups: npt.ArrayLike | None = None,
+        n_groups: int | None = None,
+        grid: FixedPoint | None = None,
+        **params: Any,
+    ) -> FloatArray:
+        """Per-group EXACT sums of every client's contribution, without every client's row.
+
+        Equal bit for bit to ``exact_sum(self.contribute(...)[groups == g], grid)`` for each
+        group g (``groups``: each client's label in ``[0, n_groups)``, e.g. its region;
+        without it, the one total). ``grid`` defaults to :meth:`grid`. Shape (groups, d),
+        or (d,) without ``groups``.
+        """
+        job = Contribution(self, bounds, params, grid)
+        sums = sum_contributions({self.metric: job}, data, offsets=offsets, groups=groups,
+                                 n_groups=n_groups)  # fmt: skip
+        return sums[self.metric]
+
+    def grid(self, bounds: Bounds) -> FixedPoint:
+        """The public fixed-point grid of this metric's exact sums, from its bounds.
+
+        A scalar's clip ``[low, high]``, or ``[−cap, cap]`` for an L1-capped vector
+        (every coordinate of a capped row lies there).
+        """
+        if self.norm == "absolute":
+            return FixedPoint(float(bounds.need("low", self.metric)),
+                              float(bounds.need("high", self.metric)))  # fmt: skip
+        return FixedPoint.for_cap(float(bounds.need("cap", self.metric)))
+
+    def _arrays(self, data: Mapping[str, npt.ArrayLike]) -> dict[str, npt.NDArray[Any]]:
         missing = [k for k in self.inputs if k not in data]
         if missing:
             raise InvalidInput(f"{self.metric} reads {list(self.inputs)}; missing {missing}")
-        arrays = {k: np.asarray(data[k]) for k in self.inputs}
+        return {k: np.asarray(data[k]) for k in self.inputs}
+
+    def _rows(
+        self,
+        arrays: Mapping[str, npt.NDArray[Any]],
+        bounds: Bounds,
+        offsets: ClientOffsets | None,
+        params: Mapping[str, Any],
+    ) -> FloatArray:
+        """One row per client (shape (clients, d)) from arrays already gathered."""
         rows = np.asarray(self.compute(arrays, bounds, offsets, params), dtype=np.float64)
         if offsets is None:
-            return rows.reshape(1, -1)  # one client: a scalar or a vector
+            return rows
         return rows[:, None] if rows.ndim == 1 else rows  # a scalar per client, or rows
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """One metric to sum over a fleet: its declaration, bounds, own settings and grid.
+
+    ``grid`` None means the declaration's :meth:`MetricDeclaration.grid` of ``bounds``.
+    """
+
+    declaration: MetricDeclaration
+    bounds: Bounds
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    grid: FixedPoint | None = None
+
+
+def sum_contributions(
+    jobs: Mapping[str, Contribution],
+    data: Mapping[str, npt.ArrayLike],
+    *,
+    offsets: ClientOffsets,
+    groups: npt.ArrayLike | None = None,
+    n_groups: int | None = None,
+) -> dict[str, FloatArray]:
+    """Per-group EXACT sums of several metrics over one fleet, in one pass of blocks.
+
+    What the aggregator owes the ledger for each (metric, region): for every name in
+    ``jobs``, equal bit for bit to ``exact_sum`` of the group's rows of
+    :meth:`MetricDeclaration.contribute`, computed block by block
+    (:mod:`dpledger.metrics.blocks`) so no metric's per-client rows exist for the whole
+    fleet, every block's samples are read once for all metrics, and ``offsets`` is
+    validated once. ``data`` holds every per-sample array the metrics read.
+    """
+    gathered = {name: job.declaration._arrays(data) for name, job in jobs.items()}
+    names = sorted({k for arrays in gathered.values() for k in arrays})
+    union = {k: np.asarray(data[k]) for k in names}
+    n = _common_length(union)
+    if n is None:
+        shown = ", ".join(f"{k}: shape {a.shape}" for k, a in union.items())
+        raise InvalidInput(f"per-sample arrays must be 1-D and equally long, got {shown}")
+    seg = segments_for(offsets, n)
+    columns = [union[k] for k in names]
+    computes: dict[str, blocks.BlockJob] = {}
+    for name, job in jobs.items():
+        grid = job.grid if job.grid is not None else job.declaration.grid(job.bounds)
+        computes[name] = _block_job(job, names, gathered[name], seg, grid)
+    return blocks.sums_in_blocks(computes, columns, seg, groups=groups, n_groups=n_groups)
+
+
+def _block_job(
+    job: Contribution,
+    names: Sequence[str],
+    arrays: Mapping[str, npt.NDArray[Any]],
+    seg: Segments,
+    grid: FixedPoint,
+) -> blocks.BlockJob:
+    """A job's per-block rows (views in ``names`` order), its cells when it is a count,
+    and its unblocked rerun."""
+    decl, bounds, settings = job.declaration, job.bounds, job.settings
+    mine = [names.index(k) for k in decl.inputs]
+
+    def chosen(views: Sequence[Any]) -> dict[str, Any]:
+        return {k: views[i] for k, i in zip(decl.inputs, mine, strict=True)}
+
+    def compute(views: Sequence[Any], part: Segments) -> FloatArray:
+        return decl._rows(chosen(views), bounds, part, settings)
+
+    def whole() -> FloatArray:
+        return decl._rows(arrays, bounds, seg, settings)
+
+    tally = decl.tally
+    if tally is None:
+        return blocks.BlockJob(compute, grid, whole)
+
+    def cells(views: Sequence[Any], part: Segments) -> CellCounts:
+        return tally(chosen(views), bounds, part, settings)
+
+    return blocks.BlockJob(compute, grid, whole, cells)
+
+
+def _common_length(arrays: Mapping[str, npt.NDArray[Any]]) -> int | None:
+    """The arrays' common length; None if one is not 1-D or the lengths differ."""
+    lengths = {int(a.shape[0]) if a.ndim == 1 else -1 for a in arrays.values()}
+    if len(lengths) != 1 or -1 in lengths:
+        return None
+    return lengths.pop()
+
+
+def _segments_or_none(offsets: ClientOffsets, n: int) -> Segments | None:
+    """``offsets`` validated for ``n`` samples, or None (the metric's own call says why)."""
+    try:
+        return segments_for(offsets, n)
+    except InvalidInput:
+        return None
 
 
 def _scalar_low(bounds: Bounds, metric: str) -> float:
@@ -130,6 +299,12 @@ def _histogram(d: Data, b: Bounds, offsets: Any, p: Params) -> FloatArray:
     errors = spatial.error_magnitude(d["along"], d["across"])
     edges, cap = b.need("edges", "error_histogram"), b.need("cap", "error_histogram")
     return spatial.error_histogram(errors, edges=edges, cap=cap, offsets=offsets)
+
+
+def _histogram_cells(d: Data, b: Bounds, offsets: Segments, p: Params) -> CellCounts:
+    errors = spatial.error_magnitude(d["along"], d["across"])
+    edges, cap = b.need("edges", "error_histogram"), b.need("cap", "error_histogram")
+    return spatial.error_histogram_cells(errors, edges=edges, cap=cap, offsets=offsets)
 
 
 def _calibration(d: Data, b: Bounds, offsets: Any, p: Params) -> FloatArray:
@@ -162,6 +337,13 @@ def _confusion(d: Data, b: Bounds, offsets: Any, p: Params) -> FloatArray:
     return flam.flatten_confusion(counts)
 
 
+def _confusion_cells(d: Data, b: Bounds, offsets: Segments, p: Params) -> CellCounts:
+    return flam.confusion_cells(
+        d["y_true"], d["y_pred"], n_classes=p["n_classes"], cap=b.need("cap", "confusion_matrix"),
+        offsets=offsets,
+    )  # fmt: skip
+
+
 def _regression(d: Data, b: Bounds, offsets: Any, p: Params) -> FloatArray:
     settings = {k: p[k] for k in ("y_bounds", "residual_bound", "max_samples", "shift") if k in p}
     codec = flam_regression.regression_codec(cap=b.need("cap", "regression_measures"), **settings)
@@ -183,7 +365,7 @@ SPATIAL_DECLARATIONS: types.MappingProxyType[str, MetricDeclaration] = types.Map
                               ("along", "across"), _ratio),
             MetricDeclaration("error_histogram", "histogram", "l1",
                               "error magnitudes counted over fixed edges, L1-capped",
-                              ("along", "across"), _histogram),
+                              ("along", "across"), _histogram, tally=_histogram_cells),
             MetricDeclaration("calibration_gap", "vector_sum", "l1",
                               "[Σ(p−y) per confidence bucket, count per bucket], L1-capped",
                               ("prob", "outcome"), _calibration, nonnegative=False),
@@ -204,7 +386,7 @@ FLAM_DECLARATIONS: types.MappingProxyType[str, MetricDeclaration] = types.Mappin
         for d in (
             MetricDeclaration("confusion_matrix", "vector_sum", "l1",
                               "flattened C×C confusion counts, L1-capped",
-                              ("y_true", "y_pred"), _confusion),
+                              ("y_true", "y_pred"), _confusion, tally=_confusion_cells),
             MetricDeclaration("regression_measures", "vector_sum", "l1",
                               "regression measures encoded by regression_codec (5 values)",
                               ("y_true", "y_pred"), _regression, nonnegative=False),

@@ -23,7 +23,11 @@ import numpy.typing as npt
 
 from dpledger.errors import InvalidInput
 from dpledger.metrics._segments import (
+    CellCounts,
+    ClientOffsets,
     FloatArray,
+    IntArray,
+    Segments,
     as_finite,
     as_labels,
     cap_factor,
@@ -31,6 +35,7 @@ from dpledger.metrics._segments import (
     check_same_length,
     segments_for,
 )
+from dpledger.metrics.blocks import blockwise
 from dpledger.metrics.flam_regression import regression_measures, regression_metrics_rows
 from dpledger.types import Labels
 
@@ -38,6 +43,7 @@ __all__ = [
     "CLASSIFICATION_KEYS",
     "classification_metrics",
     "classification_metrics_rows",
+    "confusion_cells",
     "confusion_matrix",
     "flatten_confusion",
     "participant_weighted_average",
@@ -67,12 +73,13 @@ CLASSIFICATION_KEYS = (
 # --------------------------------------------------------------------------- classification
 
 
+@blockwise
 def confusion_matrix(
     y_true: npt.ArrayLike,
     y_pred: npt.ArrayLike,
     *,
     n_classes: int,
-    offsets: npt.ArrayLike | None = None,
+    offsets: ClientOffsets | None = None,
     cap: float | None = None,
 ) -> FloatArray:
     """Per-client C×C confusion counts (row = true, column = predicted), float64.
@@ -88,6 +95,43 @@ def confusion_matrix(
     running sum instead drifts with n (50.000000010 for cap 50 at 10⁷ samples), past the
     ledger's ``CLIENT_ROUNDING_SLACK``.
     """
+    c, t, p, seg, factor = _checked(y_true, y_pred, n_classes, offsets, cap)
+    flat = seg.tags(c)  # (client · C + true) · C + predicted, in place: no temporaries
+    flat += t
+    flat *= c
+    flat += p
+    rows = seg.tally(flat, c * c, factor).reshape(seg.n_clients, c, c)
+    return rows[0] if offsets is None else rows
+
+
+def confusion_cells(
+    y_true: npt.ArrayLike,
+    y_pred: npt.ArrayLike,
+    *,
+    n_classes: int,
+    offsets: ClientOffsets | None = None,
+    cap: float | None = None,
+) -> CellCounts:
+    """The flattened confusion matrices as cells (true · C + predicted), before any row.
+
+    Same checks, and ``CellCounts.rows()`` the same rows bit for bit, as
+    ``flatten_confusion(confusion_matrix(...))``; for per-region sums that need no
+    uncapped client's row (:func:`dpledger.metrics.blocks.sums_in_blocks`).
+    """
+    c, t, p, seg, factor = _checked(y_true, y_pred, n_classes, offsets, cap)
+    cells = t * c
+    cells += p
+    return CellCounts(seg, cells, c * c, factor)
+
+
+def _checked(
+    y_true: npt.ArrayLike,
+    y_pred: npt.ArrayLike,
+    n_classes: int,
+    offsets: ClientOffsets | None,
+    cap: float | None,
+) -> tuple[int, IntArray, IntArray, Segments, FloatArray | None]:
+    """Validated (C, true labels, predicted labels, segments, cap factor or None)."""
     if isinstance(n_classes, bool) or not isinstance(n_classes, int | np.integer):
         raise InvalidInput(f"n_classes must be an integer, got {n_classes!r}")
     if n_classes < 1:
@@ -100,10 +144,7 @@ def confusion_matrix(
     factor = None
     if cap is not None:  # a matrix's L1 norm is its sample count
         factor = cap_factor(seg.lengths.astype(np.float64), check_positive(cap, "cap"))
-    cell = t * c
-    cell += p
-    rows = seg.counts(cell, c * c, factor).reshape(seg.n_clients, c, c)
-    return rows[0] if offsets is None else rows
+    return c, t, p, seg, factor
 
 
 def flatten_confusion(confusion: npt.ArrayLike) -> FloatArray:
@@ -281,7 +322,7 @@ def participant_weighted_classification(
     y_pred: npt.ArrayLike,
     *,
     n_classes: int,
-    offsets: npt.ArrayLike,
+    offsets: ClientOffsets,
     labels: Labels = "present",
 ) -> dict[str, float]:
     """Naive baseline: each client's classification metrics, averaged by sample count.
@@ -298,7 +339,7 @@ def participant_weighted_regression(
     y_true: npt.ArrayLike,
     y_pred: npt.ArrayLike,
     *,
-    offsets: npt.ArrayLike,
+    offsets: ClientOffsets,
     shift: float | None = None,
 ) -> dict[str, float]:
     """Naive baseline: each client's R², MSE, RMSE, MAE, averaged by sample count.

@@ -15,12 +15,14 @@ import numpy.typing as npt
 
 from dpledger.errors import InvalidInput
 from dpledger.metrics._segments import (
+    ClientOffsets,
     FloatArray,
     as_finite,
     check_positive,
     check_same_length,
     segments_for,
 )
+from dpledger.metrics.blocks import blockwise
 from dpledger.metrics.codec import VectorSumCodec
 
 __all__ = [
@@ -63,11 +65,12 @@ def _shift(shift: float | None, y_bounds: tuple[float, float] | None) -> float:
     return s
 
 
+@blockwise
 def regression_measures(
     y_true: npt.ArrayLike,
     y_pred: npt.ArrayLike,
     *,
-    offsets: npt.ArrayLike | None = None,
+    offsets: ClientOffsets | None = None,
     y_bounds: tuple[float, float] | None = None,
     residual_bound: float | None = None,
     max_samples: float | None = None,

@@ -26,18 +26,22 @@ import numpy.typing as npt
 
 from dpledger.errors import InvalidInput
 from dpledger.metrics._segments import (
+    CellCounts,
+    ClientOffsets,
     FloatArray,
+    IntArray,
     Segments,
     as_finite,
+    as_float,
     bucket_of,
     cap_factor,
     check_positive,
     check_same_length,
     check_unit_interval,
     edges_array,
-    l1_cap_rows,
     segments_for,
 )
+from dpledger.metrics.blocks import blockwise
 from dpledger.metrics.codec import VectorSumCodec
 
 __all__ = [
@@ -49,6 +53,7 @@ __all__ = [
     "coverage",
     "distinct_cells",
     "error_histogram",
+    "error_histogram_cells",
     "error_magnitude",
     "mean_calibration_gaps",
     "pooled_along_across_ratio",
@@ -65,7 +70,7 @@ POOLED_MEASURES = ("sum_across_sq", "sum_along_sq", "n")
 """Column order of :func:`pooled_along_across_ratio` rows (m², m², samples)."""
 
 
-def _one_or_many(rows: FloatArray, offsets: npt.ArrayLike | None) -> FloatArray:
+def _one_or_many(rows: FloatArray, offsets: ClientOffsets | None) -> FloatArray:
     return rows[0] if offsets is None else rows
 
 
@@ -73,10 +78,11 @@ def _one_or_many(rows: FloatArray, offsets: npt.ArrayLike | None) -> FloatArray:
 def clipped_loss(loss: npt.ArrayLike, *, clip_high: float, offsets: None = None) -> float: ...
 @overload
 def clipped_loss(
-    loss: npt.ArrayLike, *, clip_high: float, offsets: npt.ArrayLike
+    loss: npt.ArrayLike, *, clip_high: float, offsets: ClientOffsets
 ) -> FloatArray: ...
+@blockwise
 def clipped_loss(
-    loss: npt.ArrayLike, *, clip_high: float, offsets: npt.ArrayLike | None = None
+    loss: npt.ArrayLike, *, clip_high: float, offsets: ClientOffsets | None = None
 ) -> float | FloatArray:
     """Per-client mean loss, clipped to ``[0, clip_high]`` (released as ``scalar_mean``).
 
@@ -87,13 +93,14 @@ def clipped_loss(
     doubled, so huge finite losses clip instead of becoming NaN.
     """
     high = check_positive(clip_high, "clip_high")
-    x = as_finite(loss, "loss")
+    x = as_float(loss, "loss")
     seg = segments_for(offsets, x.shape[0])
     count = np.maximum(seg.lengths, 1)
     with np.errstate(over="ignore", invalid="ignore"):
         mean = seg.sum(x) / count
         overflowed = ~np.isfinite(mean)
         if overflowed.any():  # decided per client, so batch rows equal per-client results
+            as_finite(loss, "loss")  # NaN or inf in the data is refused; huge finite sums go on
             halves = 2.0 * seg.sum(x * seg.per_sample(0.5 / count))
             mean[overflowed] = halves[overflowed]
     out = np.clip(mean, 0.0, high)
@@ -106,14 +113,15 @@ def along_across_ratio(
 ) -> float: ...
 @overload
 def along_across_ratio(
-    along: npt.ArrayLike, across: npt.ArrayLike, *, clip: float = 10.0, offsets: npt.ArrayLike
+    along: npt.ArrayLike, across: npt.ArrayLike, *, clip: float = 10.0, offsets: ClientOffsets
 ) -> FloatArray: ...
+@blockwise
 def along_across_ratio(
     along: npt.ArrayLike,
     across: npt.ArrayLike,
     *,
     clip: float = 10.0,
-    offsets: npt.ArrayLike | None = None,
+    offsets: ClientOffsets | None = None,
 ) -> float | FloatArray:
     """Per-client across-RMSE / along-RMSE, clipped to ``[0, clip]`` (``scalar_mean``).
 
@@ -126,21 +134,21 @@ def along_across_ratio(
     scale-free), so huge values neither overflow nor become NaN.
     """
     high = check_positive(clip, "clip")
-    a = as_finite(along, "along")
-    b = as_finite(across, "across")
-    n = check_same_length(along=a, across=b)
-    seg = segments_for(offsets, n)
-    peak = max(float(a.max()), -float(a.min()), float(b.max()), -float(b.min())) if n else 0.0
-    if peak > _SQUARE_SAFE:
-        # Power-of-two scale: dividing by it is exact, so ordinary clients keep textbook values.
-        scale = seg.max(np.maximum(np.abs(a), np.abs(b)))
-        per_client = np.ldexp(1.0, np.frexp(np.where(scale > 0, scale, 1.0))[1] - 1)
-        per = seg.per_sample(per_client)
-        a, b = a / per, b / per
+    a, b = as_float(along, "along"), as_float(across, "across")
+    if a.shape != b.shape:
+        a, b = as_finite(along, "along"), as_finite(across, "across")
+        check_same_length(along=a, across=b)
+    seg = segments_for(offsets, a.shape[0])
+    with np.errstate(over="ignore", invalid="ignore"):
+        square = a * a
+        sum_a = seg.sum(square)
+        np.multiply(b, b, out=square)
+        sum_b = seg.sum(square)
+    # Every sum ≤ 1e200 proves every |error| ≤ 1e100 and none NaN or inf: the plain path.
+    if not (_at_most(sum_a, _SQUARE_SAFE**2) and _at_most(sum_b, _SQUARE_SAFE**2)):
+        sum_a, sum_b, per_client = _ratio_sums_extreme(along, across, seg)
     else:  # squares cannot overflow; tiny along errors pin at the clip whatever their rounding
         per_client = np.ones(seg.n_clients)
-    sum_a = seg.sum(a * a)
-    sum_b = seg.sum(b * b)
     count = np.maximum(seg.lengths, 1).astype(np.float64)
     with np.errstate(over="ignore"):  # an inf product is correctly "not below the floor"
         along_zero = (sum_a == 0) | (np.sqrt(sum_a / count) * per_client <= ALONG_RMSE_FLOOR)
@@ -151,13 +159,42 @@ def along_across_ratio(
     return float(out[0]) if offsets is None else out
 
 
+def _at_most(values: FloatArray, bound: float) -> bool:
+    """Every value ≤ ``bound`` (False for NaN); True for none."""
+    return values.size == 0 or bool(values.max() <= bound)
+
+
+def _ratio_sums_extreme(
+    along: npt.ArrayLike, across: npt.ArrayLike, seg: Segments
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Σalong², Σacross² and the scale per client when some error is NaN, inf or > 1e100.
+
+    NaN and inf are refused here, naming the first; otherwise, when an error exceeds
+    1e100 m, each client's errors are divided by a power of two near their largest
+    magnitude first (exact), so huge values neither overflow nor become NaN.
+    """
+    a, b = as_finite(along, "along"), as_finite(across, "across")
+    n = a.shape[0]
+    peak = max(float(a.max()), -float(a.min()), float(b.max()), -float(b.min())) if n else 0.0
+    if peak > _SQUARE_SAFE:
+        # Power-of-two scale: dividing by it is exact, so ordinary clients keep textbook values.
+        scale = seg.max(np.maximum(np.abs(a), np.abs(b)))
+        per_client = np.ldexp(1.0, np.frexp(np.where(scale > 0, scale, 1.0))[1] - 1)
+        per = seg.per_sample(per_client)
+        a, b = a / per, b / per
+    else:
+        per_client = np.ones(seg.n_clients)
+    return seg.sum(a * a), seg.sum(b * b), per_client
+
+
+@blockwise
 def pooled_along_across_ratio(
     along: npt.ArrayLike,
     across: npt.ArrayLike,
     *,
     error_bound: float,
     max_samples: float | None = None,
-    offsets: npt.ArrayLike | None = None,
+    offsets: ClientOffsets | None = None,
 ) -> FloatArray:
     """Per-client pooled measures ``(Σacross², Σalong², n)`` for a ratio of fleet sums.
 
@@ -239,14 +276,18 @@ def error_magnitude(along: npt.ArrayLike, across: npt.ArrayLike) -> FloatArray:
     ``np.hypot`` for the entries where squaring would overflow or underflow; a magnitude
     beyond the largest double is that double (finite data, finite magnitude).
     """
-    a = as_finite(along, "along")
-    b = as_finite(across, "across")
-    check_same_length(along=a, across=b)
+    a, b = as_float(along, "along"), as_float(across, "across")
+    if a.shape != b.shape:
+        a, b = as_finite(along, "along"), as_finite(across, "across")
+        check_same_length(along=a, across=b)
     with np.errstate(over="ignore", under="ignore"):
         r = a * a
         r += b * b
     np.sqrt(r, out=r)
-    if r.size and (float(r.max()) > 1e150 or float(r.min()) < 1e-150):
+    top = float(r.max()) if r.size else 0.0
+    if not top <= 1e150:  # NaN or inf data is refused here; huge finite errors go on
+        a, b = as_finite(along, "along"), as_finite(across, "across")
+    if r.size and (not top <= 1e150 or float(r.min()) < 1e-150):
         extreme = (r > 1e150) | ((r < 1e-150) & (r > 0))
         with np.errstate(over="ignore"):
             r[extreme] = np.hypot(a[extreme], b[extreme])
@@ -256,12 +297,13 @@ def error_magnitude(along: npt.ArrayLike, across: npt.ArrayLike) -> FloatArray:
     return r
 
 
+@blockwise
 def error_histogram(
     errors: npt.ArrayLike,
     *,
     edges: npt.ArrayLike,
     cap: float,
-    offsets: npt.ArrayLike | None = None,
+    offsets: ClientOffsets | None = None,
 ) -> FloatArray:
     """Per-client counts over fixed ``edges``, L1-capped at ``cap`` (``histogram`` kind).
 
@@ -270,22 +312,37 @@ def error_histogram(
     buckets. A client with more than ``cap`` samples has its counts scaled by
     ``cap / n`` (mass exactly ``cap``); fewer samples keep raw counts.
     """
+    counts = error_histogram_cells(errors, edges=edges, cap=cap, offsets=offsets)
+    rows = counts.seg.counts(counts.cells, counts.n_cells, counts.factor)
+    return _one_or_many(rows, offsets)
+
+
+def error_histogram_cells(
+    errors: npt.ArrayLike,
+    *,
+    edges: npt.ArrayLike,
+    cap: float,
+    offsets: ClientOffsets | None = None,
+) -> CellCounts:
+    """:func:`error_histogram` before its rows: each sample's bucket and each client's cap
+    factor (the same checks; ``CellCounts.rows()`` gives the same rows bit for bit), for
+    per-region sums that need no uncapped client's row."""
     c = check_positive(cap, "cap")
     e = edges_array(edges)
     x = as_finite(errors, "errors")
     seg = segments_for(offsets, x.shape[0])
     factor = cap_factor(seg.lengths.astype(np.float64), c)  # a row's L1 norm is its count
-    rows = seg.counts(bucket_of(x, e), e.shape[0] + 1, factor)
-    return _one_or_many(rows, offsets)
+    return CellCounts(seg, bucket_of(x, e), e.shape[0] + 1, factor)
 
 
+@blockwise
 def calibration_gap(
     prob: npt.ArrayLike,
     outcome: npt.ArrayLike,
     *,
     buckets: int = 5,
     cap: float,
-    offsets: npt.ArrayLike | None = None,
+    offsets: ClientOffsets | None = None,
 ) -> FloatArray:
     """Per-client ``[Σ(p−y) per bucket…, count per bucket…]``, L1-capped (``vector_sum``).
 
@@ -298,23 +355,37 @@ def calibration_gap(
     if isinstance(buckets, bool) or not isinstance(buckets, int | np.integer) or buckets < 1:
         raise InvalidInput(f"buckets must be an integer ≥ 1, got {buckets!r}")
     c = check_positive(cap, "cap")
-    p = as_finite(prob, "prob")
-    y = as_finite(outcome, "outcome")
-    n = check_same_length(prob=p, outcome=y)
-    check_unit_interval(p, "prob")
-    check_unit_interval(y, "outcome")
-    seg = segments_for(offsets, n)
+    p, y = as_float(prob, "prob"), as_float(outcome, "outcome")
+    if not _within_unit_interval(p, y):  # NaN fails too: the full checks name the problem
+        p, y = as_finite(prob, "prob"), as_finite(outcome, "outcome")
+        check_same_length(prob=p, outcome=y)
+        check_unit_interval(p, "prob")
+        check_unit_interval(y, "outcome")
+    seg = segments_for(offsets, p.shape[0])
     k = int(buckets)
     narrow: type[np.integer[Any]] = np.int8 if k <= 127 else np.int64
     bucket: npt.NDArray[np.integer[Any]] = (p * k).astype(narrow)  # truncation = floor, p ≥ 0
     np.minimum(bucket, k - 1, out=bucket)
-    order = seg.ids * k
-    order += bucket
+    flat = seg.tags(k)
+    flat += bucket
     size = seg.n_clients * k
-    sums = np.bincount(order, weights=p - y, minlength=size).reshape(seg.n_clients, k)
-    counts = np.bincount(order, minlength=size).reshape(seg.n_clients, k)
-    rows = l1_cap_rows(np.concatenate([sums, counts], axis=1), c)
+    rows = np.empty((seg.n_clients, 2 * k))
+    rows[:, :k] = np.bincount(flat, weights=p - y, minlength=size).reshape(seg.n_clients, k)
+    rows[:, k:] = np.bincount(flat, minlength=size).reshape(seg.n_clients, k)
+    # L1 norm: Σ|gap sums| + the sample count (the counts' sum), one factor per client
+    norm = np.abs(rows[:, :k]).sum(axis=1)
+    norm += seg.lengths
+    rows *= cap_factor(norm, c)[:, None]
     return _one_or_many(rows, offsets)
+
+
+def _within_unit_interval(*arrays: FloatArray) -> bool:
+    """Equal lengths and every value in [0, 1] (False for NaN): four reductions, no copies."""
+    n = arrays[0].shape[0]
+    return all(
+        a.shape[0] == n and (n == 0 or (float(a.min()) >= 0.0 and float(a.max()) <= 1.0))
+        for a in arrays
+    )
 
 
 def mean_calibration_gaps(summed: npt.ArrayLike, *, min_count: float = 0.0) -> FloatArray:
@@ -332,14 +403,15 @@ def mean_calibration_gaps(summed: npt.ArrayLike, *, min_count: float = 0.0) -> F
     return np.where(ok, sums / np.where(ok, counts, 1.0), np.nan)
 
 
-def distinct_cells(cells: npt.ArrayLike, *, offsets: npt.ArrayLike | None = None) -> FloatArray:
+@blockwise
+def distinct_cells(cells: npt.ArrayLike, *, offsets: ClientOffsets | None = None) -> FloatArray:
     """Number of distinct integer cell ids per client (shape (clients,), or (1,) for one).
 
-    Clients are grouped by sample count into power-of-two width classes; each class
-    becomes a table (one row per client, padded with the row's last cell, which adds
-    no new cell), sorted row-wise, and the changes along each row are counted. The
-    loop runs over the ≤ 64 width classes, never over clients; padding at most
-    doubles the work.
+    One sort for all clients: each cell id becomes a key ``client · span + (id − the
+    client's smallest id)`` (``span`` the widest client's id range), so sorting the keys
+    sorts every client's ids in place, client after client; the distinct ids of a client
+    are the positions where the sorted key changes. Keys are int32 when they fit (the
+    fastest sort), else int64; ids too far apart for either are sorted by (client, id).
     """
     arr = np.asarray(cells)
     if arr.ndim != 1:
@@ -350,30 +422,54 @@ def distinct_cells(cells: npt.ArrayLike, *, offsets: npt.ArrayLike | None = None
         )
     seg = segments_for(offsets, arr.shape[0])
     out = np.zeros(seg.n_clients)
-    if arr.size:  # narrow ids sort faster: shift to 0 and use int32 when the span allows
-        if arr.dtype.itemsize < 8:
-            arr = arr.astype(np.int64)
-        low = arr.min()
-        if int(arr.max()) - int(low) < 2**31:
-            arr = (arr - low).astype(np.int32)  # no wrap: 0 ≤ arr − low < 2³¹
-    lengths = seg.lengths
-    width_class = np.zeros(seg.n_clients, dtype=np.int64)
-    nonempty = lengths > 0
-    width_class[nonempty] = np.frexp(lengths[nonempty] - 1)[1]  # ceil(log2(length))
-    width_class[~nonempty] = -1
-    for wc in np.unique(width_class[nonempty]):
-        rows = np.flatnonzero(width_class == wc)
-        width = int(lengths[rows].max())
-        # Pad short rows by repeating their last cell: it adds no new distinct cell.
-        index = np.minimum(np.arange(width), lengths[rows][:, None] - 1)
-        index += seg.starts[rows][:, None]
-        table = np.sort(arr[index], axis=1)
-        out[rows] = 1.0 + (table[:, 1:] != table[:, :-1]).sum(axis=1)
+    nonempty = seg.lengths > 0
+    if not arr.size:
+        return out
+    starts = seg.starts[nonempty]
+    keys = _client_keys(arr, seg, starts)
+    if keys is None:  # ids beyond ±2⁶⁰: sort (client, id) pairs instead
+        keys = arr[np.lexsort((arr, seg.ids))]
+        changed = np.empty(arr.shape[0], dtype=bool)
+        np.not_equal(keys[1:], keys[:-1], out=changed[1:])
+        changed[starts] = True  # a client's first id is always new to it
+    else:
+        keys.sort()  # keys of different clients differ, so each client's first id is new
+        changed = np.empty(arr.shape[0], dtype=bool)
+        np.not_equal(keys[1:], keys[:-1], out=changed[1:])
+        changed[0] = True
+    out[nonempty] = np.add.reduceat(changed, starts, dtype=np.int64)
     return out
 
 
+_KEY_RANGE = 2**60  # |id| below this: client · span − min + id stays inside int64
+
+
+def _client_keys(
+    arr: npt.NDArray[np.integer[Any]], seg: Segments, starts: IntArray
+) -> npt.NDArray[np.integer[Any]] | None:
+    """Per-sample sort keys ``client · span + (id − client's min id)``, or None if too wide."""
+    if arr.dtype.kind == "u" and arr.dtype.itemsize == 8 and int(arr.max()) >= _KEY_RANGE:
+        return None
+    ids = arr.astype(np.int64, copy=False)
+    low = np.minimum.reduceat(ids, starts)
+    high = np.maximum.reduceat(ids, starts)
+    if int(low.min()) <= -_KEY_RANGE or int(high.max()) >= _KEY_RANGE:
+        return None
+    span = int((high - low).max()) + 1
+    if seg.n_clients * span >= _KEY_RANGE:
+        return None
+    base = np.zeros(seg.n_clients, dtype=np.int64)
+    base[seg.lengths > 0] = low
+    base = np.arange(0, seg.n_clients * span, span, dtype=np.int64) - base
+    narrow = np.int32 if seg.n_clients * span < 2**31 else np.int64
+    keys: npt.NDArray[np.integer[Any]] = np.repeat(base, seg.lengths)
+    keys += ids
+    return keys.astype(narrow, copy=False)  # 0 ≤ key < clients · span: exact
+
+
+@blockwise
 def coverage(
-    cells: npt.ArrayLike, *, edges: npt.ArrayLike, offsets: npt.ArrayLike | None = None
+    cells: npt.ArrayLike, *, edges: npt.ArrayLike, offsets: ClientOffsets | None = None
 ) -> FloatArray:
     """One-hot of the client's distinct-cell count over fixed coverage ``edges`` (L1 = 1).
 

@@ -1,0 +1,399 @@
+"""Fleet-scale evaluation in client-aligned blocks: per-client rows, or per-group exact sums.
+
+A batch contribution over a whole fleet (flat per-sample arrays plus ``offsets=``) used to
+run every numpy step over all samples at once, so each temporary was as large as an input
+array and was first touched in the call — on a virtual machine, first-touched memory costs
+more than the arithmetic. Here the fleet is cut into blocks of whole clients of about
+:data:`BLOCK_SAMPLES` samples; each block is computed by the same per-client code, so its
+temporaries stay a few megabytes (cache-resident and reused) and the result is the same,
+bit for bit, as the whole-fleet computation (a client's row depends on its own samples only).
+
+Two forms:
+
+* per-client rows (every batch function of :mod:`dpledger.metrics` runs this way when given
+  many samples: the :func:`blockwise` decorator), and
+* per-group EXACT sums (:func:`group_sums`, :func:`sums_in_blocks`): what an aggregator
+  delivers per region, equal bit for bit to
+  :func:`~dpledger.metrics.secure_sum.exact_sum` of the group's per-client rows, without ever
+  holding every client's row — only one block's.
+
+:func:`client_segments` validates ``offsets`` once into a :class:`Segments` that every
+metric of a fleet can share (pass it as ``offsets=``).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple, ParamSpec, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from dpledger.errors import InvalidInput
+from dpledger.metrics._segments import CellCounts, FloatArray, IntArray, Segments, segments_for
+from dpledger.metrics.secure_sum import FixedPoint
+
+__all__ = [
+    "BLOCK_SAMPLES",
+    "BlockJob",
+    "Segments",
+    "block_ranges",
+    "blockwise",
+    "client_segments",
+    "encode",
+    "group_sums",
+    "rows_in_blocks",
+    "sums_in_blocks",
+    "worth_blocking",
+]
+
+BLOCK_SAMPLES = 1 << 17
+"""Samples per block (about 1 MiB per float64 temporary): whole clients, so a client larger
+than this is a block of its own."""
+
+P = ParamSpec("P")
+R = TypeVar("R")
+Arrays = Sequence[npt.NDArray[Any]]
+Compute = Callable[[Arrays, Segments], npt.NDArray[Any]]
+Tally = Callable[[Arrays, Segments], CellCounts]
+
+
+class BlockJob(NamedTuple):
+    """One contribution of :func:`sums_in_blocks`.
+
+    ``compute(block_arrays, block_segments)`` gives the block's per-client rows; ``grid``
+    the public fixed-point grid of its exact sums (None: float sums); ``whole()`` reruns
+    it unblocked to name a bad sample by its fleet index. ``tally``, for a count
+    contribution, gives the block's :class:`CellCounts` instead, so clients whose counts
+    no cap scales are added per group without a row each.
+    """
+
+    compute: Compute
+    grid: FixedPoint | None
+    whole: Callable[[], object]
+    tally: Tally | None = None
+
+
+def client_segments(offsets: npt.ArrayLike | Segments, n_samples: int) -> Segments:
+    """The fleet's client index, validated once: pass it as ``offsets=`` to every metric.
+
+    ``offsets`` are the start of each client's samples (ascending, first 0, empty clients
+    allowed); ``n_samples`` the length of the per-sample arrays.
+    """
+    if isinstance(n_samples, bool) or not isinstance(n_samples, int | np.integer):
+        raise InvalidInput(f"n_samples must be an integer, got {n_samples!r}")
+    if n_samples < 0:
+        raise InvalidInput(f"n_samples must be ≥ 0, got {n_samples}")
+    return segments_for(offsets, int(n_samples))
+
+
+def block_ranges(seg: Segments, size: int | None = None) -> list[tuple[int, int]]:
+    """Client ranges ``[c0, c1)`` of about ``size`` samples each (default
+    :data:`BLOCK_SAMPLES`), covering every client."""
+    size = BLOCK_SAMPLES if size is None else size
+    if seg.n_clients == 0:
+        return []
+    cuts = np.searchsorted(seg.starts, np.arange(size, seg.n_samples, size), side="left")
+    bounds = np.unique(np.concatenate(([0], cuts, [seg.n_clients])))
+    return [(int(a), int(b)) for a, b in itertools.pairwise(bounds)]
+
+
+def _slices(arrays: Arrays, seg: Segments, c0: int, c1: int) -> tuple[list[Any], Segments]:
+    part = seg.part(c0, c1)
+    s0 = int(seg.starts[c0])
+    return [a[s0 : s0 + part.n_samples] for a in arrays], part
+
+
+def rows_in_blocks(
+    compute: Compute, arrays: Arrays, seg: Segments, whole: Callable[[], object]
+) -> npt.NDArray[Any]:
+    """Per-client rows of ``compute`` over the fleet, one block of clients at a time.
+
+    ``compute(block_arrays, block_segments)`` returns one row per client of the block.
+    If a block raises :class:`InvalidInput` (a bad sample), ``whole()`` — the same
+    computation unblocked — is run so the error names whole-fleet indices; its checks run
+    before any work, so it raises at once.
+    """
+    out: npt.NDArray[Any] | None = None
+    for c0, c1 in block_ranges(seg):
+        views, part = _slices(arrays, seg, c0, c1)
+        try:
+            rows = compute(views, part)
+        except InvalidInput:
+            whole()
+            raise
+        if out is None:
+            out = np.empty((seg.n_clients, *rows.shape[1:]), dtype=rows.dtype)
+        out[c0:c1] = rows
+    if out is None:
+        return np.asarray(whole())
+    return out
+
+
+def worth_blocking(n_samples: int) -> bool:
+    """True when ``n_samples`` is more than two blocks. A block of whole clients may run a
+    client past :data:`BLOCK_SAMPLES`, so a metric called on one block is never cut again."""
+    return n_samples > 2 * BLOCK_SAMPLES
+
+
+def _is_blockable(arrays: Sequence[object]) -> int | None:
+    """The common sample count if every array is 1-D, equally long and worth blocking."""
+    lengths = {a.shape[0] if isinstance(a, np.ndarray) and a.ndim == 1 else -1 for a in arrays}
+    if len(lengths) != 1:
+        return None
+    n = int(lengths.pop())
+    return n if worth_blocking(n) else None
+
+
+def blockwise(fn: Callable[P, R]) -> Callable[P, R]:
+    """Run a batch function (per-sample arrays positional, ``offsets=`` keyword) in blocks.
+
+    Inputs that are not plain equal-length 1-D arrays larger than one block, or whose
+    ``offsets`` do not validate, go to ``fn`` unchanged, so every error is the one ``fn``
+    raises; so do single-client calls (``offsets=None``).
+    """
+
+    @functools.wraps(fn)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        offsets = kwargs.get("offsets")
+        n = None if offsets is None else _is_blockable(args)
+        if n is None:
+            return fn(*args, **kwargs)
+        try:
+            seg = segments_for(offsets, n)  # type: ignore[arg-type]
+        except InvalidInput:
+            return fn(*args, **kwargs)
+        settings = {k: v for k, v in kwargs.items() if k != "offsets"}
+        call: Callable[..., R] = fn
+
+        def compute(views: Arrays, part: Segments) -> npt.NDArray[Any]:
+            return np.asarray(call(*views, offsets=part, **settings))
+
+        def whole() -> R:
+            return call(*args, offsets=seg, **settings)
+
+        return rows_in_blocks(compute, args, seg, whole)  # type: ignore[arg-type,return-value]
+
+    return run
+
+
+def encode(grid: FixedPoint, rows: FloatArray) -> IntArray:
+    """``grid.encode(rows)``, bit for bit, in two passes when no clamp can apply.
+
+    When the grid's interval contains 0 and every value lies inside it (checked: two
+    reductions, False for NaN), trunc(x / quantum) is already inside the grid's integer
+    range — for x ≥ 0 it is floor(x/q) ≤ floor(high/q), for x < 0 it is ceil(x/q) ≥
+    ceil(low/q) — so the clamp is the identity, and a float-to-int64 cast is trunc.
+    Otherwise (NaN, a value outside, an interval away from 0) the grid's own encode runs.
+    """
+    inverse = 1.0 / grid.quantum  # a power of two: multiplying by it is exact
+    if (
+        rows.size
+        and math.isfinite(inverse)
+        and grid.low <= 0.0 <= grid.high
+        and float(rows.min()) >= grid.low
+        and float(rows.max()) <= grid.high
+    ):
+        return (rows * inverse).astype(np.int64)  # the cast truncates toward zero
+    return grid.encode(rows)
+
+
+def _add_units(
+    acc: IntArray, rows: FloatArray, grid: FixedPoint, here: IntArray, one: list[int] | None
+) -> None:
+    """Add each row's grid units to its group's total in ``acc`` (groups × d, int64);
+    ``one`` names the block's only group, if it has one."""
+    units = encode(grid, rows)
+    if one is not None:
+        acc[one[0]] += units.sum(axis=0)
+        return
+    for g in np.unique(here):
+        acc[g] += units[here == g].sum(axis=0)
+
+
+def _add_tally(
+    acc: IntArray, counts: CellCounts, grid: FixedPoint, here: IntArray, present: list[int]
+) -> bool:
+    """Add a count contribution's grid units to ``acc`` (groups × cells) from its cells:
+    bit for bit :func:`_add_units` of its rows, but only capped clients get a row.
+
+    An uncapped client's row is its integer counts k, whose grid units are k / quantum
+    exactly (a power of two ≤ 1, no clamp: low ≤ 0 ≤ k ≤ n ≤ high), so a group's units
+    are 1/quantum times one ``bincount`` of (group, cell) over its samples. Capped
+    clients (factor < 1) are encoded row by row as :func:`_add_units` does, and their
+    raw counts taken back out of that tally. Returns False, adding nothing, when the grid
+    does not allow this: the caller then sums rows.
+    """
+    seg, w = counts.seg, counts.n_cells
+    inverse = 1.0 / grid.quantum
+    capped = None if counts.factor is None else counts.factor < 1.0
+    lengths = seg.lengths if capped is None else seg.lengths[~capped]
+    top = int(lengths.max()) if lengths.size else 0
+    if not (inverse >= 1.0 and grid.low <= 0.0 and top <= grid.high and acc.shape[1] == w):
+        return False
+    if len(present) == 1:
+        tally = np.bincount(counts.cells, minlength=w).reshape(1, w)
+    else:
+        key = np.repeat(here * w, seg.lengths)
+        key += counts.cells
+        tally = np.bincount(key, minlength=acc.shape[0] * w).reshape(-1, w)[present]
+    if capped is not None and capped.any():
+        raw = counts.counts(capped)
+        units = encode(grid, counts.rows(raw, capped))
+        mine = here[capped]
+        for i, g in enumerate(present):
+            chosen = slice(None) if len(present) == 1 else mine == g
+            tally[i] -= raw[chosen].sum(axis=0)
+            acc[g] += units[chosen].sum(axis=0)
+    acc[present] += tally * int(inverse)
+    return True
+
+
+def _add_block(
+    name: str,
+    job: BlockJob,
+    views: Arrays,
+    part: Segments,
+    here: IntArray,
+    present: list[int],
+    sums: dict[str, IntArray],
+    partial: list[FloatArray],
+    k: int,
+) -> tuple[int, ...]:
+    """Add one block's contribution ``name`` to its per-group sums; return its row shape."""
+    one = len(present) == 1
+    try:
+        if job.tally is not None and job.grid is not None:
+            counts = job.tally(views, part)
+            acc = sums.setdefault(name, np.zeros((k, counts.n_cells), dtype=np.int64))
+            if _add_tally(acc, counts, job.grid, here, present):
+                return (counts.n_cells,)
+        rows = np.asarray(job.compute(views, part), dtype=np.float64)
+    except InvalidInput:
+        job.whole()
+        raise
+    flat = rows.reshape(rows.shape[0], -1)
+    if job.grid is not None:
+        acc = sums.setdefault(name, np.zeros((k, flat.shape[1]), dtype=np.int64))
+        _add_units(acc, flat, job.grid, here, present if one else None)
+    else:
+        block = np.zeros((k, flat.shape[1]))
+        for g in present:
+            chosen = flat if one else flat[here == g]
+            block[g] = np.ascontiguousarray(chosen.T).sum(axis=1)
+        partial.append(block)
+    return tuple(rows.shape[1:])
+
+
+def _group_index(groups: npt.ArrayLike | None, n_clients: int, n_groups: int | None) -> IntArray:
+    """Validated group label of every client (all 0 without ``groups``)."""
+    if groups is None:
+        if n_groups not in (None, 1):
+            raise InvalidInput(f"n_groups={n_groups!r} needs groups= (one label per client)")
+        return np.zeros(n_clients, dtype=np.int64)
+    g = np.asarray(groups)
+    if g.dtype == np.bool_ or not np.issubdtype(g.dtype, np.integer) or g.ndim != 1:
+        raise InvalidInput(f"groups must be a 1-D array of integer labels, got {g.dtype} {g.shape}")
+    if g.shape[0] != n_clients:
+        raise InvalidInput(f"groups needs one label per client: {g.shape[0]} for {n_clients}")
+    if g.size and int(g.min()) < 0:
+        raise InvalidInput(f"group labels must be ≥ 0, got {int(g.min())}")
+    if n_groups is not None and g.size and int(g.max()) >= n_groups:
+        raise InvalidInput(f"group label {int(g.max())} is outside [0, n_groups={n_groups})")
+    return g.astype(np.int64, copy=False)
+
+
+def _check_cohorts(labels: IntArray, n_groups: int, grids: Sequence[FixedPoint | None]) -> None:
+    """Refuse a group larger than a grid's exact range (a public count, as exact_sum does)."""
+    sizes = np.bincount(labels, minlength=n_groups)
+    for grid in grids:
+        if grid is not None and sizes.size and int(sizes.max()) > grid.max_clients:
+            raise InvalidInput(
+                f"a group of {int(sizes.max()):,} clients exceeds the grid's exact range "
+                f"({grid.max_clients:,}); use fewer bits"
+            )
+
+
+def sums_in_blocks(
+    computes: Mapping[str, BlockJob | tuple[Compute, FixedPoint | None, Callable[[], object]]],
+    arrays: Arrays,
+    seg: Segments,
+    *,
+    groups: npt.ArrayLike | None = None,
+    n_groups: int | None = None,
+) -> dict[str, FloatArray]:
+    """Per-group sums of several contributions over one fleet, in one pass of blocks.
+
+    ``computes`` maps a name to a :class:`BlockJob` (or its first three fields): with a
+    ``grid`` each group's rows are summed EXACTLY (each row encoded, integers added,
+    decoded once: :func:`~dpledger.metrics.secure_sum.exact_sum` per group, bit for bit);
+    with None as a float sum (pairwise within a block, then block after block; NOT exact,
+    so not for a release). Every contribution sees the same blocks and the same block
+    segments, so a block's samples are read from memory once for all of them and its
+    client index is built once. Shape of each result: (groups, *row), or the row's shape
+    without ``groups``.
+    """
+    jobs = {name: BlockJob(*spec) for name, spec in computes.items()}
+    labels = _group_index(groups, seg.n_clients, n_groups)
+    k = n_groups if n_groups is not None else (int(labels.max()) + 1 if labels.size else 1)
+    _check_cohorts(labels, k, [job.grid for job in jobs.values()])
+    sums: dict[str, IntArray] = {}
+    partial: dict[str, list[FloatArray]] = {name: [] for name in jobs}
+    shapes: dict[str, tuple[int, ...]] = {}
+    for c0, c1 in block_ranges(seg):
+        views, part = _slices(arrays, seg, c0, c1)
+        here = labels[c0:c1]
+        one = bool(here[0] == here[-1]) and bool(np.all(here == here[0]))
+        present = [int(here[0])] if one else [int(x) for x in np.unique(here)]
+        for name, job in jobs.items():
+            shapes[name] = _add_block(name, job, views, part, here, present, sums, partial[name], k)
+    out: dict[str, FloatArray] = {}
+    for name, job in jobs.items():
+        if name not in shapes:  # no clients: the shape comes from an unblocked call
+            shapes[name] = np.asarray(job.whole()).shape[1:]
+        width = int(np.prod(shapes[name], dtype=np.int64))
+        if job.grid is not None:
+            total = job.grid.decode(sums.get(name, np.zeros((k, width), dtype=np.int64)))
+        else:
+            stack = np.stack(partial[name]) if partial[name] else np.zeros((1, k, width))
+            total = np.ascontiguousarray(np.moveaxis(stack, 0, -1)).sum(axis=-1)
+        total = total.reshape(k, *shapes[name])
+        out[name] = total if groups is not None else total[0]
+    return out
+
+
+def group_sums(
+    contribution: Callable[..., npt.ArrayLike],
+    *arrays: npt.ArrayLike,
+    offsets: npt.ArrayLike | Segments,
+    groups: npt.ArrayLike | None = None,
+    n_groups: int | None = None,
+    grid: FixedPoint | None,
+    **settings: Any,
+) -> FloatArray:
+    """Per-group sums of a batch contribution's per-client rows, never holding all rows.
+
+    ``contribution(*arrays, offsets=..., **settings)`` is any batch function of
+    :mod:`dpledger.metrics` (e.g. ``flam.confusion_matrix`` with ``n_classes=10, cap=40``);
+    ``groups`` gives each client's group (e.g. its region index, ``0 … n_groups−1``).
+    With a ``grid`` the sums are EXACT, equal bit for bit to
+    ``exact_sum(rows[groups == g], grid)`` — what a release needs; ``grid=None`` gives
+    float sums for an evaluation without noise (not exact: never release them).
+    """
+    arrs = [np.asarray(a) for a in arrays]
+    n = int(arrs[0].shape[0]) if arrs and arrs[0].ndim else 0
+    seg = segments_for(offsets, n)
+
+    def compute(views: Arrays, part: Segments) -> npt.NDArray[Any]:
+        return np.asarray(contribution(*views, offsets=part, **settings))
+
+    def whole() -> object:
+        return contribution(*arrs, offsets=seg, **settings)
+
+    sums = sums_in_blocks(
+        {"sum": (compute, grid, whole)}, arrs, seg, groups=groups, n_groups=n_groups
+    )
+    return sums["sum"]

@@ -1,0 +1,142 @@
+"""Per-region sums of a count contribution from its cells: no row for an uncapped client.
+
+:func:`dpledger.metrics.blocks.sums_in_blocks` adds a count contribution (the confusion
+matrix) per group from one tally of its samples' cells, and builds rows only for the
+clients its cap scales. These tests hold that path to the rows path bit for bit, check it
+is the path taken, and that grids it cannot serve fall back to rows. Blocks are shrunk to a
+few samples so groups change inside blocks and clients straddle them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dpledger.errors import InvalidInput
+from dpledger.metrics import blocks, flam
+from dpledger.metrics.declarations import DECLARATIONS, Bounds, Contribution, sum_contributions
+from dpledger.metrics.secure_sum import FixedPoint, exact_sum
+
+SMALL_BLOCK = 16
+CONFUSION = DECLARATIONS["confusion_matrix"]
+
+
+@pytest.fixture(autouse=True)
+def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(blocks, "BLOCK_SAMPLES", SMALL_BLOCK)
+
+
+@pytest.fixture
+def taken(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """What every call of the tally path returned (True: it added the block's units)."""
+    seen: list[bool] = []
+    real = blocks._add_tally
+
+    def spy(*args: Any) -> bool:
+        seen.append(real(*args))
+        return seen[-1]
+
+    monkeypatch.setattr(blocks, "_add_tally", spy)
+    return seen
+
+
+def _labels(lengths: list[int], n_classes: int, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    n = sum(lengths)
+    return {"y_true": rng.integers(0, n_classes, n), "y_pred": rng.integers(0, n_classes, n)}
+
+
+def _offsets(lengths: list[int]) -> np.ndarray:
+    return np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(0, 14), min_size=1, max_size=14),
+    st.integers(1, 5),
+    st.integers(1, 4),
+    st.sampled_from([1.0, 3.0, 5.0, 7.5]),
+    st.integers(0, 2**32 - 1),
+)
+def test_confusion_sums_from_cells_equal_the_exact_sum_of_rows(
+    lengths: list[int], n_classes: int, n_groups: int, cap: float, seed: int
+) -> None:
+    data, offsets = _labels(lengths, n_classes, seed), _offsets(lengths)
+    groups = np.random.default_rng(seed).integers(0, n_groups, len(lengths))
+    job = Contribution(CONFUSION, Bounds(cap=cap), {"n_classes": n_classes})
+    sums = sum_contributions({"cm": job}, data, offsets=offsets, groups=groups,
+                             n_groups=n_groups)["cm"]  # fmt: skip
+    rows = CONFUSION.contribute(data, job.bounds, offsets=offsets, n_classes=n_classes)
+    grid = CONFUSION.grid(job.bounds)
+    for g in range(n_groups):
+        np.testing.assert_array_equal(sums[g], exact_sum(rows[groups == g], grid))
+
+
+def test_the_cells_path_is_the_one_taken_for_the_shipped_grid(taken: list[bool]) -> None:
+    lengths = [3, 0, 9, 4, 12, 1, 6, 30, 2]  # cap 5: some clients scaled, some not
+    data, offsets = _labels(lengths, 3, 1), _offsets(lengths)
+    job = Contribution(CONFUSION, Bounds(cap=5.0), {"n_classes": 3})
+    sum_contributions({"cm": job}, data, offsets=offsets, groups=[0, 1, 1, 0, 2, 2, 0, 1, 2])
+    assert taken
+    assert all(taken)
+
+
+@pytest.mark.parametrize(
+    "grid",
+    [FixedPoint(-1.0, 1.0), FixedPoint(0.5, 8.0), FixedPoint(-(2.0**30), 2.0**30)],
+    ids=["counts-clamped", "zero-outside", "quantum-above-1"],
+)
+def test_a_grid_the_cells_cannot_serve_falls_back_to_rows(
+    grid: FixedPoint, taken: list[bool]
+) -> None:
+    lengths = [3, 7, 2, 11, 5]
+    data, offsets = _labels(lengths, 3, 2), _offsets(lengths)
+    job = Contribution(CONFUSION, Bounds(cap=5.0), {"n_classes": 3}, grid)
+    groups = np.array([0, 1, 0, 1, 1])
+    sums = sum_contributions({"cm": job}, data, offsets=offsets, groups=groups)["cm"]
+    rows = CONFUSION.contribute(data, job.bounds, offsets=offsets, n_classes=3)
+    for g in (0, 1):
+        np.testing.assert_array_equal(sums[g], exact_sum(rows[groups == g], grid))
+    assert taken
+    assert not any(taken)
+
+
+def test_cell_counts_give_the_confusion_rows_bit_for_bit() -> None:
+    lengths = [4, 0, 9, 1, 6]
+    data, offsets = _labels(lengths, 4, 3), _offsets(lengths)
+    counts = flam.confusion_cells(data["y_true"], data["y_pred"], n_classes=4, cap=5,
+                                  offsets=offsets)  # fmt: skip
+    rows = flam.flatten_confusion(flam.confusion_matrix(
+        data["y_true"], data["y_pred"], n_classes=4, cap=5, offsets=offsets))  # fmt: skip
+    np.testing.assert_array_equal(counts.rows(counts.counts()), rows)
+    some = np.array([True, False, True, False, True])
+    np.testing.assert_array_equal(counts.rows(counts.counts(some), some), rows[some])
+
+
+def test_a_bad_label_in_a_later_block_is_named_by_its_fleet_index() -> None:
+    lengths = [10] * 8
+    data, offsets = _labels(lengths, 3, 4), _offsets(lengths)
+    data["y_pred"][61] = 3
+    job = Contribution(CONFUSION, Bounds(cap=5.0), {"n_classes": 3})
+    with pytest.raises(InvalidInput, match="index 61"):
+        sum_contributions({"cm": job}, data, offsets=offsets)
+
+
+def test_the_error_histogram_sums_from_its_cells_too(taken: list[bool]) -> None:
+    lengths = [3, 0, 9, 4, 12, 1, 6, 30, 2]  # cap 5: some clients scaled, some not
+    rng = np.random.default_rng(6)
+    n = sum(lengths)
+    data = {"along": rng.normal(0, 2, n), "across": rng.normal(0, 3, n)}
+    offsets, groups = _offsets(lengths), np.array([0, 1, 1, 0, 2, 2, 0, 1, 2])
+    hist = DECLARATIONS["error_histogram"]
+    job = Contribution(hist, Bounds(cap=5.0, edges=(0.5, 1.0, 2.0, 5.0)))
+    sums = sum_contributions({"h": job}, data, offsets=offsets, groups=groups)["h"]
+    rows = hist.contribute(data, job.bounds, offsets=offsets)
+    for g in range(3):
+        np.testing.assert_array_equal(sums[g], exact_sum(rows[groups == g], hist.grid(job.bounds)))
+    assert taken
+    assert all(taken)
