@@ -19,8 +19,8 @@ still holds exactly; intervals not containing 0 are clamped to their grid points
 inside, and one holding no grid point is refused). Encoding PRESERVES a cap that the
 contributions already meet; it does not ENFORCE one: ``for_cap(cap)`` bounds each
 coordinate by ``cap``, not a row's L1 norm, so clip rows first (the metric functions
-of :mod:`dpledger.metrics` do). A client holds < 2^bits units per coordinate, integers sum exactly, and the
-total decodes to an exact double while |Σ units| ≤ 2⁵³: for cohorts up to
+of :mod:`dpledger.metrics` do). A client holds < 2^bits units per coordinate, integers
+sum exactly, and the total decodes to an exact double while |Σ units| ≤ 2⁵³: for cohorts up to
 :attr:`FixedPoint.max_clients` ≥ 2^(53 − bits) clients (134 million at the default 26
 bits). Encoding moves each coordinate by less than one quantum ≤ 2·bound·2⁻²⁶ (3e-8 of
 the bound), far below any release's noise.
