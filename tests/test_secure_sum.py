@@ -67,7 +67,9 @@ def test_too_many_clients_for_an_exact_double_are_refused() -> None:
 
 
 @pytest.mark.parametrize(("low", "high", "bits"), [(0.3, 0.3000001, 8), (1.1, 1.1 + 1e-9, 26)])
-def test_a_clip_interval_without_a_grid_point_is_refused(low: float, high: float, bits: int) -> None:
+def test_a_clip_interval_without_a_grid_point_is_refused(
+    low: float, high: float, bits: int
+) -> None:
     """Clamping to the nearest grid point would leave the interval (0.29882812 < 0.3)."""
     with pytest.raises(InvalidInput, match="no point of the grid"):
         FixedPoint(low, high, bits)
