@@ -19,7 +19,7 @@ import psycopg
 from benchmarks.releases import AGGREGATE, PER_EPOCH, request
 from benchmarks.rounds import round_items, round_policy
 from dpledger import mechanisms as mech
-from dpledger.approval import Prepared, evaluate
+from dpledger.approval import evaluate
 from dpledger.ledger import Ledger
 from dpledger.policy import Policy
 
@@ -130,8 +130,8 @@ def _raw(
     try:
         policy = Policy.from_toml(policy_toml)
         agg = np.asarray(AGGREGATE)
-        prepared = evaluate(policy, request(1, region), agg, None)
-        if not isinstance(prepared, Prepared):
+        prepared = evaluate(policy, request(1, region), agg, None).prepared
+        if prepared is None:
             raise RuntimeError("benchmark release refused")
         facts = prepared.facts
         output, digest = json.dumps(list(AGGREGATE)), "0" * 64

@@ -1,6 +1,6 @@
-"""The plain-Python baseline: per-client contributions in the seed's reference style.
+"""The plain-Python baseline: per-client contributions as a straightforward reference does.
 
-One client at a time, from Python lists, with Python loops, as the seed's reference
+One client at a time, from Python lists, with Python loops, as simple reference
 functions do (``bucketise``, ``along_across_ratio``, ``calibration_gap``). It computes
 the same bounded contributions as dpledger's vectorised batch form, so case 1 can check
 that both agree before comparing their speed. Written for the benchmark; not used by

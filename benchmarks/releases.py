@@ -25,7 +25,7 @@ import numpy as np
 from benchmarks._harness import Row, Sizes, fmt_rate, fmt_seconds, log
 from dpledger import mechanisms as mech
 from dpledger.accounting import EpochSpend
-from dpledger.approval import Prepared, ReleaseRequest, evaluate
+from dpledger.approval import ReleaseRequest, evaluate
 from dpledger.ledger import Ledger
 from dpledger.ledger.records import EntryDraft
 from dpledger.ledger.sqlite import SqliteStore
@@ -145,6 +145,14 @@ class FsyncLoop:
         os.close(self._fd)
 
 
+def _facts(policy: Policy) -> mech.MechanismFacts:
+    """The mechanism of the benchmark's release (it must be approved)."""
+    found = evaluate(policy, request(1), np.asarray(AGGREGATE), EpochSpend.empty())
+    if found.prepared is None:
+        raise RuntimeError(f"benchmark release refused: {found.verdict.summary()}")
+    return found.prepared.facts
+
+
 def _store_writer(policy: Policy, path: Path, facts: mech.MechanismFacts) -> Callable[[], None]:
     """One bare store write transaction (spend read + chained append), as a release does."""
     store = SqliteStore(path, "create")
@@ -174,10 +182,7 @@ def _interleaved(tmp: Path, policy: Policy, n: int) -> dict[str, float]:
     not medians: a rate is a mean, and a durable commit's cost is partly in its tail.
     """
     agg = np.asarray(AGGREGATE)
-    prepared = evaluate(policy, request(1), agg, EpochSpend.empty())
-    if not isinstance(prepared, Prepared):
-        raise RuntimeError(f"benchmark release refused: {prepared.summary()}")
-    facts = prepared.facts
+    facts = _facts(policy)
     raw = _RawLoop(tmp / "raw.db")
     raw_noised = _RawLoop(tmp / "raw-noised.db")
     disk = FsyncLoop(tmp / "fsync.bin")
@@ -210,10 +215,7 @@ def _interleaved(tmp: Path, policy: Policy, n: int) -> dict[str, float]:
 
 def _opendp_uncached(policy: Policy, iters: int) -> dict[str, float]:
     """Mean seconds of an uncached OpenDP build and of the privacy map (CPU only)."""
-    prepared = evaluate(policy, request(1), np.asarray(AGGREGATE), EpochSpend.empty())
-    if not isinstance(prepared, Prepared):
-        raise RuntimeError(f"benchmark release refused: {prepared.summary()}")
-    facts = prepared.facts
+    facts = _facts(policy)
     build_uncached = mech.build.__wrapped__  # lru_cache keeps the undecorated function
     out = {}
     for name, fn in (

@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from benchmarks._harness import Row, Sizes, fmt_rate, fmt_seconds, log
 from dpledger import mechanisms as mech
-from dpledger.approval import Prepared, ReleaseRequest, evaluate
+from dpledger.approval import ReleaseRequest, evaluate
 from dpledger.ledger import Ledger
 from dpledger.policy import Policy
 
@@ -127,9 +127,10 @@ def _noise_of_a_round(policy: Policy) -> Callable[[int], object]:
     """The round's OpenDP noise alone: one call per metric over its four regions."""
     groups: dict[mech.MechanismFacts, list[npt.NDArray[np.float64]]] = {}
     for req, agg in round_items(policy, 1):
-        p = evaluate(policy, req, agg, None)
-        if not isinstance(p, Prepared):
-            raise RuntimeError(f"benchmark round refused: {p.summary()}")
+        found = evaluate(policy, req, agg, None)
+        p = found.prepared
+        if p is None:
+            raise RuntimeError(f"benchmark round refused: {found.verdict.summary()}")
         groups.setdefault(p.facts, []).append(p.values)
     return lambda i: [mech.apply_many(f, v) for f, v in groups.items()]
 

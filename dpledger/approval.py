@@ -36,6 +36,7 @@ __all__ = [
     "MAX_COHORT",
     "MAX_EPOCH",
     "STATE_CHECKS",
+    "Assessment",
     "Check",
     "Prepared",
     "ReleaseRequest",
@@ -96,7 +97,7 @@ class ReleaseRequest(FrozenModel):
     release (no new noise, no second charge).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = ConfigDict(strict=True)  # merged with FrozenModel's frozen, closed config
 
     epoch: _Count = Field(ge=0, le=MAX_EPOCH, description="evaluation epoch (policy budget window)")
     metric: str = Field(min_length=1, max_length=64)
@@ -106,9 +107,10 @@ class ReleaseRequest(FrozenModel):
     cohort: _Count = Field(
         ge=1,
         le=MAX_COHORT,
-        description="clients summed into the aggregate, a public number: under replace the "
-        "known cohort; under add_remove the planned cohort fixed before the round (the "
-        "aggregator must sum at most this many clients), never the count of who reported",
+        description="clients summed into the aggregate — under a privacy_unit = 'record' "
+        "policy, RECORDS (after each silo's per-person bound) — a public number: under "
+        "replace the known cohort; under add_remove the planned cohort fixed before the "
+        "round (the aggregator must sum at most this many), never the count of who reported",
     )
     edges_version: str | None = Field(default=None, min_length=1, max_length=128)
     policy_version: str | None = Field(default=None, min_length=1, max_length=64)
@@ -188,6 +190,18 @@ class Prepared:
     facts: mech.MechanismFacts
 
 
+@dataclass(frozen=True, slots=True)
+class Assessment:
+    """What :func:`evaluate` found: the verdict, and the prepared release if it approves.
+
+    ``prepared`` is set exactly when every check that ran passed (with the ledger-state
+    checks deferred, when they were: :func:`recheck` runs them under the write lock).
+    """
+
+    verdict: Verdict
+    prepared: Prepared | None = None
+
+
 def refusal(verdict: Verdict) -> ReleaseRefused:
     """The typed error for a refused verdict, chosen by its first failed check."""
     first = verdict.failures[0] if verdict.failures else None
@@ -228,7 +242,7 @@ def _as_float64(aggregate: object) -> tuple[npt.NDArray[np.float64] | None, str]
 
 
 def _aggregate_checks(
-    spec: MetricSpec, arr: npt.NDArray[np.float64], n: int, neighbouring: str
+    spec: MetricSpec, arr: npt.NDArray[np.float64], n: int, policy: Policy
 ) -> list[Check]:
     want = () if spec.kind == "scalar_mean" else (spec.size,)
     if arr.shape not in (want, want if want else (1,)):
@@ -248,14 +262,16 @@ def _aggregate_checks(
         )
     else:
         checks.append(Check("counts_nonnegative", True, "signed values allowed"))
-    checks.append(_clipping_check(spec, arr, n, neighbouring))
+    checks.append(_clipping_check(spec, arr, n, policy))
     return checks
 
 
 def _clipping_check(
-    spec: MetricSpec, arr: npt.NDArray[np.float64], n: int, neighbouring: str
+    spec: MetricSpec, arr: npt.NDArray[np.float64], n: int, policy: Policy
 ) -> Check:
     """Evidence that client clipping ran: the sum lies where ``n`` clipped clients can put it.
+
+    Under a record-level policy ``n`` counts records and the clip or cap is per record.
 
     Under ``add_remove`` the number of clients actually summed is private (at most the
     planned ``n``), so a scalar's range is ``[min(0, low)·n, max(0, high)·n]``: the range
@@ -265,9 +281,10 @@ def _clipping_check(
     a review (a refused release would leak it at no charge).
     """
     slack = 1 + AGGREGATE_TOLERANCE
+    who = "client" if policy.privacy_unit == "client" else "record"
     if spec.kind == "scalar_mean" and spec.clip is not None:
         low, high = float(spec.clip.low), float(spec.clip.high)
-        if neighbouring == "add_remove":
+        if policy.neighbouring == "add_remove":
             low, high = min(0.0, low), max(0.0, high)
         lo, hi = low * n, high * n
         x = float(arr.reshape(-1)[0])
@@ -275,19 +292,19 @@ def _clipping_check(
         reason = (
             f"sum within clip × n = [{lo:g}, {hi:g}]"
             if ok
-            else f"sum outside clip × n = [{lo:g}, {hi:g}]: client clipping failed; fix the "
-            "client module before releasing"
+            else f"sum outside clip × n = [{lo:g}, {hi:g}] (n {policy.counted}): {who} "
+            "clipping failed; fix the client module before releasing"
         )
         return Check("clipping_bounds", ok, reason)
     with np.errstate(over="ignore"):  # an overflowing mass is inf: refused below
         mass = float(np.abs(arr).sum())
-    limit = float(spec.cap_per_client or 0) * n
+    limit = float(spec.cap or 0) * n
     ok = mass <= limit * slack
     reason = (
         f"L1 mass within cap × n = {limit:g}"
         if ok
-        else f"L1 mass exceeds cap × n = {limit:g}: client capping failed; fix the client "
-        "module before releasing"
+        else f"L1 mass exceeds cap × n = {limit:g} (n {policy.counted}): {who} capping "
+        "failed; fix the client module before releasing"
     )
     return Check("clipping_bounds", ok, reason)
 
@@ -316,8 +333,9 @@ def _state_checks(
                 "epoch_policy",
                 False,
                 f"epoch {request.epoch} was opened under policy version {bound_version} (hash "
-                f"{bound_hash[:12]}…); its budget and regions hold until it ends: finish it "
-                "under that policy, or use the new one from a new epoch",
+                f"{bound_hash[:12]}…); its budget, regions and privacy unit hold until it "
+                f"ends (this policy's unit is {policy.privacy_unit!r}: an epoch never mixes "
+                "units): finish it under that policy, or use the new one from a new epoch",
             )
         )
     allocation = check_allocation(
@@ -380,8 +398,8 @@ def evaluate(
     aggregate: object,
     spend: EpochSpend | None,
     epoch_policy: tuple[str, str] | None = None,
-) -> Verdict | Prepared:
-    """Run every approval check; a :class:`Prepared` release if all pass, else the Verdict.
+) -> Assessment:
+    """Run every approval check: the verdict, and the prepared release if all pass.
 
     ``spend`` is the epoch's exact committed spend; ``epoch_policy`` the ``(hash,
     version)`` the epoch was opened under (None if unopened). With ``spend=None`` the
@@ -394,7 +412,7 @@ def evaluate(
     if spec is None:
         known = ", ".join(sorted(policy.metrics))
         checks.append(Check("metric_known", False, f"unknown metric; the policy has: {known}"))
-        return _complete(request, checks, unit)
+        return Assessment(_complete(request, checks, unit))
     checks.append(Check("metric_known", True, f"{spec.kind}"))
     region_ok = request.region == ALL or policy.regions.admits(request.region)
     checks.append(
@@ -431,10 +449,10 @@ def evaluate(
     arr, why = _as_float64(aggregate)
     checks.append(Check("aggregate_dtype", arr is not None, why or "real numbers"))
     if arr is None or not all(c.passed for c in checks):
-        return _complete(request, checks, unit)
-    checks.extend(_aggregate_checks(spec, arr, request.cohort, policy.neighbouring))
+        return Assessment(_complete(request, checks, unit))
+    checks.extend(_aggregate_checks(spec, arr, request.cohort, policy))
     if not all(c.passed for c in checks):
-        return _complete(request, checks, unit)
+        return Assessment(_complete(request, checks, unit))
 
     if policy.release_budget(request.metric) <= 0:
         checks.append(
@@ -445,7 +463,7 @@ def evaluate(
                 f"{unit}; lower the absolute budgets or the rounds per epoch",
             )
         )
-        return _complete(request, checks, unit, Fraction(0))
+        return Assessment(_complete(request, checks, unit, Fraction(0)))
     facts, charge = mech.mechanism_facts(policy, request.metric)
     floor: int | None = None
     if spec.target is None:
@@ -458,22 +476,21 @@ def evaluate(
             Check(
                 "cohort_floor",
                 ok,
-                f"n={request.cohort} ≥ floor {floor} ({spec.bar} bar {bar:.4g} ≤ {spec.target:g})"
+                f"n={request.cohort} {policy.counted} ≥ floor {floor} ({spec.bar} bar "
+                f"{bar:.4g} ≤ {spec.target:g})"
                 if ok
-                else f"n={request.cohort} < floor {floor}: {spec.bar} bar {bar:.4g} > target "
-                f"{spec.target:g}; merge regions or wait for a larger cohort",
+                else f"n={request.cohort} {policy.counted} < floor {floor}: {spec.bar} bar "
+                f"{bar:.4g} > target {spec.target:g}; merge regions or wait for a larger cohort",
             )
         )
     values = arr.reshape(1) if spec.kind == "scalar_mean" else arr
     if spend is None:
-        pending = _complete(request, checks, unit, charge, floor=floor, deferred=STATE_CHECKS)
-        return Prepared(pending, spec, values, facts) if pending.approved else pending
-    state, allocation, budget = _state_checks(policy, request, charge, spend, epoch_policy)
-    checks.extend(state)
-    v = _complete(request, checks, unit, charge, budget, floor, allocation)
-    if not v.approved:
-        return v
-    return Prepared(v, spec, values, facts)
+        v = _complete(request, checks, unit, charge, floor=floor, deferred=STATE_CHECKS)
+    else:
+        state, allocation, budget = _state_checks(policy, request, charge, spend, epoch_policy)
+        checks.extend(state)
+        v = _complete(request, checks, unit, charge, budget, floor, allocation)
+    return Assessment(v, Prepared(v, spec, values, facts) if v.approved else None)
 
 
 def recheck(

@@ -24,7 +24,7 @@ from dpledger import _opendp as dp
 from dpledger._search import least_float, least_integer
 from dpledger.errors import InternalError, InvalidInput
 from dpledger.policy import MetricSpec, Policy
-from dpledger.types import BarKind, Budget, MechanismKind, Neighbouring, Unit
+from dpledger.types import BarKind, Budget, MechanismKind, Neighbouring, PrivacyUnit, Unit
 
 __all__ = [
     "BAR_KINDS",
@@ -45,6 +45,7 @@ __all__ = [
     "l2_sensitivity",
     "mechanism_facts",
     "noise_scale",
+    "policy_sensitivity",
     "privacy_loss",
     "release_sensitivity",
     "scalar_sensitivity",
@@ -106,8 +107,26 @@ def l1_sensitivity(cap: Fraction, neighbouring: Neighbouring) -> Fraction:
     return 2 * cap if neighbouring == "replace" else cap
 
 
-def sensitivity(spec: MetricSpec, neighbouring: Neighbouring) -> Fraction:
-    """Exact L1 (absolute, for a scalar) sensitivity of a metric's summed contributions."""
+def _records(records: int) -> int:
+    if isinstance(records, bool) or not isinstance(records, int) or records < 1:
+        raise InvalidInput(f"records per privacy unit must be an integer ≥ 1, got {records!r}")
+    return records
+
+
+def sensitivity(spec: MetricSpec, neighbouring: Neighbouring, *, records: int = 1) -> Fraction:
+    """Exact L1 (absolute, for a scalar) sensitivity of a metric's summed contributions.
+
+    ``records`` is how many elements one privacy unit may hold: 1 for a client (its whole
+    contribution is one element, bounded by ``clip`` or ``cap_per_client``), or a record
+    policy's ``max_records_per_person`` (each record bounded by ``clip`` or
+    ``cap_per_record``). Proof of the scaling: a person's contribution is the sum of at
+    most ``records`` bounded records, so by the triangle inequality it moves the sum at
+    most ``records`` times as far as one record can; a silo keeps at most that many of a
+    person's records (:func:`dpledger.metrics.records.keep_per_person`), by a rule that
+    reads no other person's records, so one person's presence or records change only
+    their own kept records.
+    """
+    k = _records(records)
     if spec.kind == "scalar_mean":
         if spec.clip is None:
             raise InternalError("scalar_mean spec without clip passed validation")
@@ -115,43 +134,63 @@ def sensitivity(spec: MetricSpec, neighbouring: Neighbouring) -> Fraction:
         exact = scalar_sensitivity(lo, hi, neighbouring)
         # clients clip to the doubles nearest the decimals; their range can be wider
         as_double = scalar_sensitivity(Fraction(float(lo)), Fraction(float(hi)), neighbouring)
-        return max(exact, as_double)
-    if spec.cap_per_client is None:
-        raise InternalError(f"{spec.kind} spec without cap_per_client passed validation")
-    return l1_sensitivity(spec.cap_per_client, neighbouring)
+        return k * max(exact, as_double)
+    if spec.cap is None:
+        raise InternalError(f"{spec.kind} spec without an L1 cap passed validation")
+    return k * l1_sensitivity(spec.cap, neighbouring)
 
 
-def l2_sensitivity(spec: MetricSpec, neighbouring: Neighbouring) -> Fraction | float:
+def l2_sensitivity(
+    spec: MetricSpec, neighbouring: Neighbouring, *, records: int = 1
+) -> Fraction | float:
     """An upper bound on the L2 sensitivity of the summed vector (exact where rational).
 
-    Proof. Let u, v be one client's contributions, ‖u‖₁, ‖v‖₁ ≤ c. Add/remove:
-    ‖u‖₂ ≤ ‖u‖₁ ≤ c. Replace with non-negative vectors (histograms): u·v ≥ 0, so
-    ‖u − v‖₂² = ‖u‖₂² + ‖v‖₂² − 2u·v ≤ ‖u‖₁² + ‖v‖₁² ≤ 2c², i.e. ≤ √2·c (a double,
-    rounded up). Replace with signed vectors: only the triangle inequality holds,
-    ‖u − v‖₂ ≤ 2c. A scalar's L2 sensitivity is its absolute sensitivity.
+    Proof. Let u, v be one privacy unit's contributions, ‖u‖₁, ‖v‖₁ ≤ c (c = records ×
+    the per-element cap). Add/remove: ‖u‖₂ ≤ ‖u‖₁ ≤ c. Replace with non-negative vectors
+    (histograms): u·v ≥ 0, so ‖u − v‖₂² = ‖u‖₂² + ‖v‖₂² − 2u·v ≤ ‖u‖₁² + ‖v‖₁² ≤ 2c²,
+    i.e. ≤ √2·c (a double, rounded up). Replace with signed vectors: only the triangle
+    inequality holds, ‖u − v‖₂ ≤ 2c. A scalar's L2 sensitivity is its absolute sensitivity.
     """
-    delta1 = sensitivity(spec, neighbouring)
+    delta1 = sensitivity(spec, neighbouring, records=records)
     if spec.kind == "scalar_mean" or neighbouring == "add_remove" or not spec.is_nonnegative:
         return delta1
-    bound = math.sqrt(2.0) * float_up(spec.cap_per_client or Fraction(0))
+    bound = math.sqrt(2.0) * float_up(records * (spec.cap or Fraction(0)))
     return math.nextafter(bound, math.inf)
 
 
 def release_sensitivity(
-    spec: MetricSpec, neighbouring: Neighbouring, mechanism: MechanismKind
+    spec: MetricSpec, neighbouring: Neighbouring, mechanism: MechanismKind, *, records: int = 1
 ) -> float:
     """The sensitivity a release is calibrated at: L1 (Laplace) or L2 (Gaussian), as a double.
 
     Rounded up, and widened by :data:`CLIENT_ROUNDING_SLACK` so that float rounding in
     the clients' clipping and capping (a capped row's norm can exceed its cap by a few
-    ulps) can never make the true sensitivity exceed the recorded one.
+    ulps) can never make the true sensitivity exceed the recorded one. ``records`` as in
+    :func:`sensitivity`; :func:`policy_sensitivity` passes the policy's.
     """
     delta = (
-        l2_sensitivity(spec, neighbouring)
+        l2_sensitivity(spec, neighbouring, records=records)
         if mechanism == "gaussian"
-        else sensitivity(spec, neighbouring)
+        else sensitivity(spec, neighbouring, records=records)
     )
     return float_up(Fraction(delta) * (1 + CLIENT_ROUNDING_SLACK))
+
+
+def policy_sensitivity(
+    policy: Policy, metric: str, mechanism: MechanismKind | None = None
+) -> float:
+    """:func:`release_sensitivity` of ``metric`` under ``policy``: its relation, its unit.
+
+    The one call every caller holding a policy uses (release, audit, planning), so none
+    can forget the record policy's ``max_records_per_person``. ``mechanism`` defaults to
+    the policy's noise for the metric.
+    """
+    return release_sensitivity(
+        policy.metric(metric),
+        policy.neighbouring,
+        mechanism or policy.mechanism(metric),
+        records=policy.records_per_unit,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +208,8 @@ class MechanismFacts:
     dimension: int  # 0 for a scalar release
     opendp_version: str = OPENDP_VERSION
     k: int | None = None  # OpenDP's discretisation exponent; None = its default
+    privacy_unit: PrivacyUnit = "client"  # whom the sensitivity is of (added later)
+    records: int = 1  # elements one privacy unit holds: max_records_per_person, or 1
 
     def __post_init__(self) -> None:
         if self.mechanism not in ("laplace", "gaussian"):
@@ -185,14 +226,23 @@ class MechanismFacts:
             raise InvalidInput(f"dimension must be an int ≥ 0, got {self.dimension!r}")
         if self.k is not None and not (isinstance(self.k, int) and -1074 <= self.k <= 0):
             raise InvalidInput(f"k must be None or an int in [-1074, 0], got {self.k!r}")
+        if self.privacy_unit not in ("client", "record"):
+            raise InvalidInput(f"unknown privacy unit {self.privacy_unit!r}")
+        _records(self.records)
+        if self.privacy_unit == "client" and self.records != 1:
+            raise InvalidInput("a client-level release counts one element per client")
 
     def as_json(self) -> str:
         """:meth:`as_dict` as JSON text (what a ledger entry stores), computed once per facts."""
         return _facts_json(self)
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (floats round-trip exactly through ``repr``)."""
-        return {
+        """JSON-ready dict (floats round-trip exactly through ``repr``).
+
+        The privacy unit is written only when it is not ``"client"``: a client-level
+        release's JSON, hence its ledger entry's chain hash, is what it was before units.
+        """
+        d: dict[str, Any] = {
             "mechanism": self.mechanism,
             "measure": self.measure,
             "sensitivity": self.sensitivity,
@@ -201,6 +251,10 @@ class MechanismFacts:
             "opendp_version": self.opendp_version,
             "k": self.k,
         }
+        if self.privacy_unit != "client":
+            d["privacy_unit"] = self.privacy_unit
+            d["records"] = self.records
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> MechanismFacts:
@@ -214,6 +268,8 @@ class MechanismFacts:
                 dimension=int(d["dimension"]),
                 opendp_version=str(d["opendp_version"]),
                 k=None if d.get("k") is None else int(d["k"]),
+                privacy_unit=d.get("privacy_unit", "client"),
+                records=d.get("records", 1),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise InvalidInput(f"malformed mechanism facts {d!r}: {e}") from e
@@ -374,6 +430,9 @@ def error_bar(
 ) -> float:
     """Error bar of a mean over ``n`` clients: ``factor·Δ/(ε·n)`` (or σ/n under zCDP).
 
+    Under a record-level policy ``n`` counts records and ``Δ`` is the per-record bound ×
+    ``max_records_per_person`` (:func:`policy_sensitivity` gives it).
+
     ``budget`` is ε (or ρ with ``measure="rho"``), or a :class:`Budget` with its unit.
     """
     amount, unit = _amount(budget, measure)
@@ -389,7 +448,10 @@ def cohort_floor(
     measure: Unit | None = None,
     mechanism: MechanismKind = "laplace",
 ) -> int:
-    """The smallest cohort ``n`` whose :func:`error_bar` is ≤ ``target`` (n − 1's is not)."""
+    """The smallest cohort ``n`` whose :func:`error_bar` is ≤ ``target`` (n − 1's is not).
+
+    ``n`` counts clients, or records under a record-level policy (with its Δ).
+    """
     amount, unit = _amount(budget, measure)
     return cohort_floor_for_scale(noise_scale(sensitivity, amount, unit), target, bar, mechanism)
 
@@ -441,10 +503,14 @@ def mechanism_facts(
             f"{policy.overcommitment(rounds)}; lower the absolute budgets or the rounds"
         )
     facts = calibrate(
-        sensitivity=release_sensitivity(spec, policy.neighbouring, kind),
+        sensitivity=policy_sensitivity(policy, metric, kind),
         budget=charge,
         measure="epsilon" if policy.definition == "pure" else "rho",
         mechanism=kind,
         dimension=0 if spec.kind == "scalar_mean" else spec.size,
     )
+    if policy.privacy_unit != "client":
+        facts = dataclasses.replace(
+            facts, privacy_unit=policy.privacy_unit, records=policy.records_per_unit
+        )
     return facts, charge

@@ -21,7 +21,7 @@ from contextvars import ContextVar
 from fractions import Fraction
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Self
 
 from pydantic import (
     AfterValidator,
@@ -37,6 +37,8 @@ from pydantic import (
 )
 
 from dpledger.errors import DpLedgerError, InvalidInput, PolicyError
+from dpledger.metrics.codec import VectorSumCodec
+from dpledger.metrics.records import record_regression_codec
 from dpledger.types import (
     Allocation,
     BarKind,
@@ -45,6 +47,7 @@ from dpledger.types import (
     MechanismKind,
     MetricKind,
     Neighbouring,
+    PrivacyUnit,
     Unit,
     fraction_text,
 )
@@ -53,6 +56,7 @@ __all__ = [
     "ALL",
     "EVAL_FRACTION_ADVISED",
     "MAX_POLICY_BYTES",
+    "MAX_RECORDS_PER_PERSON",
     "BudgetValue",
     "Clip",
     "ExactDecimal",
@@ -79,8 +83,18 @@ MAX_POLICY_BYTES = 1 << 20
 """A policy file larger than this (1 MiB) is refused before it is parsed."""
 
 
-_ADDED_FIELDS: dict[str, object] = {"allocation": "per_metric"}
+_ADDED_FIELDS: dict[str, object] = {"allocation": "per_metric", "max_records_per_person": None}
 """Policy fields added after ledgers existed, with the default that leaves a hash unchanged."""
+
+_ADDED_METRIC_FIELDS: dict[str, object] = {
+    "cap_per_record": None,
+    "y_clip": None,
+    "y_pred_clip": None,
+}
+"""The same for fields of each ``[metrics.NAME]`` table (the record-level declarations)."""
+
+MAX_RECORDS_PER_PERSON = 1_000_000
+"""The largest ``max_records_per_person`` a policy may declare."""
 
 
 class PolicyWarning(UserWarning):
@@ -251,6 +265,9 @@ class MetricSpec(FrozenModel):
     edges_version: str | None = None
     dimension: int | None = Field(default=None, ge=1, le=100_000)
     cap_per_client: PositiveDecimal | None = None
+    cap_per_record: PositiveDecimal | None = None
+    y_clip: Clip | None = None
+    y_pred_clip: Clip | None = None
     nonnegative: bool | None = None  # default: True for histograms, False for vector_sum
     epsilon: PositiveDecimal | None = None
     rho: PositiveDecimal | None = None
@@ -294,11 +311,26 @@ class MetricSpec(FrozenModel):
                 problems.append("a scalar_mean metric needs clip.low and clip.high")
             if self.edges is not None or self.cap_per_client is not None:
                 problems.append("a scalar_mean metric takes clip, not edges or cap_per_client")
+            if self.cap_per_record is not None:
+                problems.append("a scalar_mean metric takes clip, not cap_per_record")
         else:
-            if self.cap_per_client is None:
-                problems.append(f"a {self.kind} metric needs cap_per_client > 0 (L1 per client)")
+            caps = (self.cap_per_client, self.cap_per_record)
+            if caps.count(None) != 1:
+                problems.append(
+                    f"a {self.kind} metric needs one L1 bound > 0: cap_per_client (a client's "
+                    "contribution) or, in a record-level policy, cap_per_record (one record's)"
+                )
             if self.clip is not None:
-                problems.append(f"a {self.kind} metric is bounded by cap_per_client, not clip")
+                problems.append(f"a {self.kind} metric is bounded by its L1 cap, not clip")
+        if (self.y_clip is None) != (self.y_pred_clip is None):
+            problems.append("declare both y_clip and y_pred_clip (regression measures), or neither")
+        elif self.y_clip is not None and (
+            self.kind != "vector_sum" or self.dimension != 5 or self.nonnegative is not False
+        ):
+            problems.append(
+                "y_clip and y_pred_clip declare regression measures: a vector_sum of dimension 5 "
+                "with nonnegative = false (regression_codec's layout)"
+            )
         if self.kind == "histogram":
             if self.edges is None or self.edges_version is None:
                 problems.append("a histogram needs fixed edges and an edges_version")
@@ -311,6 +343,37 @@ class MetricSpec(FrozenModel):
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    @property
+    def cap(self) -> Fraction | None:
+        """The L1 bound of one privacy unit's element: ``cap_per_client`` or ``cap_per_record``.
+
+        None for a scalar (bounded by ``clip``). Under a record-level policy it bounds one
+        record; a person's contribution is bounded by ``max_records_per_person × cap``.
+        """
+        return self.cap_per_client if self.cap_per_client is not None else self.cap_per_record
+
+    def record_regression_codec(
+        self, weights: tuple[float, float, float, float, float] | None = None
+    ) -> VectorSumCodec:
+        """The codec a silo encodes this metric's records with, and the server decodes with.
+
+        Only for a record-level regression metric (``y_clip``, ``y_pred_clip`` and
+        ``cap_per_record`` declared): :func:`dpledger.metrics.records.record_regression_codec`
+        of the declared numbers, so both sides build the same codec from the policy
+        (``weights`` move noise between the measures; any choice keeps the sensitivity).
+        """
+        if self.y_clip is None or self.y_pred_clip is None or self.cap_per_record is None:
+            raise InvalidInput(
+                "record_regression_codec needs a record-level regression metric: y_clip, "
+                "y_pred_clip and cap_per_record"
+            )
+        return record_regression_codec(
+            y_clip=(float(self.y_clip.low), float(self.y_clip.high)),
+            y_pred_clip=(float(self.y_pred_clip.low), float(self.y_pred_clip.high)),
+            cap=float(self.cap_per_record),
+            weights=weights,
+        )
 
     @property
     def size(self) -> int:
@@ -363,7 +426,10 @@ class Policy(FrozenModel):
 
     name: str
     version: str
-    privacy_unit: Literal["client"] = "client"
+    privacy_unit: PrivacyUnit = "client"
+    max_records_per_person: int | None = Field(
+        default=None, ge=1, le=MAX_RECORDS_PER_PERSON, strict=True
+    )
     neighbouring: Neighbouring
     definition: Definition = "pure"
     epoch_epsilon: PositiveDecimal | None = None
@@ -404,6 +470,7 @@ class Policy(FrozenModel):
                 problems.append("a zCDP policy budgets metrics in rho, not epsilon")
         if not self.metrics:
             problems.append("a policy needs at least one metric")
+        problems.extend(self._unit_problems())
         for name, spec in self.metrics.items():
             if not _NAME.match(name):
                 problems.append(f"metric name {name!r} must match {_NAME.pattern}")
@@ -421,6 +488,26 @@ class Policy(FrozenModel):
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    def _unit_problems(self) -> list[str]:
+        """A record policy declares its person bound and per-record caps; a client one, neither."""
+        out = []
+        record = self.privacy_unit == "record"
+        if record and self.max_records_per_person is None:
+            out.append(
+                "a record-level policy needs max_records_per_person (the most records one "
+                "person may hold; 1 when each person has one record): sensitivities scale by it"
+            )
+        if not record and self.max_records_per_person is not None:
+            out.append("max_records_per_person belongs to a privacy_unit = 'record' policy")
+        for name, spec in self.metrics.items():
+            if record and spec.cap_per_client is not None:
+                out.append(f"metric {name!r}: a record-level policy bounds cap_per_record, not "
+                           "cap_per_client")  # fmt: skip
+            if not record and (spec.cap_per_record is not None or spec.y_clip is not None):
+                out.append(f"metric {name!r}: cap_per_record, y_clip and y_pred_clip belong to "
+                           "a privacy_unit = 'record' policy")  # fmt: skip
+        return out
 
     # -- loading -------------------------------------------------------------------
 
@@ -481,6 +568,31 @@ class Policy(FrozenModel):
     def unit(self) -> Unit:
         """The budget unit: ε for pure DP, ρ for zCDP."""
         return "epsilon" if self.definition == "pure" else "rho"
+
+    @property
+    def records_per_unit(self) -> int:
+        """Records one privacy unit may hold: ``max_records_per_person``, or 1 for a client.
+
+        Every sensitivity is the per-element bound (a client's contribution, or one
+        record's) times this number.
+        """
+        return self.max_records_per_person or 1
+
+    @property
+    def counted(self) -> str:
+        """What a cohort counts: ``"clients"``, or ``"records"`` under a record-level policy."""
+        return "records" if self.privacy_unit == "record" else "clients"
+
+    @property
+    def protects(self) -> str:
+        """One sentence on what a release under this policy protects."""
+        if self.privacy_unit == "client":
+            return "one client's whole contribution (all of its records together) is protected"
+        k = self.records_per_unit
+        return (
+            f"one person's records (at most {k} per person, enforced by each silo) are "
+            "protected; a silo's aggregate statistics are not"
+        )
 
     @property
     def epoch_budget(self) -> Fraction:
@@ -572,6 +684,10 @@ class Policy(FrozenModel):
         for name, default in _ADDED_FIELDS.items():
             if dump.get(name) == default:
                 del dump[name]
+        for spec in dump["metrics"].values():
+            for name, default in _ADDED_METRIC_FIELDS.items():
+                if spec.get(name) == default:
+                    del spec[name]
         body = json.dumps(dump, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(body.encode()).hexdigest()
 

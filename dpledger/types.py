@@ -25,12 +25,17 @@ __all__ = [
     "MetricKind",
     "Mode",
     "Neighbouring",
+    "PrivacyUnit",
     "Unit",
     "fraction_text",
 ]
 
 Neighbouring = Literal["replace", "add_remove"]
 """The neighbouring relation: one client's data swapped, or one client added or removed."""
+
+PrivacyUnit = Literal["client", "record"]
+"""Whom a policy protects: one client's whole contribution, or one person's records (a
+record-level policy, where one person holds at most ``max_records_per_person`` records)."""
 
 Definition = Literal["pure", "zcdp"]
 """The privacy definition a policy accounts in: pure ε-DP, or ρ-zCDP."""

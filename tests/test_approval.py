@@ -17,7 +17,7 @@ from dpledger import (
     Verdict,
 )
 from dpledger.accounting import EpochSpend
-from dpledger.approval import Prepared, evaluate, refusal
+from dpledger.approval import evaluate, refusal
 from dpledger.types import Budget
 
 P = policy()
@@ -38,8 +38,7 @@ def req(metric: str = "hist5", **kw: object) -> ReleaseRequest:
 def verdict_of(
     request: ReleaseRequest, aggregate: object, spent: dict[str, Fraction] | None = None
 ) -> Verdict:
-    result = evaluate(P, request, aggregate, spend(spent))
-    return result.verdict if isinstance(result, Prepared) else result
+    return evaluate(P, request, aggregate, spend(spent)).verdict
 
 
 GOOD = [10.0, 20.0, 30.0, 40.0, 50.0]
@@ -117,8 +116,8 @@ def test_global_release_is_bound_by_the_most_spent_region() -> None:
     ],
 )
 def test_real_aggregates_that_widen_exactly_are_approved(aggregate: object) -> None:
-    result = evaluate(P, req(), aggregate, spend())
-    assert isinstance(result, Prepared), result
+    result = evaluate(P, req(), aggregate, spend()).prepared
+    assert result is not None
     assert result.values.dtype == np.float64
     assert result.values.shape == (5,)
     assert result.verdict.charge == Budget(Fraction(1, 2), "epsilon")
@@ -126,13 +125,13 @@ def test_real_aggregates_that_widen_exactly_are_approved(aggregate: object) -> N
 
 def test_scalar_accepts_a_number_or_a_length_one_vector() -> None:
     for agg in (150.0, [150.0], np.float32(150.0)):
-        assert isinstance(evaluate(P, req("loss"), agg, spend()), Prepared)
+        assert evaluate(P, req("loss"), agg, spend()).prepared is not None
 
 
 def test_sum_at_exactly_clip_times_n_is_not_refused_for_float_rounding() -> None:
     n = 1000
     total = float(np.sum(np.full(n, 2.0 - 1e-16)))  # a secure sum of values at the clip
-    assert isinstance(evaluate(P, req("loss", cohort=n), total * (1 + 1e-12), spend()), Prepared)
+    assert evaluate(P, req("loss", cohort=n), total * (1 + 1e-12), spend()).prepared is not None
 
 
 def test_verdict_as_dict_lists_every_check() -> None:
@@ -151,8 +150,9 @@ def test_over_committed_policy_refuses_weighted_metrics_on_budget_not_by_crashin
     p = Policy.from_toml(text)
     request = ReleaseRequest(epoch=0, metric="coverage", region="na", cohort=5000,
                              edges_version="coverage-cells/v1")  # fmt: skip
-    result = evaluate(p, request, [1.0] * 6, spend())
-    assert isinstance(result, Verdict)
+    found = evaluate(p, request, [1.0] * 6, spend())
+    assert found.prepared is None
+    result = found.verdict
     assert result.failures[0].name == "budget"
     assert "over-committed by 1/2" in result.failures[0].reason
     assert type(refusal(result)) is PolicyMismatch

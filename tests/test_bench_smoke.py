@@ -2,7 +2,7 @@
 
 It checks that the runner finishes, prints a table row for each of the five cases,
 writes valid JSON with the same rows, and that no case crashed. It never checks how
-fast anything is: benchmarks are not timed tests (DESIGN §6).
+fast anything is: benchmarks are not timed tests (README, Performance).
 """
 
 from __future__ import annotations

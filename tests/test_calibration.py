@@ -1,4 +1,4 @@
-"""Clip calibration: the seed's candidate table, its arithmetic, inputs and refusals."""
+"""Clip calibration: the candidate table, its arithmetic, inputs and refusals."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ SEED_QUANTILES = (0.4, 1.2, 1.6, 3.4, 48.0)
 
 
 def seed_held_out(n: int = 2000) -> npt.NDArray[np.float64]:
-    """A held-out loss per client whose p50, p90, p95, p99, max are the seed's knots.
+    """A held-out loss per client whose p50, p90, p95, p99, max are fixed knots.
 
     Deterministic: a piecewise-linear quantile function through (0, 0) and the
     knots, sampled at n evenly spaced probabilities.
@@ -106,14 +106,14 @@ def test_add_remove_sensitivity_is_the_largest_magnitude_replace_is_the_width() 
 def test_recommended_is_the_lowest_rmse_and_says_when_it_is_not_p99() -> None:
     assert SEED.recommended == min(SEED.rows, key=lambda r: r.rmse)
     assert SEED.recommended.percentile != 99
-    assert "NOT the seed's default p99" in SEED.note
+    assert "NOT the usual default p99" in SEED.note
 
 
 def test_recommendation_is_p99_when_the_tail_is_a_lone_outlier() -> None:
     values = np.append(np.linspace(0.0, 1.0, 1999), 1000.0)
     res = calibrate_clip(values, epsilon=0.5, cohort=500)
     assert res.recommended.percentile == 99
-    assert "seed's default" in res.note
+    assert "usual default" in res.note
     assert "NOT" not in res.note
 
 

@@ -71,8 +71,8 @@ def test_check_passes_then_release_records_and_json_parses(
     (line,) = capsys.readouterr().out.strip().splitlines()
     assert json.loads(line)["metric"] == "error_histogram"
     assert main(["ledger", "show", *base(env), "--json"]) == 0
-    scopes = json.loads(capsys.readouterr().out)["scopes"]
-    assert {"epoch": 0, "region": "na", "spent": "1/5", "remaining": "4/5"} in scopes
+    regions = json.loads(capsys.readouterr().out)["regions"]
+    assert {"epoch": 0, "region": "na", "spent": "1/5", "remaining": "4/5"} in regions
     assert main(["ledger", "lifetime", *base(env), "--region", "na", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["releases"] == 1
 

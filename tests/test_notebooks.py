@@ -1,4 +1,4 @@
-"""The calibration notebooks: sources that execute, assert their conclusions and show outputs.
+"""The notebooks: sources that execute, assert their conclusions and show outputs.
 
 Each notebook is a jupytext percent-format ``.py`` (what review and the linters read)
 paired with an ``.ipynb`` that keeps its outputs, so its charts show wherever the
@@ -30,12 +30,13 @@ def _cells(nb: object) -> list[tuple[str, str]]:
     return [(c.cell_type, c.source.strip()) for c in nb.cells]  # type: ignore[attr-defined]
 
 
-def test_the_four_calibration_notebooks_exist_as_pairs() -> None:
+def test_the_five_notebooks_exist_as_pairs() -> None:
     assert [p.stem for p in SOURCES] == [
         "01-clip-bounds",
         "02-cohort-floor",
         "03-histograms-are-one-release",
         "04-flam-exact-metrics",
+        "05-cross-silo",
     ]
     assert all(p.with_suffix(".ipynb").exists() for p in SOURCES)
     assert sorted(NOTEBOOKS_DIR.glob("*.ipynb")) == [p.with_suffix(".ipynb") for p in SOURCES]

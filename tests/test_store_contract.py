@@ -614,9 +614,9 @@ def test_postgres_store_does_not_inherit_unsafe_session_defaults(pg_url: str) ->
     )
     s = PostgresStore(url, "create")
     try:
-        assert s._fetchall("SHOW synchronous_commit") == [("on",)]
+        assert s._execute("SHOW synchronous_commit") == [("on",)]
         with s._write_transaction():
-            assert s._fetchall("SHOW transaction_isolation") == [("read committed",)]
+            assert s._execute("SHOW transaction_isolation") == [("read committed",)]
     finally:
         s.close()
 

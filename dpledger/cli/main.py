@@ -22,8 +22,15 @@ import numpy as np
 import numpy.typing as npt
 
 from dpledger.approval import ReleaseRequest, Verdict
-from dpledger.errors import DpLedgerError, InternalError, InvalidInput, ReleaseRefused
+from dpledger.errors import (
+    DpLedgerError,
+    InternalError,
+    InvalidInput,
+    LedgerCorrupted,
+    ReleaseRefused,
+)
 from dpledger.ledger import Ledger, Release
+from dpledger.ledger.lifetime import Lifetime
 from dpledger.policy import ALL, Policy
 from dpledger.types import Mode
 
@@ -188,15 +195,36 @@ def _cmd_init(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_migrate(args: argparse.Namespace) -> int:
+    from dpledger.ledger.migrate import migrate
+
+    try:
+        done = migrate(args.ledger)
+    except LedgerCorrupted as e:  # it fails its own schema's checks: nothing was changed
+        print(f"dpledger: migration refused: {e}", file=sys.stderr)
+        return EXIT_REFUSED
+    head = f"{done.head[0]}:{done.head[1]}"
+    text = (
+        f"migrated {done.location} from schema {done.from_version} to {done.to_version}: "
+        f"{done.entries} entries kept, chain head {head} unchanged (recorded anchors stay "
+        "valid); check it with `dpledger ledger verify`"
+        if done.changed
+        else f"{done.location} is already at schema {done.to_version}: nothing to do"
+    )
+    _emit({**done.as_dict(), "changed": done.changed}, args.json, text)
+    return EXIT_OK
+
+
 def _unit_view(ledger: Ledger) -> str:
     """The epoch budget in its unit; under zCDP with its (ε, δ) view."""
     p = ledger.policy
+    who = "client" if p.privacy_unit == "client" else "person (record unit)"
     if p.unit == "epsilon":
-        return f"ε_eval {p.eval_budget} per client per epoch (pure DP)"
+        return f"ε_eval {p.eval_budget} per {who} per epoch (pure DP)"
     from dpledger.accounting import zcdp_epsilon
 
     eps = zcdp_epsilon(p.eval_budget, p.delta)
-    return f"ρ_eval {p.eval_budget} per client per epoch (zCDP; ≈ ε {eps:.4g} at δ = {p.delta:g})"
+    return f"ρ_eval {p.eval_budget} per {who} per epoch (zCDP; ≈ ε {eps:.4g} at δ = {p.delta:g})"
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
@@ -231,8 +259,9 @@ def _cmd_show(args: argparse.Namespace) -> int:
             "entries": n,
             "head": head,
             "unit": unit,
+            "privacy_unit": ledger.policy.privacy_unit,
             "eval_budget": str(budget),
-            "scopes": rows,
+            "regions": rows,
             "notices": list(notices),
         },
         args.json,
@@ -306,14 +335,23 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 def _cmd_lifetime(args: argparse.Namespace) -> int:
     with _open(args, "read") as ledger:
-        life = ledger.lifetime(args.region, delta=args.delta)
+        units = sorted({e.privacy_unit for e in ledger.entries()} | {ledger.policy.privacy_unit})
+        lives = [ledger.lifetime(args.region, delta=args.delta, privacy_unit=u) for u in units]
         delta = args.delta or ledger.policy.delta
+    blocks = [_lifetime_text(life, delta) for life in lives]
+    payload = lives[0].as_dict() if len(lives) == 1 else {"by_unit": [x.as_dict() for x in lives]}
+    _emit(payload, args.json, "\n".join(blocks))
+    return EXIT_OK
+
+
+def _lifetime_text(life: Lifetime, delta: float) -> str:
     pld = (
         "not installed (pip install 'dpledger[pld]')"
         if life.epsilon_pld is None
         else f"{life.epsilon_pld:.6g}"
     )
-    head = f"lifetime loss of a client of region {life.region} over {life.releases} releases"
+    who = "a client" if life.privacy_unit == "client" else "one person's records"
+    head = f"lifetime loss of {who} of region {life.region} over {life.releases} releases"
     if life.method == "basic":
         headline = f"  ε = {life.total.text} (pure DP, exact; δ = 0)"
     else:
@@ -325,8 +363,12 @@ def _cmd_lifetime(args: argparse.Namespace) -> int:
         f"{head}\n{headline}\n  (ε, δ = {delta:g}) views: zCDP conversion ε = "
         f"{life.epsilon_zcdp:.6g}; PLD ε = {pld}"
     )
-    _emit(life.as_dict(), args.json, text)
-    return EXIT_OK
+    if life.unbounded:
+        text += (
+            f"\n  NOT BOUNDED for a client: {life.unbounded} record-level release(s) protect "
+            "one person's records, not a client's aggregate"
+        )
+    return text
 
 
 def _ledger_args(p: argparse.ArgumentParser) -> None:
@@ -383,6 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("verify", _cmd_verify, "hash chain, recorded policies, every ε re-derived via OpenDP"),
         ("export", _cmd_export, "entries as JSON lines"),
         ("lifetime", _cmd_lifetime, "a client's total loss over all epochs"),
+        ("migrate", _cmd_migrate, "upgrade a dpledger 0.1 ledger in place (keeps every hash)"),
     ):
         p = lg.add_parser(name, help=help_)
         _ledger_args(p)

@@ -25,7 +25,7 @@ from dpledger.policy import Policy, PolicyWarning
 __all__ = ["cmd_calibrate", "cmd_plan", "parse_cohort", "parse_percentiles", "register"]
 
 
-def parse_cohort(text: str) -> tuple[str, int]:
+def parse_cohort(text: str, flag: str = "--cohort", form: str = "REGION=N") -> tuple[str, int]:
     """``"eu-west=2400"`` → ``("eu-west", 2400)``; :class:`InvalidInput` if malformed."""
     region, sep, count = text.partition("=")
     region = region.strip()
@@ -34,7 +34,7 @@ def parse_cohort(text: str) -> tuple[str, int]:
     except ValueError:
         n = 0
     if not sep or not region or n < 1:
-        raise InvalidInput(f"--cohort {text!r}: expected REGION=N with N ≥ 1, e.g. eu-west=2400")
+        raise InvalidInput(f"{flag} {text!r}: expected {form} with N ≥ 1, e.g. eu-west=2400")
     return region, n
 
 
@@ -53,6 +53,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PolicyWarning)  # the plan lists it among its warnings
         policy = Policy.load(args.policy)
+    if args.compare_units:
+        return _print_unit_comparison(policy, args.silo or [], args.json)
+    if args.silo:
+        raise InvalidInput("--silo NAME=RECORDS goes with --compare-units")
     cohorts: dict[str, int] = {}
     for text in args.cohort or []:
         region, n = parse_cohort(text)
@@ -60,7 +64,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
             raise InvalidInput(f"--cohort {region} is given twice")
         cohorts[region] = n
     if not cohorts:
-        raise InvalidInput("give each region's planned cohort: --cohort REGION=N (repeatable)")
+        raise InvalidInput(
+            f"give each region's planned cohort ({policy.counted} per release): --cohort "
+            "REGION=N (repeatable)"
+        )
     if args.ledger is None:
         result = plan(policy, cohorts, rounds_per_epoch=args.rounds, epoch=args.epoch)
     else:
@@ -108,6 +115,25 @@ def _print_comparison(policy: Policy, cohorts: dict[str, int], as_json: bool) ->
     return 0
 
 
+def _print_unit_comparison(policy: Policy, silo_args: list[str], as_json: bool) -> int:
+    from dpledger.planning.units import compare_units, units_table
+
+    silos: dict[str, int] = {}
+    for text in silo_args:
+        name, n = parse_cohort(text, "--silo", "NAME=N")
+        if name in silos:
+            raise InvalidInput(f"--silo {name} is given twice")
+        silos[name] = n
+    if not silos:
+        raise InvalidInput("give the federation's silos: --silo NAME=RECORDS (repeatable)")
+    rows = compare_units(policy, silos)
+    if as_json:
+        print(json.dumps([r.model_dump() for r in rows], indent=2))
+    else:
+        print(units_table(rows))
+    return 0
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """``dpledger calibrate``: the clip-bound candidate table (or JSON), optionally a chart."""
     if args.plot:
@@ -150,7 +176,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--cohort",
         action="append",
         metavar="REGION=N",
-        help="a region's planned cohort (clients per release); repeat per region",
+        help="a region's planned cohort (clients per release; records under a record-level "
+        "policy); repeat per region",
     )
     p.add_argument("--rounds", type=int, help="rounds per epoch (default: the policy's)")
     p.add_argument(
@@ -161,6 +188,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--compare-definitions",
         action="store_true",
         help="per metric, whether pure/Laplace or zCDP/Gaussian gives the smaller bar",
+    )
+    p.add_argument(
+        "--compare-units",
+        action="store_true",
+        help="for a record-level policy and a federation (--silo), the bars of one release "
+        "over every silo under client-level and record-level units, side by side",
+    )
+    p.add_argument(
+        "--silo",
+        action="append",
+        metavar="NAME=RECORDS",
+        help="a silo and its record count (with --compare-units); repeat per silo",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_plan)

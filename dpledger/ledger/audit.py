@@ -31,8 +31,8 @@ from typing import Any
 from dpledger import mechanisms as mech
 from dpledger.accounting import EpochSpend, binding_loss
 from dpledger.errors import DpLedgerError, StoreError
-from dpledger.ledger.records import GENESIS, Entry, VerifyReport, chain_hash
-from dpledger.ledger.store import SqlStore, row_to_entry
+from dpledger.ledger.records import GENESIS, Entry, VerifyReport, chain_hash, chain_hash_v1
+from dpledger.ledger.store import CHAIN_V1_THROUGH, SqlStore, row_to_entry
 from dpledger.policy import ALL, Policy
 
 __all__ = ["budget_notices", "verify"]
@@ -56,6 +56,7 @@ class _Audit:
     prev_hash: str = GENESIS
     anchored: bool | None = None
     binding: dict[str, object] = field(default_factory=dict)  # the meta's policy name, unit
+    v1_through: int = 0  # entries up to here were written under schema 1 (a migrated ledger)
 
 
 def verify(
@@ -65,21 +66,33 @@ def verify(
     a = _Audit()
     try:
         with store.snapshot():
-            meta = store.rows("dpl_meta", "key, value", "key")
+            meta = store.audit_rows("meta")
             a.binding = {str(k): v for k, v in meta if k in ("policy_name", "unit")}
-            _check_policies(a, store.rows("dpl_policies", "hash, name, version, body", "hash"))
+            a.v1_through = _v1_through(a, meta)
+            _check_policies(a, store.audit_rows("policies"))
             after: Any = 0
             while batch := store.raw_entries(after=after, limit=_BATCH):
                 for row in batch:
                     _check_entry(a, row, expected_head)
                 after = batch[-1][0]
-            spend = store.rows("dpl_spend", "epoch, scope, metric, total", "epoch, scope, metric")
+            spend = store.audit_rows("spend")
     except StoreError as e:
         return VerifyReport(a.checked, (*a.problems, f"store unreadable: {e}"), tuple(a.notices))
     _check_meta(a, meta, current, expected_head)
     _check_spend(a, spend)
     _check_epochs(a)
     return VerifyReport(a.checked, tuple(a.problems), tuple(a.notices))
+
+
+def _v1_through(a: _Audit, meta: Iterable[tuple[Any, ...]]) -> int:
+    """The last schema-1 entry of a migrated ledger (0 if it never was schema 1)."""
+    value = dict((str(k), v) for k, v in meta).get(CHAIN_V1_THROUGH)
+    if value is None:
+        return 0
+    if not (isinstance(value, str) and value.isdigit() and len(value) <= 19):
+        a.problems.append(f"meta {CHAIN_V1_THROUGH} is not an entry id: {value!r}")
+        return 0
+    return int(value)
 
 
 # -- policies ------------------------------------------------------------------------------
@@ -134,9 +147,19 @@ def _check_entry(a: _Audit, row: tuple[Any, ...], anchor: tuple[int, str] | None
     if stored_prev != a.prev_hash:
         a.problems.append(f"entry {e.seq}: prev_hash does not match entry {a.prev_seq}'s hash")
     try:
-        recomputed = chain_hash(e.seq, e.created_at, e.draft, e.prev_hash)
+        recomputed = (
+            chain_hash(e.seq, e.created_at, e.draft, e.prev_hash)
+            if e.seq > a.v1_through
+            else chain_hash_v1(e.seq, e.created_at, e.draft, e.prev_hash, json.loads(row[9]))
+        )
     except ValueError as err:  # e.g. a non-finite output cannot be hashed canonically
         recomputed = f"unhashable: {err}"
+    added = (e.draft.release_id, e.draft.request_hash, e.draft.principal)
+    if e.seq <= a.v1_through and added != (None, None, None):
+        a.problems.append(
+            f"entry {e.seq}: a schema-1 entry carries a release id, fingerprint or principal "
+            "(added after it was written)"
+        )
     if recomputed != e.hash:
         a.problems.append(f"entry {e.seq}: content does not match its hash (edited)")
     if anchor is not None and e.seq == anchor[0]:
@@ -193,6 +216,14 @@ def _check_charge(a: _Audit, e: Entry) -> None:
     except DpLedgerError as exc:
         a.problems.append(f"entry {e.seq}: its policy cannot release {d.metric!r}: {exc}")
         return
+    recorded = _unit_text(d.facts.privacy_unit, d.facts.records)
+    declared = _unit_text(expected.privacy_unit, expected.records)
+    if recorded != declared:
+        a.problems.append(
+            f"entry {e.seq}: recorded for privacy unit {recorded} but its policy "
+            f"{policy.version} declares {declared}"
+        )
+        return
     same = (
         expected.mechanism,
         expected.measure,
@@ -207,6 +238,10 @@ def _check_charge(a: _Audit, e: Entry) -> None:
         a.problems.append(
             f"entry {e.seq}: mechanism facts or charge differ from what its policy calibrates"
         )
+
+
+def _unit_text(unit: str, records: int) -> str:
+    return f"'{unit}'" if unit == "client" else f"'{unit}' (≤ {records} per person)"
 
 
 # -- meta, spend, epochs -------------------------------------------------------------------
@@ -225,6 +260,11 @@ def _check_meta(
         a.problems.append(
             f"chain head is entry {head_seq} but the last entry is {a.prev_seq}: entries were "
             "deleted from the end, or the head was rewritten"
+        )
+    if a.v1_through > a.prev_seq:
+        a.problems.append(
+            f"meta {CHAIN_V1_THROUGH} names entry {a.v1_through}, past the last entry "
+            f"{a.prev_seq}: the meta table was edited"
         )
     for key, want in (("policy_name", current.name), ("unit", current.unit)):
         if meta.get(key) != want:

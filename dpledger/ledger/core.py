@@ -26,7 +26,6 @@ from types import TracebackType
 from dpledger.accounting import EpochSpend, client_loss
 from dpledger.approval import (
     MAX_EPOCH,
-    Prepared,
     ReleaseRequest,
     Verdict,
     refusal,
@@ -44,14 +43,15 @@ from dpledger.ledger.records import GENESIS, Entry, Release, VerifyReport
 from dpledger.ledger.store import SqlStore, policy_conflict
 from dpledger.ledger.writer import RoundResult, Writer
 from dpledger.policy import ALL, Policy
-from dpledger.types import Budget, Mode
+from dpledger.types import Budget, Mode, PrivacyUnit
 
-__all__ = ["Ledger"]
+__all__ = ["Ledger", "open_store"]
 
 _LABEL = "label."
 
 
-def _open_store(target: str | Path | None, mode: Mode) -> SqlStore:
+def open_store(target: str | Path | None, mode: Mode) -> SqlStore:
+    """The store at a SQLite path or ``postgresql://`` URL (``None``: ``$DPLEDGER_URL``)."""
     target = target if target is not None else os.environ.get("DPLEDGER_URL")
     if target is None:
         raise InvalidInput(
@@ -123,7 +123,7 @@ class Ledger:
             and all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items())
         ):
             raise InvalidInput("labels must map strings to strings")
-        store = _open_store(target, mode)
+        store = open_store(target, mode)
         try:
             return cls(store, policy, labels=labels)
         except BaseException:
@@ -148,6 +148,7 @@ class Ledger:
         if not self._store.exists():
             return False
         if not self._checked:
+            self._store.check_schema()  # another schema cannot even be audited: always fatal
             try:
                 self._check_existing()
             except (LedgerCorrupted, PolicyMismatch) as e:
@@ -210,8 +211,7 @@ class Ledger:
 
     def check(self, request: ReleaseRequest, aggregate: object) -> Verdict:
         """Dry run: every approval check against committed spend; nothing is spent."""
-        result = self._writer.evaluate(request, aggregate)
-        return result.verdict if isinstance(result, Prepared) else result
+        return self._writer.evaluate(request, aggregate).verdict
 
     def release(
         self, request: ReleaseRequest, aggregate: object, *, principal: str | None = None
@@ -346,12 +346,23 @@ class Ledger:
         )
         return self.spent_by_region(epoch)
 
-    def lifetime(self, region: str = ALL, *, delta: float | None = None) -> Lifetime:
-        """A client's total loss over all epochs: exact ε or ρ, with (ε, δ) views.
+    def lifetime(
+        self,
+        region: str = ALL,
+        *,
+        delta: float | None = None,
+        privacy_unit: PrivacyUnit | None = None,
+    ) -> Lifetime:
+        """A client's (or a person's) total loss over all epochs: exact ε or ρ, (ε, δ) views.
 
-        ``delta`` defaults to the policy's. See :mod:`dpledger.ledger.lifetime`.
+        ``delta`` defaults to the policy's; ``privacy_unit`` to the policy's unit (a
+        ledger whose policy versions changed unit reports each unit on its own). See
+        :mod:`dpledger.ledger.lifetime`.
         """
         self._known_region(region)
+        unit = self.policy.privacy_unit if privacy_unit is None else privacy_unit
+        if unit not in ("client", "record"):
+            raise InvalidInput(f"privacy_unit must be 'client' or 'record', got {unit!r}")
         if delta is not None and (
             isinstance(delta, bool)
             or not isinstance(delta, int | float)
@@ -364,6 +375,7 @@ class Ledger:
             self.policy.delta if delta is None else delta,
             regions=self.policy.regions.names,
             unit=self.policy.unit,
+            privacy_unit=unit,
         )
 
     def entries(
@@ -383,7 +395,7 @@ class Ledger:
             return []
         return self._store.entries(
             epoch=None if epoch is None else _epoch(epoch),
-            scope=region,
+            region=region,
             metric=metric,
             after=after,
             limit=limit,

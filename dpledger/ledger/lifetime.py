@@ -10,6 +10,13 @@ Three figures, from loosest to tightest:
 - PLD: Google's ``dp_accounting`` privacy-loss-distribution accountant over the
   recorded mechanisms (optional extra ``pld``), the tightest known.
 
+**Per privacy unit.** A figure is of one privacy unit (``privacy_unit``). A client's
+figure sums the client-level releases only: a record-level release bounds what one
+person's records change, not a client's (a silo's) aggregate, so such releases are
+counted in ``unbounded`` and not in the figure. A person's (record-level) figure sums
+both kinds: a client-level release at ε protects a client's whole contribution, hence
+every record in it at ε (for a person whose records sit in one client).
+
 The headline (``Lifetime.epsilon``, ``method``) follows the ledger's unit. A pure-DP
 ledger's headline is its exact pure ε (δ = 0, ``method="basic"``): the (ε, δ) figures
 are shown beside it, never instead of it, because a pure guarantee is stronger than any
@@ -18,6 +25,7 @@ are shown beside it, never instead of it, because a pure guarantee is stronger t
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -26,7 +34,7 @@ from dpledger.accounting import pld_epsilon, zcdp_epsilon
 from dpledger.ledger.records import Entry
 from dpledger.mechanisms import MechanismFacts, float_up
 from dpledger.policy import ALL
-from dpledger.types import Budget, LifetimeMethod, Unit
+from dpledger.types import Budget, LifetimeMethod, PrivacyUnit, Unit
 
 __all__ = ["Lifetime", "lifetime_of"]
 
@@ -45,6 +53,8 @@ class Lifetime:
     epsilon_pld: float | None  # ε at ``delta`` by PLD, when dp_accounting is installed
     epsilon: float  # the headline: exact pure ε (pure ledger), else the tighter (ε, δ)
     method: LifetimeMethod
+    privacy_unit: PrivacyUnit = "client"  # whose loss: a client's, or one person's records
+    unbounded: int = 0  # releases touching the region that this unit's figure cannot bound
 
     @property
     def total(self) -> Budget:
@@ -67,6 +77,8 @@ class Lifetime:
             "epsilon_pld": self.epsilon_pld,
             "epsilon": self.epsilon,
             "method": self.method,
+            "privacy_unit": self.privacy_unit,
+            "unbounded": self.unbounded,
         }
 
 
@@ -83,8 +95,12 @@ def lifetime_of(
     *,
     regions: Iterable[str] = (),
     unit: Unit = "epsilon",
+    privacy_unit: PrivacyUnit = "client",
 ) -> Lifetime:
     """Cumulative loss of a client of ``region`` (staying there) from the ledger's entries.
+
+    ``privacy_unit="record"`` gives one person's loss instead (every release counts);
+    ``"client"`` counts client-level releases and reports record-level ones as unbounded.
 
     For ``region="*"``, the worst client, who may change region between epochs (regions
     are disjoint only within an epoch): basic ε and ρ sum each epoch's worst region; PLD
@@ -92,6 +108,18 @@ def lifetime_of(
     one region per epoch.
     """
     entries = list(entries)
+    touched = [e for e in entries if region == ALL or e.draft.region in (region, ALL)]
+    unbounded = 0
+    if privacy_unit == "client":
+        unbounded = sum(1 for e in touched if e.draft.facts.privacy_unit != "client")
+        entries = [e for e in entries if e.draft.facts.privacy_unit == "client"]
+    life = _lifetime(entries, region, delta, regions, unit)
+    return dataclasses.replace(life, privacy_unit=privacy_unit, unbounded=unbounded)
+
+
+def _lifetime(
+    entries: list[Entry], region: str, delta: float, regions: Iterable[str], unit: Unit
+) -> Lifetime:
     if region != ALL:
         mine = [e for e in entries if e.draft.region in (region, ALL)]
         return _summarise(region, mine, delta, unit)

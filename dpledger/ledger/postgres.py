@@ -61,7 +61,17 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from dpledger.errors import LedgerNotFound, StoreError
-from dpledger.ledger.store import COLUMNS, SCHEMA, SqlStore
+from dpledger.ledger.store import (
+    COLUMNS,
+    PARAMETERLESS,
+    SCHEMA,
+    SCHEMA_1_COLUMNS,
+    SCHEMA_VERSION,
+    SPEND_TABLE,
+    Schema1,
+    SqlStore,
+    Statements,
+)
 from dpledger.types import Mode
 
 try:
@@ -76,6 +86,42 @@ if TYPE_CHECKING:
     from psycopg.rows import TupleRow
 
 __all__ = ["LOCK_KEY", "PostgresStore"]
+
+SQL = Statements(
+    epoch_policy="SELECT policy_hash, policy_version FROM dpl_entries WHERE epoch = %s "
+    "ORDER BY seq LIMIT 1",
+    releases=f"SELECT {COLUMNS} FROM dpl_entries WHERE release_id = ANY(%s::text[])",
+    policy_hashes="SELECT hash FROM dpl_policies WHERE version = %s",
+    insert_policy="INSERT INTO dpl_policies (hash, name, version, body) VALUES (%s, %s, %s, %s)",
+    state="SELECT NULL::bigint, key, NULL, value FROM dpl_meta "
+    "WHERE key IN ('head_seq', 'head_hash') "
+    "UNION ALL SELECT epoch, scope, metric, total FROM dpl_spend "
+    "WHERE epoch = ANY(%s::bigint[])",
+    spend="SELECT scope, metric, total FROM dpl_spend WHERE epoch = %s",
+    policy_body="SELECT body FROM dpl_policies WHERE hash = %s",
+    set_meta="INSERT INTO dpl_meta (key, value) VALUES (%s, %s) "
+    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+    entries=f"SELECT {COLUMNS} FROM dpl_entries WHERE seq > %s "
+    "AND (%s::bigint IS NULL OR epoch = %s) AND (%s::text IS NULL OR scope = %s) "
+    "AND (%s::text IS NULL OR metric = %s) ORDER BY seq LIMIT %s",
+    **PARAMETERLESS,
+)
+"""The store's statements, in PostgreSQL's dialect (``%s`` parameters, arrays for lists)."""
+
+SCHEMA_1 = Schema1(
+    entries=f"SELECT {SCHEMA_1_COLUMNS} FROM dpl_entries WHERE seq > %s ORDER BY seq LIMIT %s",
+    spend="SELECT epoch, scope, total FROM dpl_spend ORDER BY epoch, scope",
+    upgrade=(
+        "ALTER TABLE dpl_entries ADD COLUMN release_id TEXT UNIQUE, "
+        "ADD COLUMN request_hash TEXT, ADD COLUMN principal TEXT",
+        "ALTER TABLE dpl_policies ADD COLUMN name TEXT NOT NULL DEFAULT ''",
+        "UPDATE dpl_policies SET name = body::json->>'name'",
+        "DROP TABLE dpl_spend",
+        SPEND_TABLE,
+    ),
+    insert_spend="INSERT INTO dpl_spend (epoch, scope, metric, total) VALUES (%s, %s, %s, %s)",
+)
+"""How this store reads and upgrades a schema-1 ledger (PostgreSQL's DDL is transactional)."""
 
 LOCK_KEY = int.from_bytes(hashlib.sha256(b"dpledger").digest()[:8], "big", signed=True)
 """The ledger-wide advisory lock key: the first 8 bytes of SHA-256("dpledger"), signed."""
@@ -131,7 +177,8 @@ class PostgresStore(SqlStore):
     bounds the wait for the ledger lock (PostgreSQL ``lock_timeout``) and the connect.
     """
 
-    placeholder = "%s"
+    sql = SQL
+    schema_1 = SCHEMA_1
 
     def __init__(self, url: str, mode: Mode = "write", *, timeout_s: float = 60.0) -> None:
         super().__init__(mode)
@@ -242,7 +289,7 @@ class PostgresStore(SqlStore):
 
     # -- SqlStore ---------------------------------------------------------------------
 
-    def _raw_execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    def _execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         args = tuple(params) if params else None
         conn = self._connection()
         try:
@@ -267,6 +314,9 @@ class PostgresStore(SqlStore):
         cur = conn.execute(sql, args)  # args=None: no placeholder parsing ('%' is literal)
         return cur.fetchall() if cur.description is not None else []
 
+    def _list(self, values: Sequence[object]) -> object:
+        return list(values)
+
     def _write_rows(
         self,
         entries: Sequence[tuple[Any, ...]],
@@ -277,7 +327,7 @@ class PostgresStore(SqlStore):
         width = len(entries[0])
         entry_values = ", ".join("(" + ", ".join(["%s"] * width) + ")" for _ in entries)
         spend_values = ", ".join("(%s, %s, %s, %s)" for _ in spend)
-        self._raw_execute(
+        self._execute(
             f"WITH e AS (INSERT INTO dpl_entries ({COLUMNS}) VALUES {entry_values}), "
             f"s AS (INSERT INTO dpl_spend (epoch, scope, metric, total) VALUES {spend_values} "
             "ON CONFLICT (epoch, scope, metric) DO UPDATE SET total = excluded.total) "
@@ -290,7 +340,7 @@ class PostgresStore(SqlStore):
     def exists(self) -> bool:
         """Whether the ledger's tables exist in this database (its ``search_path``)."""
         if not self._exists:
-            rows = self._raw_execute("SELECT to_regclass('dpl_meta') IS NOT NULL")
+            rows = self._execute("SELECT to_regclass('dpl_meta') IS NOT NULL")
             self._exists = bool(rows[0][0])
         return self._exists
 
@@ -301,7 +351,10 @@ class PostgresStore(SqlStore):
         if self.mode != "create":
             raise StoreError(f"{self._location} was not opened for creation (mode='create')")
         with self._lock, self._write_transaction():
-            self._create_schema((*SCHEMA, _APPEND_ONLY), meta)
+            for statement in (*SCHEMA, _APPEND_ONLY):
+                self._execute(statement)
+            if not self._execute("SELECT 1 FROM dpl_meta LIMIT 1"):  # a racing creator's
+                self._set_meta(("schema_version", SCHEMA_VERSION), *meta.items())
         self._exists = True
 
     @contextmanager
@@ -320,7 +373,7 @@ class PostgresStore(SqlStore):
         # BEGIN and the lock in one round trip (a parameterless, multi-statement query)
         sql = f"{begin}; SELECT pg_advisory_xact_lock({LOCK_KEY})" if lock else begin
         try:
-            self._raw_execute(sql)
+            self._execute(sql)
         except BaseException:
             self._rollback_quietly()  # e.g. the lock wait timed out after BEGIN
             raise

@@ -19,9 +19,17 @@ import numpy.typing as npt
 
 from dpledger.approval import ReleaseRequest
 from dpledger.mechanisms import MechanismFacts
-from dpledger.types import BarKind, Budget, Unit
+from dpledger.types import BarKind, Budget, PrivacyUnit, Unit
 
-__all__ = ["GENESIS", "Entry", "EntryDraft", "Release", "VerifyReport", "chain_hash"]
+__all__ = [
+    "GENESIS",
+    "Entry",
+    "EntryDraft",
+    "Release",
+    "VerifyReport",
+    "chain_hash",
+    "chain_hash_v1",
+]
 
 GENESIS = "0" * 64
 """The ``prev_hash`` of the first entry."""
@@ -62,6 +70,16 @@ class Entry:
         """The entry's id: its position in the chain (1-based, no gaps)."""
         return self.seq
 
+    @property
+    def privacy_unit(self) -> PrivacyUnit:
+        """Whom the release's sensitivity is of: ``"client"``, or ``"record"``.
+
+        Stored in the chain-hashed mechanism facts (written only when not ``"client"``,
+        so entries from before units hash as they did); ``verify`` checks it against the
+        entry's recorded policy.
+        """
+        return self.draft.facts.privacy_unit
+
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict: the audit record a reviewer reads (exact ε as ``"p/q"``)."""
         d = self.draft
@@ -74,6 +92,8 @@ class Entry:
             "policy": {"name": d.policy_name, "version": d.policy_version, "hash": d.policy_hash},
             "edges_version": d.edges_version,
             "mechanism": d.facts.as_dict(),
+            "privacy_unit": d.facts.privacy_unit,
+            "records_per_unit": d.facts.records,
             "unit": d.charge.unit,
             "charge": d.charge.text,
             "cohort": d.cohort,
@@ -113,6 +133,35 @@ def chain_hash(seq: int, created_at: str, draft: EntryDraft, prev_hash: str) -> 
         draft.principal,
     ]
     text = json.dumps(body, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def chain_hash_v1(
+    seq: int, created_at: str, draft: EntryDraft, prev_hash: str, mechanism: dict[str, Any]
+) -> str:
+    """The chain rule of schema-1 ledgers (dpledger 0.1): SHA-256 of a sorted JSON object.
+
+    ``mechanism`` is the entry's stored mechanism JSON, parsed as it was written. Entries
+    written before a ledger was migrated to schema 2 keep this rule, so their hashes — and
+    any head recorded outside the database — stay valid; it covers no release id, request
+    hash or principal (schema-1 entries have none).
+    """
+    body = {
+        "seq": seq,
+        "created_at": created_at,
+        "epoch": draft.epoch,
+        "scope": draft.region,
+        "metric": draft.metric,
+        "policy": [draft.policy_name, draft.policy_version, draft.policy_hash],
+        "edges_version": draft.edges_version,
+        "mechanism": mechanism,
+        "unit": draft.charge.unit,
+        "charge": draft.charge.text,
+        "cohort": draft.cohort,
+        "output": list(draft.output),
+        "prev": prev_hash,
+    }
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(text.encode()).hexdigest()
 
 

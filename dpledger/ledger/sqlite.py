@@ -21,6 +21,7 @@ never checkpoints the WAL into the file nor removes it.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sqlite3
 import stat
@@ -32,7 +33,17 @@ from typing import Any
 from urllib.parse import quote
 
 from dpledger.errors import LedgerCorrupted, LedgerNotFound, StoreError
-from dpledger.ledger.store import SCHEMA, SCHEMA_VERSION, SqlStore
+from dpledger.ledger.store import (
+    COLUMNS,
+    PARAMETERLESS,
+    SCHEMA,
+    SCHEMA_1_COLUMNS,
+    SCHEMA_VERSION,
+    SPEND_TABLE,
+    Schema1,
+    SqlStore,
+    Statements,
+)
 from dpledger.types import Mode
 
 __all__ = ["SqliteStore"]
@@ -44,11 +55,56 @@ _TRIGGERS = (
        BEGIN SELECT RAISE(ABORT, 'dpledger entries are append-only'); END""",
 )
 _HEADER = b"SQLite format 3\x00"
+
+SQL = Statements(
+    epoch_policy="SELECT policy_hash, policy_version FROM dpl_entries WHERE epoch = ? "
+    "ORDER BY seq LIMIT 1",
+    releases=f"SELECT {COLUMNS} FROM dpl_entries "
+    "WHERE release_id IN (SELECT value FROM json_each(?))",
+    policy_hashes="SELECT hash FROM dpl_policies WHERE version = ?",
+    insert_policy="INSERT INTO dpl_policies (hash, name, version, body) VALUES (?, ?, ?, ?)",
+    state="SELECT NULL, key, NULL, value FROM dpl_meta WHERE key IN ('head_seq', 'head_hash') "
+    "UNION ALL SELECT epoch, scope, metric, total FROM dpl_spend "
+    "WHERE epoch IN (SELECT value FROM json_each(?))",
+    spend="SELECT scope, metric, total FROM dpl_spend WHERE epoch = ?",
+    policy_body="SELECT body FROM dpl_policies WHERE hash = ?",
+    set_meta="INSERT INTO dpl_meta (key, value) VALUES (?, ?) "
+    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+    entries=f"SELECT {COLUMNS} FROM dpl_entries WHERE seq > ? "
+    "AND (? IS NULL OR epoch = ?) AND (? IS NULL OR scope = ?) AND (? IS NULL OR metric = ?) "
+    "ORDER BY seq LIMIT ?",
+    **PARAMETERLESS,
+)
+"""The store's statements, in SQLite's dialect (``?`` parameters, JSON arrays for lists)."""
+SCHEMA_1 = Schema1(
+    entries=f"SELECT {SCHEMA_1_COLUMNS} FROM dpl_entries WHERE seq > ? ORDER BY seq LIMIT ?",
+    spend="SELECT epoch, scope, total FROM dpl_spend ORDER BY epoch, scope",
+    upgrade=(
+        "ALTER TABLE dpl_entries ADD COLUMN release_id TEXT",
+        "ALTER TABLE dpl_entries ADD COLUMN request_hash TEXT",
+        "ALTER TABLE dpl_entries ADD COLUMN principal TEXT",
+        "CREATE UNIQUE INDEX dpl_entries_release_id ON dpl_entries (release_id)",
+        "ALTER TABLE dpl_policies ADD COLUMN name TEXT NOT NULL DEFAULT ''",
+        "UPDATE dpl_policies SET name = json_extract(body, '$.name')",
+        "DROP TABLE dpl_spend",
+        SPEND_TABLE,
+    ),
+    insert_spend="INSERT INTO dpl_spend (epoch, scope, metric, total) VALUES (?, ?, ?, ?)",
+)
+"""How this store reads and upgrades a schema-1 ledger (ALTER TABLE is transactional here)."""
+_INSERT_ENTRY = f"INSERT INTO dpl_entries ({COLUMNS}) VALUES ({', '.join(['?'] * 19)})"
+_UPSERT_SPEND = (
+    "INSERT INTO dpl_spend (epoch, scope, metric, total) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (epoch, scope, metric) DO UPDATE SET total = excluded.total"
+)
 MEMORY = ":memory:"
 
 
 class SqliteStore(SqlStore):
     """A ledger in one SQLite file (or ``:memory:`` for throwaway use)."""
+
+    sql = SQL
+    schema_1 = SCHEMA_1
 
     def __init__(self, path: str | Path, mode: Mode = "write", *, timeout_s: float = 60.0) -> None:
         super().__init__(mode)
@@ -222,7 +278,7 @@ class SqliteStore(SqlStore):
 
     # -- SqlStore ---------------------------------------------------------------------
 
-    def _raw_execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    def _execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         if self._conn is None:
             raise LedgerNotFound(f"no ledger at {self._path} yet")
         try:
@@ -232,15 +288,26 @@ class SqliteStore(SqlStore):
         except OverflowError as e:  # an integer beyond SQLite's 64 bits
             raise StoreError(f"SQLite ledger {self._path}: {e}") from e
 
-    def _execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+    def _list(self, values: Sequence[object]) -> object:
+        return json.dumps(list(values))
+
+    def _write_rows(
+        self,
+        entries: Sequence[tuple[Any, ...]],
+        spend: Sequence[tuple[int, str, str, str]],
+        head: tuple[int, str],
+    ) -> None:
+        conn = self._connection()
         try:
-            self._connection().executemany(sql, rows)
+            conn.executemany(_INSERT_ENTRY, entries)
+            conn.executemany(_UPSERT_SPEND, spend)
+            conn.executemany(SQL.set_meta, [("head_seq", str(head[0])), ("head_hash", head[1])])
         except (sqlite3.Error, OverflowError) as e:
             raise StoreError(f"SQLite ledger {self._path}: {e}") from e
 
     @contextmanager
     def _write_transaction(self) -> Iterator[None]:
-        self._raw_execute("BEGIN IMMEDIATE")
+        self._execute("BEGIN IMMEDIATE")
         try:
             yield
         except BaseException:
@@ -249,7 +316,7 @@ class SqliteStore(SqlStore):
                 self._connection().rollback()
             raise
         try:
-            self._raw_execute("COMMIT")
+            self._execute("COMMIT")
         except StoreError:
             # leave no half-open transaction behind: every later BEGIN would fail
             with contextlib.suppress(sqlite3.Error):
@@ -259,7 +326,7 @@ class SqliteStore(SqlStore):
     @contextmanager
     def _read_transaction(self) -> Iterator[None]:
         # in WAL mode a deferred transaction reads one snapshot from its first read on
-        self._raw_execute("BEGIN DEFERRED")
+        self._execute("BEGIN DEFERRED")
         try:
             yield
         finally:

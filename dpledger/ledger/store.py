@@ -1,9 +1,10 @@
-"""The store interface and the SQL both stores share: schema, chain, spend, reads.
+"""The store interface and the logic both stores share: schema, chain, spend, reads.
 
-A store persists hash-chained entries and a per-(scope, metric) spend table that is
-updated in the same transaction as the entry it totals. Subclasses provide the
-connection, the placeholder style, the write lock (SQLite ``BEGIN IMMEDIATE``,
-PostgreSQL an advisory transaction lock) and how a new ledger comes into existence.
+A store persists hash-chained entries and a per-(region, metric) spend table that is
+updated in the same transaction as the entry it totals (the tables' column for a
+release's region is named ``scope``). Subclasses provide the connection, their own SQL
+(:class:`Statements`), the write lock (SQLite ``BEGIN IMMEDIATE``, PostgreSQL an
+advisory transaction lock) and how a new ledger comes into existence.
 
 Opening never creates: a store opened on a missing ledger either refuses
 (:class:`~dpledger.errors.LedgerNotFound`, modes ``read`` and ``write``) or stays
@@ -36,10 +37,16 @@ from dpledger.mechanisms import MechanismFacts
 from dpledger.types import Budget, Mode, Unit, fraction_text
 
 __all__ = [
+    "CHAIN_V1_THROUGH",
     "COLUMNS",
+    "PARAMETERLESS",
     "SCHEMA",
+    "SCHEMA_1_COLUMNS",
     "SCHEMA_VERSION",
+    "SPEND_TABLE",
+    "Schema1",
     "SqlStore",
+    "Statements",
     "TxnState",
     "WriteTxn",
     "policy_conflict",
@@ -53,6 +60,22 @@ COLUMNS = (
     "edges_version, mechanism, unit, charge, cohort, output, release_id, request_hash, "
     "principal, prev_hash, hash"
 )
+
+SCHEMA_1_COLUMNS = COLUMNS.replace("release_id, request_hash, principal", "NULL, NULL, NULL")
+"""A schema-1 entry row shaped like :data:`COLUMNS` (it has no release id, request hash
+or principal)."""
+
+CHAIN_V1_THROUGH = "chain_v1_through"
+"""Meta key of a migrated ledger: entries up to this seq are hashed by the schema-1 rule."""
+
+SPEND_TABLE = """CREATE TABLE IF NOT EXISTS dpl_spend (
+        epoch BIGINT NOT NULL,
+        scope TEXT NOT NULL,
+        metric TEXT NOT NULL,
+        total TEXT NOT NULL,
+        PRIMARY KEY (epoch, scope, metric)
+    )"""
+"""Exact spend per (epoch, region, metric), updated in the transaction of each entry."""
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS dpl_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -77,13 +100,7 @@ SCHEMA = (
         prev_hash TEXT NOT NULL,
         hash TEXT NOT NULL UNIQUE
     )""",
-    """CREATE TABLE IF NOT EXISTS dpl_spend (
-        epoch BIGINT NOT NULL,
-        scope TEXT NOT NULL,
-        metric TEXT NOT NULL,
-        total TEXT NOT NULL,
-        PRIMARY KEY (epoch, scope, metric)
-    )""",
+    SPEND_TABLE,
     "CREATE INDEX IF NOT EXISTS dpl_entries_epoch ON dpl_entries (epoch, scope)",
     """CREATE TABLE IF NOT EXISTS dpl_policies (
         hash TEXT PRIMARY KEY,
@@ -228,10 +245,67 @@ class WriteTxn:
         return out
 
 
-class SqlStore(ABC):
-    """Shared SQL for the ledger's stores; subclasses supply connection and locking."""
+@dataclass(frozen=True, slots=True)
+class Statements:
+    """Every statement the shared store logic runs, written by each store in its own dialect.
 
-    placeholder = "?"
+    Parameters are positional, in the order each field's comment gives; a list
+    parameter is encoded by the store's :meth:`SqlStore._list` (a JSON array for
+    SQLite, an array for PostgreSQL). No statement is rewritten between dialects.
+    """
+
+    epoch_policy: str  # (epoch) -> policy_hash, policy_version of the epoch's first entry
+    releases: str  # (list of release ids) -> COLUMNS of their entries
+    policy_hashes: str  # (version) -> hash of every policy recorded under that version
+    insert_policy: str  # (hash, name, version, body)
+    state: str  # (list of epochs) -> (NULL, key, NULL, value) head rows, then spend rows
+    spend: str  # (epoch) -> scope, metric, total
+    policy_body: str  # (hash) -> body
+    meta: str  # () -> key, value of every meta row
+    set_meta: str  # (key, value): insert or replace
+    entries: str  # (after, epoch, epoch, scope, scope, metric, metric, limit) -> COLUMNS
+    policy_epochs: str  # () -> MIN(epoch), policy_hash per policy released under
+    count: str  # () -> number of entries
+    audit_meta: str  # () -> key, value ordered by key
+    audit_policies: str  # () -> hash, name, version, body ordered by hash
+    audit_spend: str  # () -> epoch, scope, metric, total ordered by the key
+
+
+PARAMETERLESS = {
+    "meta": "SELECT key, value FROM dpl_meta",
+    "policy_epochs": "SELECT MIN(epoch), policy_hash FROM dpl_entries GROUP BY policy_hash "
+    "ORDER BY MIN(epoch)",
+    "count": "SELECT COUNT(*) FROM dpl_entries",
+    "audit_meta": "SELECT key, value FROM dpl_meta ORDER BY key",
+    "audit_policies": "SELECT hash, name, version, body FROM dpl_policies ORDER BY hash",
+    "audit_spend": "SELECT epoch, scope, metric, total FROM dpl_spend "
+    "ORDER BY epoch, scope, metric",
+}
+"""The statements without parameters: one text that both dialects run as it is."""
+
+
+@dataclass(frozen=True, slots=True)
+class Schema1:
+    """How a store reads and upgrades a schema-1 ledger (dpledger 0.1), in its own SQL."""
+
+    entries: str  # (after, limit) -> rows shaped like COLUMNS (NULL for the new columns)
+    spend: str  # () -> epoch, scope, total of the schema-1 spend table
+    upgrade: tuple[str, ...]  # DDL run in order inside the upgrade's transaction
+    insert_spend: str  # (epoch, scope, metric, total) into the new spend table
+
+
+_NO_LIMIT = 2**62  # entries(limit=None): every row, as one fixed statement
+
+
+class SqlStore(ABC):
+    """The ledger's store interface and the logic both stores share.
+
+    A subclass supplies its connection, its write lock, how a new ledger comes into
+    existence, and its :class:`Statements` (its own SQL).
+    """
+
+    sql: Statements
+    schema_1: Schema1
 
     def __init__(self, mode: Mode) -> None:
         if mode not in ("read", "write", "create"):
@@ -244,8 +318,21 @@ class SqlStore(ABC):
     # -- what a backend provides ------------------------------------------------------
 
     @abstractmethod
-    def _raw_execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    def _execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Run one statement in the current transaction (or autocommit); return rows."""
+
+    @abstractmethod
+    def _list(self, values: Sequence[object]) -> object:
+        """A list as one statement parameter, in this store's encoding."""
+
+    @abstractmethod
+    def _write_rows(
+        self,
+        entries: Sequence[tuple[Any, ...]],
+        spend: Sequence[tuple[int, str, str, str]],
+        head: tuple[int, str],
+    ) -> None:
+        """Insert entries (COLUMNS order), upsert spend totals, set the new head."""
 
     @abstractmethod
     @contextmanager
@@ -277,37 +364,11 @@ class SqlStore(ABC):
     def location(self) -> str:
         """Where the ledger lives (path or URL without password)."""
 
+    # -- shared logic over the store's statements -------------------------------------
+
     def _set_meta(self, *pairs: tuple[str, str]) -> None:
-        """Set meta values, in one statement."""
-        rows = ", ".join("(?, ?)" for _ in pairs)
-        self._execute(
-            f"INSERT INTO dpl_meta (key, value) VALUES {rows} "
-            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            [x for pair in pairs for x in pair],
-        )
-
-    # -- shared SQL -------------------------------------------------------------------
-
-    def _sql(self, sql: str) -> str:
-        return sql if self.placeholder == "?" else sql.replace("?", self.placeholder)
-
-    def _execute(self, sql: str, params: Sequence[Any] = ()) -> None:
-        self._raw_execute(self._sql(sql), params)
-
-    def _execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        """One statement over many parameter rows (a store may send them together)."""
-        for row in rows:
-            self._execute(sql, row)
-
-    def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return self._raw_execute(self._sql(sql), params)
-
-    def _create_schema(self, statements: Sequence[str], meta: dict[str, str]) -> None:
-        """Run the schema statements and write ``meta`` if the ledger has none yet."""
-        for stmt in statements:
-            self._raw_execute(stmt)
-        if not self._fetchall("SELECT 1 FROM dpl_meta LIMIT 1"):
-            self._set_meta(("schema_version", SCHEMA_VERSION), *meta.items())
+        for key, value in pairs:
+            self._execute(self.sql.set_meta, (key, value))
 
     def _require(self) -> None:
         if not self.exists():
@@ -319,11 +380,7 @@ class SqlStore(ABC):
         # an epoch's first entry never changes (append-only), so a binding once seen is kept
         if epoch in self._bound:
             return self._bound[epoch]
-        rows = self._fetchall(
-            "SELECT policy_hash, policy_version FROM dpl_entries WHERE epoch = ? "
-            "ORDER BY seq LIMIT 1",
-            (epoch,),
-        )
+        rows = self._execute(self.sql.epoch_policy, (epoch,))
         if not rows:
             return None
         self._bound[epoch] = (str(rows[0][0]), str(rows[0][1]))
@@ -332,22 +389,16 @@ class SqlStore(ABC):
     def _find_releases(self, release_ids: Sequence[str]) -> dict[str, Entry]:
         if not release_ids:
             return {}
-        marks = ", ".join("?" * len(release_ids))
-        rows = self._fetchall(
-            f"SELECT {COLUMNS} FROM dpl_entries WHERE release_id IN ({marks})", list(release_ids)
-        )
+        rows = self._execute(self.sql.releases, (self._list(list(release_ids)),))
         entries = [row_to_entry(r) for r in rows]
         return {e.draft.release_id: e for e in entries if e.draft.release_id is not None}
 
     def _record_policy(self, policy_hash: str, name: str, version: str, body: str) -> None:
         if policy_hash in self._recorded:
             return
-        rows = self._fetchall("SELECT hash FROM dpl_policies WHERE version = ?", (version,))
+        rows = self._execute(self.sql.policy_hashes, (version,))
         if not rows:  # recorded in this transaction: known only once it commits
-            self._execute(
-                "INSERT INTO dpl_policies (hash, name, version, body) VALUES (?, ?, ?, ?)",
-                (policy_hash, name, version, body),
-            )
+            self._execute(self.sql.insert_policy, (policy_hash, name, version, body))
         elif any(str(h) != policy_hash for (h,) in rows):
             raise PolicyMismatch(message=policy_conflict(self.location, name, version))
         else:
@@ -355,12 +406,7 @@ class SqlStore(ABC):
 
     def _load_state(self, epochs: Sequence[int], release_ids: Sequence[str]) -> TxnState:
         """The head and the epochs' spend in one query (plus one for release ids)."""
-        marks = ", ".join("?" * len(epochs)) or "NULL"
-        rows = self._fetchall(
-            "SELECT NULL, key, NULL, value FROM dpl_meta WHERE key IN ('head_seq', 'head_hash') "
-            f"UNION ALL SELECT epoch, scope, metric, total FROM dpl_spend WHERE epoch IN ({marks})",
-            list(epochs),
-        )
+        rows = self._execute(self.sql.state, (self._list(list(epochs)),))
         head = {str(k): str(v) for e, k, _, v in rows if e is None}
         spend: dict[int, dict[tuple[str, str], Fraction]] = {e: {} for e in epochs}
         try:
@@ -375,27 +421,8 @@ class SqlStore(ABC):
         seq, digest = int(head.get("head_seq", 0)), head.get("head_hash", GENESIS)
         return TxnState(spend, (seq, digest), self._find_releases(release_ids))
 
-    def _write_rows(
-        self,
-        entries: Sequence[tuple[Any, ...]],
-        spend: Sequence[tuple[int, str, str, str]],
-        head: tuple[int, str],
-    ) -> None:
-        """Insert entries, set spend totals and the new head (a store may do it in one go)."""
-        marks = ", ".join("?" * len(entries[0]))
-        self._execute_many(f"INSERT INTO dpl_entries ({COLUMNS}) VALUES ({marks})", entries)
-        values = ", ".join("(?, ?, ?, ?)" for _ in spend)
-        self._execute(
-            f"INSERT INTO dpl_spend (epoch, scope, metric, total) VALUES {values} "
-            "ON CONFLICT (epoch, scope, metric) DO UPDATE SET total = excluded.total",
-            [x for row in spend for x in row],
-        )
-        self._set_meta(("head_seq", str(head[0])), ("head_hash", head[1]))
-
     def _read_spend(self, epoch: int) -> dict[tuple[str, str], Fraction]:
-        rows = self._fetchall(
-            "SELECT scope, metric, total FROM dpl_spend WHERE epoch = ?", (epoch,)
-        )
+        rows = self._execute(self.sql.spend, (epoch,))
         try:
             return {(str(scope), str(metric)): Fraction(total) for scope, metric, total in rows}
         except (ValueError, TypeError, ZeroDivisionError) as e:
@@ -404,20 +431,67 @@ class SqlStore(ABC):
                 "`dpledger ledger verify` and restore the ledger from a backup"
             ) from e
 
+    # -- schema 1 (read to verify, then upgrade in place) -----------------------------
+
+    def schema_1_entries(self, *, after: int, limit: int) -> list[tuple[Any, ...]]:
+        """Entry rows of a schema-1 ledger after ``seq``, unparsed, in chain order."""
+        with self._lock:
+            return self._execute(self.schema_1.entries, (after, int(limit)))
+
+    def schema_1_spend(self) -> list[tuple[Any, ...]]:
+        """The schema-1 spend table: ``(epoch, scope, total)`` rows, unparsed."""
+        with self._lock:
+            return self._execute(self.schema_1.spend)
+
+    def upgrade_schema_1(
+        self, head: tuple[int, str], spend: Sequence[tuple[int, str, str, str]]
+    ) -> None:
+        """Upgrade to schema 2 in one transaction under the write lock; entries untouched.
+
+        ``head`` is the chain head the caller verified: if a writer appended since, the
+        upgrade is refused and nothing changes. ``spend`` is the exact spend per (epoch,
+        region, metric) the caller recomputed from the verified entries.
+        """
+        if self.mode == "read":
+            raise StoreError(f"{self.location} was opened for reading (mode='read')")
+        with self._lock, self._write_transaction():
+            meta = dict(self._execute(self.sql.meta))
+            now = (int(meta.get("head_seq", 0)), str(meta.get("head_hash", GENESIS)))
+            if meta.get("schema_version") != "1" or now != head:
+                raise StoreError(
+                    f"{self.location} changed while it was being verified (head {now[0]}, "
+                    f"schema {meta.get('schema_version')!r}): nothing was changed; migrate again"
+                )
+            for statement in self.schema_1.upgrade:
+                self._execute(statement)
+            for row in spend:
+                self._execute(self.schema_1.insert_spend, row)
+            self._set_meta(("schema_version", SCHEMA_VERSION), (CHAIN_V1_THROUGH, str(head[0])))
+
     # -- opening ----------------------------------------------------------------------
 
+    def check_schema(self) -> None:
+        """Refuse a ledger of another schema version: this dpledger cannot read it at all."""
+        meta = self.meta()
+        if meta.get("schema_version") == "1":
+            raise LedgerCorrupted(
+                f"{self.location} was written by dpledger 0.1 (schema 1): upgrade it in place "
+                f"with `dpledger ledger migrate --ledger {self.location}` (one transaction; "
+                "every entry and its hash are kept, so recorded chain heads stay valid)"
+            )
+        if meta.get("schema_version") != SCHEMA_VERSION:
+            raise LedgerCorrupted(
+                f"{self.location}: schema version {meta.get('schema_version')!r}, this "
+                f"dpledger reads {SCHEMA_VERSION!r}: upgrade dpledger"
+            )
+
     def check_binding(self, binding: dict[str, str]) -> dict[str, str]:
-        """Validate an existing ledger's schema version and binding; return its meta.
+        """Validate an existing ledger's policy binding; return its meta.
 
         A ledger bound to another policy name or budget unit raises
         :class:`LedgerCorrupted` (its spend would be read against the wrong budget).
         """
         meta = self.meta()
-        if meta.get("schema_version") != SCHEMA_VERSION:
-            raise LedgerCorrupted(
-                f"{self.location}: schema version {meta.get('schema_version')!r}, this "
-                f"dpledger reads {SCHEMA_VERSION!r}; upgrade dpledger or migrate the ledger"
-            )
         for k, v in binding.items():
             if meta.get(k) != v:
                 raise LedgerCorrupted(
@@ -429,7 +503,7 @@ class SqlStore(ABC):
     def recorded_policy_hashes(self, version: str) -> list[str]:
         """Content hashes recorded for a policy version (more than one is a conflict)."""
         with self._lock:
-            rows = self._fetchall("SELECT hash FROM dpl_policies WHERE version = ?", (version,))
+            rows = self._execute(self.sql.policy_hashes, (version,))
         return [str(h) for (h,) in rows]
 
     # -- transactions -----------------------------------------------------------------
@@ -468,7 +542,7 @@ class SqlStore(ABC):
     def policy_body(self, policy_hash: str) -> str | None:
         """The recorded JSON of a policy the ledger has released under."""
         with self._lock:
-            rows = self._fetchall("SELECT body FROM dpl_policies WHERE hash = ?", (policy_hash,))
+            rows = self._execute(self.sql.policy_body, (policy_hash,))
         return str(rows[0][0]) if rows else None
 
     def epoch_spend(self, epoch: int) -> EpochSpend:
@@ -483,58 +557,52 @@ class SqlStore(ABC):
     def meta(self) -> dict[str, str]:
         """The meta table (schema version, policy binding, labels, chain head)."""
         with self._lock:
-            return {str(k): str(v) for k, v in self._fetchall("SELECT key, value FROM dpl_meta")}
+            return {str(k): str(v) for k, v in self._execute(self.sql.meta)}
 
-    def rows(self, table: str, columns: str, order: str) -> list[tuple[Any, ...]]:
-        """Every row of one ledger table, unparsed (for the audit, which parses defensively)."""
-        if table not in ("dpl_meta", "dpl_spend", "dpl_policies"):
+    def audit_rows(self, table: str) -> list[tuple[Any, ...]]:
+        """Every row of ``"meta"``, ``"policies"`` or ``"spend"``, unparsed (for the audit)."""
+        statement = {
+            "meta": self.sql.audit_meta,
+            "policies": self.sql.audit_policies,
+            "spend": self.sql.audit_spend,
+        }.get(table)
+        if statement is None:
             raise StoreError(f"not a ledger table: {table!r}")
         with self._lock:
-            return self._fetchall(f"SELECT {columns} FROM {table} ORDER BY {order}")
+            return self._execute(statement)
 
     def raw_entries(self, *, after: int, limit: int) -> list[tuple[Any, ...]]:
         """Entry rows after ``seq`` in chain order, unparsed (for the audit)."""
         with self._lock:
-            return self._fetchall(
-                f"SELECT {COLUMNS} FROM dpl_entries WHERE seq > ? ORDER BY seq LIMIT {int(limit)}",
-                (after,),
+            return self._execute(
+                self.sql.entries, (after, None, None, None, None, None, None, int(limit))
             )
 
     def entries(
         self,
         *,
         epoch: int | None = None,
-        scope: str | None = None,
+        region: str | None = None,
         metric: str | None = None,
         after: int = 0,
         limit: int | None = None,
     ) -> list[Entry]:
         """Committed entries in chain order, optionally filtered."""
-        where, params = ["seq > ?"], list[object]([after])
-        for col, val in (("epoch", epoch), ("scope", scope), ("metric", metric)):
-            if val is not None:
-                where.append(f"{col} = ?")
-                params.append(val)
-        sql = f"SELECT {COLUMNS} FROM dpl_entries WHERE {' AND '.join(where)} ORDER BY seq"
-        if limit is not None:
-            sql += f" LIMIT {int(limit)}"
+        params = (after, epoch, epoch, region, region, metric, metric, limit or _NO_LIMIT)
         with self._lock:
-            rows = self._fetchall(sql, params)
+            rows = self._execute(self.sql.entries, params)
         return [row_to_entry(r) for r in rows]
 
     def policy_epochs(self) -> list[tuple[int, str]]:
         """``(first epoch, policy hash)`` of every policy entries were released under."""
         with self._lock:
-            rows = self._fetchall(
-                "SELECT MIN(epoch), policy_hash FROM dpl_entries GROUP BY policy_hash "
-                "ORDER BY MIN(epoch)"
-            )
+            rows = self._execute(self.sql.policy_epochs)
         return [(int(e), str(h)) for e, h in rows]
 
     def count(self) -> int:
         """Number of committed entries."""
         with self._lock:
-            return int(self._fetchall("SELECT COUNT(*) FROM dpl_entries")[0][0])
+            return int(self._execute(self.sql.count)[0][0])
 
 
 def policy_conflict(location: str, name: str, version: str) -> str:

@@ -36,6 +36,7 @@ import numpy.typing as npt
 from dpledger import mechanisms as mech
 from dpledger.accounting import EpochSpend
 from dpledger.approval import (
+    Assessment,
     Prepared,
     ReleaseRequest,
     Verdict,
@@ -118,7 +119,7 @@ class Writer:
         self._exists = exists  # the ledger's check: binding verified when it first exists
         self._body = json.dumps(policy.model_dump(mode="json"), sort_keys=True)
 
-    def evaluate(self, request: ReleaseRequest, aggregate: object) -> Verdict | Prepared:
+    def evaluate(self, request: ReleaseRequest, aggregate: object) -> Assessment:
         """Every approval check against committed spend (the dry run of ``check``)."""
         if not isinstance(request, ReleaseRequest):
             raise InvalidInput(f"request must be a ReleaseRequest, got {type(request).__name__}")
@@ -164,13 +165,13 @@ class Writer:
         for i, (req, agg) in enumerate(items):
             # the checks of the request and aggregate; the ledger-state checks (epoch
             # policy, allocation, budget) run once, under the lock, on fresh spend
-            result = evaluate(self.policy, req, agg, None)
-            if isinstance(result, Prepared):
-                prepared[i] = result
+            found = evaluate(self.policy, req, agg, None)
+            if found.prepared is not None:
+                prepared[i] = found.prepared
             elif partial:
-                outcomes[i] = result
+                outcomes[i] = found.verdict
             else:
-                raise refusal(result)
+                raise refusal(found.verdict)
         twins = self._twins(prepared, principal)
         for i in twins:
             del prepared[i]

@@ -43,13 +43,14 @@ REGRESSION_KEYS = ("r2", "mse", "rmse", "mae")
 _SSTOT_REL_FLOOR = 1e-12
 
 
-def _bounds(y_bounds: tuple[float, float]) -> tuple[float, float]:
+def check_range(pair: tuple[float, float], name: str = "y_bounds") -> tuple[float, float]:
+    """A clip range ``(low, high)`` as finite floats with low < high; else InvalidInput."""
     try:
-        lo, hi = (float(v) for v in y_bounds)
+        lo, hi = (float(v) for v in pair)
     except (TypeError, ValueError) as e:
-        raise InvalidInput(f"y_bounds must be a pair (low, high), got {y_bounds!r}") from e
+        raise InvalidInput(f"{name} must be a pair (low, high), got {pair!r}") from e
     if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-        raise InvalidInput(f"y_bounds must be finite with low < high, got {y_bounds!r}")
+        raise InvalidInput(f"{name} must be finite with low < high, got {pair!r}")
     return lo, hi
 
 
@@ -87,7 +88,7 @@ def regression_measures(
     y = as_finite(y_true, "y_true")
     yh = as_finite(y_pred, "y_pred")
     n = check_same_length(y_true=y, y_pred=yh)
-    bounds = None if y_bounds is None else _bounds(y_bounds)
+    bounds = None if y_bounds is None else check_range(y_bounds)
     c = _shift(shift, bounds)
     if bounds is not None:
         y = np.clip(y, *bounds)
@@ -130,7 +131,7 @@ def regression_codec(
     Uses the per-client bounds documented in :func:`regression_measures` (same
     arguments, same shift); ``weights`` share the cap between the five coordinates.
     """
-    lo, hi = _bounds(y_bounds)
+    lo, hi = check_range(y_bounds)
     c = _shift(shift, (lo, hi))
     r = check_positive(residual_bound, "residual_bound")
     m = check_positive(max_samples, "max_samples")

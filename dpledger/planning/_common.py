@@ -41,9 +41,7 @@ def text_table(headers: Sequence[str], rows: Iterable[Sequence[str]], align: str
 
 def release_sensitivity_of(policy: Policy, metric: str) -> float:
     """Δ of one release as the approval check calibrates it (L2 if Gaussian, else L1)."""
-    return mech.release_sensitivity(
-        policy.metric(metric), policy.neighbouring, policy.mechanism(metric)
-    )
+    return mech.policy_sensitivity(policy, metric)
 
 
 def positive_int(value: object, what: str) -> int:

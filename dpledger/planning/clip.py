@@ -6,8 +6,8 @@ fleet (never the data being released) and, for each candidate percentile, report
 the bound, the fraction of clients it clips, the Laplace noise scale on the published
 mean over the production cohort (``Δ/(ε·n)``, Δ by the policy's neighbouring rule),
 the clipping bias on the held-out data, and the resulting RMSE. The table shows the
-trade-off the seed describes: the maximum buys no bias with an order of magnitude more
-noise than the 99th percentile; the median clips half of the fleet.
+trade-off: the maximum buys no bias with an order of magnitude more noise than the
+99th percentile; the median clips half of the fleet.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from dpledger.policy import Clip, FrozenModel
 from dpledger.types import Neighbouring
 
 __all__ = [
+    "COMMON_PERCENTILE",
     "DEFAULT_PERCENTILES",
-    "SEED_DEFAULT_PERCENTILE",
     "ClipCalibration",
     "ClipCandidate",
     "calibrate_clip",
@@ -42,10 +42,10 @@ __all__ = [
 ]
 
 DEFAULT_PERCENTILES: tuple[float, ...] = (50, 90, 95, 99, 100)
-"""Candidate percentiles of the seed's chart: median, p90, p95, p99, maximum."""
+"""Candidate percentiles: median, p90, p95, p99, maximum."""
 
-SEED_DEFAULT_PERCENTILE = 99.0
-"""The seed's usual answer: the 99th percentile of the held-out distribution."""
+COMMON_PERCENTILE = 99.0
+"""The usual default: the 99th percentile of the held-out distribution."""
 
 PLOT_HINT = "pip install 'dpledger[plot]'"
 
@@ -308,19 +308,19 @@ def calibrate_clip(
 
 def _note(rows: tuple[ClipCandidate, ...], best: ClipCandidate) -> str:
     head = f"p{best.percentile:g} (bound {best.bound:.4g}) has the lowest RMSE, {best.rmse:.3g}"
-    seed = next((r for r in rows if r.percentile == SEED_DEFAULT_PERCENTILE), None)
-    if best.percentile == SEED_DEFAULT_PERCENTILE:
-        return head + "; it is the seed's default, p99"
-    if seed is None:
-        return head + "; the seed's default p99 was not a candidate"
+    usual = next((r for r in rows if r.percentile == COMMON_PERCENTILE), None)
+    if best.percentile == COMMON_PERCENTILE:
+        return head + "; it is the usual default, p99"
+    if usual is None:
+        return head + "; the usual default p99 was not a candidate"
     why = (
         "its clipping bias dominates: the tail above p99 is heavy"
-        if abs(seed.bias) > seed.noise_scale
+        if abs(usual.bias) > usual.noise_scale
         else "its noise dominates at this ε and cohort"
     )
     return (
-        head + f"; NOT the seed's default p99 (RMSE {seed.rmse:.3g}, "
-        f"{seed.rmse / best.rmse:.2g}× higher: {why})"
+        head + f"; NOT the usual default p99 (RMSE {usual.rmse:.3g}, "
+        f"{usual.rmse / best.rmse:.2g}× higher: {why})"
     )
 
 

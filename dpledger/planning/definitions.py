@@ -79,8 +79,8 @@ def compare_definitions(policy: Policy, cohorts: Mapping[str, int]) -> tuple[Def
         share = policy.release_budget(name) / policy.eval_budget
         if share <= 0:
             continue
-        d1 = mech.release_sensitivity(spec, policy.neighbouring, "laplace")
-        d2 = mech.release_sensitivity(spec, policy.neighbouring, "gaussian")
+        d1 = mech.policy_sensitivity(policy, name, "laplace")
+        d2 = mech.policy_sensitivity(policy, name, "gaussian")
         b = mech.noise_scale(d1, eps_eval * share, "epsilon")
         sigma = mech.noise_scale(d2, rho_eval * share, "rho")
         for region, n in cohorts.items():

@@ -37,7 +37,15 @@ from dpledger.policy import (
     FrozenModel,
     Policy,
 )
-from dpledger.types import BarKind, Budget, MechanismKind, MetricKind, Neighbouring, Unit
+from dpledger.types import (
+    BarKind,
+    Budget,
+    MechanismKind,
+    MetricKind,
+    Neighbouring,
+    PrivacyUnit,
+    Unit,
+)
 
 __all__ = [
     "MetricPlan",
@@ -66,7 +74,9 @@ class SpendSource(Protocol):
 class MetricPlan(FrozenModel):
     """One metric in one region: its per-release cost, noise, error bar and floor.
 
-    ``noise_scale`` is the scale on the released *sum* (Laplace b or Gaussian σ, in
+    ``cohort`` counts clients, or records under a record-level policy (then ``error_bar``
+    is on the per-record mean and ``cohort_floor`` is in records). ``noise_scale`` is
+    the scale on the released *sum* (Laplace b or Gaussian σ, in
     the metric's units × clients); ``error_bar`` is on the per-client *mean* at the
     metric's bar kind, exactly as the approval check computes it. ``releases`` counts
     the releases of the epoch that pass every check, in plan order (round by round,
@@ -118,6 +128,9 @@ class Plan(FrozenModel):
     policy_hash: str
     unit: Unit
     neighbouring: Neighbouring
+    privacy_unit: PrivacyUnit = "client"
+    max_records_per_person: int | None = None
+    counted: str = "clients"  # what every cohort, floor and bar of the plan is per
     epoch: int
     epoch_budget: BudgetValue
     eval_fraction: ExactDecimal
@@ -151,7 +164,12 @@ class Plan(FrozenModel):
             f"{u}_eval = {_show(self.eval_budget)} ({_show(self.eval_fraction)} × "
             f"{_show(self.epoch_budget)}), {self.rounds_per_epoch} round(s), {self.neighbouring}"
         )
-        headers = ["region", "metric", "n", f"{u}/release"]
+        if self.privacy_unit == "record":
+            head += (
+                f", privacy unit record (≤ {self.max_records_per_person} per person): n, floors "
+                "and bars count records"
+            )
+        headers = ["region", "metric", f"n {self.counted}", f"{u}/release"]
         headers += ["scale(sum)", "bar(mean)", "target", "floor", "releases", "publishable"]
         body = [_metric_cells(m) for m in self.rows]
         budget = [
@@ -159,7 +177,8 @@ class Plan(FrozenModel):
             for r in self.regions
         ]
         out = [head, text_table(headers, body, align="llrrrrrrrl"), ""]
-        out.append(f"budget per client ({u}, of {_show(self.eval_budget)} per epoch):")
+        who = "client" if self.privacy_unit == "client" else "person"
+        out.append(f"budget per {who} ({u}, of {_show(self.eval_budget)} per epoch):")
         budget_headers = ("region", "spent", "plan uses", "asks", "left after", "fits")
         out.append(text_table(budget_headers, budget, align="lrrrrl"))
         if self.warnings:
@@ -190,6 +209,11 @@ def _metric_cells(m: MetricPlan) -> list[str]:
     cells = [m.region, m.metric, str(m.cohort), _show(m.budget_per_release), _g(m.noise_scale)]
     cells += [f"{_g(m.error_bar)} {m.bar}", _g(m.target), floor, f"{m.releases}/{m.rounds}"]
     return [*cells, "yes" if m.publishable else f"no: {m.reason}"]
+
+
+def _records_noun(policy: Policy) -> str:
+    """`` records`` after a count under a record-level policy (client plans read as before)."""
+    return " records" if policy.privacy_unit == "record" else ""
 
 
 def _yes(ok: bool) -> str:
@@ -248,7 +272,8 @@ def plan(
 ) -> Plan:
     """Plan one epoch of regional releases of every metric of ``policy``.
 
-    ``cohorts`` maps each region to its planned cohort (clients per release);
+    ``cohorts`` maps each region to its planned cohort (clients per release; RECORDS per
+    release under a record-level policy, after each silo's per-person bound);
     ``rounds_per_epoch`` defaults to the policy's (weighted metrics share
     ``ε_eval / rounds`` by weight; absolute budgets are honoured as written);
     ``ledger`` (anything with ``spent(epoch, region)``) supplies what ``epoch`` has
@@ -284,6 +309,9 @@ def plan(
         policy_hash=policy.content_hash,
         unit=policy.unit,
         neighbouring=policy.neighbouring,
+        privacy_unit=policy.privacy_unit,
+        max_records_per_person=policy.max_records_per_person,
+        counted=policy.counted,
         epoch=int(epoch),
         epoch_budget=Budget(policy.epoch_budget, policy.unit),
         eval_fraction=policy.eval_fraction,
@@ -321,7 +349,7 @@ def _plan_region(
             continue
         floors[name] = floor = _floor(facts, spec.target, spec.bar)
         if n < floor:
-            reasons[name] = f"cohort {n} < floor {floor}"
+            reasons[name] = f"cohort {n} < floor {floor}{_records_noun(policy)}"
             best = mech.cohort_floor(  # if the metric had the whole allocation
                 facts.sensitivity, budget, spec.target, spec.bar,
                 measure=facts.measure, mechanism=facts.mechanism,
@@ -331,7 +359,8 @@ def _plan_region(
                 never.append(f"{name} (needs n ≥ {best})")
     if never:
         warnings.append(
-            f"region {region} (n={n}) can never publish {', '.join(never)} at this budget, "
+            f"region {region} (n={n}{_records_noun(policy)}) can never publish "
+            f"{', '.join(never)} at this budget, "
             f"even with the whole {_sym(policy.unit)}_eval = {_show(budget)} on one release; "
             "merge regions or aggregate over a longer window"
         )

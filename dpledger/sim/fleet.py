@@ -9,8 +9,9 @@ failures (lateral drift, a CRS mismatch, an over-confident model, a heavy-tailed
 skew, a region too small to publish) so that the metrics and the ledger can be shown to find
 them; every planted scenario is recorded in ``Fleet.scenarios`` with the signature to expect.
 
-Randomness: this is the only module of dpledger that uses ``numpy.random``. It makes
-synthetic *data*, never release noise; release noise comes from OpenDP only (DESIGN §1).
+Randomness: this and :mod:`dpledger.sim.silos` are the only modules of dpledger that use
+``numpy.random``. It makes
+synthetic *data*, never release noise; release noise comes from OpenDP only (README, privacy model).
 A fleet is a pure function of its arguments: the root ``default_rng(seed)`` spawns one
 independent stream per field, so the output does not depend on the number of worker threads,
 and turning a region-scoped scenario on or off changes only what that scenario plants

@@ -3,8 +3,9 @@
 Also the held-out loss generator (synthetic data, seeded ``numpy.random``: never noise).
 
 Each spec is a frozen value naming the failure, where it is planted and with which
-parameters, and the signature a metric should show. Reference figures (meters) are the
-seed document's: baseline along/across RMSE 0.90/1.00, "regional model A" 0.85/4.20.
+parameters, and the signature a metric should show. Reference figures (meters, in
+:data:`REFERENCE_MODELS`): baseline along/across RMSE 0.90/1.00, "regional model A"
+0.85/4.20.
 """
 
 from __future__ import annotations

@@ -1,0 +1,135 @@
+"""Upgrade a ledger written by dpledger 0.1 (schema 1) to schema 2, in place.
+
+Schema 2 adds a release id, a request fingerprint and a principal to entries, a name to
+recorded policies, and keeps spend per (epoch, region, metric) for the per-metric
+allocation check. The upgrade:
+
+1. reads every schema-1 entry and checks it under the schema-1 rules: the sequence, each
+   entry's link to its predecessor, each hash by the schema-1 rule
+   (:func:`~dpledger.ledger.records.chain_hash_v1`), the head in the meta table, and the
+   spend table against the sum of the charges per (epoch, region) — a ledger that fails
+   is refused with nothing changed (restore it from a backup first);
+2. in one transaction under the write lock, adds the new columns, recomputes the spend
+   per (epoch, region, metric) exactly from the verified entries, and records the last
+   schema-1 entry in the meta table (``chain_v1_through``).
+
+No entry is rewritten: every hash, and so every chain head recorded outside the database
+(``verify --expected-head``), stays valid; ``verify`` checks the old entries by the
+schema-1 rule and every later one by the current rule.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from dpledger.errors import DpLedgerError, LedgerCorrupted
+from dpledger.ledger.core import open_store
+from dpledger.ledger.records import GENESIS, chain_hash_v1
+from dpledger.ledger.store import SCHEMA_VERSION, SqlStore, row_to_entry
+from dpledger.types import fraction_text
+
+__all__ = ["Migration", "migrate"]
+
+_BATCH = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """What :func:`migrate` did: the versions, the entries kept, the unchanged head."""
+
+    location: str
+    from_version: str
+    to_version: str
+    entries: int
+    head: tuple[int, str]  # (entry id, hash): the same before and after
+
+    @property
+    def changed(self) -> bool:
+        """False when the ledger was already at the current schema."""
+        return self.from_version != self.to_version
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready form for the CLI."""
+        return {
+            "location": self.location,
+            "from": self.from_version,
+            "to": self.to_version,
+            "entries": self.entries,
+            "head": f"{self.head[0]}:{self.head[1]}",
+        }
+
+
+def migrate(target: str | Path) -> Migration:
+    """Upgrade the ledger at ``target`` (SQLite path or ``postgresql://`` URL) to schema 2.
+
+    A ledger already at schema 2 is left as it is. Raise :class:`LedgerCorrupted` (nothing
+    changed) if a schema-1 ledger fails its own rules, or names an unknown schema.
+    """
+    store = open_store(target, "write")
+    try:
+        meta = store.meta()
+        version = meta.get("schema_version", "?")
+        head = (int(meta.get("head_seq", 0)), meta.get("head_hash", GENESIS))
+        if version == SCHEMA_VERSION:
+            return Migration(store.location, version, version, store.count(), head)
+        if version != "1":
+            raise LedgerCorrupted(
+                f"{store.location}: schema version {version!r} is not one this dpledger "
+                f"upgrades (it upgrades 1 to {SCHEMA_VERSION})"
+            )
+        entries, spend = _verified_schema_1(store, head)
+        store.upgrade_schema_1(head, spend)
+        return Migration(store.location, version, SCHEMA_VERSION, entries, head)
+    finally:
+        store.close()
+
+
+def _verified_schema_1(
+    store: SqlStore, head: tuple[int, str]
+) -> tuple[int, list[tuple[int, str, str, str]]]:
+    """Check a schema-1 ledger by its own rules; its entry count and exact new spend rows."""
+    problems: list[str] = []
+    per_metric: dict[tuple[int, str, str], Fraction] = {}
+    prev_seq, prev_hash, count = 0, GENESIS, 0
+    while batch := store.schema_1_entries(after=prev_seq, limit=_BATCH):
+        for row in batch:
+            count += 1
+            try:
+                e = row_to_entry(row)
+                mechanism: Any = json.loads(row[9])
+                recomputed = chain_hash_v1(e.seq, e.created_at, e.draft, e.prev_hash, mechanism)
+            except (DpLedgerError, ValueError, TypeError) as err:
+                raise LedgerCorrupted(
+                    f"{store.location}: entry {row[0]!r} is unreadable ({err}): nothing was "
+                    "changed; restore the ledger from a backup before migrating"
+                ) from err
+            if e.seq != prev_seq + 1 or e.prev_hash != prev_hash:
+                problems.append(f"entry {e.seq} does not follow entry {prev_seq}")
+            if recomputed != e.hash:
+                problems.append(f"entry {e.seq}: content does not match its hash")
+            key = (e.draft.epoch, e.draft.region, e.draft.metric)
+            per_metric[key] = per_metric.get(key, Fraction(0)) + e.draft.charge.amount
+            prev_seq, prev_hash = e.seq, e.hash
+    if (prev_seq, prev_hash) != head:
+        problems.append(f"the recorded head {head[0]} is not the last entry {prev_seq}")
+    per_scope: dict[tuple[int, str], Fraction] = {}
+    for (epoch, region, _), v in per_metric.items():
+        per_scope[epoch, region] = per_scope.get((epoch, region), Fraction(0)) + v
+    try:
+        stored = {(int(ep), str(sc)): Fraction(str(t)) for ep, sc, t in store.schema_1_spend()}
+    except (ValueError, TypeError, ZeroDivisionError) as err:
+        problems.append(f"the spend table is unreadable ({err})")
+        stored = per_scope
+    if stored != per_scope:
+        problems.append("the spend table does not equal the sum of the entries' charges")
+    if problems:
+        raise LedgerCorrupted(
+            f"{store.location} does not verify under schema 1: {'; '.join(problems[:5])}: "
+            "nothing was changed; restore the ledger from a backup before migrating"
+        )
+    rows = [(ep, rg, m, fraction_text(v)) for (ep, rg, m), v in sorted(per_metric.items())]
+    return count, rows

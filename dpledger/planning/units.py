@@ -1,0 +1,159 @@
+"""Client-level or record-level? The bars of one federation under each privacy unit.
+
+A cross-silo federation (20 hospitals, each with its patients' records) can be protected
+at two units. Client-level: each silo is one client, and a release hides any one silo's
+whole contribution — so a silo's contribution must be bounded, and keeping every record
+(FLAM-exact metrics) needs a bound as large as the largest silo's. Record-level: a
+release hides one person's records (at most ``max_records_per_person``), and the
+noise shrinks by the ratio of the two bounds.
+
+:func:`compare_units` takes a record-level policy and the silos' record counts, derives
+the client-level twin of the policy (:func:`client_twin`: the same budgets and metrics,
+each bound multiplied by the largest silo's record count so that no record is clipped
+away), and reports, per metric, the noise and the error bar of a release over every
+silo on the same scale — the per-record mean over all records — under each unit.
+Every figure comes from :func:`dpledger.mechanisms.mechanism_facts`, what the ledger
+charges.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
+from dpledger import mechanisms as mech
+from dpledger.errors import InvalidInput
+from dpledger.planning._common import positive_int, text_table
+from dpledger.policy import FrozenModel, Policy
+from dpledger.types import BarKind
+
+__all__ = ["UnitComparison", "client_twin", "compare_units", "units_table"]
+
+
+class UnitComparison(FrozenModel):
+    """One metric of a release over every silo, under each privacy unit.
+
+    Bars are on the per-record mean over all ``records`` (a cell share for a confusion
+    matrix, the mean for a scalar), at the metric's bar kind, so the two are comparable.
+    """
+
+    metric: str
+    silos: int
+    records: int
+    largest_silo: int
+    bar: BarKind
+    client_sensitivity: float
+    record_sensitivity: float
+    client_bar: float
+    record_bar: float
+    ratio: float  # client_bar / record_bar
+    client_protects: str
+    record_protects: str
+
+
+def client_twin(policy: Policy, largest_silo: int) -> Policy:
+    """The client-level policy a record-level ``policy`` would need to keep every record.
+
+    Each silo is one client; its contribution sums up to ``largest_silo`` records, so a
+    scalar's clip becomes ``largest_silo × clip`` and a vector's ``cap_per_client`` is
+    ``largest_silo × cap_per_record``. Budgets, relation, definition and regions stay.
+    """
+    if policy.privacy_unit != "record":
+        raise InvalidInput(
+            "compare units from a record-level policy (privacy_unit = 'record'): its "
+            "client-level twin is derived from it"
+        )
+    m = positive_int(largest_silo, "largest silo's record count")
+    data: dict[str, Any] = policy.model_dump(mode="json", exclude={"source"})
+    data["privacy_unit"] = "client"
+    data.pop("max_records_per_person")
+    for spec in data["metrics"].values():
+        if spec.get("clip") is not None:
+            clip = spec["clip"]
+            spec["clip"] = {
+                "low": _times(clip["low"], m),
+                "high": _times(clip["high"], m),
+                "source": f"{m} records × per-record clip ({clip['source']})",
+            }
+        if spec.get("cap_per_record") is not None:
+            spec["cap_per_client"] = _times(spec.pop("cap_per_record"), m)
+        spec.pop("y_clip", None)
+        spec.pop("y_pred_clip", None)
+    data["version"] = f"{policy.version}-client-twin"[:64]
+    return Policy.from_mapping(data, source=f"{policy.source} (client-level twin)")
+
+
+def _times(text: str, m: int) -> str:
+    q = Fraction(text) * m
+    return f"{q.numerator}/{q.denominator}"
+
+
+def compare_units(policy: Policy, silos: Mapping[str, int]) -> tuple[UnitComparison, ...]:
+    """Per metric, the bar of one release over every silo under each privacy unit.
+
+    ``silos`` maps each silo to its record count (after the person bound). Metrics the
+    policy gives no budget are left out.
+    """
+    if not silos:
+        raise InvalidInput("give each silo's record count, e.g. {'hospital-01': 180, ...}")
+    counts = {name: positive_int(n, f"record count of silo {name!r}") for name, n in silos.items()}
+    records, largest = sum(counts.values()), max(counts.values())
+    twin = client_twin(policy, largest)
+    out = []
+    for name, spec in policy.metrics.items():
+        if policy.release_budget(name) <= 0:
+            continue
+        rec, _ = mech.mechanism_facts(policy, name)
+        cli, _ = mech.mechanism_facts(twin, name)
+        rec_bar = mech.error_bar_for_scale(rec.scale, records, spec.bar, rec.mechanism)
+        cli_bar = mech.error_bar_for_scale(cli.scale, records, spec.bar, cli.mechanism)
+        out.append(
+            UnitComparison(
+                metric=name,
+                silos=len(counts),
+                records=records,
+                largest_silo=largest,
+                bar=spec.bar,
+                client_sensitivity=cli.sensitivity,
+                record_sensitivity=rec.sensitivity,
+                client_bar=cli_bar,
+                record_bar=rec_bar,
+                ratio=cli_bar / rec_bar,
+                client_protects=twin.protects,
+                record_protects=policy.protects,
+            )
+        )
+    return tuple(out)
+
+
+def units_table(rows: tuple[UnitComparison, ...]) -> str:
+    """Aligned text: one line per metric, then one sentence on what each unit protects."""
+    if not rows:
+        return "no metric of this policy has a budget"
+    first = rows[0]
+    head = (
+        f"one release over {first.silos} silos, {first.records} records (largest silo "
+        f"{first.largest_silo}); bars on the per-record mean over all records"
+    )
+    body = [
+        (
+            r.metric,
+            f"{r.client_sensitivity:.4g}",
+            f"{r.client_bar:.4g} {r.bar}",
+            f"{r.record_sensitivity:.4g}",
+            f"{r.record_bar:.4g} {r.bar}",
+            f"{r.ratio:.3g}x",
+        )
+        for r in rows
+    ]
+    headers = ("metric", "Δ client", "bar client", "Δ record", "bar record", "client/record")
+    return "\n".join(
+        [
+            head,
+            text_table(headers, body, align="lrrrrr"),
+            "",
+            f"client-level: {first.client_protects}.",
+            f"record-level: {first.record_protects}.",
+        ]
+    )
