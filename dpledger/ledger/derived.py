@@ -206,7 +206,7 @@ def release_confusion(
                 "classes: it cannot hold a confusion matrix"
             )
     rel = ledger.release(request, flat)  # the spend: nothing below may raise
-    cap = float((spec.cap_per_client if spec is not None else None) or math.inf)
+    cap = float((spec.cap if spec is not None else None) or math.inf)  # a client's or a record's
     max_total = cap * request.cohort
     distribution = rel.facts.mechanism
 
@@ -244,10 +244,11 @@ def release_regression(
             raise InvalidInput(
                 f"metric {request.metric!r} has dimension {spec.size}, the codec {codec.dimension}"
             )
-        if spec.cap_per_client is not None and codec.cap > float(spec.cap_per_client):
+        if spec.cap is not None and codec.cap > float(spec.cap):
+            unit = "cap_per_client" if spec.cap_per_client is not None else "cap_per_record"
             raise InvalidInput(
-                f"the codec's cap {codec.cap:g} exceeds the policy's cap_per_client "
-                f"{float(spec.cap_per_client):g}: clients would exceed the charged sensitivity"
+                f"the codec's cap {codec.cap:g} exceeds the policy's {unit} "
+                f"{float(spec.cap):g}: contributions would exceed the charged sensitivity"
             )
     rel = ledger.release(request, encoded)
     distribution = rel.facts.mechanism

@@ -17,11 +17,11 @@ interval where the caller measured that it covers better). Then, per release:
    near a threshold that selects releases whose noise pushed a denominator up, and the
    metric with it. The interval is widened to the selective (truncated-Gaussian) one of
    :mod:`._selective`, so coverage holds among the published releases too.
-3. **Range.** The interval is clipped to the metric's range without losing width: one
-   crossing an edge (accuracy 0.999, R² near 1) keeps its full width ending at that
-   edge (the truth is on the range's side, so this only adds coverage; clipping alone
-   left intervals 5e-4 wide). One lying wholly outside the range (an extreme noise draw)
-   is flagged unusable.
+3. **Range.** The interval is clipped to the metric's range, but one crossing an edge
+   (accuracy 0.999, R² near 1) keeps at least half its width, ending at that edge
+   (clipping alone left intervals 5e-4 wide when the estimate lay past the edge; the
+   truth is on the range's side, so widening toward it only adds coverage). One lying
+   wholly outside the range (an extreme noise draw) is flagged unusable.
 
 Every rule reads only the release, its public scale and public bounds.
 """
@@ -224,10 +224,10 @@ def assemble(
             outside = usable & ((lo > r_hi) | (hi < r_lo))
             code = np.where(outside, OUTSIDE, code)
             usable = code == 0
-            width = hi - lo  # kept at an edge: the truth is on the range's side of it
+            half = 0.5 * (hi - lo)  # at least half the width survives at an edge
             cross_hi, cross_lo = usable & (hi > r_hi), usable & (lo < r_lo)
-            lo = np.where(cross_hi, np.minimum(lo, r_hi - width), lo)
-            hi = np.where(cross_lo, np.maximum(hi, r_lo + width), hi)
+            lo = np.where(cross_hi, np.minimum(lo, r_hi - half), lo)
+            hi = np.where(cross_lo, np.maximum(hi, r_lo + half), hi)
             low[key] = np.where(usable, np.clip(lo, r_lo, r_hi), r_lo)
             high[key] = np.where(usable, np.clip(hi, r_lo, r_hi), r_hi)
         edge[key] = cross_hi | cross_lo
@@ -370,7 +370,7 @@ def method_of(batch: Batch, key: str, row: int) -> str:
     if batch.adjusted[key][row]:
         words.append("selection-adjusted")
     if batch.edge[key][row]:
-        words.append("full width kept at the range's edge")
+        words.append("clipped at the range's edge, keeping half its width")
     u = int(batch.bounded[key][row])
     if u:
         words.append(f"{u} class{'es' if u > 1 else ''} within the noise bounded, not measured")
