@@ -41,6 +41,7 @@ from dpledger.metrics._intervals import (
     RowsFn,
     check_options,
     linearize,
+    method_name,
     quantile_factor,
     z_value,
 )
@@ -313,7 +314,7 @@ def batch_intervals(
         dens = {k: Linear.of(v, d_weights[k], level, distribution) for k, v in d_centre.items()}
         for key, gs in guard_map.items():
             cov[key] = {g.key: np.sum(weights[key] * d_weights[g.key], axis=-1) for g in gs}
-    names = {k: "delta" for k in centre} | dict(methods or {})
+    names = {k: method_name("delta", distribution) for k in centre} | dict(methods or {})
     base = dict(override or {})
     if method == "monte_carlo":
         base = monte_carlo(f_rows, x, std, level=level, distribution=distribution,

@@ -56,6 +56,7 @@ from dpledger.metrics._intervals import (
     Guard,
     check_options,
     fieller,
+    method_name,
     noise_std,
     quantile_factor,
 )
@@ -294,7 +295,7 @@ def classification_batch(
     }
     both = {k: flag[k] + select.get(k, ()) for k in CLASSIFICATION_KEYS}
     lin, cov = _classification_moments(m, std, labels, level, distribution, both, include)
-    methods = dict.fromkeys(CLASSIFICATION_KEYS, "delta")
+    methods = dict.fromkeys(CLASSIFICATION_KEYS, method_name("delta", distribution))
     base = {}
     if method == "monte_carlo":
 
@@ -312,7 +313,7 @@ def classification_batch(
         hits = np.trace(m, axis1=-2, axis2=-1)
         interval = fieller(hits, dens[TOTAL].value, w_hits, w_total, level, distribution)
         base = dict.fromkeys(_ACCURACY_LIKE, interval)
-        methods |= dict.fromkeys(_ACCURACY_LIKE, "fieller")
+        methods |= dict.fromkeys(_ACCURACY_LIKE, method_name("fieller", distribution))
     batch = assemble(lin, dens, cov, level=level, ranges=CLASSIFICATION_RANGES, guards=flag,
                      select=select, methods=methods, base=base)  # fmt: skip
     return _bound_unclear(batch, m, include, dens, labels)

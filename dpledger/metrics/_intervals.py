@@ -37,6 +37,7 @@ __all__ = [
     "check_options",
     "fieller",
     "linearize",
+    "method_name",
     "noise_std",
     "quantile_factor",
     "z_value",
@@ -152,6 +153,15 @@ def check_options(
         raise InvalidInput(f"draws must be an integer ≥ 10, got {draws!r}")
     if labels not in ("present", "all"):
         raise InvalidInput(f"labels must be 'present' or 'all', got {labels!r}")
+
+
+def method_name(base: str, distribution: MechanismKind) -> str:
+    """The recorded name of an interval ``base`` ("delta", "fieller", …) as computed.
+
+    Under Laplace noise its quantile is the Cornish–Fisher one (never below z), so the
+    name says so: a reader must be able to tell which interval was actually computed.
+    """
+    return base if distribution == "gaussian" else f"{base}, Cornish–Fisher quantile"
 
 
 def quantile_factor(

@@ -31,6 +31,7 @@ from dpledger.metrics._intervals import (
     check_options,
     fieller,
     linearize,
+    method_name,
     noise_std,
     quantile_factor,
     z_value,
@@ -203,8 +204,13 @@ def regression_batch(
         "rmse": (np.sign(lo) * np.sqrt(np.abs(lo)), np.sign(hi) * np.sqrt(np.abs(hi)),
                  np.isfinite(lo) & np.isfinite(hi)),
     }  # fmt: skip
-    methods = {"r2": "fieller, profiled over the mean",
-               "rmse": "square root of MSE's delta interval"}  # fmt: skip
+    names = {
+        "r2": "fieller for SSE/SST with SST's own noise, profiled over the mean",
+        "rmse": "square root of MSE's delta interval",
+        "mse": "delta",
+        "mae": "delta",
+    }
+    methods = {k: method_name(v, distribution) for k, v in names.items()}
     if method == "monte_carlo":
 
         def metric_rows(stack: FloatArray) -> dict[str, FloatArray]:
