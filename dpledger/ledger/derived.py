@@ -31,6 +31,7 @@ import numpy.typing as npt
 from dpledger.approval import ReleaseRequest
 from dpledger.errors import InvalidInput
 from dpledger.ledger import Ledger, Release
+from dpledger.metrics._segments import as_real
 from dpledger.metrics.codec import VectorSumCodec
 from dpledger.metrics.flam import flatten_confusion, unflatten_confusion
 from dpledger.metrics.uncertainty import (
@@ -125,19 +126,6 @@ def _request(request: object) -> ReleaseRequest:
     return request
 
 
-def _real(values: object, name: str) -> npt.NDArray[np.float64]:
-    """``values`` as a float64 array; ragged, non-numeric or complex input is InvalidInput."""
-    try:
-        arr = np.asarray(values)
-    except (TypeError, ValueError) as e:
-        raise InvalidInput(f"{name} is not an array of numbers: {e}") from None
-    if arr.dtype == np.bool_ or not (
-        np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)
-    ):
-        raise InvalidInput(f"{name} must hold real numbers, got dtype {arr.dtype}")
-    return arr.astype(np.float64)
-
-
 def _vector_spec(ledger: Ledger, request: ReleaseRequest) -> MetricSpec | None:
     """The request's metric spec, refusing a scalar one; None if unknown (the ledger refuses)."""
     spec = ledger.policy.metrics.get(request.metric)
@@ -193,7 +181,7 @@ def release_confusion(
     """
     request = _request(request)
     check_options(level, method, labels=labels)
-    matrix = _real(summed_confusion, "summed_confusion")
+    matrix = as_real(summed_confusion, "summed_confusion")
     if matrix.ndim == 1:
         matrix = unflatten_confusion(matrix)  # a C² flattening, as clients' rows are summed
     flat = flatten_confusion(matrix).reshape(-1)
@@ -237,7 +225,7 @@ def release_regression(
     request = _request(request)
     check_options(level, method)
     codec = check_regression_codec(codec)
-    encoded = _real(summed_encoded, "summed_encoded")
+    encoded = as_real(summed_encoded, "summed_encoded")
     spec = _vector_spec(ledger, request)
     if spec is not None:
         if spec.size != codec.dimension:

@@ -65,8 +65,7 @@ class Interval:
     reason: str | None = None
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.level < 1.0:
-            raise InvalidInput(f"level must lie in (0, 1), got {self.level!r}")
+        z_value(self.level)  # the one home of what a valid level is
         if self.low > self.high:
             raise InvalidInput(f"interval low {self.low!r} > high {self.high!r}")
         if self.reason is not None and not self.reason:

@@ -23,6 +23,7 @@ __all__ = [
     "Segments",
     "as_finite",
     "as_labels",
+    "as_real",
     "bucket_of",
     "cap_factor",
     "check_positive",
@@ -41,8 +42,9 @@ def _first_bad(mask: npt.NDArray[np.bool_]) -> int:
     return int(np.flatnonzero(mask)[0])
 
 
-def as_finite(values: npt.ArrayLike, name: str, *, ndim: int = 1) -> FloatArray:
-    """``values`` as a float64 array of ``ndim`` dimensions, refusing NaN, ±inf and non-numbers."""
+def as_real(values: object, name: str) -> FloatArray:
+    """``values`` as a float64 array of any shape; ragged, boolean, complex, text or object
+    input is :class:`InvalidInput` (NaN and ±inf pass: see :func:`as_finite`)."""
     try:
         arr = np.asarray(values)
     except (TypeError, ValueError) as e:
@@ -51,6 +53,12 @@ def as_finite(values: npt.ArrayLike, name: str, *, ndim: int = 1) -> FloatArray:
         np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)
     ):
         raise InvalidInput(f"{name} must hold real numbers, got dtype {arr.dtype}")
+    return np.asarray(arr, dtype=np.float64)
+
+
+def as_finite(values: npt.ArrayLike, name: str, *, ndim: int = 1) -> FloatArray:
+    """``values`` as a float64 array of ``ndim`` dimensions, refusing NaN, ±inf and non-numbers."""
+    arr = as_real(values, name)
     if arr.ndim != ndim:
         raise InvalidInput(f"{name} must be {ndim}-dimensional, got shape {arr.shape}")
     out = np.asarray(arr, dtype=np.float64)
