@@ -21,7 +21,7 @@ Among usable releases a cell with k < 3,000 usable releases is held to
 ``min(0.93, 0.95 − 3.72·√(0.95·0.05/k))`` (a one-sided binomial bound: false failure
 1e-4 per cell at 0.95) and is not assessed below k = 50. Over the 2 × 544 checks the
 union bound is < 0.5% at a true 0.95 everywhere; the lowest cell measured (0.942) fails
-a 3,000-release check with probability ~1e-2.
+a 3,000-release check with probability ~3e-3.
 """
 
 from __future__ import annotations
