@@ -5,12 +5,12 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PG_BIN := $(firstword $(wildcard /usr/lib/postgresql/*/bin/initdb) $(shell command -v initdb 2>/dev/null))
 
-.PHONY: demo test bench lint typecheck clean postgres notebooks
+.PHONY: demo test bench lint typecheck clean postgres browser notebooks
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,postgres,plot,notebooks,pld]'
+	$(PY) -m pip install -q -e '.[dev,postgres,plot,notebooks,pld,service]'
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
 
@@ -24,6 +24,15 @@ postgres:
 	  echo "WARNING: could not install PostgreSQL; its tests will be SKIPPED (loudly)"; \
 	fi
 
+# The service's page is tested in Debian's Chromium, driven by Playwright (never `playwright
+# install`: it downloads a browser build this network cannot reach).
+browser:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  echo "Chromium not found: installing it (apt-get install chromium)"; \
+	  (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || \
+	  echo "WARNING: could not install Chromium; the browser tests will be SKIPPED (loudly)"; \
+	fi
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check dpledger tests benchmarks notebooks
 	$(VENV)/bin/ruff format --check dpledger tests benchmarks notebooks
@@ -31,7 +40,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy --strict dpledger
 
-test: $(STAMP) postgres lint typecheck
+test: $(STAMP) postgres browser lint typecheck
 	$(PY) -m pytest -q
 
 # Re-pair each notebook with its .py source (the newer side wins) and store fresh outputs.

@@ -1,7 +1,8 @@
 """The runner: ``python -m benchmarks [--quick] [--json [PATH]] [--cases 1,2,...]``.
 
 Cases 1, 2 and 4 share one fleet (generated once, outside every timed section, shown
-as row 0) and run first; the fleet is then freed before the ledger cases 3 and 5. A
+as row 0) and run first; the fleet is then freed before the ledger cases 3, 5 and 7
+(7: releases through the HTTP service). A
 case that crashes becomes an ``error`` row instead of hiding the others' figures.
 """
 
@@ -20,7 +21,7 @@ from typing import Any
 
 from benchmarks._harness import FULL, QUICK, Row, Sizes, log, render_table
 
-CASES = (1, 2, 3, 4, 5)
+CASES = (1, 2, 3, 4, 5, 7)
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -34,7 +35,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         help="write the results as JSON to PATH (the table is still printed), "
         "or to stdout instead of the table when PATH is omitted",
     )
-    ap.add_argument("--cases", default="1,2,3,4,5", help="comma-separated case numbers")
+    ap.add_argument("--cases", default="1,2,3,4,5,7", help="comma-separated case numbers")
     args = ap.parse_args(argv)
     try:
         args.case_set = {int(c) for c in args.cases.split(",") if c.strip()}
@@ -93,6 +94,10 @@ def run(sizes: Sizes, cases: set[int]) -> list[Row]:
         from benchmarks import composition
 
         rows += _guard(5, "composition choices", lambda: composition.run(sizes))
+    if 7 in cases:
+        from benchmarks import service
+
+        rows += _guard(7, "HTTP service", lambda: service.run(sizes))
     return sorted(rows, key=lambda r: r.case)  # stable: keeps each case's own order
 
 

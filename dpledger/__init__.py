@@ -7,6 +7,7 @@ durable, hash-chained ledger, and returns the value with its error bar.
 The package, by role (imports run one way, top to bottom)::
 
     cli/         the ``dpledger`` command
+    service/     ``dpledger serve``: the HTTP API, keys and scopes, the privacy team's page
     sim/         synthetic fleets and the demo      planning/  plans, floors, clip bounds
     ledger/      the Ledger: write path, audit, stores, derived releases, lifetime
     approval     named checks -> Verdict (one path for check and release)

@@ -21,12 +21,15 @@ __all__ = [
     "InvalidInput",
     "LedgerCorrupted",
     "LedgerNotFound",
+    "NotAuthenticated",
+    "NotPermitted",
     "PlotUnavailable",
     "PolicyError",
     "PolicyMismatch",
     "ReleaseIdConflict",
     "ReleaseRefused",
     "StoreError",
+    "UnknownResource",
 ]
 
 
@@ -141,6 +144,32 @@ class BudgetExceeded(ReleaseRefused):
         self.remaining = remaining
         self.scope = scope
         super().__init__(verdict)
+
+
+class NotAuthenticated(DpLedgerError):
+    """No valid credential was presented (missing, malformed, unknown, wrong or revoked key).
+
+    The message is the same for every cause, so that it tells a guesser nothing; the
+    service logs the cause (never the key) for its operator.
+    """
+
+
+class NotPermitted(DpLedgerError):
+    """A valid credential lacks the scope an action needs (an action, region or metric).
+
+    ``key_id`` names the key (not secret), ``action`` what it asked to do, and ``missing``
+    the scope it lacks, e.g. ``"region eu-west"``. Nothing was read or written.
+    """
+
+    def __init__(self, message: str, *, key_id: str, action: str, missing: str) -> None:
+        self.key_id = key_id
+        self.action = action
+        self.missing = missing
+        super().__init__(message)
+
+
+class UnknownResource(DpLedgerError):
+    """A named thing does not exist: an unknown region, an epoch with no releases, a key id."""
 
 
 class PlotUnavailable(DpLedgerError):

@@ -1,5 +1,6 @@
 """Shared fixtures: one real PostgreSQL server per session, a fresh database per test,
-and ``store``: each contract test once per store (SQLite, PostgreSQL; see ``_stores.py``).
+``store``: each contract test once per store (SQLite, PostgreSQL; see ``_stores.py``), and
+``chromium``: a real headless browser for the service's page.
 
 The server is started by :mod:`pgserver` (initdb + pg_ctl on a temp directory, as the
 unprivileged ``postgres`` user when running as root) the first time a test asks for
@@ -10,12 +11,13 @@ be missed: ``PostgreSQL tests SKIPPED: <reason>``.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from _stores import StoreUnderTest, closed_port
@@ -24,7 +26,17 @@ if TYPE_CHECKING:
     from pgserver import PgServer
 
 _PG_SKIP_REASON = pytest.StashKey[str]()
+_BROWSER_SKIP_REASON = pytest.StashKey[str]()
 _skipped_pg_tests: list[str] = []
+
+CHROMIUM = os.environ.get("DPLEDGER_CHROMIUM", "/usr/bin/chromium")
+"""Debian's Chromium (``apt-get install chromium``; ``make test`` installs it)."""
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run",
+]  # fmt: skip
+"""As root on a closed network. Playwright's ``launch()`` adds a fresh ``--user-data-dir``
+(a temporary profile it deletes on close) itself, and refuses one passed here."""
 
 
 def _pgserver_module() -> ModuleType:
@@ -54,6 +66,36 @@ def pg_server(request: pytest.FixtureRequest) -> Iterator[PgServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def chromium(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """Real headless Chromium driven by Playwright; skips LOUDLY if it cannot start.
+
+    With ``DPLEDGER_REQUIRE_BROWSER=1`` a missing browser fails the test instead.
+    """
+
+    def unavailable(reason: str) -> None:
+        if os.environ.get("DPLEDGER_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"browser tests cannot run: {reason}")
+        request.config.stash[_BROWSER_SKIP_REASON] = reason
+        pytest.skip(f"BROWSER TESTS SKIPPED: {reason}")
+
+    try:
+        from playwright.sync_api import Error, sync_playwright
+    except ImportError as e:
+        unavailable(f"playwright is not installed ({e}); run: pip install -e '.[dev]'")
+    if not os.path.exists(CHROMIUM):
+        unavailable(f"{CHROMIUM} is missing; run: apt-get install -y chromium (make test does)")
+    with sync_playwright() as pw:
+        try:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        except Error as e:
+            unavailable(f"{CHROMIUM} does not start under Playwright: {str(e)[:300]}")
+        try:
+            yield browser
+        finally:
+            browser.close()
 
 
 @pytest.fixture
@@ -106,7 +148,10 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def pytest_terminal_summary(
     terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
 ) -> None:
-    """Make skipped PostgreSQL tests impossible to miss in ``make test`` output."""
+    """Make skipped PostgreSQL and browser tests impossible to miss in ``make test`` output."""
+    browser = config.stash.get(_BROWSER_SKIP_REASON, None)
+    if browser is not None:
+        terminalreporter.write_sep("!", f"BROWSER TESTS SKIPPED: {browser}", red=True, bold=True)
     reason = config.stash.get(_PG_SKIP_REASON, None)
     if reason is None and not _skipped_pg_tests:
         return

@@ -59,27 +59,32 @@ nonnegative = false
 """
 
 
-def policy(
+def policy_text(
     *,
     neighbouring: str = "replace",
     epoch_epsilon: str = "4",
     eval_fraction: str = "0.25",
     scalar_eps: str = "0.1",
     version: str = "1",
-) -> Policy:
-    """A small policy: ε_eval = 1 by default, three regions, scalar/histogram/vector metrics."""
+) -> str:
+    """The TOML of :func:`policy` (for a policy file a command or a server reads)."""
     edges20 = ", ".join(str(float(i)) for i in range(1, 20))
-    return Policy.from_toml(
-        BASE.format(
-            neighbouring=neighbouring,
-            epoch_epsilon=epoch_epsilon,
-            eval_fraction=eval_fraction,
-            scalar_eps=scalar_eps,
-            edges20=edges20,
-            version=version,
-        ),
-        source="test-policy.toml",
+    return BASE.format(
+        neighbouring=neighbouring,
+        epoch_epsilon=epoch_epsilon,
+        eval_fraction=eval_fraction,
+        scalar_eps=scalar_eps,
+        edges20=edges20,
+        version=version,
     )
+
+
+def policy(**fields: str) -> Policy:
+    """A small policy: ε_eval = 1 by default, three regions, scalar/histogram/vector metrics.
+
+    ``fields``: those of :func:`policy_text`.
+    """
+    return Policy.from_toml(policy_text(**fields), source="test-policy.toml")
 
 
 def spatial() -> Policy:

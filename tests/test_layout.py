@@ -16,7 +16,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "dpledger"
 
 RANK = {
-    "cli": 7,
+    "cli": 8,
     "flower": 7,
     "service": 7,
     "sim": 6,
@@ -33,8 +33,9 @@ RANK = {
     "errors": 0,
 }
 """Layer of each top-level module or package: imports go to a lower layer (or stay inside
-their own package). cli → sim → ledger / planning → approval → accounting → mechanisms →
-policy → errors / types; metrics imports only errors, types and numpy."""
+their own package). cli → service / flower → sim → ledger / planning → approval →
+accounting → mechanisms → policy → errors / types; metrics imports only errors, types and
+numpy. The command line is the outermost caller: it starts the service."""
 
 
 def _modules() -> list[Path]:

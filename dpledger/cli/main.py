@@ -443,11 +443,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _register_subcommands(sub: Any) -> None:
-    """Planning, calibration and the demo live in their own modules."""
-    from dpledger.cli import demo, plan
+    """Planning, calibration, the demo and the service live in their own modules."""
+    from dpledger.cli import demo, plan, service
 
     plan.register(sub)
     demo.register(sub)
+    service.register(sub)
 
 
 def _warn(

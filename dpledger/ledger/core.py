@@ -401,6 +401,12 @@ class Ledger:
             limit=limit,
         )
 
+    def epochs(self) -> tuple[int, ...]:
+        """The epochs that have at least one release, ascending (empty for a new ledger)."""
+        if not self._exists():
+            return ()
+        return tuple(self._store.epochs())
+
     def __len__(self) -> int:
         return self._store.count() if self._exists() else 0
 

@@ -266,6 +266,7 @@ class Statements:
     entries: str  # (after, epoch, epoch, scope, scope, metric, metric, limit) -> COLUMNS
     policy_epochs: str  # () -> MIN(epoch), policy_hash per policy released under
     count: str  # () -> number of entries
+    epochs: str  # () -> every epoch with spend, ascending
     audit_meta: str  # () -> key, value ordered by key
     audit_policies: str  # () -> hash, name, version, body ordered by hash
     audit_spend: str  # () -> epoch, scope, metric, total ordered by the key
@@ -276,6 +277,7 @@ PARAMETERLESS = {
     "policy_epochs": "SELECT MIN(epoch), policy_hash FROM dpl_entries GROUP BY policy_hash "
     "ORDER BY MIN(epoch)",
     "count": "SELECT COUNT(*) FROM dpl_entries",
+    "epochs": "SELECT DISTINCT epoch FROM dpl_spend ORDER BY epoch",
     "audit_meta": "SELECT key, value FROM dpl_meta ORDER BY key",
     "audit_policies": "SELECT hash, name, version, body FROM dpl_policies ORDER BY hash",
     "audit_spend": "SELECT epoch, scope, metric, total FROM dpl_spend "
@@ -598,6 +600,11 @@ class SqlStore(ABC):
         with self._lock:
             rows = self._execute(self.sql.policy_epochs)
         return [(int(e), str(h)) for e, h in rows]
+
+    def epochs(self) -> list[int]:
+        """Every epoch that has a committed release, ascending."""
+        with self._lock:
+            return [int(e) for (e,) in self._execute(self.sql.epochs)]
 
     def count(self) -> int:
         """Number of committed entries."""

@@ -1,0 +1,280 @@
+"""The ``dpledger serve`` and ``dpledger keys create|revoke|list`` subcommands.
+
+:func:`register` adds them to the main parser. ``keys`` needs only the standard library
+(and psycopg for a PostgreSQL ledger); ``serve`` needs the ``service`` extra (FastAPI and
+uvicorn) and says how to install it when it is missing. Errors are typed
+:class:`~dpledger.errors.DpLedgerError` subclasses, which the main command turns into
+exit code 2 (never a traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import logging
+import os
+import socket
+import ssl
+import sys
+from typing import Any
+
+from dpledger.errors import InvalidInput
+from dpledger.policy import Policy
+from dpledger.service.keys import ACTIONS, ApiKey, Scopes
+from dpledger.service.store import ServiceStore, default_location
+
+__all__ = ["cmd_keys_create", "cmd_keys_list", "cmd_keys_revoke", "cmd_serve", "register"]
+
+
+def _ledger_exists(location: str) -> None:
+    """Raise :class:`LedgerNotFound` unless a ledger is at ``location`` (nothing is created)."""
+    if location.startswith(("postgresql://", "postgres://")):
+        from dpledger.ledger.postgres import PostgresStore
+
+        PostgresStore(location, "read").close()
+    else:
+        from dpledger.ledger.sqlite import SqliteStore
+
+        SqliteStore(location, "read").close()
+
+
+def _keys_location(args: argparse.Namespace) -> str:
+    if not args.ledger:
+        raise InvalidInput("no ledger: pass --ledger PATH_OR_URL or set DPLEDGER_URL")
+    return str(args.keys or default_location(args.ledger))
+
+
+def _key_line(k: ApiKey) -> str:
+    scopes = k.scopes
+    regions = "any" if scopes.regions is None else ",".join(scopes.regions)
+    metrics = "any" if scopes.metrics is None else ",".join(scopes.metrics)
+    state = f"revoked {k.revoked_at}" if k.revoked_at else "active"
+    return (
+        f"{k.key_id}  {k.name:<20} {','.join(scopes.actions):<28} regions={regions} "
+        f"metrics={metrics}  created {k.created_at[:19]}  {state}"
+    )
+
+
+def _scopes(args: argparse.Namespace) -> Scopes:
+    actions = tuple(args.action or ())
+    spends = bool({"check", "release"} & set(actions))
+    if args.any_region and args.region:
+        raise InvalidInput("give --region names or --any-region, not both")
+    if args.any_metric and args.metric:
+        raise InvalidInput("give --metric names or --any-metric, not both")
+    if spends and not (args.region or args.any_region):
+        raise InvalidInput(
+            "a key that may check or release needs its regions: --region NAME (repeat; "
+            "'*' allows the global release) or --any-region"
+        )
+    if spends and not (args.metric or args.any_metric):
+        raise InvalidInput(
+            "a key that may check or release needs --metric NAME (repeat) or --any-metric"
+        )
+    regions = None if args.any_region or not args.region else tuple(args.region)
+    metrics = None if args.any_metric or not args.metric else tuple(args.metric)
+    scopes = Scopes(actions, regions, metrics)
+    if args.policy:
+        policy = Policy.load(args.policy)
+        unknown = [r for r in scopes.regions or () if r != "*" and not policy.regions.admits(r)]
+        unknown += [m for m in scopes.metrics or () if m not in policy.metrics]
+        if unknown:
+            raise InvalidInput(f"not in policy {policy.name} {policy.version}: {unknown}")
+    return scopes
+
+
+def cmd_keys_create(args: argparse.Namespace) -> int:
+    """``dpledger keys create``: print a new key once (stdout); its record goes to stderr."""
+    scopes = _scopes(args)
+    _ledger_exists(args.ledger)
+    with ServiceStore.open(_keys_location(args), create=True) as store:
+        made, record = store.create_key(args.name, scopes)
+        where = store.location
+    if args.json:
+        print(json.dumps({"key": made.token, **record.as_dict()}, indent=2, sort_keys=True))
+    else:
+        print(made.token)
+    print(
+        f"dpledger: created key {record.key_id} for {record.name} in {where}:\n  "
+        f"{_key_line(record)}\nThis is the only time the key is shown: keep it in a secret "
+        "store. Only its salted digest is stored.",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def cmd_keys_revoke(args: argparse.Namespace) -> int:
+    """``dpledger keys revoke KEY_ID``: the key stops working at once, on every replica."""
+    with ServiceStore.open(_keys_location(args)) as store:
+        record = store.revoke(args.key_id)
+    print(f"revoked {record.key_id} ({record.name}) at {record.revoked_at}")
+    return 0
+
+
+def cmd_keys_list(args: argparse.Namespace) -> int:
+    """``dpledger keys list``: every key's id, name, scopes and state (never a secret)."""
+    with ServiceStore.open(_keys_location(args)) as store:
+        records = store.list_keys()
+    if args.json:
+        print(json.dumps([k.as_dict() for k in records], indent=2, sort_keys=True))
+    else:
+        print("\n".join(_key_line(k) for k in records) or "no keys")
+    return 0
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port`` (port 0: any free port)."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as e:
+        raise InvalidInput(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def _check_tls(cert: str, key: str) -> None:
+    """Load the certificate and key now, so a bad one is an input error before any bind."""
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as e:
+        why = e.strerror or getattr(e, "reason", None) or e
+        raise InvalidInput(
+            f"cannot use --tls-cert {cert} with --tls-key {key}: {why}; pass a PEM "
+            "certificate and its PEM private key"
+        ) from None
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """``dpledger serve``: the HTTP service in front of one ledger (runs until Ctrl-C)."""
+    try:
+        import uvicorn
+
+        from dpledger.service.app import create_app
+        from dpledger.service.state import Settings
+    except ImportError as e:
+        raise InvalidInput(
+            f"dpledger serve needs the service extra ({e.name} is missing): "
+            "pip install 'dpledger[service]'"
+        ) from None
+    if not args.policy:
+        raise InvalidInput("no policy: pass --policy FILE or set DPLEDGER_POLICY")
+    if not args.ledger:
+        raise InvalidInput("no ledger: pass --ledger PATH_OR_URL or set DPLEDGER_URL")
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise InvalidInput("HTTPS needs both --tls-cert and --tls-key")
+    if not 0 <= args.port <= 65535:  # the OS would silently take it modulo 65536
+        raise InvalidInput(f"--port must lie in [0, 65535] (0: any free port), got {args.port}")
+    if args.tls_cert:
+        _check_tls(args.tls_cert, args.tls_key)
+    _ledger_exists(args.ledger)  # name a missing ledger before its missing key store
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    settings = Settings(
+        ledger=args.ledger,
+        policy=Policy.load(args.policy),
+        keys=args.keys,
+        connections=args.connections,
+        max_body_bytes=args.max_body_bytes,
+    )
+    app = create_app(settings)
+    sock = _listen(args.host, args.port)
+    host, port = sock.getsockname()[:2]
+    scheme = "https" if args.tls_cert else "http"
+    shown = f"[{host}]" if ":" in host else host
+    print(
+        f"dpledger: serving {app.state.service.location} at {scheme}://{shown}:{port}/ "
+        f"(keys in {settings.keys_location}; Ctrl-C stops)",
+        file=sys.stderr,
+        flush=True,
+    )
+    if scheme == "http" and not _loopback(args.host):
+        print(
+            "dpledger: warning: plain HTTP on a non-loopback address sends API keys in clear "
+            "text: put TLS in front (a proxy) or pass --tls-cert/--tls-key",
+            file=sys.stderr,
+        )
+    config = uvicorn.Config(
+        app,
+        log_level=args.log_level,
+        access_log=not args.no_access_log,
+        lifespan="on",
+        server_header=False,
+        ssl_certfile=args.tls_cert,
+        ssl_keyfile=args.tls_key,
+        timeout_graceful_shutdown=10,
+    )
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
+        app.state.service.close()
+    return 0
+
+
+def _store_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--ledger",
+        default=os.environ.get("DPLEDGER_URL"),
+        help="the ledger: SQLite path or postgresql:// URL (or $DPLEDGER_URL)",
+    )
+    p.add_argument(
+        "--keys",
+        help="the key store (default: L.keys.db beside a SQLite ledger L.db; the same "
+        "database for PostgreSQL)",
+    )
+
+
+def register(subparsers: Any) -> None:
+    """Add ``serve`` and ``keys`` to the main parser's subcommands."""
+    p = subparsers.add_parser("serve", help="the HTTP service: approve releases for many teams")
+    _store_args(p)
+    p.add_argument("--policy", default=os.environ.get("DPLEDGER_POLICY"), help="policy TOML")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (8000; 0 picks a free one)")
+    p.add_argument("--connections", type=int, default=4, help="ledger connections (4)")
+    p.add_argument(
+        "--max-body-bytes", type=int, default=1 << 20, help="largest request body (1 MiB)"
+    )
+    p.add_argument("--tls-cert", help="serve HTTPS with this certificate (PEM)")
+    p.add_argument("--tls-key", help="… and this private key (PEM)")
+    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    p.add_argument("--no-access-log", action="store_true", help="no per-request log lines")
+    p.set_defaults(func=cmd_serve)
+
+    keys = subparsers.add_parser("keys", help="API keys of the service: create, revoke, list")
+    sub = keys.add_subparsers(dest="keys_action", required=True)
+    c = sub.add_parser("create", help="a new key, shown once")
+    _store_args(c)
+    c.add_argument("--name", required=True, help="who holds it, e.g. a team (a-z 0-9 . _ -)")
+    c.add_argument(
+        "--action", action="append", choices=ACTIONS, required=True, help="repeat per action"
+    )
+    c.add_argument("--region", action="append", help="a region it may check/release (repeat)")
+    c.add_argument("--any-region", action="store_true", help="every region, and '*'")
+    c.add_argument("--metric", action="append", help="a metric it may check/release (repeat)")
+    c.add_argument("--any-metric", action="store_true", help="every metric")
+    c.add_argument("--policy", help="check the region and metric names against this policy")
+    c.add_argument("--json", action="store_true", help="machine-readable output")
+    c.set_defaults(func=cmd_keys_create)
+    r = sub.add_parser("revoke", help="revoke a key now (every replica)")
+    _store_args(r)
+    r.add_argument("key_id", help="the key's id (dpl_<id>_…)")
+    r.set_defaults(func=cmd_keys_revoke)
+    ls = sub.add_parser("list", help="every key's id, name, scopes and state")
+    _store_args(ls)
+    ls.add_argument("--json", action="store_true", help="machine-readable output")
+    ls.set_defaults(func=cmd_keys_list)

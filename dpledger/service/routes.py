@@ -1,0 +1,262 @@
+"""The versioned JSON API (``/v1/``): check, release, plan, keys, health, and the helpers
+every route shares (the budget and audit views are in :mod:`dpledger.service.views`).
+
+Each operation names the action its key needs in its OpenAPI entry (``x-dpledger-action``),
+which the gate checks before the body is read. Endpoints are plain ``def``: FastAPI runs
+them in its thread pool, each borrowing one ledger connection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
+
+import numpy as np
+from fastapi import APIRouter, Depends, Header, Path, Request, Security
+from fastapi.security import HTTPBearer
+from pydantic import ValidationError
+
+from dpledger.approval import ReleaseRequest, refusal
+from dpledger.errors import InvalidInput
+from dpledger.planning import plan
+from dpledger.service.app import ACTION_KEY, ANY_KEY, caller
+from dpledger.service.keys import Action, ApiKey
+from dpledger.service.models import (
+    CheckBody,
+    ErrorOut,
+    PlanBody,
+    ReleaseBody,
+    ReleaseOut,
+    VerdictOut,
+    release_out,
+    verdict_out,
+)
+from dpledger.service.state import ServiceState
+
+__all__ = [
+    "bearer",
+    "error_responses",
+    "needs",
+    "public",
+    "router",
+    "scope_first",
+    "service_state",
+]
+
+bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="ApiKey",
+    description="`Authorization: Bearer dpl_<key id>_<secret>` (`dpledger keys create`)",
+)
+router = APIRouter(prefix="/v1", dependencies=[Security(bearer)])
+public = APIRouter(prefix="/v1")
+
+_E = {"model": ErrorOut}
+_WHY = {
+    400: "the body cannot be parsed (nested too deeply, or an integer of thousands of digits)",
+    401: "no valid API key (missing, malformed, unknown, wrong or revoked)",
+    403: "the key lacks the action, region or metric this request needs",
+    404: "an unknown region, epoch or key",
+    409: "refused: budget, allocation, cohort floor, epoch policy or a reused release id",
+    413: "the body is larger than the service's limit",
+    422: "invalid input: a field, an unknown metric or region, a malformed aggregate",
+    503: "the ledger's database is unavailable or busy: retry",
+}
+
+
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """The error statuses an operation declares: 401, 403, 422, 503 and ``codes``."""
+    out: dict[int | str, dict[str, Any]] = {}
+    for code in (401, 403, 422, 503, *codes):
+        if code == 413:
+            out[413] = {
+                "description": _WHY[413],
+                "content": {"text/plain": {"schema": {"type": "string"}}},
+            }
+        else:
+            out[code] = {**_E, "description": _WHY[code]}
+    return out
+
+
+def needs(action: Action | None) -> dict[str, Any]:
+    """The operation's OpenAPI extension naming its action (None: any valid key)."""
+    return {ACTION_KEY: action or ANY_KEY}
+
+
+def service_state(request: Request) -> ServiceState:
+    """The process's :class:`ServiceState` (its ledger connections and key store)."""
+    state: ServiceState = request.app.state.service
+    return state
+
+
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        pattern=r"^[!-~]{1,128}$",
+        description="the release id: a retry with the same key, request and aggregate "
+        "returns the recorded release (no new noise, no second charge)",
+    ),
+]
+
+
+# -- release approval ----------------------------------------------------------------
+
+
+def scope_first(action: Action) -> Callable[[Request], Awaitable[None]]:
+    """A dependency deciding the key's region and metric scopes before the body is validated.
+
+    It reads only the request's public ``region`` and ``metric`` (as sent, once they are
+    strings), so an out-of-scope key gets 403, and a line in the refusal log, whatever
+    else the body holds: the answer to "may this key spend there?" never waits on, or
+    depends on, the aggregate. A body too broken to name them is left to validation.
+    """
+
+    async def check_scope(request: Request) -> None:
+        key = caller(request)
+        try:
+            data = await request.json()  # already parsed (and cached) by FastAPI
+        except ValueError:
+            return
+        fields = data.get("request") if isinstance(data, dict) else None
+        if not isinstance(fields, dict):
+            return
+        region, metric = fields.get("region"), fields.get("metric")
+        if not (isinstance(region, str) and isinstance(metric, str)):
+            return
+        if key.scopes.missing(action, region, metric) is None:
+            return
+        try:  # the refusal log keeps the request's public fields when they are valid
+            req: ReleaseRequest | None = ReleaseRequest.model_validate(fields)
+        except ValidationError:
+            req = None
+        request.scope.setdefault("state", {})["subject"] = (action, req)
+        key.require(action, region, metric)
+
+    return check_scope
+
+
+def _scoped(request: Request, action: Action, req: ReleaseRequest) -> ApiKey:
+    key = caller(request)
+    request.scope.setdefault("state", {})["subject"] = (action, req)  # for the refusal log
+    key.require(action, req.region, req.metric)
+    return key
+
+
+@router.post(
+    "/check",
+    response_model=VerdictOut,
+    responses=error_responses(400, 409, 413),
+    openapi_extra=needs("check"),
+    dependencies=[Depends(scope_first("check"))],
+    summary="Dry-run every approval check; nothing is spent",
+)
+def check(body: CheckBody, request: Request) -> VerdictOut:
+    """The verdict a release would get now: 200 if approved, else the release's status
+    (409 or 422) with the same verdict. Nothing is spent or recorded."""
+    _scoped(request, "check", body.request)
+    with service_state(request).ledger() as ledger:
+        verdict = ledger.check(body.request, np.asarray(body.aggregate, dtype=np.float64))
+    if not verdict.approved:
+        raise refusal(verdict)
+    return verdict_out(verdict)
+
+
+@router.post(
+    "/releases",
+    status_code=201,
+    response_model=ReleaseOut,
+    responses=error_responses(400, 409, 413),
+    openapi_extra=needs("release"),
+    dependencies=[Depends(scope_first("release"))],
+    summary="Release: check, charge, add OpenDP noise, record (with the caller's principal)",
+)
+def release(
+    body: ReleaseBody, request: Request, idempotency_key: IdempotencyKey = None
+) -> ReleaseOut:
+    """Check, atomically charge, add OpenDP noise and record. The entry records the key's
+    principal inside the hash chain. With ``Idempotency-Key`` (or ``release_id``) a retry
+    returns the recorded release; the same id from another principal, or with another
+    request, is a 409 conflict."""
+    req = body.request
+    if idempotency_key is not None:
+        if req.release_id not in (None, idempotency_key):
+            raise InvalidInput(
+                "the Idempotency-Key header and the request's release_id differ: send one, "
+                "or the same value in both"
+            )
+        req = ReleaseRequest(**{**req.model_dump(), "release_id": idempotency_key})
+    key = _scoped(request, "release", req)
+    with service_state(request).ledger() as ledger:
+        done = ledger.release(
+            req, np.asarray(body.aggregate, dtype=np.float64), principal=key.principal
+        )
+    return release_out(done, key.principal)
+
+
+@router.post(
+    "/plan",
+    responses=error_responses(400, 413),
+    openapi_extra=needs("read"),
+    summary="Plan an epoch's releases for given cohorts, against the ledger's spend",
+)
+def plan_epoch(body: PlanBody, request: Request) -> dict[str, Any]:
+    """Per region × metric: cost, noise, error bar, cohort floor, what fits (public only)."""
+    state = service_state(request)
+    with state.ledger() as ledger:
+        made = plan(state.policy, body.cohorts, body.rounds, ledger=ledger, epoch=body.epoch)
+    result: dict[str, Any] = made.model_dump(mode="json")
+    return result
+
+
+# -- keys ------------------------------------------------------------------------------
+
+KeyId = Annotated[str, Path(pattern=r"^[0-9a-f]{12}$", description="a key's id (not secret)")]
+
+
+@router.get(
+    "/whoami",
+    responses=error_responses(),
+    openapi_extra=needs(None),
+    summary="The calling key: its id, principal and scopes",
+)
+def whoami(request: Request) -> dict[str, object]:
+    """Any valid key may ask."""
+    return caller(request).as_dict()
+
+
+@router.get(
+    "/keys",
+    responses=error_responses(),
+    openapi_extra=needs("admin"),
+    summary="Every key (no secrets), revoked ones marked",
+)
+def keys(request: Request) -> dict[str, list[dict[str, object]]]:
+    """Oldest first."""
+    return {"keys": [k.as_dict() for k in service_state(request).store.list_keys()]}
+
+
+@router.post(
+    "/keys/{key_id}/revoke",
+    responses=error_responses(404),
+    openapi_extra=needs("admin"),
+    summary="Revoke a key now, for every replica",
+)
+def revoke(key_id: KeyId, request: Request) -> dict[str, object]:
+    """Idempotent: revoking a revoked key keeps its first revocation time."""
+    return service_state(request).store.revoke(key_id).as_dict()
+
+
+# -- health ----------------------------------------------------------------------------
+
+
+@public.get(
+    "/health",
+    responses={503: {**_E, "description": _WHY[503]}},
+    summary="Liveness: the service runs and reaches its ledger (no key needed)",
+)
+def health(request: Request) -> dict[str, str]:
+    """Reads the chain head; says nothing about the ledger beyond ``ok``."""
+    with service_state(request).ledger() as ledger:
+        ledger.head()
+    return {"status": "ok"}

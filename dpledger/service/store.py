@@ -1,0 +1,417 @@
+"""The service's own state beside the ledger: API keys, the refusal log, the session secret.
+
+This is operator state, not the audit record: keys are revoked (rows change), refusals
+are pruned, and none of it is hash-chained or read by :meth:`Ledger.verify`. It is kept
+out of the ledger's tables so that nothing the service does outside a release — a
+login, a refused request, a revocation — changes a byte of the ledger:
+
+- beside a SQLite ledger ``L.db`` it is its own SQLite file, ``L.keys.db`` (created
+  ``0600``); the ledger file is never touched by it;
+- beside a PostgreSQL ledger it is three tables (``dpl_svc_meta``, ``dpl_svc_keys``,
+  ``dpl_svc_refusals``) in the same database and ``search_path`` schema, so that every
+  replica of the service sees the same keys, revocations and refusals at once.
+
+**The refusal log** records, for each refused release and each request refused for
+lack of scope: when, the principal, the action, the HTTP status, the error code, the
+request's public fields and the *names* of the failed checks. Never an aggregate, a
+key, or a check's reason text (an aggregate check's reason may describe the
+aggregate). The newest :data:`REFUSALS_KEPT` rows are kept.
+
+Opening never creates: :meth:`ServiceStore.open` with ``create=False`` (what the
+service does) refuses a missing store; ``dpledger keys create`` creates it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, cast
+
+from dpledger.errors import (
+    InvalidInput,
+    LedgerCorrupted,
+    LedgerNotFound,
+    StoreError,
+    UnknownResource,
+)
+from dpledger.service.keys import ALGO, ApiKey, NewKey, Scopes, check_name, new_key
+
+__all__ = ["REFUSALS_KEPT", "Refusal", "ServiceStore", "default_location"]
+
+REFUSALS_KEPT = 10_000
+"""How many of the newest refusals the log keeps (older ones are pruned)."""
+_SCHEMA_VERSION = "1"
+_PRUNE_EVERY = 500
+_HEADER = b"SQLite format 3\x00"
+_PG_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('dpledger-service', 0))"
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def _is_pg(location: str) -> bool:
+    return location.startswith(("postgresql://", "postgres://"))
+
+
+def default_location(ledger: str) -> str:
+    """Where the service store of ``ledger`` lives: ``L.keys.db`` beside a SQLite ledger
+    ``L.db``; the same database for a PostgreSQL ledger."""
+    if _is_pg(ledger):
+        return ledger
+    return str(Path(ledger).with_suffix(".keys.db"))
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """One refused request, as the operator log keeps it: public fields and check names."""
+
+    at: str  # UTC ISO time; "" when logging: the store stamps it
+    principal: str
+    action: str
+    status: int
+    error: str
+    epoch: int | None = None
+    region: str | None = None
+    metric: str | None = None
+    cohort: int | None = None
+    release_id: str | None = None
+    failed: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready form."""
+        return {
+            "at": self.at,
+            "principal": self.principal,
+            "action": self.action,
+            "status": self.status,
+            "error": self.error,
+            "epoch": self.epoch,
+            "region": self.region,
+            "metric": self.metric,
+            "cohort": self.cohort,
+            "release_id": self.release_id,
+            "failed_checks": list(self.failed),
+        }
+
+
+_TABLES = (
+    "CREATE TABLE IF NOT EXISTS dpl_svc_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS dpl_svc_keys (
+        key_id TEXT PRIMARY KEY, name TEXT NOT NULL, algo TEXT NOT NULL, salt TEXT NOT NULL,
+        digest TEXT NOT NULL, scopes TEXT NOT NULL, created_at TEXT NOT NULL, revoked_at TEXT
+    )""",
+    """CREATE TABLE IF NOT EXISTS dpl_svc_refusals (
+        id {id}, at TEXT NOT NULL, principal TEXT NOT NULL, action TEXT NOT NULL,
+        status INTEGER NOT NULL, error TEXT NOT NULL, epoch BIGINT, region TEXT, metric TEXT,
+        cohort BIGINT, release_id TEXT, failed TEXT NOT NULL
+    )""",
+)
+_KEY_COLUMNS = "key_id, name, algo, salt, digest, scopes, created_at, revoked_at"
+_REFUSAL_COLUMNS = (
+    "at, principal, action, status, error, epoch, region, metric, cohort, release_id, failed"
+)
+
+
+def _statements(p: str) -> dict[str, str]:
+    """The store's statements with ``p`` as the parameter marker of its dialect."""
+    return {
+        "key": f"SELECT {_KEY_COLUMNS} FROM dpl_svc_keys WHERE key_id = {p}",
+        "keys": f"SELECT {_KEY_COLUMNS} FROM dpl_svc_keys ORDER BY created_at, key_id",
+        "insert_key": f"INSERT INTO dpl_svc_keys ({_KEY_COLUMNS}) VALUES ({', '.join([p] * 8)})",
+        "revoke": f"UPDATE dpl_svc_keys SET revoked_at = {p} "
+        f"WHERE key_id = {p} AND revoked_at IS NULL",
+        "insert_refusal": f"INSERT INTO dpl_svc_refusals ({_REFUSAL_COLUMNS}) VALUES "
+        f"({', '.join([p] * 11)}) RETURNING id",
+        "prune": f"DELETE FROM dpl_svc_refusals WHERE id <= {p}",
+        "refusals": f"SELECT {_REFUSAL_COLUMNS} FROM dpl_svc_refusals ORDER BY id DESC LIMIT {p}",
+        "meta": f"SELECT value FROM dpl_svc_meta WHERE key = {p}",
+        "set_meta": f"INSERT INTO dpl_svc_meta (key, value) VALUES ({p}, {p}) "
+        "ON CONFLICT (key) DO NOTHING",
+    }
+
+
+_SQLITE = _statements("?")
+_PG = _statements("%s")
+
+
+class ServiceStore:
+    """Keys, refusals and the session secret of one ledger's service (thread-safe).
+
+    Open with :meth:`open`. Every statement runs under one lock on one connection.
+    """
+
+    def __init__(self, location: str, conn: Any, pg: bool, url: str = "") -> None:
+        self.location = location
+        self._conn = conn
+        self._pg = pg
+        self._url = url  # PostgreSQL: to reconnect after the server dropped the session
+        self._in_txn = False
+        self._sql = _PG if pg else _SQLITE
+        self._lock = threading.Lock()
+
+    # -- opening ----------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, location: str, *, create: bool = False) -> ServiceStore:
+        """Open the store at ``location`` (a path, or the ledger's PostgreSQL URL).
+
+        ``create=True`` creates it if missing (``dpledger keys create``); otherwise a
+        missing store is :class:`LedgerNotFound`, naming the command that creates one.
+        """
+        if not isinstance(location, str) or not location:
+            raise InvalidInput("the key store location must be a path or a postgresql:// URL")
+        store = cls._open_pg(location) if _is_pg(location) else cls._open_sqlite(location, create)
+        try:
+            if not store._exists():
+                if not create:
+                    raise LedgerNotFound(
+                        f"no dpledger key store at {store.location}: create a key first with "
+                        "`dpledger keys create --ledger LEDGER --name NAME --action ...`"
+                    )
+                store._create()
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    @classmethod
+    def _open_sqlite(cls, path: str, create: bool) -> ServiceStore:
+        p = Path(path)
+        if not p.exists():
+            if not create:
+                raise LedgerNotFound(
+                    f"no dpledger key store at {path}: create a key first with "
+                    "`dpledger keys create --ledger LEDGER --name NAME --action ...`"
+                )
+            try:  # the file holds key digests: readable by its owner only
+                os.close(os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+            except FileExistsError:
+                pass  # a concurrent creator made it: open theirs
+            except OSError as e:
+                raise StoreError(f"cannot create the key store {path}: {e.strerror}") from e
+        elif not p.is_file():
+            raise StoreError(f"{path} is not a regular file, so not a key store")
+        else:
+            with p.open("rb") as f:
+                header = f.read(len(_HEADER))
+            if header and header != _HEADER:
+                raise LedgerCorrupted(f"{path} is not an SQLite database, so not a key store")
+        try:
+            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA busy_timeout=30000")
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot open the key store {path}: {e}") from e
+        return cls(path, conn, pg=False)
+
+    @classmethod
+    def _open_pg(cls, url: str) -> ServiceStore:
+        try:
+            import psycopg
+
+            from dpledger.ledger.postgres import _redact
+        except ImportError as e:
+            raise StoreError(
+                f"a PostgreSQL key store needs psycopg ({e}): pip install 'dpledger[postgres]'"
+            ) from e
+        where = _redact(url)
+        try:
+            conn = psycopg.connect(url, autocommit=True, application_name="dpledger-service")
+        except psycopg.Error as e:
+            raise StoreError(f"cannot connect to the key store in {where}") from e
+        return cls(where, conn, pg=True, url=url)
+
+    def _exists(self) -> bool:
+        if self._pg:
+            rows = self._run("SELECT to_regclass('dpl_svc_meta') IS NOT NULL")
+            return bool(rows[0][0])
+        rows = self._run(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'dpl_svc_meta'"
+        )
+        if rows:
+            return True
+        others = self._run("SELECT COUNT(*) FROM sqlite_master")
+        if others[0][0]:
+            raise LedgerCorrupted(
+                f"{self.location} is an SQLite database but not a dpledger key store: "
+                "pass another --keys path"
+            )
+        return False
+
+    def _create(self) -> None:
+        with self._transaction():
+            if self._pg:
+                self._run(_PG_LOCK)  # CREATE TABLE IF NOT EXISTS is not race-safe in PostgreSQL
+            ident = "BIGSERIAL PRIMARY KEY" if self._pg else "INTEGER PRIMARY KEY AUTOINCREMENT"
+            for statement in _TABLES:
+                self._run(statement.format(id=ident))
+            secret = secrets.token_hex(32)
+            self._run(self._sql["set_meta"], ("schema_version", _SCHEMA_VERSION))
+            self._run(self._sql["set_meta"], ("session_secret", secret))
+
+    # -- plumbing ---------------------------------------------------------------------
+
+    def _run(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        try:
+            try:
+                return self._once(sql, params)
+            except Exception:
+                # PostgreSQL restarted or dropped an idle session: outside a transaction
+                # a statement may run again on a new session (inside one, it may not)
+                if not (self._pg and self._conn.broken and not self._in_txn):
+                    raise
+                import psycopg
+
+                self._conn = psycopg.connect(
+                    self._url, autocommit=True, application_name="dpledger-service"
+                )
+                return self._once(sql, params)
+        except Exception as e:
+            if isinstance(e, sqlite3.Error) or type(e).__module__.startswith("psycopg"):
+                raise StoreError(f"key store {self.location}: {type(e).__name__}") from e
+            raise
+
+    def _once(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        cur = self._conn.execute(sql, tuple(params))
+        return list(cur.fetchall()) if cur.description is not None else []
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        with self._lock:
+            self._run("BEGIN" if self._pg else "BEGIN IMMEDIATE")
+            self._in_txn = True
+            try:
+                yield
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    self._run("ROLLBACK")
+                raise
+            else:
+                self._run("COMMIT")
+            finally:
+                self._in_txn = False
+
+    def _query(self, name: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._run(self._sql[name], params)
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        with contextlib.suppress(Exception):
+            self._conn.close()
+
+    def __enter__(self) -> ServiceStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- keys -------------------------------------------------------------------------
+
+    def create_key(self, name: str, scopes: Scopes) -> tuple[NewKey, ApiKey]:
+        """Make and store a new key; the returned :class:`NewKey` holds its only copy."""
+        if not isinstance(scopes, Scopes):
+            raise InvalidInput("scopes must be a Scopes value")
+        made = new_key()
+        record = ApiKey(made.key_id, check_name(name), scopes, _now())
+        row = (
+            made.key_id,
+            record.name,
+            ALGO,
+            made.salt.hex(),
+            made.digest.hex(),
+            json.dumps(scopes.as_dict(), sort_keys=True),
+            record.created_at,
+            None,
+        )
+        with self._transaction():
+            self._run(self._sql["insert_key"], row)
+        return made, record
+
+    def _record(self, row: Sequence[Any]) -> ApiKey:
+        key_id, name, _algo, _salt, _digest, scopes, created, revoked = row
+        try:
+            s = json.loads(scopes)
+            return ApiKey(
+                str(key_id),
+                str(name),
+                Scopes(
+                    tuple(s["actions"]),
+                    None if s["regions"] is None else tuple(s["regions"]),
+                    None if s["metrics"] is None else tuple(s["metrics"]),
+                ),
+                str(created),
+                None if revoked is None else str(revoked),
+            )
+        except (ValueError, KeyError, TypeError, InvalidInput) as e:
+            raise LedgerCorrupted(f"key {key_id!r} in {self.location} is unreadable: {e}") from e
+
+    def lookup(self, key_id: str) -> tuple[ApiKey, tuple[bytes, bytes]] | None:
+        """The key ``key_id`` and its ``(salt, digest)``, or None if there is none."""
+        rows = self._query("key", (key_id,))
+        if not rows:
+            return None
+        row = rows[0]
+        if row[2] != ALGO:
+            raise LedgerCorrupted(f"key {key_id} uses an unknown digest {row[2]!r}")
+        return self._record(row), (bytes.fromhex(row[3]), bytes.fromhex(row[4]))
+
+    def key(self, key_id: str) -> ApiKey | None:
+        """The key ``key_id`` (revoked or not), or None."""
+        found = self.lookup(key_id)
+        return None if found is None else found[0]
+
+    def list_keys(self) -> list[ApiKey]:
+        """Every key, oldest first (revoked ones included, marked)."""
+        return [self._record(r) for r in self._query("keys")]
+
+    def revoke(self, key_id: str) -> ApiKey:
+        """Revoke a key (at once, for every replica); revoking twice keeps the first time."""
+        with self._transaction():
+            self._run(self._sql["revoke"], (_now(), key_id))
+        found = self.key(key_id)
+        if found is None:
+            raise UnknownResource(f"no key with id {key_id!r}; `dpledger keys list` shows them")
+        return found
+
+    def session_secret(self) -> bytes:
+        """The secret that signs page sessions (made when the store was created)."""
+        rows = self._query("meta", ("session_secret",))
+        if not rows:
+            raise LedgerCorrupted(f"{self.location} has no session secret")
+        return bytes.fromhex(str(rows[0][0]))
+
+    # -- refusals ---------------------------------------------------------------------
+
+    def log_refusal(self, refusal: Refusal) -> None:
+        """Append a refusal; every :data:`_PRUNE_EVERY` rows, drop all but the newest."""
+        r = refusal
+        row = (
+            r.at or _now(), r.principal, r.action, r.status, r.error, r.epoch, r.region, r.metric,
+            r.cohort, r.release_id, json.dumps(list(r.failed)),
+        )  # fmt: skip
+        with self._transaction():
+            (new_id,) = self._run(self._sql["insert_refusal"], row)[0]
+            if int(new_id) % _PRUNE_EVERY == 0:
+                self._run(self._sql["prune"], (int(new_id) - REFUSALS_KEPT,))
+
+    def refusals(self, limit: int = 50) -> list[Refusal]:
+        """The newest ``limit`` refusals, newest first."""
+        out = []
+        for row in self._query("refusals", (int(limit),)):
+            at, who, action, status, error, epoch, region, metric, cohort, rid, failed = row
+            names = tuple(str(n) for n in cast(list[object], json.loads(failed)))
+            head = (str(at), str(who), str(action), int(status), str(error))
+            out.append(Refusal(*head, epoch, region, metric, cohort, rid, names))
+        return out

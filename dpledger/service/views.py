@@ -1,0 +1,324 @@
+"""The API's views: budgets, epochs, entries, head, verify, lifetime, policy, refusal log.
+
+Each needs the ``read`` action, except ``verify`` (its own action: it re-derives every
+charge, so its cost grows with the ledger). None writes anything. An unknown region in a
+path is 404; an epoch with no releases is 404 for its record, and its whole budget in the
+budget view.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query, Request, Security
+from pydantic import BaseModel
+
+from dpledger.approval import MAX_EPOCH
+from dpledger.errors import UnknownResource
+from dpledger.ledger import Ledger
+from dpledger.policy import ALL
+from dpledger.service.models import BudgetOut, EntryOut, budget_out, entry_out
+from dpledger.service.routes import bearer, error_responses, needs, service_state
+from dpledger.service.state import ServiceState
+from dpledger.types import Budget
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1", dependencies=[Security(bearer)])
+
+Epoch = Annotated[int, Path(ge=0, le=MAX_EPOCH, description="evaluation epoch")]
+Region = Annotated[str, Path(min_length=1, max_length=64, description="a region, or '*'")]
+
+
+def _regions(state: ServiceState, ledger: Ledger, epoch: int | None = None) -> list[str]:
+    names = list(state.policy.regions.names)
+    if not names and epoch is not None:  # open regions: those the epoch has spent in
+        names = sorted(r for r in ledger.spent_by_region(epoch) if r != ALL)
+    return [*names, ALL]
+
+
+def _known_region(state: ServiceState, region: str) -> str:
+    if region != ALL and not state.policy.regions.admits(region):
+        known = list(state.policy.regions.names) or "any region name (open regions)"
+        raise UnknownResource(f"unknown region {region!r}; this policy's regions: {known}")
+    return region
+
+
+# -- budget views ----------------------------------------------------------------------
+
+
+class RegionBudget(BaseModel):
+    """What a client of ``region`` has lost in an epoch, and has left."""
+
+    region: str
+    spent: BudgetOut
+    remaining: BudgetOut
+
+
+class EpochBudget(BaseModel):
+    """An epoch's budget per region (``'*'``: the worst region's client)."""
+
+    epoch: int
+    opened: bool
+    eval_budget: BudgetOut
+    regions: list[RegionBudget]
+
+
+class MetricSpend(BaseModel):
+    """What one metric used of a region's epoch budget."""
+
+    metric: str
+    spent: BudgetOut
+
+
+class RegionDetail(RegionBudget):
+    """One region's epoch budget, and each metric's share of its spend."""
+
+    epoch: int
+    metrics: list[MetricSpend]
+
+
+@router.get(
+    "/budget/{epoch}",
+    response_model=EpochBudget,
+    responses=error_responses(),
+    openapi_extra=needs("read"),
+    summary="Spent and remaining budget per region in an epoch",
+)
+def budget(epoch: Epoch, request: Request) -> EpochBudget:
+    """Any epoch: one with no releases yet has its whole budget left (``opened`` false)."""
+    state = service_state(request)
+    with state.ledger() as ledger:
+        rows = [
+            RegionBudget(
+                region=r,
+                spent=budget_out(ledger.spent(epoch, r)),
+                remaining=budget_out(ledger.remaining(epoch, r)),
+            )
+            for r in _regions(state, ledger, epoch)
+        ]
+        opened = epoch in ledger.epochs()
+    eval_budget = budget_out(_eval_budget(state))
+    return EpochBudget(epoch=epoch, opened=opened, eval_budget=eval_budget, regions=rows)
+
+
+def _eval_budget(state: ServiceState) -> Budget:
+    return Budget(state.policy.eval_budget, state.policy.unit)
+
+
+@router.get(
+    "/budget/{epoch}/{region}",
+    response_model=RegionDetail,
+    responses=error_responses(404),
+    openapi_extra=needs("read"),
+    summary="One region's budget in an epoch, with each metric's spend",
+)
+def region_budget(epoch: Epoch, region: Region, request: Request) -> RegionDetail:
+    """404 for a region the policy does not have."""
+    state = service_state(request)
+    _known_region(state, region)
+    with state.ledger() as ledger:
+        metrics = [
+            MetricSpend(metric=m, spent=budget_out(ledger.metric_spent(epoch, region, m)))
+            for m in state.policy.metrics
+        ]
+        return RegionDetail(
+            epoch=epoch,
+            region=region,
+            spent=budget_out(ledger.spent(epoch, region)),
+            remaining=budget_out(ledger.remaining(epoch, region)),
+            metrics=metrics,
+        )
+
+
+class Epochs(BaseModel):
+    """The epochs with at least one release, ascending."""
+
+    epochs: list[int]
+
+
+class EpochRecord(BaseModel):
+    """An opened epoch: the policy it is bound to and its raw spend per region."""
+
+    epoch: int
+    policy_version: str
+    policy_hash: str
+    spent_by_region: dict[str, BudgetOut]
+    worst_client: BudgetOut
+
+
+@router.get(
+    "/epochs",
+    response_model=Epochs,
+    responses=error_responses(),
+    openapi_extra=needs("read"),
+    summary="Epochs that have releases",
+)
+def epochs(request: Request) -> Epochs:
+    """Ascending."""
+    with service_state(request).ledger() as ledger:
+        return Epochs(epochs=list(ledger.epochs()))
+
+
+@router.get(
+    "/epochs/{epoch}",
+    response_model=EpochRecord,
+    responses=error_responses(404),
+    openapi_extra=needs("read"),
+    summary="An opened epoch: its policy and spend (404 if it has no releases)",
+)
+def epoch_record(epoch: Epoch, request: Request) -> EpochRecord:
+    """404 for an epoch with no releases (its whole budget remains: see ``/v1/budget``)."""
+    with service_state(request).ledger() as ledger:
+        first = ledger.entries(epoch=epoch, limit=1)
+        if not first:
+            raise UnknownResource(
+                f"epoch {epoch} has no releases yet: every client has its whole budget; "
+                "GET /v1/epochs lists the epochs that have releases"
+            )
+        d = first[0].draft
+        return EpochRecord(
+            epoch=epoch,
+            policy_version=d.policy_version,
+            policy_hash=d.policy_hash,
+            spent_by_region={r: budget_out(b) for r, b in ledger.spent_by_region(epoch).items()},
+            worst_client=budget_out(ledger.spent(epoch)),
+        )
+
+
+# -- the audit trail -------------------------------------------------------------------
+
+
+class EntriesPage(BaseModel):
+    """A page of entries; ask again with ``after=next_after`` until it is null."""
+
+    entries: list[EntryOut]
+    next_after: int | None
+
+
+@router.get(
+    "/entries",
+    response_model=EntriesPage,
+    responses=error_responses(),
+    openapi_extra=needs("read"),
+    summary="The ledger's entries in chain order, paged and filtered",
+)
+def entries(
+    request: Request,
+    epoch: Annotated[int | None, Query(ge=0, le=MAX_EPOCH)] = None,
+    region: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
+    metric: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
+    after: Annotated[int, Query(ge=0, le=MAX_EPOCH, description="entry id to start after")] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> EntriesPage:
+    """Entries after ``after``, at most ``limit``, optionally of one epoch/region/metric."""
+    with service_state(request).ledger() as ledger:
+        found = ledger.entries(epoch=epoch, region=region, metric=metric, after=after, limit=limit)
+    next_after = found[-1].entry_id if len(found) == limit else None
+    return EntriesPage(entries=[entry_out(e) for e in found], next_after=next_after)
+
+
+class Head(BaseModel):
+    """The chain head: keep ``anchor`` outside the database, verify against it later."""
+
+    entry_id: int
+    hash: str
+    anchor: str
+
+
+@router.get(
+    "/head",
+    response_model=Head,
+    responses=error_responses(),
+    openapi_extra=needs("read"),
+    summary="The chain head (last entry id and hash), for anchoring",
+)
+def head(request: Request) -> Head:
+    """``anchor`` is ``ENTRY_ID:HASH``, what ``dpledger ledger verify --expected-head`` takes."""
+    with service_state(request).ledger() as ledger:
+        seq, digest = ledger.head()
+    return Head(entry_id=seq, hash=digest, anchor=f"{seq}:{digest}")
+
+
+class VerifyOut(BaseModel):
+    """The audit's result: ``ok`` iff there are no problems."""
+
+    ok: bool
+    entries_checked: int
+    problems: list[str]
+    notices: list[str]
+    head: Head
+
+
+@router.get(
+    "/verify",
+    response_model=VerifyOut,
+    responses=error_responses(),
+    openapi_extra=needs("verify"),
+    summary="Verify the hash chain, every recorded policy and every charge",
+)
+def verify(
+    request: Request,
+    expected_head: Annotated[
+        str | None,
+        Query(pattern=r"^[0-9]{1,19}:[0-9a-f]{64}$", description="ENTRY_ID:HASH kept outside"),
+    ] = None,
+) -> VerifyOut:
+    """Re-derives every charge through OpenDP: its cost grows with the ledger."""
+    anchor = None
+    if expected_head is not None:
+        anchor_id, _, anchor_hash = expected_head.partition(":")
+        anchor = (int(anchor_id), anchor_hash)
+    with service_state(request).ledger() as ledger:
+        seq, digest = ledger.head()
+        report = ledger.verify(expected_head=anchor)
+    return VerifyOut(
+        ok=report.ok,
+        entries_checked=report.entries_checked,
+        problems=list(report.problems),
+        notices=list(report.notices),
+        head=Head(entry_id=seq, hash=digest, anchor=f"{seq}:{digest}"),
+    )
+
+
+@router.get(
+    "/lifetime/{region}",
+    responses=error_responses(404),
+    openapi_extra=needs("read"),
+    summary="A client's total loss over all epochs, with (ε, δ) views",
+)
+def lifetime(
+    region: Region,
+    request: Request,
+    delta: Annotated[float | None, Query(gt=0, lt=1, allow_inf_nan=False)] = None,
+) -> dict[str, Any]:
+    """``region='*'``: the worst client, who may change region between epochs."""
+    state = service_state(request)
+    _known_region(state, region)
+    with state.ledger() as ledger:
+        return ledger.lifetime(region, delta=delta).as_dict()
+
+
+@router.get(
+    "/policy",
+    responses=error_responses(),
+    openapi_extra=needs("read"),
+    summary="The policy the service approves against, and its content hash",
+)
+def policy(request: Request) -> dict[str, Any]:
+    """Public configuration: budgets, regions, metrics and their clip bounds."""
+    p = service_state(request).policy
+    return {"content_hash": p.content_hash, "policy": p.model_dump(mode="json")}
+
+
+@router.get(
+    "/refusals",
+    responses=error_responses(),
+    openapi_extra=needs("read"),
+    summary="Recent refusals (operator log, not the ledger): principal and failed checks",
+)
+def refusals(
+    request: Request, limit: Annotated[int, Query(ge=1, le=500)] = 50
+) -> dict[str, list[dict[str, object]]]:
+    """Newest first; public request fields and the names of the failed checks only."""
+    return {"refusals": [r.as_dict() for r in service_state(request).store.refusals(limit)]}

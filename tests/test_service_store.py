@@ -1,0 +1,140 @@
+"""The service's own state on both stores: keys, revocation, the refusal log, sessions.
+
+Run against a SQLite file beside the ledger and against tables in a real PostgreSQL
+schema; none of it is ledger state.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from dpledger.errors import InvalidInput, LedgerCorrupted, LedgerNotFound, UnknownResource
+from dpledger.service import store as store_module
+from dpledger.service.auth import Authenticator
+from dpledger.service.keys import Scopes, parse_key
+from dpledger.service.store import Refusal, ServiceStore
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return str(tmp_path / "ledger.keys.db")
+    url: str = request.getfixturevalue("pg_url")
+    return url
+
+
+def test_opening_never_creates_a_store(location: str) -> None:
+    with pytest.raises(LedgerNotFound, match="dpledger keys create"):
+        ServiceStore.open(location)
+    if not location.startswith("postgresql://"):
+        assert not Path(location).exists()
+
+
+def test_keys_are_stored_as_digests_listed_and_revoked_once(location: str) -> None:
+    with ServiceStore.open(location, create=True) as store:
+        made, record = store.create_key("maps", Scopes(("release", "read"), ("north",), None))
+        assert parse_key(made.token) == (record.key_id, made.token.split("_", 2)[2])
+        assert made.token not in repr(made)
+        found = store.lookup(record.key_id)
+        assert found is not None
+        assert found[0] == record
+        assert [k.key_id for k in store.list_keys()] == [record.key_id]
+        first = store.revoke(record.key_id).revoked_at
+        assert first is not None
+        assert store.revoke(record.key_id).revoked_at == first  # the first time is kept
+        with pytest.raises(UnknownResource):
+            store.revoke("000000000000")
+        assert store.lookup("000000000000") is None
+
+
+def test_the_refusal_log_keeps_the_newest_and_no_reason_text(
+    location: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_module, "REFUSALS_KEPT", 3)
+    monkeypatch.setattr(store_module, "_PRUNE_EVERY", 5)
+    with ServiceStore.open(location, create=True) as store:
+        for i in range(12):
+            store.log_refusal(Refusal("", "maps/abc", "release", 409, "budget_exceeded",
+                                      epoch=i, failed=("budget",)))  # fmt: skip
+        newest = store.refusals(limit=50)
+        assert [r.epoch for r in newest[:3]] == [11, 10, 9]
+        assert len(newest) < 12  # pruned at the 10th
+        assert newest[0].failed == ("budget",)
+        assert newest[0].at  # stamped by the store
+        assert set(newest[0].as_dict()) == {
+            "at", "principal", "action", "status", "error", "epoch", "region", "metric",
+            "cohort", "release_id", "failed_checks",
+        }  # fmt: skip
+
+
+def test_a_file_that_is_not_a_key_store_is_refused(tmp_path: Path) -> None:
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    with pytest.raises(LedgerCorrupted, match="not a dpledger key store"):
+        ServiceStore.open(str(other), create=True)
+    text = tmp_path / "notes.txt"
+    text.write_text("hello")
+    with pytest.raises(LedgerCorrupted, match="not an SQLite database"):
+        ServiceStore.open(str(text), create=True)
+    assert text.read_text() == "hello"
+
+
+@pytest.mark.postgres
+def test_a_dropped_postgresql_session_is_replaced(pg_url: str) -> None:
+    import psycopg
+
+    with ServiceStore.open(pg_url, create=True) as store:
+        _, record = store.create_key("maps", Scopes(("read",)))
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = 'dpledger-service'"
+            )
+        assert store.key(record.key_id) == record
+
+
+def test_sessions_expire_and_cannot_be_forged(tmp_path: Path) -> None:
+    with ServiceStore.open(str(tmp_path / "k.db"), create=True) as store:
+        _, record = store.create_key("reader", Scopes(("read",)))
+        auth = Authenticator(store, session_ttl_s=60)
+        cookie = auth.session_for(record, now=1000.0)
+        assert auth.from_session(cookie, now=1030.0) == record
+        assert auth.from_session(cookie, now=1061.0) is None  # expired
+        key_id, expires, mac = cookie.split(".")
+        assert auth.from_session(f"{key_id}.{int(expires) + 3600}.{mac}", now=1030.0) is None
+        assert auth.from_session("garbage", now=1030.0) is None
+        store.revoke(record.key_id)
+        assert auth.from_session(cookie, now=1030.0) is None  # dies with its key
+
+
+@pytest.mark.parametrize(
+    ("actions", "regions", "metrics", "says"),
+    [
+        ((), None, None, "at least one action"),
+        (("spend",), None, None, "unknown action"),
+        (("release",), (), None, "at least one region"),
+        (("release",), ("a b",), None, "printable"),
+    ],
+)
+def test_scopes_are_validated(
+    actions: tuple[str, ...], regions: tuple[str, ...] | None, metrics: None, says: str
+) -> None:
+    with pytest.raises(InvalidInput, match=says):
+        Scopes(actions, regions, metrics)  # type: ignore[arg-type]
+
+
+def test_a_scope_names_what_a_request_lacks() -> None:
+    s = Scopes(("release", "read"), ("north", "*"), ("loss",))
+    assert s.missing("release", "north", "loss") is None
+    assert s.missing("release", "*", "loss") is None
+    assert s.missing("release", "south", "loss") == "region south"
+    assert s.missing("release", "north", "hist") == "metric hist"
+    assert s.missing("check", "north", "loss") == "action check"
+    assert s.missing("read", "anything", "else") is None  # reads are not region-scoped
+    assert Scopes(("release",), ("north",)).missing("release", "*", "x") == (
+        "the global release (region '*')"
+    )
