@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -60,24 +61,6 @@ BAD_CONFUSION: list[tuple[str, object, dict[str, object]]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("matrix", "kwargs"), [c[1:] for c in BAD_CONFUSION], ids=[c[0] for c in BAD_CONFUSION]
-)
-def test_a_refused_confusion_release_leaves_the_ledger_byte_identical(
-    tmp_path: Path, matrix: object, kwargs: dict[str, object]
-) -> None:
-    _ledger_with_one_entry(tmp_path)
-    before = _files(tmp_path)
-    req = ReleaseRequest(epoch=0, metric="confusion", region="all", cohort=1000)
-    policy = Policy.from_toml(SMALL)
-    with (
-        Ledger.open(tmp_path / "l.db", policy, mode="write") as ledger,
-        pytest.raises(DpLedgerError),
-    ):
-        release_confusion(ledger, req, matrix, **kwargs)  # type: ignore[arg-type]
-    assert _files(tmp_path) == before
-
-
 BAD_REGRESSION: list[tuple[str, object, object, dict[str, object]]] = [
     ("level nan", np.ones(5), CODEC, {"level": math.nan}),
     ("level 1.5", np.ones(5), CODEC, {"level": 1.5}),
@@ -92,6 +75,32 @@ BAD_REGRESSION: list[tuple[str, object, object, dict[str, object]]] = [
 ]  # fmt: skip
 
 
+def _refuse(tmp_path: Path, metric: str, call: Callable[[Ledger, ReleaseRequest], object]) -> None:
+    """``call`` raises a DpLedgerError and the ledger's files are byte-identical after it."""
+    _ledger_with_one_entry(tmp_path)
+    before = _files(tmp_path)
+    req = ReleaseRequest(epoch=0, metric=metric, region="all", cohort=1000)
+    policy = Policy.from_toml(SMALL)
+    with (
+        Ledger.open(tmp_path / "l.db", policy, mode="write") as ledger,
+        pytest.raises(DpLedgerError),
+    ):
+        call(ledger, req)
+    assert _files(tmp_path) == before
+
+
+@pytest.mark.parametrize(
+    ("matrix", "kwargs"), [c[1:] for c in BAD_CONFUSION], ids=[c[0] for c in BAD_CONFUSION]
+)
+def test_a_refused_confusion_release_leaves_the_ledger_byte_identical(
+    tmp_path: Path, matrix: object, kwargs: dict[str, object]
+) -> None:
+    def call(ledger: Ledger, req: ReleaseRequest) -> object:
+        return release_confusion(ledger, req, matrix, **kwargs)  # type: ignore[arg-type]
+
+    _refuse(tmp_path, "confusion", call)
+
+
 @pytest.mark.parametrize(
     ("encoded", "codec", "kwargs"),
     [c[1:] for c in BAD_REGRESSION],
@@ -100,16 +109,10 @@ BAD_REGRESSION: list[tuple[str, object, object, dict[str, object]]] = [
 def test_a_refused_regression_release_leaves_the_ledger_byte_identical(
     tmp_path: Path, encoded: object, codec: object, kwargs: dict[str, object]
 ) -> None:
-    _ledger_with_one_entry(tmp_path)
-    before = _files(tmp_path)
-    req = ReleaseRequest(epoch=0, metric="regression", region="all", cohort=1000)
-    policy = Policy.from_toml(SMALL)
-    with (
-        Ledger.open(tmp_path / "l.db", policy, mode="write") as ledger,
-        pytest.raises(DpLedgerError),
-    ):
-        release_regression(ledger, req, encoded, codec, **kwargs)  # type: ignore[arg-type]
-    assert _files(tmp_path) == before
+    def call(ledger: Ledger, req: ReleaseRequest) -> object:
+        return release_regression(ledger, req, encoded, codec, **kwargs)  # type: ignore[arg-type]
+
+    _refuse(tmp_path, "regression", call)
 
 
 def test_after_a_spend_extreme_releases_return_flags_never_raise(tmp_path: Path) -> None:
