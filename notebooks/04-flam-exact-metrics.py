@@ -264,21 +264,29 @@ for name, out in released.items():
 # %% [markdown]
 # ## Do the intervals cover? Coverage against cohort size
 #
-# One release shows one draw; coverage is a property of many. This simulates 400 releases
+# One release shows one draw; coverage is a property of many. This simulates 2,000 releases
 # per cohort size (numpy noise at the release's public scale, seeded: a simulation of the
 # release distribution; real release noise is OpenDP's) of each model's capped confusion
 # matrix, scaled to cohorts of 100 to 20,000 clients, and counts how often each published
-# 95% interval holds the truth. A metric flagged unusable publishes its whole range, which
-# always holds the truth, so the lower panel shows how often that happened: the price of
-# honesty at small cohorts. The dashed line is the clamped estimator with the same kind of
-# interval, centred on the clamped matrix.
+# 95% interval holds the truth. Coverage is shown twice: OVERALL (a metric flagged unusable
+# publishes its whole range, which always holds the truth) and AMONG THE RELEASES NOT
+# FLAGGED (what a reader of a published interval relies on; hollow markers, drawn where at
+# least 50 releases were usable). Where most releases are flagged, the few that pass are
+# those whose noise pushed the denominator up, and coverage among them dips (accuracy at
+# 200 clients: 21% usable, 0.91 among them): a metric flagged in most releases of its
+# regime is best read as unusable even when one release passes. Error bars and the grey
+# band are binomial 95% ranges for 2,000 draws: a correct interval's empirical coverage
+# falls inside the band 95% of the time. The middle panel shows how often a metric was
+# flagged: the price of honesty at small cohorts. The bottom panel is the old clamped
+# estimator with the same kind of interval, centred on the clamped matrix.
 
 # %%
 COHORTS = (100, 200, 500, 1_000, 2_000, 5_000, 20_000)
-DRAWS = 400
+DRAWS = 2_000
+MIN_USABLE = 50
 SHOWN = ("accuracy", "f1_macro", "mcc")
 sim = np.random.default_rng(11)
-coverage, unusable, clamped_cov = {}, {}, {}
+coverage, among, n_usable, unusable, clamped_cov = {}, {}, {}, {}, {}
 for name, agg in aggregates.items():
     for n in COHORTS:
         true_m = agg * n / big.n_clients  # the same model measured on a cohort of n clients
@@ -287,20 +295,39 @@ for name, agg in aggregates.items():
         batch = classification_batch(noisy, scale, labels="all", max_total=CAP * n)
         for key in SHOWN:
             hit = (batch.low[key] <= exact[key]) & (exact[key] <= batch.high[key])
+            usable = batch.usable(key)
             coverage[name, n, key] = hit.mean()
-            unusable[name, n, key] = 1.0 - batch.usable(key).mean()
+            n_usable[name, n, key] = int(usable.sum())
+            among[name, n, key] = hit[usable].mean() if usable.sum() >= MIN_USABLE else np.nan
+            unusable[name, n, key] = 1.0 - usable.mean()
         old = classification_batch(np.maximum(noisy, 0.0), scale, labels="all")
         clamped_cov[name, n] = np.mean(
             (old.low["accuracy"] <= exact["accuracy"]) & (exact["accuracy"] <= old.high["accuracy"])
         )
+
+
+def binomial_bar(p: float, k: int) -> float:
+    """Half-width of the normal-approximation 95% range of a coverage measured on k draws."""
+    return 1.96 * np.sqrt(max(p * (1.0 - p), 1e-4) / max(k, 1))
+
+
 fig, (top, mid, low) = plt.subplots(
-    3, 1, figsize=(8.5, 7), sharex=True, height_ratios=(3, 1.4, 1.4)
+    3, 1, figsize=(8.5, 7.5), sharex=True, height_ratios=(3, 1.4, 1.4)
 )
+band = binomial_bar(0.95, DRAWS)
+top.axhspan(0.95 - band, 0.95 + band, color="grey", alpha=0.2, lw=0)
 styles = {"fleet model": "-", "high-accuracy model": "--"}
+nudge = {"fleet model": 0.97, "high-accuracy model": 1.03}  # side by side, not on top
 for (name, style), (i, key) in itertools.product(styles.items(), enumerate(SHOWN)):
-    top.plot(
-        COHORTS, [coverage[name, n, key] for n in COHORTS], style, marker="o", ms=3, color=f"C{i}"
-    )
+    xs = [n * nudge[name] for n in COHORTS]
+    ys = [coverage[name, n, key] for n in COHORTS]
+    top.errorbar(xs, ys, yerr=[binomial_bar(y, DRAWS) for y in ys], fmt=style, marker="o",
+                 ms=3, color=f"C{i}", capsize=2, lw=1)  # fmt: skip
+    us = [among[name, n, key] for n in COHORTS]
+    bars = [binomial_bar(u, n_usable[name, n, key]) if np.isfinite(u) else 0.0
+            for u, n in zip(us, COHORTS, strict=True)]  # fmt: skip
+    top.errorbar(xs, us, yerr=bars, fmt="none", ecolor=f"C{i}", alpha=0.5, capsize=2)
+    top.plot(xs, us, "o", mfc="white", mec=f"C{i}", ms=5, ls="none")
     mid.plot(
         COHORTS, [unusable[name, n, key] for n in COHORTS], style, marker="o", ms=3, color=f"C{i}"
     )
@@ -308,10 +335,12 @@ for i, key in enumerate(SHOWN):
     top.plot([], [], color=f"C{i}", label=key)
 for name, style in styles.items():
     top.plot([], [], style, color="grey", label=name)
-top.axhline(0.95, color="black", lw=0.8, label="nominal 95%")
+top.plot([], [], "o", color="grey", ms=3, label="overall")
+top.plot([], [], "o", mfc="white", mec="grey", ms=5, ls="none", label="among usable")
+top.axhline(0.95, color="black", lw=0.8, label="nominal 95% (band: binomial range)")
 top.axhline(0.93, color="tab:red", lw=0.8, ls=":", label="acceptance floor 93%")
 top.set(ylabel="coverage", ylim=(0.85, 1.005))
-top.set_title("published intervals (unusable = whole range, counts as covering)", fontsize=9)
+top.set_title("published 95% intervals (unusable = whole range)", fontsize=9)
 top.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 mid.set(ylabel="share\nunusable", ylim=(-0.05, 1.05))
 low.plot(
@@ -330,18 +359,21 @@ low.set_title("the old clamped estimator, same kind of interval", fontsize=9)
 low.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 fig.suptitle(
     "Empirical coverage of 95% intervals against cohort size "
-    f"({DRAWS} simulated releases per point)",
+    f"({DRAWS:,} simulated releases per point)",
     fontsize=10,
 )
 fig.tight_layout()
 plt.show()
 for name in aggregates:
-    row = " ".join(f"{n}: {coverage[name, n, 'accuracy']:.2f}" for n in COHORTS)
+    row = " ".join(f"{n}: {coverage[name, n, 'accuracy']:.3f}" for n in COHORTS)
     print(f"{name:<20} accuracy coverage by cohort  {row}")
+    row = " ".join(f"{n}: {among[name, n, 'mcc']:.3f}" for n in COHORTS)
+    print(f"{'':<20} MCC among usable            {row}")
 print(
     "clamped (old), high-accuracy model:",
     " ".join(f"{n}: {clamped_cov['high-accuracy model', n]:.2f}" for n in COHORTS),
 )
+
 
 # %% [markdown]
 # ## A scalar RMSE hides lateral drift
@@ -416,7 +448,15 @@ assert abs(ways["naive"]["accuracy"] - ways["centralised"]["accuracy"]) < 1e-12
 per_release = flam.release_budget("confusion_fleet_model")
 assert spent.amount == 2 * per_release
 assert all(out.release.charge.amount == per_release for out in released.values())
-assert min(coverage.values()) >= 0.90, min(coverage.items(), key=lambda kv: kv[1])
+# 93% on 2,000 draws: a true 95% falls below it with probability 2e-5 per point; among k
+# usable releases the floor is the one-sided binomial bound 0.95 − 3.72·√(0.0475/k),
+# asserted where at least a third of the releases were usable (below that, the few that
+# pass are those whose noise inflated the total: accuracy at 200 clients, 21% usable,
+# covers 0.91 among them — read a metric flagged in most releases as unusable)
+assert min(coverage.values()) >= 0.93, min(coverage.items(), key=lambda kv: kv[1])
+floors = {c: min(0.93, 0.95 - 3.72 * np.sqrt(0.0475 / max(n_usable[c], 1))) for c in among}
+mostly = [c for c in among if n_usable[c] >= DRAWS / 3]
+assert all(among[c] >= floors[c] for c in mostly), {c: among[c] for c in mostly}
 assert all(unusable[m, n, k] <= 0.05 for m, n, k in unusable if n >= 5_000), unusable
 assert min(clamped_cov["high-accuracy model", n] for n in COHORTS) < 0.5, clamped_cov
 model_a, same_rmse = list(models).index("regional model A"), len(models) - 1

@@ -1,13 +1,20 @@
-"""Release regimes for the coverage acceptance tests (and the research script that quotes them).
+"""Release regimes for the coverage acceptance tests (and the research scripts that quote them).
 
-Classification: a 10-class confusion matrix with total n, accuracy 0.6 / 0.9 / 0.99
-(per-class recall spread ±50% of the error rate, class priors linear from 1.5 to 0.5
-relative, errors spread over the other classes by a fixed Dirichlet draw), released with
-noise of scale b = 300 (cap 150, ε = 1, replace) at 1%, 10% and 100% of the mean cell
-n/C². Regression: measures with R² 0.5 / 0.8 / 0.95 through ``regression_codec``
-(y in [40, 160], residual bound 30, 20 samples per client, cap 1, ε = 1: b = 2 on the
-encoded vector), at cohorts where the decoded noise scale of Σ(y−ŷ)² is 1%, 10%, 100%
-of it, and a 20-client cohort (pure noise). Gaussian noise has the Laplace variance.
+Classification, the issue's grid: a 10-class confusion matrix with total n, accuracy 0.6 /
+0.9 / 0.99 (per-class recall spread ±50% of the error rate, class priors linear from 1.5
+to 0.5 relative, errors spread over the other classes by a fixed Dirichlet draw), released
+with noise of scale b = 300 (cap 150, ε = 1, replace) at 1%, 10% and 100% of the mean
+cell n/C². Public maximum of the total: 2n.
+
+Classification, the review's hard regimes (:data:`HARD_CLASSIFICATION`): a rare class
+(0.2% of samples among 20), one dominant class (90%) with accuracy 0.999, 2 and 3 classes,
+a class absent from the cohort; noise b = fraction × n/C², public maximum n.
+
+Regression: measures through ``regression_codec`` (y in [40, 160], residual bound 30, 20
+samples per client, cap 1, ε = 1: b = 2 on the encoded vector) at cohorts where the
+decoded noise scale of Σ(y−ŷ)² is 1%, 10%, 100% of it, and a 20-client cohort (pure
+noise); y − c ~ 3 ± 15 ("centred") or 50 ± 5 ("off-centre": Σy's noise then dominates
+Σ(y−ȳ)²'s). Gaussian noise has the Laplace variance.
 
 Noise here is numpy's, seeded: test-only simulation of many releases (in the product,
 release noise comes from OpenDP only).
@@ -27,6 +34,16 @@ SCALE = 300.0
 ACCURACIES = (0.6, 0.9, 0.99)
 NOISE_OVER_CELL = (0.01, 0.1, 1.0)
 CLASSIFICATION_REGIMES = tuple((a, f) for a in ACCURACIES for f in NOISE_OVER_CELL)
+HARD_CLASSIFICATION = (  # (classes, priors, accuracy, noise / mean cell)
+    (20, "rare", 0.99, 0.1),
+    (10, "dominant", 0.999, 0.3),
+    (10, "dominant", 0.999, 1.0),
+    (20, "dominant", 0.999, 1.0),
+    (2, "dominant", 0.99, 0.1),
+    (3, "balanced", 0.9, 1.0),
+    (2, "balanced", 0.999, 0.01),
+    (10, "absent", 0.9, 0.01),
+)
 REG_CODEC = flam_regression.regression_codec(
     y_bounds=(40.0, 160.0), residual_bound=30.0, max_samples=20.0, cap=1.0
 )
@@ -34,21 +51,54 @@ REG_SCALE = 2.0
 REGRESSION_REGIMES = tuple(
     (r2, label) for r2 in (0.5, 0.8, 0.95) for label in ("1%", "10%", "100%", "20 clients")
 )
+HARD_REGRESSION = (  # (shape, R², noise of Σ(y−ŷ)² over it)
+    ("off-centre", 0.0, 3.0),
+    ("off-centre", 0.5, 0.3),
+    ("off-centre", 0.9, 1.0),
+    ("centred", 0.5, 0.3),
+    ("centred", 0.0, 1.0),
+)
 
 
 def true_confusion(accuracy: float, n: float) -> np.ndarray:
-    """The regime's true (C, C) matrix: total ``n``, overall accuracy ``accuracy``."""
+    """The issue grid's true (C, C) matrix: total ``n``, overall accuracy ``accuracy``."""
     prior = np.linspace(1.5, 0.5, C)
-    prior /= prior.sum()
-    spread = np.linspace(0.5, 1.5, C)
-    spread /= (prior * spread).sum()
+    return _confusion(prior, np.linspace(0.5, 1.5, C), accuracy, n, clip=False)
+
+
+def _confusion(
+    prior: np.ndarray, spread: np.ndarray, accuracy: float, n: float, *, clip: bool
+) -> np.ndarray:
+    c = prior.shape[0]
+    prior = prior / prior.sum()
+    spread = spread / (prior * spread).sum()
     recall = 1.0 - (1.0 - accuracy) * spread
-    mix = np.random.default_rng(0).dirichlet(np.ones(C - 1), size=C)  # fixed error pattern
-    m = np.zeros((C, C))
-    for c in range(C):
-        m[c, np.arange(C) != c] = (1.0 - recall[c]) * mix[c]
-        m[c, c] = recall[c]
+    if clip:
+        recall = np.clip(recall, 0.0, 1.0)
+    mix = np.random.default_rng(0).dirichlet(np.ones(c - 1), size=c)  # fixed error pattern
+    m = np.zeros((c, c))
+    for k in range(c):
+        m[k, np.arange(c) != k] = (1.0 - recall[k]) * mix[k]
+        m[k, k] = recall[k]
     return m * (prior * n)[:, None]
+
+
+def hard_confusion(classes: int, priors: str, accuracy: float, n: float) -> np.ndarray:
+    """A hard regime's true matrix: ``priors`` is balanced, rare (one class 0.2% of
+    samples), dominant (one class 90%) or absent (one class never occurs)."""
+    if priors == "dominant":
+        prior = np.full(classes, 0.1 / (classes - 1))
+        prior[0] = 0.9
+    elif priors == "rare":
+        prior = np.full(classes, 0.998 / (classes - 1))
+        prior[-1] = 0.002
+    else:
+        prior = np.ones(classes)
+    m = _confusion(prior, np.linspace(0.5, 1.5, classes), accuracy, n, clip=True)
+    if priors == "absent":
+        m[-1, :] = 0.0  # never a true label; the model never predicts it either
+        m[:, -1] = 0.0
+    return m
 
 
 def _noise(rng: np.random.Generator, dist: str, scale: float, shape: tuple[int, ...]) -> np.ndarray:
@@ -57,32 +107,46 @@ def _noise(rng: np.random.Generator, dist: str, scale: float, shape: tuple[int, 
     return rng.normal(0.0, math.sqrt(2.0) * scale, shape)
 
 
+def _release(
+    truth_m: np.ndarray, scale: float, dist: str, releases: int, seed: int, max_total: float
+) -> tuple[dict[str, float], Batch]:
+    truth = flam.classification_metrics(truth_m, labels="all")
+    rng = np.random.default_rng(seed)
+    noisy = truth_m.reshape(1, -1) + _noise(rng, dist, scale, (releases, truth_m.size))
+    sigma = scale if dist == "laplace" else math.sqrt(2.0) * scale
+    batch = classification_batch(
+        noisy,
+        sigma,
+        labels="all",
+        distribution=dist,  # type: ignore[arg-type]
+        max_total=max_total,
+    )
+    return truth, batch
+
+
 def classification_case(
     accuracy: float, noise_over_cell: float, dist: str, releases: int, seed: int
 ) -> tuple[dict[str, float], Batch]:
     """Truth and the product's estimates/intervals for ``releases`` noisy releases."""
     n = SCALE * C * C / noise_over_cell
-    truth_m = true_confusion(accuracy, n)
-    truth = flam.classification_metrics(truth_m, labels="all")
-    rng = np.random.default_rng(seed)
-    noisy = truth_m.reshape(1, -1) + _noise(rng, dist, SCALE, (releases, C * C))
-    sigma = SCALE if dist == "laplace" else math.sqrt(2.0) * SCALE
-    batch = classification_batch(
-        noisy,
-        sigma,
-        labels="all",
-        distribution=dist,
-        max_total=2.0 * n,  # type: ignore[arg-type]
-    )
-    return truth, batch
+    return _release(true_confusion(accuracy, n), SCALE, dist, releases, seed, 2.0 * n)
 
 
-def regression_sums(r2: float, n: float) -> np.ndarray:
-    """Summed measures of n samples: y − c ~ 3 ± 15, normal residuals giving R² = r2."""
-    sd, shift = 15.0, 3.0
+def hard_classification_case(
+    regime: tuple[int, str, float, float], dist: str, releases: int, seed: int
+) -> tuple[dict[str, float], Batch]:
+    """Truth and estimates/intervals in a hard regime (n = 10⁶, public maximum n)."""
+    classes, priors, accuracy, noise = regime
+    n = 1e6
+    truth_m = hard_confusion(classes, priors, accuracy, n)
+    return _release(truth_m, noise * n / classes**2, dist, releases, seed, n)
+
+
+def regression_sums(r2: float, n: float, mean: float = 3.0, sd: float = 15.0) -> np.ndarray:
+    """Summed measures of n samples: y − c ~ mean ± sd, normal residuals giving R² = r2."""
     mse = sd * sd * (1.0 - r2)
     mae = math.sqrt(mse) * math.sqrt(2.0 / math.pi)
-    return np.array([n * mse, n * mae, n * shift, n * (sd * sd + shift * shift), n])
+    return np.array([n * mse, n * mae, n * mean, n * (sd * sd + mean * mean), n])
 
 
 def regression_n(r2: float, label: str) -> float:
@@ -93,12 +157,9 @@ def regression_n(r2: float, label: str) -> float:
     return b_sse / (float(label.rstrip("%")) / 100.0 * 225.0 * (1.0 - r2))
 
 
-def regression_case(
-    r2: float, label: str, dist: str, releases: int, seed: int
+def _regression(
+    sums: np.ndarray, n: float, dist: str, releases: int, seed: int
 ) -> tuple[dict[str, float], Batch]:
-    """Truth and the product's estimates/intervals for ``releases`` noisy releases."""
-    n = regression_n(r2, label)
-    sums = regression_sums(r2, n)
     truth = flam_regression.regression_metrics(sums)
     encoded = sums / REG_CODEC.decode(np.ones(5))  # decode divides by the codec's factors
     rng = np.random.default_rng(seed)
@@ -108,7 +169,26 @@ def regression_case(
         noisy,
         REG_CODEC,
         sigma,
-        distribution=dist,
-        cohort=n / 20.0,  # type: ignore[arg-type]
+        distribution=dist,  # type: ignore[arg-type]
+        cohort=n / 20.0,
     )
     return truth, batch
+
+
+def regression_case(
+    r2: float, label: str, dist: str, releases: int, seed: int
+) -> tuple[dict[str, float], Batch]:
+    """Truth and the product's estimates/intervals for ``releases`` noisy releases."""
+    n = regression_n(r2, label)
+    return _regression(regression_sums(r2, n), n, dist, releases, seed)
+
+
+def hard_regression_case(
+    regime: tuple[str, float, float], dist: str, releases: int, seed: int
+) -> tuple[dict[str, float], Batch]:
+    """A hard regression regime: ``noise`` = decoded noise scale of Σ(y−ŷ)² over it."""
+    shape, r2, noise = regime
+    mean, sd = (3.0, 15.0) if shape == "centred" else (50.0, 5.0)
+    b_sse = REG_SCALE * REG_CODEC.decoded_scale(1.0)[0]
+    n = max(b_sse / (noise * sd * sd * max(1.0 - r2, 1e-3)), 20.0)
+    return _regression(regression_sums(r2, n, mean, sd), n, dist, releases, seed)

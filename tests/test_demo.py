@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -17,11 +18,14 @@ from dpledger.metrics import spatial
 from dpledger.sim.demo import (
     DEFAULT_POLICY,
     DRIFT_FACTOR,
+    DemoResult,
     _contributions,
+    _findings,
     _region_sums,
     contribution_grid,
     policy_reference,
     reference_ratio,
+    rules,
     run_demo,
 )
 from dpledger.sim.fleet import make_fleet
@@ -32,6 +36,37 @@ from dpledger.sim.report import text_report
 def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
     path = tmp_path_factory.mktemp("demo") / "demo.db"
     return text_report(run_demo(ledger_path=path, progress=None)), path
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory: pytest.TempPathFactory) -> DemoResult:
+    return run_demo(ledger_path=tmp_path_factory.mktemp("rule") / "demo.db", progress=None)
+
+
+def test_drift_is_judged_on_the_ratio_even_when_the_histogram_is_refused(
+    result: DemoResult,
+) -> None:
+    """A cohort between the ratio's floor (600) and the histogram's (1,199) publishes the
+    ratio only: the drift rule must still apply, as printed."""
+    drop = ("eu-west", "error_histogram")
+    without = dataclasses.replace(
+        result,
+        derived={k: v for k, v in result.derived.items() if k != drop},
+        releases=tuple(r for r in result.releases if (r.request.region, r.request.metric) != drop),
+        findings=(),
+    )
+    kinds = {(f.region, f.kind) for f in _findings(without)}
+    assert ("eu-west", "lateral_drift") in kinds
+
+
+def test_a_crs_finding_says_the_ratio_is_past_the_drift_threshold_too(result: DemoResult) -> None:
+    """eu-east's ratio (≈ 2.0, interval above 1.70) meets the drift rule; the CRS finding
+    takes precedence, as rules() prints, and says so instead of dropping it silently."""
+    crs = next(f for f in result.findings if f.kind == "crs_mismatch")
+    assert crs.region == "eu-east"
+    assert "past the drift threshold" in crs.message
+    assert "takes precedence" in rules(result.policy)["lateral_drift"]
+    assert not any(f.region == "eu-east" and f.kind == "lateral_drift" for f in result.findings)
 
 
 def test_report_shows_drift_crs_overconfidence_and_the_refused_small_region(

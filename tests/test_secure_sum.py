@@ -64,3 +64,18 @@ def test_too_many_clients_for_an_exact_double_are_refused() -> None:
         FixedPoint(0.0, 1.0, bits=60)
     with pytest.raises(InvalidInput, match="low < high"):
         FixedPoint(1.0, 1.0)
+
+
+@pytest.mark.parametrize(("low", "high", "bits"), [(0.3, 0.3000001, 8), (1.1, 1.1 + 1e-9, 26)])
+def test_a_clip_interval_without_a_grid_point_is_refused(
+    low: float, high: float, bits: int
+) -> None:
+    """Clamping to the nearest grid point would leave the interval (0.29882812 < 0.3)."""
+    with pytest.raises(InvalidInput, match="no point of the grid"):
+        FixedPoint(low, high, bits)
+
+
+def test_encoding_preserves_but_does_not_enforce_an_l1_cap() -> None:
+    grid = FixedPoint.for_cap(3.0)
+    units = grid.encode([[3.0, 3.0, 3.0]])  # each coordinate within [−3, 3]: kept as is
+    assert float(np.abs(units).sum()) * grid.quantum == 9.0  # the row's L1 9 > cap: not clipped

@@ -21,7 +21,7 @@ next to the committed :class:`~dpledger.ledger.Release`.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -31,10 +31,19 @@ import numpy.typing as npt
 from dpledger.approval import ReleaseRequest
 from dpledger.errors import InvalidInput
 from dpledger.ledger import Ledger, Release
+from dpledger.metrics._segments import as_real
 from dpledger.metrics.codec import VectorSumCodec
-from dpledger.metrics.flam import CLASSIFICATION_KEYS, flatten_confusion, unflatten_confusion
-from dpledger.metrics.flam_regression import REGRESSION_KEYS, REGRESSION_MEASURES
-from dpledger.metrics.uncertainty import Interval, classification_estimates, regression_estimates
+from dpledger.metrics.flam import flatten_confusion, unflatten_confusion
+from dpledger.metrics.uncertainty import (
+    CLASSIFICATION_RANGES,
+    Estimates,
+    Interval,
+    check_options,
+    check_regression_codec,
+    classification_estimates,
+    regression_estimates,
+    regression_ranges,
+)
 from dpledger.policy import MetricSpec
 from dpledger.types import IntervalMethod, Labels
 
@@ -44,7 +53,6 @@ ESTIMATOR = (
     "estimates are plug-ins on the unclamped noisy release (no clamping bias), clipped to "
     "each metric's range"
 )
-Estimates = tuple[dict[str, float], dict[str, Interval]]
 
 
 @dataclass(frozen=True)
@@ -73,23 +81,25 @@ class DerivedRelease:
         )
 
     def table(self) -> str:
-        """Aligned ``metric  value  [low, high]`` lines, ready to paste into a review.
+        """Aligned ``metric  value  [low, high]  method`` lines, ready to paste into a review.
 
-        An unusable metric shows no value: the word UNUSABLE, its whole-range interval
-        and the reason.
+        Each row names the interval method actually used (e.g. ``fieller``, ``delta,
+        selection-adjusted``). An unusable metric shows no value: the word UNUSABLE, its
+        whole-range interval and the reason.
         """
         width = max(len(k) for k in self.metrics)
         level = next(iter(self.intervals.values())).level if self.intervals else 0.95
-        method = next(iter(self.intervals.values())).method if self.intervals else "delta"
         head = (
             f"entry {self.release.entry_id}: {self.release.request.metric} "
-            f"({self.release.unit} {self.release.charge.text}), {level:.0%} intervals ({method})"
+            f"({self.release.unit} {self.release.charge.text}), {level:.0%} intervals"
         )
         rows = []
         for k, v in self.metrics.items():
             iv = self.intervals[k]
             if iv.usable:
-                rows.append(f"  {k:<{width}}  {v: .4f}  [{iv.low: .4f}, {iv.high: .4f}]")
+                rows.append(
+                    f"  {k:<{width}}  {v: .4f}  [{iv.low: .4f}, {iv.high: .4f}]  {iv.method}"
+                )
             else:
                 rows.append(
                     f"  {k:<{width}}  UNUSABLE  [{iv.low:g}, {iv.high:g}] (the whole range): "
@@ -97,6 +107,11 @@ class DerivedRelease:
                 )
         bad = len(self.unusable)
         tail = [f"  ({self.projection})"]
+        if any("selection-adjusted" in iv.method for iv in self.intervals.values() if iv.usable):
+            tail.append(
+                "  selection-adjusted: a denominator only just passed its guard, so the "
+                "interval is widened for that selection (it still covers among published ones)"
+            )
         if bad:
             tail.append(
                 f"  {bad} of {len(self.metrics)} metrics are unusable at this noise level: "
@@ -105,13 +120,10 @@ class DerivedRelease:
         return "\n".join([head, *rows, *tail])
 
 
-def _check_options(level: float, method: IntervalMethod, labels: Labels | None = None) -> None:
-    if not (isinstance(level, int | float) and 0.0 < level < 1.0):
-        raise InvalidInput(f"level must lie in (0, 1), got {level!r}")
-    if method not in ("delta", "monte_carlo"):
-        raise InvalidInput(f"method must be 'delta' or 'monte_carlo', got {method!r}")
-    if labels is not None and labels not in ("present", "all"):
-        raise InvalidInput(f"labels must be 'present' or 'all', got {labels!r}")
+def _request(request: object) -> ReleaseRequest:
+    if not isinstance(request, ReleaseRequest):
+        raise InvalidInput(f"request must be a ReleaseRequest, got {type(request).__name__}")
+    return request
 
 
 def _vector_spec(ledger: Ledger, request: ReleaseRequest) -> MetricSpec | None:
@@ -126,7 +138,7 @@ def _vector_spec(ledger: Ledger, request: ReleaseRequest) -> MetricSpec | None:
 
 
 def _all_unusable(
-    ranges: dict[str, tuple[float, float]], level: float, method: str, why: str
+    ranges: Mapping[str, tuple[float, float]], level: float, method: str, why: str
 ) -> Estimates:
     values = dict.fromkeys(ranges, math.nan)
     return values, {k: Interval(lo, hi, level, method, why) for k, (lo, hi) in ranges.items()}
@@ -135,14 +147,15 @@ def _all_unusable(
 def _derived(
     rel: Release,
     compute: Callable[[], Estimates],
-    ranges: dict[str, tuple[float, float]],
+    ranges: Mapping[str, tuple[float, float]],
     level: float,
     method: str,
 ) -> DerivedRelease:
     """Post-processing after the spend: it must return, so a failure becomes flags."""
     try:
-        values, intervals = compute()
-    except Exception as e:  # a spent release always reaches its caller (DESIGN §5.8)
+        with np.errstate(all="ignore"):  # extreme releases overflow to inf/NaN: flagged below
+            values, intervals = compute()
+    except Exception as e:  # a release that spent always reaches its caller
         values, intervals = _all_unusable(
             ranges, level, method, f"post-processing failed ({type(e).__name__}: {e})"
         )
@@ -166,8 +179,9 @@ def release_confusion(
     cohort × cap (public) bounds the true total count, so a cohort too small to
     measure anything is always flagged unusable.
     """
-    _check_options(level, method, labels)
-    matrix = np.asarray(summed_confusion, dtype=np.float64)
+    request = _request(request)
+    check_options(level, method, labels=labels)
+    matrix = as_real(summed_confusion, "summed_confusion")
     if matrix.ndim == 1:
         matrix = unflatten_confusion(matrix)  # a C² flattening, as clients' rows are summed
     flat = flatten_confusion(matrix).reshape(-1)
@@ -180,9 +194,8 @@ def release_confusion(
                 "classes: it cannot hold a confusion matrix"
             )
     rel = ledger.release(request, flat)  # the spend: nothing below may raise
-    cap = float((spec.cap_per_client if spec is not None else None) or math.inf)
+    cap = float((spec.cap if spec is not None else None) or math.inf)  # a client's or a record's
     max_total = cap * request.cohort
-    ranges = {k: (0.0, 1.0) for k in CLASSIFICATION_KEYS} | {"mcc": (-1.0, 1.0)}
     distribution = rel.facts.mechanism
 
     def compute() -> Estimates:
@@ -191,7 +204,7 @@ def release_confusion(
             distribution=distribution, max_total=max_total,
         )  # fmt: skip
 
-    return _derived(rel, compute, ranges, level, method)
+    return _derived(rel, compute, CLASSIFICATION_RANGES, level, method)
 
 
 def release_regression(
@@ -209,26 +222,23 @@ def release_regression(
     the policy's metric is a ``vector_sum`` of dimension 5 with a cap ≥ ``codec.cap``
     (checked before the spend, as is the codec: it must be ``regression_codec``'s).
     """
-    _check_options(level, method)
-    if codec.names != REGRESSION_MEASURES:
-        raise InvalidInput(
-            f"release_regression needs the codec of regression_codec() ({REGRESSION_MEASURES}), "
-            f"got {codec.names}"
-        )
+    request = _request(request)
+    check_options(level, method)
+    codec = check_regression_codec(codec)
+    encoded = as_real(summed_encoded, "summed_encoded")
     spec = _vector_spec(ledger, request)
     if spec is not None:
         if spec.size != codec.dimension:
             raise InvalidInput(
                 f"metric {request.metric!r} has dimension {spec.size}, the codec {codec.dimension}"
             )
-        if spec.cap_per_client is not None and codec.cap > float(spec.cap_per_client):
+        if spec.cap is not None and codec.cap > float(spec.cap):
+            unit = "cap_per_client" if spec.cap_per_client is not None else "cap_per_record"
             raise InvalidInput(
-                f"the codec's cap {codec.cap:g} exceeds the policy's cap_per_client "
-                f"{float(spec.cap_per_client):g}: clients would exceed the charged sensitivity"
+                f"the codec's cap {codec.cap:g} exceeds the policy's {unit} "
+                f"{float(spec.cap):g}: contributions would exceed the charged sensitivity"
             )
-    rel = ledger.release(request, np.asarray(summed_encoded, dtype=np.float64))
-    r = codec.bounds[1] / codec.bounds[4]
-    ranges = {"r2": (-math.inf, 1.0), "mse": (0.0, r * r), "rmse": (0.0, r), "mae": (0.0, r)}
+    rel = ledger.release(request, encoded)
     distribution = rel.facts.mechanism
 
     def compute() -> Estimates:
@@ -237,4 +247,4 @@ def release_regression(
             distribution=distribution, cohort=request.cohort,
         )  # fmt: skip
 
-    return _derived(rel, compute, {k: ranges[k] for k in REGRESSION_KEYS}, level, method)
+    return _derived(rel, compute, regression_ranges(codec), level, method)

@@ -1,60 +1,98 @@
-"""Estimates and intervals for every FLAM metric of one noisy release (post-processing).
+"""Estimates and intervals for the 12 classification metrics of noisy confusion matrices.
 
-Classification: the 12 metrics of a noisy C×C confusion matrix. Regression: R², MSE,
-RMSE and MAE of noisy codec-encoded measures. Point estimates are plug-ins on the
-UNCLAMPED release, clipped to each metric's range (clipping a scalar to a range that
-holds the truth never moves it away from the truth; clamping cells does, by up to the
-noise scale per near-zero cell). Which interval each metric gets was chosen by measured
-coverage (``/work/research/issue11/FINDINGS.md``; the acceptance tests re-measure it):
+Post-processing of a released C×C matrix (UNCLAMPED: clamping negative cells biases every
+near-zero cell upward). Point estimates are plug-ins, clipped to each metric's range.
+Intervals were chosen by measured coverage (``tests/test_coverage.py`` re-measures it,
+overall and among the releases not flagged; README, "Derived metrics"):
 
-* classification: the delta method with the noise law's quantile (:mod:`._intervals`);
-* MSE, MAE: the same; RMSE: the square root of MSE's interval (a monotone map keeps
-  coverage; a delta interval on √MSE under-covers near 0);
-* R² = 1 − SSE/SST: Fieller's interval for SSE/SST, which stays honest while SST's
-  noise is a sizeable fraction of it, where the delta method covers 75–82%.
+* accuracy and the metrics equal to it with ``labels="all"`` (micro P/R/F1, weighted
+  recall): Fieller's interval for trace/total;
+* the other metrics: the delta method with the noise law's quantile, gradients analytic
+  (:mod:`._confusion_linear`);
+* every interval widened for selection where a guard only just passed (:mod:`._assemble`).
 
-Each metric is unusable (whole range, reason in words) when one of its denominators is
-not clearly positive: the total count (every metric), each class's true count (recall,
-balanced accuracy), predicted count (precision), their sum (F1), the spread of true and
-predicted classes (MCC); the sample count n (all regression metrics) and the total sum
-of squares (R²). Public maxima (cohort × cap) keep a pure-noise release flagged.
+Which classes a per-class average measures is decided by a public rule on the release:
+class k is measured when its count (true count for recall and balanced accuracy,
+predicted count for precision, their sum for F1) is clear of the noise — above
+:data:`CLASS_FACTOR` × q·se, and its public maximum (cohort × cap) above that too. Below
+that the delta method on a ratio over that count under-covers (0.86–0.91 at 1.5–2 × with
+no bound on the other classes; the bound below makes 2 × enough, measured among usable
+releases in every regime of ``tests/test_coverage.py``). A class that is not measured —
+rare, absent from the cohort, or lost in the noise — is BOUNDED: its per-class value
+lies in [0, 1], so a macro average or balanced accuracy over C classes, K measured with
+interval [μ₋, μ₊], lies in [K·μ₋/C, (K·μ₊ + C − K)/C] whether or not that class occurs
+(scikit-learn's ``labels=range(C)`` scores an absent class 0, its default ``labels`` and
+balanced accuracy leave it out: the bound holds for either); a weighted average's terms
+are bounded by their classes' true counts. Flags: the total count not clear of the
+noise (every metric); fewer than half of the classes measured (a per-class average: it
+would be mostly bound, and the few classes that pass are those whose noise inflated
+their count — measured among such releases, 0.83–0.86 covered); and, for MCC, any
+class's true or predicted count not clearly positive (> q·se), or either term of its
+denominator product, N² − Σp² and N² − Σt², not above 3 × q·se of its own noise
+(:data:`SPREAD_FACTOR`; a 2-class model with a 10% minority class within 2–4 s.e. of the
+noise covered 0.87–0.92 among usable releases with the class guards alone).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 
 import numpy as np
 import numpy.typing as npt
 
 from dpledger.errors import InvalidInput
-from dpledger.metrics._intervals import (
+from dpledger.metrics._assemble import (
+    FEW_CLASSES,
     Batch,
+    Linear,
+    assemble,
+    clear,
+    monte_carlo,
+)
+from dpledger.metrics._confusion_linear import FAMILY, cell_weights, classification_gradients
+from dpledger.metrics._intervals import (
     Guard,
-    batch_intervals,
+    check_options,
     fieller,
-    linearize,
+    method_name,
     noise_std,
     quantile_factor,
 )
 from dpledger.metrics._segments import FloatArray, as_finite
-from dpledger.metrics.codec import VectorSumCodec
 from dpledger.metrics.flam import CLASSIFICATION_KEYS, classification_metrics_rows
-from dpledger.metrics.flam_regression import REGRESSION_KEYS, REGRESSION_MEASURES
 from dpledger.types import IntervalMethod, Labels, MechanismKind
 
-__all__ = ["classification_batch", "regression_batch"]
+__all__ = [
+    "CLASSIFICATION_RANGES",
+    "CLASS_FACTOR",
+    "MCC_FACTOR",
+    "SPREAD_FACTOR",
+    "classification_batch",
+]
 
-_UNIT = (0.0, 1.0)
+CLASSIFICATION_RANGES: Mapping[str, tuple[float, float]] = {
+    **{k: (0.0, 1.0) for k in CLASSIFICATION_KEYS},
+    "mcc": (-1.0, 1.0),
+}
+"""The range of every classification metric (an unusable one's interval)."""
+
 TOTAL = "total count"
+CLASS_FACTOR = 2.0
+"""A class is measured in a per-class average when its count exceeds this many times q·se."""
+MCC_FACTOR = 1.0
+"""MCC needs every class's true and predicted count above this many times q·se (the
+Fieller condition: the count's confidence set excludes 0)."""
+SPREAD_FACTOR = 3.0
+"""MCC needs each term of its denominator's product, N² − Σp² and N² − Σt², above this
+many times q·se of its own linearised noise."""
+SPREAD_P = "MCC's predicted-class spread N² − Σp²"
+SPREAD_T = "MCC's true-class spread N² − Σt²"
+"""A class is measured when its count exceeds this many times q·se (see the module doc)."""
 # With labels="all" these equal Σ diagonal / Σ all: a ratio of two linear sums.
 _ACCURACY_LIKE = ("accuracy", "precision_micro", "recall_micro", "f1_micro", "recall_weighted")
-
-
-def _square(stack: FloatArray) -> FloatArray:
-    c = math.isqrt(stack.shape[-1])
-    return stack.reshape(*stack.shape[:-1], c, c)
+_BLOCK = 1 << 21  # floats per (R, C, C) weight array: bounds memory at ~16 MB
 
 
 def _confusion_batch(released: npt.ArrayLike) -> FloatArray:
@@ -67,41 +105,162 @@ def _confusion_batch(released: npt.ArrayLike) -> FloatArray:
     return as_finite(x.reshape(-1), "released").reshape(x.shape)
 
 
-def _spread(marg: FloatArray, total: FloatArray) -> FloatArray:
-    with np.errstate(invalid="ignore", divide="ignore"):
-        share = marg / total[..., None]
-    spread: FloatArray = 1.0 - np.sum(share * share, axis=-1)
-    return spread
+def _class_guard(family: str, k: int, max_total: float, factor: float = CLASS_FACTOR) -> Guard:
+    """Class k's count of a family ("true", "predicted", "true + predicted") must be clear."""
+    most = (2.0 if family == "true + predicted" else 1.0) * max_total
+    return Guard(f"{family} count of class {k}", most, factor)
 
 
-def _confusion_denominators(stack: FloatArray) -> dict[str, FloatArray]:
-    m = _square(stack)
-    true, pred = m.sum(axis=-1), m.sum(axis=-2)
-    total = true.sum(axis=-1)
-    out = {TOTAL: total}
-    for c in range(true.shape[-1]):
-        out[f"true count of class {c}"] = true[..., c]
-        out[f"predicted count of class {c}"] = pred[..., c]
-        out[f"true + predicted count of class {c}"] = true[..., c] + pred[..., c]
-    out["spread of true classes (1 − Σ share²)"] = _spread(true, total)
-    out["spread of predicted classes (1 − Σ share²)"] = _spread(pred, total)
+def _class_guards(
+    c: int, max_total: float
+) -> tuple[dict[str, tuple[Guard, ...]], dict[str, tuple[Guard, ...]]]:
+    """(guards that flag, guards that only select) of every classification metric.
+
+    Every metric needs the total clearly positive. MCC needs every class's true and
+    predicted counts clear and both terms of its denominator's product clear. A
+    per-class average measures the classes whose count is clear and bounds the rest, so
+    its per-class guards flag nothing: passing one selects the class, which the
+    selection adjustment accounts for.
+    """
+    total = (Guard(TOTAL, max_total),)
+    flag: dict[str, tuple[Guard, ...]] = dict.fromkeys(CLASSIFICATION_KEYS, total)
+    flag["mcc"] = (
+        total
+        + tuple(Guard(key, max_total * max_total, SPREAD_FACTOR) for key in (SPREAD_P, SPREAD_T))
+        + tuple(
+            _class_guard(f, k, max_total, MCC_FACTOR) for f in ("true", "predicted")
+            for k in range(c)
+        )
+    )  # fmt: skip
+    select = {key: tuple(_class_guard(f, k, max_total) for k in range(c))
+              for key, f in FAMILY.items()}  # fmt: skip
+    return flag, select
+
+
+def _spread_weights(n: FloatArray, margin: FloatArray, axis: int) -> FloatArray:
+    """∂(N² − Σ m_k²)/∂M_ij (R, C, C): 2N − 2·m_j (predicted, axis 1) or 2N − 2·m_i (true)."""
+    g = 2.0 * n[:, None] - 2.0 * margin
+    out: FloatArray = g[:, None, :] if axis == 1 else g[:, :, None]
+    return np.broadcast_to(out, (*margin.shape, margin.shape[-1]))
+
+
+def _guard_moments(
+    m: FloatArray, std: FloatArray, level: float, distribution: MechanismKind
+) -> dict[str, Linear]:
+    """Value, s.e. and quantile of the total and of each class's true/predicted counts."""
+    r, c = m.shape[0], m.shape[-1]
+    t, p = m.sum(axis=-1), m.sum(axis=-2)
+
+    def fixed(value: FloatArray, w: FloatArray) -> Linear:
+        se, q = quantile_factor(w.reshape(1, -1), level, distribution)
+        return Linear(value, np.full(r, se[0]), np.full(r, q[0]))
+
+    out = {TOTAL: fixed(t.sum(axis=-1), std)}
+    n = t.sum(axis=-1)
+    for key, margin, axis in ((SPREAD_P, p, 1), (SPREAD_T, t, 2)):
+        w = _spread_weights(n, margin, axis) * std
+        se, q = quantile_factor(w.reshape(r, -1), level, distribution)
+        out[key] = Linear(n * n - (margin * margin).sum(axis=-1), se, q)
+    for k in range(c):
+        row, col = np.zeros((c, c)), np.zeros((c, c))
+        row[k], col[:, k] = 1.0, 1.0
+        out[f"true count of class {k}"] = fixed(t[:, k], std * row)
+        out[f"predicted count of class {k}"] = fixed(p[:, k], std * col)
+        out[f"true + predicted count of class {k}"] = fixed(t[:, k] + p[:, k], std * (row + col))
     return out
 
 
-def _confusion_guards(c: int, max_total: float) -> dict[str, tuple[Guard, ...]]:
-    total = (Guard(TOTAL, max_total),)
+def _classification_moments(
+    m: FloatArray, std: FloatArray, labels: Labels, level: float, distribution: MechanismKind,
+    guards: Mapping[str, tuple[Guard, ...]], include: Mapping[str, FloatArray],
+) -> tuple[dict[str, Linear], dict[str, dict[str, FloatArray]]]:  # fmt: skip
+    """Each metric's :class:`Linear` and its noise covariance with each of its guards.
 
-    def per_class(kind: str, factor: float = 1.0) -> tuple[Guard, ...]:
-        return total + tuple(Guard(f"{kind} of class {k}", factor * max_total) for k in range(c))
+    A per-class average's covariance with the guard of a class it leaves out is 0: that
+    class's guard did not pass, so it selected nothing.
+    """
+    r, c = m.shape[0], m.shape[-1]
+    value = {k: np.empty(r) for k in CLASSIFICATION_KEYS}
+    se = {k: np.empty(r) for k in CLASSIFICATION_KEYS}
+    q = {k: np.empty(r) for k in CLASSIFICATION_KEYS}
+    cov = {k: {g.key: np.zeros(r) for g in guards[k]} for k in CLASSIFICATION_KEYS}
+    chunk = max(1, _BLOCK // (c * c))
+    for r0 in range(0, r, chunk):
+        sl = slice(r0, min(r, r0 + chunk))
+        parts = classification_gradients(m[sl], labels, {f: v[sl] for f, v in include.items()})
+        for key, (v, g) in parts.items():
+            w = cell_weights(g, std)
+            value[key][sl] = v
+            se[key][sl], q[key][sl] = quantile_factor(w.reshape(len(v), -1), level, distribution)
+            ws = w * std
+            rows, cols = ws.sum(axis=-1), ws.sum(axis=-2)
+            for guard in guards[key]:
+                fam, _, k = guard.key.rpartition(" count of class ")
+                if guard.key == TOTAL:
+                    cov[key][guard.key][sl] = ws.sum(axis=(-2, -1))
+                    continue
+                if guard.key in (SPREAD_P, SPREAD_T):
+                    ms = m[sl]
+                    margin = ms.sum(axis=-2) if guard.key == SPREAD_P else ms.sum(axis=-1)
+                    g_w = _spread_weights(ms.sum(axis=(-2, -1)), margin,
+                                          1 if guard.key == SPREAD_P else 2)  # fmt: skip
+                    cov[key][guard.key][sl] = (ws * g_w).sum(axis=(-2, -1))
+                    continue
+                j = int(k)
+                both = rows[:, j] + cols[:, j]
+                term = rows[:, j] if fam == "true" else cols[:, j] if fam == "predicted" else both
+                kept = include[fam][sl, j] if key in FAMILY else 1.0
+                cov[key][guard.key][sl] = term * kept
+    return {k: Linear(value[k], se[k], q[k]) for k in CLASSIFICATION_KEYS}, cov
 
-    mcc = (Guard("spread of true classes (1 − Σ share²)", 1.0),
-           Guard("spread of predicted classes (1 − Σ share²)", 1.0))  # fmt: skip
-    guards: dict[str, tuple[Guard, ...]] = {k: total for k in CLASSIFICATION_KEYS}
-    guards |= {k: per_class("true count") for k in ("balanced_accuracy", "recall_macro")}
-    guards |= {k: per_class("predicted count") for k in ("precision_macro", "precision_weighted")}
-    guards |= {k: per_class("true + predicted count", 2.0) for k in ("f1_macro", "f1_weighted")}
-    guards["mcc"] = total + mcc
-    return guards
+
+def _bound_unclear(
+    batch: Batch, m: FloatArray, include: Mapping[str, FloatArray], dens: Mapping[str, Linear],
+    labels: Labels,
+) -> Batch:  # fmt: skip
+    """Widen each per-class average by the classes within the noise (a bound, not a guess).
+
+    A class whose count is not clear of the noise has an unknown per-class value in
+    [0, 1] (and, for balanced accuracy or ``labels="present"``, may not count at all).
+    With K classes measured (mean μ, interval [μ₋, μ₊]) and u = C − K unclear, the
+    average over every class lies in [K·μ₋/C, (K·μ₊ + u)/C] (and the mean over only the
+    classes present in the same range). A weighted average's left-out terms t_c·v_c lie
+    in [0, t_c]: the upper end grows by a 3-s.e. upper bound on their classes' total
+    true count over the total weight. The estimate stays the measured classes' average.
+    """
+    c = m.shape[-1]
+    t = m.sum(axis=-1)
+    weight = (((t + m.sum(axis=-2)) > 0) if labels == "present" else np.ones(t.shape)) * t
+    low, high, est = dict(batch.low), dict(batch.high), dict(batch.estimate)
+    code, bounded = dict(batch.code), dict(batch.bounded)
+    for key, fam in FAMILY.items():
+        inc = include[fam]
+        u = c - inc.sum(axis=-1)
+        ok = batch.code[key] == 0
+        if key.endswith("_weighted"):
+            se2 = sum(
+                (1.0 - inc[:, k]) * dens[f"true count of class {k}"].se ** 2 for k in range(c)
+            )
+            left = np.maximum(((1.0 - inc) * t).sum(axis=-1) + 3.0 * np.sqrt(se2), 0.0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                share = np.where(u > 0, left / weight.sum(axis=-1), 0.0)
+                kept = (inc * weight).sum(axis=-1) / weight.sum(axis=-1)
+                est[key] = np.where(u > 0, batch.estimate[key] / kept, batch.estimate[key])
+            high[key] = np.where(ok, batch.high[key] + share, batch.high[key])
+        else:
+            k_in = c - u
+            low[key] = np.where(ok, batch.low[key] * k_in / c, batch.low[key])
+            high[key] = np.where(ok, (batch.high[key] * k_in + u) / c, batch.high[key])
+        code[key] = np.where((batch.code[key] <= 0) & (2 * u > c), FEW_CLASSES, batch.code[key])
+        low[key], high[key] = np.clip(low[key], 0.0, 1.0), np.clip(high[key], 0.0, 1.0)
+        usable = code[key] == 0
+        low[key] = np.where(usable, low[key], 0.0)
+        high[key] = np.where(usable, high[key], 1.0)
+        est[key] = np.clip(np.nan_to_num(est[key]), low[key], high[key])
+        bounded[key] = u.astype(np.int64)
+    classes = {**batch.classes, **dict.fromkeys(FAMILY, int(c))}
+    return replace(batch, low=low, high=high, estimate=est, code=code, bounded=bounded,
+                   classes=classes)  # fmt: skip
 
 
 def classification_batch(
@@ -120,115 +279,41 @@ def classification_batch(
 
     ``released`` is (R, C²): R flattened noisy matrices; ``scale`` the public noise
     scale per coordinate; ``max_total`` a public bound on the true total count (cohort ×
-    cap), used only to keep pure-noise releases flagged.
+    cap), used only to keep pure-noise releases flagged. Gradients are analytic
+    (:mod:`._confusion_linear`): O(C²) per metric and release.
     """
-    if labels not in ("present", "all"):
-        raise InvalidInput(f"labels must be 'present' or 'all', got {labels!r}")
+    check_options(level, method, distribution=distribution, draws=draws, labels=labels)
     x = _confusion_batch(released)
-    c = math.isqrt(x.shape[-1])
-    std = noise_std(scale, x.shape[-1], distribution)
+    r, c = x.shape[0], math.isqrt(x.shape[-1])
+    std = noise_std(scale, c * c, distribution).reshape(c, c)
+    m = x.reshape(r, c, c)
+    flag, select = _class_guards(c, float(max_total))
+    dens = _guard_moments(m, std, level, distribution)
+    include = {
+        f: np.stack([clear(dens[g.key], g) for g in select[key]], axis=1).astype(np.float64)
+        for key, f in FAMILY.items()
+    }
+    both = {k: flag[k] + select.get(k, ()) for k in CLASSIFICATION_KEYS}
+    lin, cov = _classification_moments(m, std, labels, level, distribution, both, include)
+    methods = dict.fromkeys(CLASSIFICATION_KEYS, method_name("delta", distribution))
+    base = {}
+    if method == "monte_carlo":
 
-    def rows(stack: FloatArray) -> Mapping[str, FloatArray]:
-        return classification_metrics_rows(_square(stack), labels=labels)
+        def rows(stack: FloatArray) -> Mapping[str, FloatArray]:
+            return classification_metrics_rows(stack.reshape(-1, c, c), labels=labels)
 
-    ranges = {k: _UNIT for k in CLASSIFICATION_KEYS} | {"mcc": (-1.0, 1.0)}
-    override = None
-    if method == "delta" and labels == "all":  # trace / total: Fieller's interval
-
-        def parts(stack: FloatArray) -> dict[str, FloatArray]:
-            m = _square(stack)
-            return {"hits": np.trace(m, axis1=-2, axis2=-1), "total": m.sum(axis=(-2, -1))}
-
-        centre, w = linearize(parts, x, std)
-        lo, hi, bounded = fieller(
-            centre["hits"], centre["total"], w["hits"], w["total"], level, distribution
-        )
-        override = dict.fromkeys(_ACCURACY_LIKE, (lo, hi, bounded))
-    return batch_intervals(
-        rows, x, std, level=level, method=method, distribution=distribution, ranges=ranges,
-        denominators=_confusion_denominators, guards=_confusion_guards(c, float(max_total)),
-        draws=draws, seed=seed, override=override,
-    )  # fmt: skip
-
-
-def _check_codec(codec: VectorSumCodec) -> float:
-    if codec.names != REGRESSION_MEASURES:
-        raise InvalidInput(
-            f"a regression release needs the codec of regression_codec() with names "
-            f"{REGRESSION_MEASURES}, got {codec.names}"
-        )
-    return codec.bounds[1] / codec.bounds[4]  # residual bound r: Σ|y−ŷ| ≤ m·r, n ≤ m
-
-
-def _measures(codec: VectorSumCodec, stack: FloatArray) -> tuple[FloatArray, ...]:
-    v = codec.decode(stack)
-    return tuple(v[..., k] for k in range(5))
-
-
-def regression_batch(
-    released: npt.ArrayLike,
-    codec: VectorSumCodec,
-    scale: float | npt.ArrayLike,
-    *,
-    level: float = 0.95,
-    method: IntervalMethod = "delta",
-    distribution: MechanismKind = "laplace",
-    draws: int = 2000,
-    seed: int = 0,
-    cohort: float = math.inf,
-) -> Batch:
-    """Estimates and intervals of R², MSE, RMSE, MAE for R noisy encoded releases (R, 5).
-
-    ``cohort`` (public) bounds the true n by cohort·m and the total sum of squares by
-    cohort·m·h² (the codec's per-client bounds), keeping pure-noise releases flagged.
-    """
-    r = _check_codec(codec)
-    x = np.asarray(released, dtype=np.float64)
-    if x.ndim != 2 or x.shape[-1] != codec.dimension:
-        raise InvalidInput(f"a batch of releases has shape (R, {codec.dimension}), got {x.shape}")
-    x = as_finite(x.reshape(-1), "released").reshape(x.shape)
-    std = noise_std(scale, codec.dimension, distribution)
-
-    def parts(stack: FloatArray) -> dict[str, FloatArray]:
-        sse, sae, s1, s2, n = _measures(codec, stack)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return {"sse": sse, "sae": sae, "n": n, "sst": s2 - s1 * s1 / n}
-
-    def rows(stack: FloatArray) -> dict[str, FloatArray]:
-        p = parts(stack)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mse = p["sse"] / p["n"]
-            return {
-                "r2": 1.0 - p["sse"] / p["sst"],
-                "mse": mse,
-                "rmse": np.sign(mse) * np.sqrt(np.abs(mse)),  # signed: an interval below 0 shows
-                "mae": p["sae"] / p["n"],
-            }
-
-    def denominators(stack: FloatArray) -> dict[str, FloatArray]:
-        p = parts(stack)
-        return {"sample count n": p["n"], "total sum of squares Σ(y−ȳ)²": p["sst"]}
-
-    n_guard = Guard("sample count n", cohort * codec.bounds[4])
-    guards: dict[str, tuple[Guard, ...]] = {k: (n_guard,) for k in REGRESSION_KEYS}
-    guards["r2"] = (n_guard, Guard("total sum of squares Σ(y−ȳ)²", cohort * codec.bounds[3]))
-    override = None
-    if method == "delta":
-        centre, w = linearize(parts, x, std)
-        theta_lo, theta_hi, bounded = fieller(
-            centre["sse"], centre["sst"], w["sse"], w["sst"], level, distribution
-        )
-        _, mse_w = linearize(lambda s: {"mse": rows(s)["mse"]}, x, std)
-        se, q = quantile_factor(mse_w["mse"], level, distribution)
-        mse = centre["sse"] / np.where(centre["n"] != 0, centre["n"], np.nan)
-        lo, hi = mse - q * se, mse + q * se
-        override = {
-            "r2": (1.0 - theta_hi, 1.0 - theta_lo, bounded),
-            "rmse": (np.sign(lo) * np.sqrt(np.abs(lo)), np.sign(hi) * np.sqrt(np.abs(hi)),
-                     np.isfinite(lo) & np.isfinite(hi)),
-        }  # fmt: skip
-    ranges = {"r2": (-math.inf, 1.0), "mse": (0.0, r * r), "rmse": (0.0, r), "mae": (0.0, r)}
-    return batch_intervals(
-        rows, x, std, level=level, method=method, distribution=distribution, ranges=ranges,
-        denominators=denominators, guards=guards, draws=draws, seed=seed, override=override,
-    )  # fmt: skip
+        base = monte_carlo(rows, x, std.reshape(-1), level=level, distribution=distribution,
+                           draws=draws, seed=seed)  # fmt: skip
+        methods = dict.fromkeys(CLASSIFICATION_KEYS, "monte_carlo")
+    elif labels == "all":  # trace / total: Fieller's interval
+        diag = np.zeros((c, c))
+        diag[np.arange(c), np.arange(c)] = 1.0
+        w_hits = np.broadcast_to((std * diag).reshape(-1), (r, c * c))
+        w_total = np.broadcast_to(std.reshape(-1), (r, c * c))
+        hits = np.trace(m, axis1=-2, axis2=-1)
+        interval = fieller(hits, dens[TOTAL].value, w_hits, w_total, level, distribution)
+        base = dict.fromkeys(_ACCURACY_LIKE, interval)
+        methods |= dict.fromkeys(_ACCURACY_LIKE, method_name("fieller", distribution))
+    batch = assemble(lin, dens, cov, level=level, ranges=CLASSIFICATION_RANGES, guards=flag,
+                     select=select, methods=methods, base=base)  # fmt: skip
+    return _bound_unclear(batch, m, include, dens, labels)

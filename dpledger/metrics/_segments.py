@@ -26,6 +26,7 @@ __all__ = [
     "as_finite",
     "as_float",
     "as_labels",
+    "as_real",
     "bucket_of",
     "cap_factor",
     "check_positive",
@@ -44,14 +45,9 @@ def _first_bad(mask: npt.NDArray[np.bool_]) -> int:
     return int(np.flatnonzero(mask)[0])
 
 
-def as_float(values: npt.ArrayLike, name: str, *, ndim: int = 1) -> FloatArray:
-    """``values`` as a float64 array of ``ndim`` dimensions, refusing non-numbers only.
-
-    For kernels that find NaN and inf in their own results (a non-finite sum or extreme)
-    and only then call :func:`as_finite` to name the first bad entry: it saves a pass.
-    """
-    if type(values) is np.ndarray and values.dtype == np.float64 and values.ndim == ndim:
-        return values
+def as_real(values: object, name: str) -> FloatArray:
+    """``values`` as a float64 array of any shape; ragged, boolean, complex, text or object
+    input is :class:`InvalidInput` (NaN and ±inf pass: see :func:`as_finite`)."""
     try:
         arr = np.asarray(values)
     except (TypeError, ValueError) as e:
@@ -60,9 +56,21 @@ def as_float(values: npt.ArrayLike, name: str, *, ndim: int = 1) -> FloatArray:
         np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)
     ):
         raise InvalidInput(f"{name} must hold real numbers, got dtype {arr.dtype}")
+    return np.asarray(arr, dtype=np.float64)
+
+
+def as_float(values: npt.ArrayLike, name: str, *, ndim: int = 1) -> FloatArray:
+    """``values`` as a float64 array of ``ndim`` dimensions, refusing non-numbers only.
+
+    For kernels that find NaN and inf in their own results (a non-finite sum or extreme)
+    and only then call :func:`as_finite` to name the first bad entry: it saves a pass.
+    """
+    if type(values) is np.ndarray and values.dtype == np.float64 and values.ndim == ndim:
+        return values
+    arr = as_real(values, name)
     if arr.ndim != ndim:
         raise InvalidInput(f"{name} must be {ndim}-dimensional, got shape {arr.shape}")
-    return np.asarray(arr, dtype=np.float64)
+    return arr
 
 
 def as_finite(values: npt.ArrayLike, name: str, *, ndim: int = 1) -> FloatArray:

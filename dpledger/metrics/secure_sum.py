@@ -16,8 +16,11 @@ coordinate on the grid of ``quantum`` = 2^(e − bits), where 2^(e−1) ≤ boun
 coordinate becomes the integer trunc(x / quantum) (exact: a division by a power of two;
 rounded toward zero, so |encoded| ≤ |x| and every L1 cap or clip interval containing 0
 still holds exactly; intervals not containing 0 are clamped to their grid points
-inside). A client holds < 2^bits units per coordinate, integers sum exactly, and the
-total decodes to an exact double while |Σ units| ≤ 2⁵³: for cohorts up to
+inside, and one holding no grid point is refused). Encoding PRESERVES a cap that the
+contributions already meet; it does not ENFORCE one: ``for_cap(cap)`` bounds each
+coordinate by ``cap``, not a row's L1 norm, so clip rows first (the metric functions
+of :mod:`dpledger.metrics` do). A client holds < 2^bits units per coordinate, integers
+sum exactly, and the total decodes to an exact double while |Σ units| ≤ 2⁵³: for cohorts up to
 :attr:`FixedPoint.max_clients` ≥ 2^(53 − bits) clients (134 million at the default 26
 bits). Encoding moves each coordinate by less than one quantum ≤ 2·bound·2⁻²⁶ (3e-8 of
 the bound), far below any release's noise.
@@ -61,6 +64,12 @@ class FixedPoint:
             or not 8 <= self.bits <= 40
         ):
             raise InvalidInput(f"bits must be an integer in [8, 40], got {self.bits!r}")
+        q = self.quantum
+        if math.ceil(self.low / q) > math.floor(self.high / q):
+            raise InvalidInput(
+                f"[{self.low!r}, {self.high!r}] holds no point of the grid (quantum {q:.3g}): "
+                "encoded values would leave it; widen the interval or use more bits"
+            )
 
     @classmethod
     def for_cap(cls, cap: float, bits: int = DEFAULT_BITS) -> FixedPoint:
@@ -81,7 +90,11 @@ class FixedPoint:
         return int(2**53 // math.ceil(units))
 
     def encode(self, rows: npt.ArrayLike) -> IntArray:
-        """Client side: contributions → int64 grid units (toward zero, inside [low, high])."""
+        """Client side: contributions → int64 grid units (toward zero, inside [low, high]).
+
+        Each coordinate lands in [low, high] and never grows in magnitude, so a row that
+        meets an L1 cap still meets it; a row that does not is NOT clipped to it here.
+        """
         x = as_finite(np.asarray(rows, dtype=np.float64).reshape(-1), "contributions")
         q = self.quantum
         lo, hi = math.ceil(self.low / q), math.floor(self.high / q)

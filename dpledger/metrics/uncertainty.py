@@ -5,14 +5,17 @@ b public. A derived metric f(x̂) (macro-F1 from a noisy confusion matrix, R² f
 noisy regression measures, …) is estimated on the *unclamped* release and gets an
 interval at a confidence level; when noise swamps it (a denominator that is not
 clearly positive) it is flagged unusable, with its whole range as the interval and a
-reason in words (:attr:`Interval.reason`). The methods, the unusable rule and their
-measured coverage are documented in :mod:`dpledger.metrics._intervals` and
-:mod:`dpledger.metrics._flam_intervals`:
+reason in words (:attr:`Interval.reason`). :attr:`Interval.method` names the method
+actually used for that release. The methods, the unusable rule and their measured
+coverage are documented in :mod:`dpledger.metrics._assemble`,
+:mod:`dpledger.metrics._flam_intervals` and :mod:`dpledger.metrics._regression_intervals`:
 
 * ``"delta"`` (default, deterministic): f(x̂) ± q·se, se from the gradient at x̂ and the
   public noise s.d.; q is z for Gaussian noise and the Cornish–Fisher quantile of the
-  linearised Laplace noise (never below z); R² uses Fieller's interval, RMSE the square
-  root of MSE's.
+  linearised Laplace noise (never below z); accuracy-like ratios use Fieller's interval,
+  R² a Fieller interval profiled over the unknown mean, RMSE the square root of MSE's;
+  an interval whose denominator only just passed its guard is widened for that selection
+  ("selection-adjusted"), and a per-class average bounds the classes within the noise.
 * ``"monte_carlo"``: the percentile interval of f over noise redrawn at the public scale
   with a seeded ``numpy.random.default_rng(seed)``. This randomness is post-processing
   of public quantities for the error bar, never release noise (release noise is OpenDP's).
@@ -30,24 +33,26 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from dpledger.metrics._flam_intervals import classification_batch, regression_batch
-from dpledger.metrics._intervals import (
-    Batch,
-    Guard,
-    Interval,
-    RowsFn,
-    batch_intervals,
-    noise_std,
-    to_intervals,
+from dpledger.metrics._assemble import Batch, Estimates, batch_intervals, estimates, to_intervals
+from dpledger.metrics._flam_intervals import CLASSIFICATION_RANGES, classification_batch
+from dpledger.metrics._intervals import Guard, Interval, RowsFn, check_options, noise_std
+from dpledger.metrics._regression_intervals import (
+    check_regression_codec,
+    regression_batch,
+    regression_ranges,
 )
 from dpledger.metrics._segments import FloatArray, as_finite
 from dpledger.metrics.codec import VectorSumCodec
 from dpledger.types import IntervalMethod, Labels, MechanismKind
 
 __all__ = [
+    "CLASSIFICATION_RANGES",
     "Batch",
+    "Estimates",
     "Guard",
     "Interval",
+    "check_options",
+    "check_regression_codec",
     "classification_batch",
     "classification_estimates",
     "classification_intervals",
@@ -56,6 +61,7 @@ __all__ = [
     "regression_batch",
     "regression_estimates",
     "regression_intervals",
+    "regression_ranges",
 ]
 
 
@@ -90,7 +96,7 @@ def derived_intervals(
         ranges=ranges or {}, denominators=denominators, guards=guards, draws=draws,
         seed=seed, step=step,
     )  # fmt: skip
-    return to_intervals(batch, level, method)
+    return to_intervals(batch, level)
 
 
 def derived_interval(
@@ -133,14 +139,6 @@ def derived_interval(
     )["f"]  # fmt: skip
 
 
-Estimates = tuple[dict[str, float], dict[str, Interval]]
-
-
-def _estimates(batch: Batch, level: float, method: str) -> Estimates:
-    values = {k: float(v[0]) for k, v in batch.estimate.items()}
-    return values, to_intervals(batch, level, method)
-
-
 def classification_estimates(
     released: npt.ArrayLike,
     scale: float | npt.ArrayLike,
@@ -165,14 +163,14 @@ def classification_estimates(
         flat.reshape(1, -1), scale, labels=labels, level=level, method=method,
         distribution=distribution, draws=draws, seed=seed, max_total=max_total,
     )  # fmt: skip
-    return _estimates(batch, level, method)
+    return estimates(batch, level)
 
 
 def classification_intervals(
     released: npt.ArrayLike,
     scale: float | npt.ArrayLike,
     *,
-    labels: Labels = "present",
+    labels: Labels = "all",
     level: float = 0.95,
     method: IntervalMethod = "delta",
     distribution: MechanismKind = "laplace",
@@ -213,7 +211,7 @@ def regression_estimates(
         x.reshape(1, -1), codec, scale, level=level, method=method, distribution=distribution,
         draws=draws, seed=seed, cohort=cohort,
     )  # fmt: skip
-    return _estimates(batch, level, method)
+    return estimates(batch, level)
 
 
 def regression_intervals(

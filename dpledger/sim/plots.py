@@ -19,19 +19,20 @@ import numpy as np
 from dpledger.ledger import Release
 from dpledger.mechanisms import error_bar_for_scale
 from dpledger.metrics._intervals import noise_std, quantile_factor
-from dpledger.metrics.uncertainty import Interval, derived_interval
 from dpledger.sim.demo import (
     DRIFT_FACTOR,
     OVERCONFIDENT_GAP,
     TAIL_SHARE,
     DemoResult,
     policy_reference,
+    share_interval,
 )
 
 __all__ = ["clearly_positive", "write_plots"]
 
 _COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3")
 _GREY = "#c8c8c8"
+_WIDE = 0.5  # a calibration gap whose 95% interval is wider than this is drawn hollow grey
 
 
 def clearly_positive(rel: Release) -> tuple[np.ndarray, float]:
@@ -44,15 +45,6 @@ def clearly_positive(rel: Release) -> tuple[np.ndarray, float]:
     se, q = quantile_factor(std.reshape(1, 1), 0.95, rel.facts.mechanism)
     threshold = float(q[0] * se[0])
     return rel.noisy_sum > threshold, threshold
-
-
-def _ratio(rel: Release, num: int, den: slice | int, bounds: tuple[float, float]) -> Interval:
-    v = rel.noisy_sum
-    return derived_interval(
-        lambda z: float(z[num] / np.sum(z[den])), v, rel.scale, bounds=bounds,
-        distribution=rel.facts.mechanism, denominator=lambda z: float(np.sum(z[den])),
-        denominator_max=float(rel.facts.sensitivity) * rel.request.cohort,
-    )  # fmt: skip
 
 
 def _refused(result: DemoResult) -> dict[str, str]:
@@ -71,7 +63,8 @@ def _legend_refused(ax: Any, refused: dict[str, str], cohorts: dict[str, int]) -
 
 def _save(plt: Any, fig: Any, path: Path, note: str) -> Path:
     fig.text(0.01, 0.01, note, fontsize=7, color="#444444", va="bottom", wrap=True)
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    lines = 1 + len(note) * 7 * 0.55 / (fig.get_figwidth() * 72)  # wrapped lines of 7 pt text
+    fig.tight_layout(rect=(0, 0.02 + lines * 11 / (fig.get_figheight() * 72), 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
@@ -126,8 +119,8 @@ def _histogram_chart(plt: Any, result: DemoResult, rels: dict[tuple[str, str], R
     for i, region in enumerate(regions):
         rel = rels[(region, "error_histogram")]
         clear, threshold = clearly_positive(rel)
-        ivs = [_ratio(rel, j, slice(None), (0.0, 1.0)) for j in range(k)]
-        share = rel.noisy_sum / rel.noisy_sum.sum()
+        ivs = [share_interval(rel, j, slice(None), (0.0, 1.0), "total count") for j in range(k)]
+        share = np.clip(rel.noisy_sum / rel.noisy_sum.sum(), 0.0, 1.0)  # as its interval is
         low = np.array([iv.low for iv in ivs])
         high = np.array([iv.high for iv in ivs])
         err = np.vstack([np.maximum(share - low, 0), np.maximum(high - share, 0)])
@@ -151,8 +144,9 @@ def _histogram_chart(plt: Any, result: DemoResult, rels: dict[tuple[str, str], R
     tail_ax.legend(fontsize=7, loc="upper left")
     grey_note = (f" Grey: a bucket whose noisy count is ≤ {threshold:,.0f} = q × its noise s.e. "
                  "(≈ 3 noise scales): not clearly positive." if greyed else "")  # fmt: skip
-    return _save(plt, fig, path, "Error bars: 95% intervals of each share from the public noise "
-                 "scale (delta method on the unclamped release)." + grey_note)  # fmt: skip
+    return _save(plt, fig, path, "Bars: released shares clipped to [0, 1], as their intervals "
+                 "are; error bars: 95% intervals of each share from the public noise scale (delta "
+                 "method on the unclamped release)." + grey_note)  # fmt: skip
 
 
 def _calibration_chart(plt: Any, result: DemoResult, rels: dict[tuple[str, str], Release],
@@ -162,6 +156,7 @@ def _calibration_chart(plt: Any, result: DemoResult, rels: dict[tuple[str, str],
     fig, ax = plt.subplots(figsize=(8.5, 4))
     dropped: list[str] = []
     threshold = 0.0
+    greyed = False
     for i, region in enumerate(regions):
         rel = rels[(region, "calibration_gap")]
         k = rel.noisy_sum.shape[0] // 2
@@ -169,11 +164,20 @@ def _calibration_chart(plt: Any, result: DemoResult, rels: dict[tuple[str, str],
         centre = np.arange(k) / k + 0.5 / k + (i - len(regions) / 2) * 0.012
         shown = [j for j in range(k) if clear[k + j]]
         dropped += [f"{region} p≈{(j + 0.5) / k:.1f}" for j in range(k) if not clear[k + j]]
-        ivs = {j: _ratio(rel, j, k + j, (-1.0, 1.0)) for j in shown}
-        gap = np.array([rel.noisy_sum[j] / rel.noisy_sum[k + j] for j in shown])
+        ivs = {j: share_interval(rel, j, k + j, (-1.0, 1.0), "bucket count") for j in shown}
+        gap = np.clip([rel.noisy_sum[j] / rel.noisy_sum[k + j] for j in shown], -1.0, 1.0)
         err = np.array([[g - ivs[j].low, ivs[j].high - g] for g, j in zip(gap, shown, strict=True)])
-        ax.errorbar(centre[shown], gap, yerr=err.T.clip(0) if len(shown) else None, fmt="o-",
-                    ms=4, capsize=3, color=_COLOURS[i % 5], label=region)  # fmt: skip
+        wide = np.array([ivs[j].high - ivs[j].low > _WIDE for j in shown], dtype=bool)
+        greyed |= bool(wide.any())
+        # markers only: buckets are separate estimates, a line between them would read as a
+        # trend that their intervals do not support
+        label: str | None = region
+        for sel, colour in ((~wide, _COLOURS[i % 5]), (wide, _GREY)):
+            if sel.any():
+                ax.errorbar(centre[shown][sel], gap[sel], yerr=err[sel].T.clip(0), fmt="o", ms=4,
+                            capsize=3, color=colour, mfc="white" if colour == _GREY else colour,
+                            label=label)  # fmt: skip
+                label = None
     ax.axhline(0.0, color="grey", lw=0.8)
     rule = f"over-confidence rule (top bucket): interval > {OVERCONFIDENT_GAP:g}"
     ax.plot([0.8, 1.0], [OVERCONFIDENT_GAP] * 2, color="#c44e52", ls=":", label=rule)
@@ -185,8 +189,14 @@ def _calibration_chart(plt: Any, result: DemoResult, rels: dict[tuple[str, str],
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     drop_note = (f" Not shown (noisy count ≤ {threshold:,.0f} = q × its noise s.e., not clearly "
                  f"positive): {', '.join(dropped)}." if dropped else "")  # fmt: skip
-    return _save(plt, fig, path, "Error bars: 95% intervals of Σ(p − y) / count from the public "
-                 "noise scale (delta method on the unclamped release)." + drop_note)  # fmt: skip
+    note = ("Markers: released Σ(p − y) / count per bucket (not joined: each bucket is its own "
+            "estimate); error bars: their 95% intervals from the public noise scale (delta "
+            "method on the unclamped release).")  # fmt: skip
+    if greyed:
+        note += (
+            f" Hollow grey: an interval wider than {_WIDE:g} (within the noise: read as unknown)."
+        )
+    return _save(plt, fig, path, note + drop_note)
 
 
 def write_plots(result: DemoResult, directory: Path) -> list[Path]:

@@ -6,10 +6,11 @@ fact: nothing here reads the fleet's raw data.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from dpledger.ledger import Release
-from dpledger.sim.demo import DemoResult, finite, policy_reference
+from dpledger.sim.demo import DemoResult, policy_reference
 
 __all__ = ["as_json", "text_report"]
 
@@ -91,6 +92,11 @@ def text_report(result: DemoResult) -> str:
         )
     lines.append(f"\ndone in {result.seconds:.1f} s")
     return "\n".join(lines)
+
+
+def finite(x: float) -> float | None:
+    """``x`` or None when it is not finite (for JSON)."""
+    return x if math.isfinite(x) else None
 
 
 def as_json(result: DemoResult) -> dict[str, Any]:

@@ -1,0 +1,55 @@
+"""The demo's own ledger file: created by the demo, replaced only by the demo, never another.
+
+The demo writes a fresh SQLite ledger each run. It never overwrites a file it did not
+create: a demo ledger carries the label :data:`DEMO_LABEL`, and :func:`claim_ledger`
+frees a path only when it is missing, or holds such a ledger and ``--fresh`` was given.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dpledger.errors import DpLedgerError, InvalidInput
+
+__all__ = ["DEMO_LABEL", "claim_ledger"]
+
+DEMO_LABEL = {"purpose": "demo"}
+"""The label a demo ledger is created with: the only kind of ledger the demo replaces."""
+
+
+def claim_ledger(path: Path, *, fresh: bool) -> None:
+    """Make ``path`` free for a new demo ledger, or refuse; never touch another file.
+
+    A missing path is free. An existing file is replaced only if it is a ledger the demo
+    created (labelled ``purpose = demo``) and ``fresh`` is set; anything else — a real
+    ledger, a file that is not a ledger — is refused with :class:`InvalidInput`.
+    """
+    if str(path).startswith(("postgresql://", "postgres://")):
+        raise InvalidInput("the demo writes a local SQLite ledger: give --ledger a file path")
+    if not (path.exists() or path.is_symlink()):
+        return
+    from dpledger.ledger.sqlite import SqliteStore
+
+    try:
+        store = SqliteStore(path, "read")
+        try:
+            purpose = store.meta().get("label.purpose")
+        finally:
+            store.close()
+    except DpLedgerError as e:
+        raise InvalidInput(
+            f"{path} exists and is not a demo ledger ({e}); the demo never overwrites a file "
+            "it did not create: pass --ledger with a new path"
+        ) from None
+    if purpose != DEMO_LABEL["purpose"]:
+        raise InvalidInput(
+            f"{path} is a dpledger ledger the demo did not create; the demo never touches "
+            "it: pass --ledger with a new path"
+        )
+    if not fresh:
+        raise InvalidInput(
+            f"{path} holds a previous demo ledger: pass --fresh to replace it, or --ledger "
+            "with a new path"
+        )
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(path) + suffix).unlink(missing_ok=True)
