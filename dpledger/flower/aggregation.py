@@ -84,29 +84,23 @@ class PlainSum:
         finite = np.asarray(np.isfinite(x).all(axis=1), dtype=bool)
         if not finite.all():
             x = np.where(np.isfinite(x), x, 0.0)
+        out: list[str | None] = [None] * len(x)
         if metric.scalar:
             low, high = float(b.low or 0.0), float(b.high or 0.0)
             slack = ROUNDING_SLACK * max(abs(low), abs(high))
             bad: npt.NDArray[np.bool_] = (x[:, 0] < low - slack) | (x[:, 0] > high + slack)
-            why = f"{name}: outside its clip [{low:g}, {high:g}]"
-            return [
-                None if ok and not b_ else (why if ok else f"{name}: NaN or inf")
-                for ok, b_ in zip(finite.tolist(), bad.tolist(), strict=True)
-            ]
-        cap = float(b.cap or 0.0)
-        negative = np.asarray((x < 0).any(axis=1) & metric.nonnegative, dtype=bool)
-        over: npt.NDArray[np.bool_] = np.abs(x).sum(axis=1) > cap * (1 + ROUNDING_SLACK)
-        out: list[str | None] = []
-        flags = zip(finite.tolist(), negative.tolist(), over.tolist(), strict=True)
-        for ok, neg, big in flags:
-            if not ok:
-                out.append(f"{name}: NaN or inf")
-            elif neg:
-                out.append(f"{name}: a negative entry in a nonnegative vector")
-            elif big:
-                out.append(f"{name}: L1 norm above its cap {cap:g}")
-            else:
-                out.append(None)
+            for i in np.flatnonzero(bad & finite).tolist():
+                out[i] = f"{name}: outside its clip [{low:g}, {high:g}]"
+        else:
+            cap = float(b.cap or 0.0)
+            negative = np.asarray((x < 0).any(axis=1) & metric.nonnegative, dtype=bool)
+            over: npt.NDArray[np.bool_] = np.abs(x).sum(axis=1) > cap * (1 + ROUNDING_SLACK)
+            for i in np.flatnonzero(over).tolist():
+                out[i] = f"{name}: L1 norm above its cap {cap:g}"
+            for i in np.flatnonzero(negative).tolist():  # a stronger reason than the cap
+                out[i] = f"{name}: a negative entry in a nonnegative vector"
+        for i in np.flatnonzero(~finite).tolist():  # the strongest reason
+            out[i] = f"{name}: NaN or inf"
         return out
 
     def total(self, metric: MetricPlan, rows: npt.NDArray[Any]) -> npt.NDArray[np.float64]:

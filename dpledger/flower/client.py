@@ -37,7 +37,7 @@ from flwr.app.typing import ConfigRecordValues
 from flwr.clientapp import ClientApp
 
 from dpledger.errors import InvalidInput
-from dpledger.flower.wire import RoundPlan, pack
+from dpledger.flower.wire import RoundPlan, pack, pack_packed
 from dpledger.metrics.declarations import DECLARATIONS, Bounds
 
 __all__ = [
@@ -63,6 +63,7 @@ def contributions(
     data_for: Mapping[str, Mapping[str, npt.ArrayLike]] | None = None,
     bounds: Mapping[str, Bounds] | None = None,
     edges_versions: Mapping[str, str] | None = None,
+    packed: bool = False,
 ) -> RecordDict:
     """This client's bounded contribution to every metric of ``plan``, as reply records.
 
@@ -71,7 +72,9 @@ def contributions(
     metric (a classifier's labels and a regressor's targets are both ``y_true``/``y_pred``
     to their declarations). A client whose metric module pins its own bounds
     passes them in ``bounds`` and names their edges version in ``edges_versions``; the
-    server rejects a reply bucketed with edges its policy does not have.
+    server rejects a reply bucketed with edges its policy does not have. ``packed`` sends
+    them as one float64 array with a layout header (:func:`~dpledger.flower.wire.pack_packed`),
+    which the server reads for a whole round at once; the default is the three records.
     """
     pinned = dict(bounds or {})
     versions = dict(edges_versions or {})
@@ -86,7 +89,7 @@ def contributions(
         arrays = {**data, **own.get(name, {})}
         rows[name] = declared.contribute(arrays, pinned.get(name, m.bounds), **dict(m.params))[0]
         used[name] = versions.get(name, m.edges_version)
-    return pack(plan, rows, used)
+    return (pack_packed if packed else pack)(plan, rows, used)
 
 
 def contribution_reply(
@@ -97,6 +100,7 @@ def contribution_reply(
     bounds: Mapping[str, Bounds] | None = None,
     edges_versions: Mapping[str, str] | None = None,
     extra: Mapping[str, Any] | None = None,
+    packed: bool = False,
 ) -> Message:
     """The evaluate reply to ``msg``: this client's contributions (see :func:`contributions`).
 
@@ -105,7 +109,12 @@ def contribution_reply(
     """
     plan = RoundPlan.from_content(msg.content)
     content = contributions(
-        plan, data, data_for=data_for, bounds=bounds, edges_versions=edges_versions
+        plan,
+        data,
+        data_for=data_for,
+        bounds=bounds,
+        edges_versions=edges_versions,
+        packed=packed,
     )
     for name, record in (extra or {}).items():
         content[name] = record

@@ -43,7 +43,7 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
 from dpledger.approval import ReleaseRequest, Verdict
-from dpledger.errors import DpLedgerError, InvalidInput, StoreError
+from dpledger.errors import DpLedgerError, InternalError, InvalidInput, StoreError
 from dpledger.flower.aggregation import Aggregator, PlainSum
 from dpledger.flower.plans import (
     DERIVED,
@@ -63,7 +63,15 @@ from dpledger.flower.report import (
     RoundReport,
     published,
 )
-from dpledger.flower.wire import PLAN_RECORD, MetricPlan, RoundPlan, read_reply
+from dpledger.flower.wire import (
+    PACKED_RECORD,
+    PLAN_RECORD,
+    MetricPlan,
+    RoundPlan,
+    packed_blob,
+    read_packed,
+    read_reply,
+)
 from dpledger.ledger import Ledger, Release
 from dpledger.ledger.derived import DerivedRelease, release_confusion, release_regression
 from dpledger.policy import ALL
@@ -243,48 +251,66 @@ class LedgerEvaluation(Strategy):
     ) -> tuple[list[NodeStatus], dict[str, dict[str, npt.NDArray[Any]]], int]:
         """Each selected node's status, and each region's accepted rows per metric.
 
-        Structure first (one reply at a time), then bounds (the aggregator's check, one
-        array per metric over every structurally sound reply): a node rejected for any
-        metric contributes to none.
+        Structure first (one reply at a time), then, for all structurally sound replies at
+        once, a packed reply's header (:func:`~dpledger.flower.wire.read_packed`) and
+        every payload's finiteness and bounds (the aggregator's check, one array per
+        metric): a node rejected for any metric contributes to none.
         """
-        by_node: dict[int, Message] = {}
+        plan, selected = planned.plan, planned.selected
+        width = plan.packed.width
         unexpected = 0
-        for message in replies:
-            node = message.metadata.src_node_id
-            if node not in planned.selected or node in by_node:
+        status: dict[int, NodeStatus] = {}
+        records: list[tuple[int, dict[str, Any]]] = []  # the three-record format
+        packed: list[int] = []
+        blobs: list[bytes | memoryview] = []
+        seen: set[int] = set()
+        for reply in replies:  # one pass: the first reply of each selected node counts
+            node = reply.metadata.src_node_id
+            region = selected.get(node)
+            if region is None or node in seen:
                 unexpected += 1
                 continue
-            by_node[node] = message
-        plan = planned.plan
-        status: dict[int, NodeStatus] = {}
-        sound: list[tuple[int, dict[str, Any]]] = []
-        for node, region in planned.selected.items():
-            reply = by_node.get(node)
-            if reply is None:
-                status[node] = NodeStatus(node, region, "dropped", "no reply before the timeout")
-            elif reply.has_error():
+            seen.add(node)
+            if reply.has_error():
                 e = reply.error
                 status[node] = NodeStatus(
                     node, region, "failed", _short(f"error {e.code}: {e.reason}")
                 )
+                continue
+            got, problem = self._read(plan, reply, width)
+            if problem is not None:
+                status[node] = NodeStatus(node, region, "rejected", _short(problem))
+            elif isinstance(got, dict):
+                records.append((node, got))
             else:
-                got, problem = self._read(plan, reply)
-                if problem is not None:
-                    status[node] = NodeStatus(node, region, "rejected", _short(problem))
-                else:
-                    sound.append((node, got))
-        rows = {name: self._stack(m, [got[name] for _, got in sound])
-                for name, m in plan.metrics.items()}  # fmt: skip
-        bad: dict[int, str] = {}
+                packed.append(node)
+                blobs.append(got)
+        for node, region in selected.items():
+            if node not in seen:
+                status[node] = NodeStatus(node, region, "dropped", "no reply before the timeout")
+        matrix, heads = read_packed(plan, blobs)
+        bad: dict[int, str] = {n: why for n, why in zip(packed, heads, strict=True) if why}
+        sound = [node for node, _ in records] + packed
+        rows = {
+            name: self._rows(m, [got[name] for _, got in records], matrix[:, a:b])
+            for name, m in plan.metrics.items()
+            for a, b in [plan.packed.spans[name]]
+        }
         for name, m in plan.metrics.items():
             checked = self.aggregator.check(m, rows[name])
-            for (node, _), reason in zip(sound, checked, strict=True):
+            if len(checked) != len(sound):
+                raise InternalError(
+                    f"the aggregator's check gave {len(checked)} verdicts for {len(sound)} rows"
+                )
+            if checked.count(None) == len(checked):
+                continue  # the usual case: every row within its bounds
+            for node, reason in zip(sound, checked, strict=True):
                 if reason is not None and node not in bad:
                     bad[node] = reason
-        keep = np.asarray([node not in bad for node, _ in sound], dtype=bool)
-        where = np.asarray([planned.selected[node] for node, _ in sound], dtype=object)
-        for node, _ in sound:
-            region = planned.selected[node]
+        keep = np.asarray([node not in bad for node in sound], dtype=bool)
+        where = np.asarray([selected[node] for node in sound], dtype=object)
+        for node in sound:
+            region = selected[node]
             found = bad.get(node)
             status[node] = (
                 NodeStatus(node, region, "reported")
@@ -292,24 +318,35 @@ class LedgerEvaluation(Strategy):
                 else NodeStatus(node, region, "rejected", _short(found))
             )
         accepted: dict[str, dict[str, npt.NDArray[Any]]] = {}
-        for region in set(planned.selected.values()):
+        for region in set(selected.values()):
             mask = keep & (where == region) if len(sound) else keep
             accepted[region] = {name: r[mask] for name, r in rows.items()}
-        ordered = [status[node] for node in planned.selected]
+        ordered = [status[node] for node in selected]
         return ordered, accepted, unexpected
 
     @staticmethod
-    def _stack(m: MetricPlan, values: list[Any]) -> npt.NDArray[Any]:
+    def _rows(m: MetricPlan, values: list[Any], packed: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        """One metric's rows: the three-record replies' payloads, then the packed ones."""
         if not values:
-            return np.zeros((0, m.size), dtype=np.float64)
-        if m.scalar:
-            return np.asarray(values, dtype=np.float64).reshape(-1, 1)
-        return np.stack(values)
+            return packed
+        stacked = (
+            np.asarray(values, dtype=np.float64).reshape(-1, 1) if m.scalar else np.stack(values)
+        )
+        return np.concatenate([stacked, packed]) if len(packed) else stacked
 
-    def _read(self, plan: RoundPlan, reply: Message) -> tuple[dict[str, Any], str | None]:
-        """A reply's payloads, or why it is rejected; whatever it holds, never raises."""
+    def _read(
+        self, plan: RoundPlan, reply: Message, width: int
+    ) -> tuple[dict[str, Any] | bytes | memoryview, str | None]:
+        """A reply's payloads (a packed reply's raw row), or why it is rejected; whatever
+        it holds, never raises."""
         try:
-            return read_reply(plan, reply.content)
+            content = reply.content
+            try:
+                record = content[PACKED_RECORD]
+            except KeyError:
+                return read_reply(plan, content)
+            blob = packed_blob(record, width)
+            return (b"", blob) if isinstance(blob, str) else (blob, None)
         except Exception as e:  # a hostile or broken reply is counted, never ends the run
             return {}, f"unreadable reply ({type(e).__name__})"
 
