@@ -24,7 +24,9 @@ from dpledger.types import Budget
 __all__ = [
     "BudgetCheck",
     "EpochSpend",
+    "allocation_loss",
     "binding_loss",
+    "budget_loss",
     "check_allocation",
     "check_budget",
     "client_loss",
@@ -123,6 +125,24 @@ def binding_loss(
     return client_loss(spent, binding) if binding != ALL else spent.get(ALL, _ZERO), binding
 
 
+def budget_loss(policy: Policy, spend: EpochSpend, region: str) -> Fraction:
+    """The epoch loss that binds a release in ``region`` (:func:`binding_loss` per scope)."""
+    scopes = spend.scopes if spend.scopes is not None else spend.by_scope()
+    return binding_loss(policy, scopes, region)[0]
+
+
+def allocation_loss(policy: Policy, spend: EpochSpend, region: str, metric: str) -> Fraction:
+    """The loss that binds a release in ``region`` within ``metric``'s allocation.
+
+    :func:`binding_loss` on the metric's own spend; for one region that is two lookups
+    (the metric's global and regional spend), without gathering the metric's scopes.
+    """
+    if region != ALL:
+        totals = spend.totals
+        return totals.get((ALL, metric), _ZERO) + totals.get((region, metric), _ZERO)
+    return binding_loss(policy, spend.of_metric(metric), region)[0]
+
+
 def check_budget(
     policy: Policy,
     spent: Mapping[str, Fraction],
@@ -166,7 +186,7 @@ def check_allocation(
     allocation = policy.allocation_of(metric)
     if allocation is None:
         return None
-    loss, _ = binding_loss(policy, spend.of_metric(metric), region)
+    loss = allocation_loss(policy, spend, region, metric)
     unit = policy.unit
     return BudgetCheck(
         fits=loss + charge <= allocation,
