@@ -100,7 +100,13 @@ def client_loss(spent: Mapping[str, Fraction], region: str) -> Fraction:
     if region == ALL:
         regional = max((v for k, v in spent.items() if k != ALL), default=_ZERO)
         return spent.get(ALL, _ZERO) + regional
-    return spent.get(ALL, _ZERO) + spent.get(region, _ZERO)
+    return _plus(spent.get(ALL), spent.get(region, _ZERO))
+
+
+def _plus(overall: Fraction | None, regional: Fraction) -> Fraction:
+    """``overall + regional``, without a rational addition when nothing was spent overall
+    (most policies never release to all regions; the value is the same)."""
+    return regional if overall is None else overall + regional
 
 
 def regions_in_view(policy: Policy, spent: Mapping[str, Fraction]) -> tuple[str, ...]:
@@ -139,7 +145,7 @@ def allocation_loss(policy: Policy, spend: EpochSpend, region: str, metric: str)
     """
     if region != ALL:
         totals = spend.totals
-        return totals.get((ALL, metric), _ZERO) + totals.get((region, metric), _ZERO)
+        return _plus(totals.get((ALL, metric)), totals.get((region, metric), _ZERO))
     return binding_loss(policy, spend.of_metric(metric), region)[0]
 
 
