@@ -356,8 +356,12 @@ class SqlStore(ABC):
 
     @abstractmethod
     @contextmanager
-    def _write_transaction(self) -> Iterator[None]:
-        """Begin a transaction holding the ledger-wide write lock; commit or roll back."""
+    def _write_transaction(self, epochs: Sequence[int] = ()) -> Iterator[None]:
+        """Begin a transaction holding the ledger-wide write lock; commit or roll back.
+
+        ``epochs`` are those whose spend the transaction will load first: a store may
+        read their state with the lock, in one round trip (:meth:`_state_rows`).
+        """
 
     @abstractmethod
     @contextmanager
@@ -426,7 +430,7 @@ class SqlStore(ABC):
 
     def _load_state(self, epochs: Sequence[int], release_ids: Sequence[str]) -> TxnState:
         """The head and the epochs' spend in one query (plus one for release ids)."""
-        rows = self._execute(self.sql.state, (self._list(list(epochs)),))
+        rows = self._state_rows(epochs)
         head = {str(k): str(v) for e, k, _, v in rows if e is None}
         spend: dict[int, dict[tuple[str, str], Fraction]] = {e: {} for e in epochs}
         try:
@@ -460,6 +464,10 @@ class SqlStore(ABC):
         if len(self._totals) >= 4096:  # bounded: a long-lived writer sees ever new totals
             self._totals.clear()
         self._totals[text] = value
+
+    def _state_rows(self, epochs: Sequence[int]) -> list[tuple[Any, ...]]:
+        """The rows of the ``state`` statement for ``epochs`` (head rows, spend rows)."""
+        return self._execute(self.sql.state, (self._list(list(epochs)),))
 
     def _read_spend(self, epoch: int) -> dict[tuple[str, str], Fraction]:
         rows = self._execute(self.sql.spend, (epoch,))
@@ -549,12 +557,16 @@ class SqlStore(ABC):
     # -- transactions -----------------------------------------------------------------
 
     @contextmanager
-    def write(self) -> Iterator[WriteTxn]:
-        """A transaction under the ledger-wide write lock; commits on normal exit."""
+    def write(self, epochs: Iterable[int] = ()) -> Iterator[WriteTxn]:
+        """A transaction under the ledger-wide write lock; commits on normal exit.
+
+        ``epochs``: those the transaction loads first (:meth:`WriteTxn.load`), which a
+        store may read together with taking the lock.
+        """
         if self.mode == "read":
             raise StoreError(f"{self.location} was opened for reading (mode='read')")
         self._require()
-        with self._lock, self._write_transaction():
+        with self._lock, self._write_transaction(sorted(set(epochs))):
             yield WriteTxn(self)
 
     @contextmanager

@@ -233,8 +233,9 @@ class Writer:
         out: dict[int, Outcome] = {}
         fresh: list[tuple[int, Prepared]] = []
         requests = [p.verdict.request for p in prepared.values()]
-        with self._store.write() as txn:
-            txn.load({r.epoch for r in requests}, [r.release_id for r in requests if r.release_id])
+        epochs = {r.epoch for r in requests}
+        with self._store.write(epochs) as txn:  # the state is read with the lock
+            txn.load(epochs, [r.release_id for r in requests if r.release_id])
             txn.record_policy(
                 self.policy.content_hash, self.policy.name, self.policy.version, self._body
             )
