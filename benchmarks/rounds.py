@@ -87,20 +87,19 @@ def round_policy() -> Policy:
 
 def round_items(policy: Policy, i: int) -> list[tuple[ReleaseRequest, object]]:
     """The ``i``-th round: every metric in every region (a new epoch every 1,000 rounds)."""
-    return [
-        (
-            ReleaseRequest(
-                epoch=i // 1000,
-                metric=m,
-                region=r,
-                cohort=_COHORT,
-                edges_version=policy.metric(m).edges_version,
-            ),
-            agg,
-        )
-        for m, agg in _AGGREGATES.items()
-        for r in policy.regions.names
-    ]
+    return [_item(policy, i, m, r) for m in _AGGREGATES for r in policy.regions.names]
+
+
+def _item(policy: Policy, i: int, metric: str, region: str) -> tuple[ReleaseRequest, object]:
+    """Round ``i``'s release of ``metric`` in ``region``: its request and aggregate."""
+    request = ReleaseRequest(
+        epoch=i // 1000,
+        metric=metric,
+        region=region,
+        cohort=_COHORT,
+        edges_version=policy.metric(metric).edges_version,
+    )
+    return request, _AGGREGATES[metric]
 
 
 class _RawRound:
@@ -147,7 +146,8 @@ def _interleaved(tmp: Path, policy: Policy, n: int) -> dict[str, float]:
         ):
             ops: dict[str, Callable[[int], object]] = {
                 _ROUND: lambda i: rounds.release_round(round_items(policy, i)),
-                _SINGLE: lambda i: singles.release(*round_items(policy, i)[8]),  # hist, r0
+                # each operation builds the requests it sends: a round twenty, a single one
+                _SINGLE: lambda i: singles.release(*_item(policy, i, "hist", "r0")),
                 _NOISE: _noise_of_a_round(policy),
                 _RAW: raw,
                 _FSYNC: disk,

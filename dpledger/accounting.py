@@ -24,7 +24,9 @@ from dpledger.types import Budget
 __all__ = [
     "BudgetCheck",
     "EpochSpend",
+    "allocation_loss",
     "binding_loss",
+    "budget_loss",
     "check_allocation",
     "check_budget",
     "client_loss",
@@ -98,7 +100,13 @@ def client_loss(spent: Mapping[str, Fraction], region: str) -> Fraction:
     if region == ALL:
         regional = max((v for k, v in spent.items() if k != ALL), default=_ZERO)
         return spent.get(ALL, _ZERO) + regional
-    return spent.get(ALL, _ZERO) + spent.get(region, _ZERO)
+    return _plus(spent.get(ALL), spent.get(region, _ZERO))
+
+
+def _plus(overall: Fraction | None, regional: Fraction) -> Fraction:
+    """``overall + regional``, without a rational addition when nothing was spent overall
+    (most policies never release to all regions; the value is the same)."""
+    return regional if overall is None else overall + regional
 
 
 def regions_in_view(policy: Policy, spent: Mapping[str, Fraction]) -> tuple[str, ...]:
@@ -121,6 +129,24 @@ def binding_loss(
     candidates = regions_in_view(policy, spent) or (ALL,)
     binding = max(candidates, key=lambda r: client_loss(spent, r))
     return client_loss(spent, binding) if binding != ALL else spent.get(ALL, _ZERO), binding
+
+
+def budget_loss(policy: Policy, spend: EpochSpend, region: str) -> Fraction:
+    """The epoch loss that binds a release in ``region`` (:func:`binding_loss` per scope)."""
+    scopes = spend.scopes if spend.scopes is not None else spend.by_scope()
+    return binding_loss(policy, scopes, region)[0]
+
+
+def allocation_loss(policy: Policy, spend: EpochSpend, region: str, metric: str) -> Fraction:
+    """The loss that binds a release in ``region`` within ``metric``'s allocation.
+
+    :func:`binding_loss` on the metric's own spend; for one region that is two lookups
+    (the metric's global and regional spend), without gathering the metric's scopes.
+    """
+    if region != ALL:
+        totals = spend.totals
+        return _plus(totals.get((ALL, metric)), totals.get((region, metric), _ZERO))
+    return binding_loss(policy, spend.of_metric(metric), region)[0]
 
 
 def check_budget(
@@ -166,7 +192,7 @@ def check_allocation(
     allocation = policy.allocation_of(metric)
     if allocation is None:
         return None
-    loss, _ = binding_loss(policy, spend.of_metric(metric), region)
+    loss = allocation_loss(policy, spend, region, metric)
     unit = policy.unit
     return BudgetCheck(
         fits=loss + charge <= allocation,

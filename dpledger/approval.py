@@ -8,6 +8,7 @@ turns NaN into 0, clamps inf and accepts a vector of the wrong length.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -19,7 +20,14 @@ import numpy.typing as npt
 from pydantic import BeforeValidator, ConfigDict, Field
 
 from dpledger import mechanisms as mech
-from dpledger.accounting import BudgetCheck, EpochSpend, check_allocation, check_budget
+from dpledger.accounting import (
+    BudgetCheck,
+    EpochSpend,
+    allocation_loss,
+    budget_loss,
+    check_allocation,
+    check_budget,
+)
 from dpledger.errors import (
     BudgetExceeded,
     CohortTooSmall,
@@ -41,6 +49,7 @@ __all__ = [
     "Prepared",
     "ReleaseRequest",
     "Verdict",
+    "admits",
     "evaluate",
     "fingerprint",
     "id_conflict",
@@ -56,6 +65,9 @@ the client module's clip), so a sum exceeding ``high·n`` by a few ulps is not r
 """
 
 _EXACT_INT = 2**53
+_NIL = Fraction(0)
+_SKIPPED = "not checked: an earlier check failed"
+_COMPACT = json.JSONEncoder(separators=(",", ":"))  # json.dumps(…, separators=…), built once
 MAX_EPOCH = 2**63 - 1
 """The largest epoch number: what a signed 64-bit integer column (every store) holds."""
 MAX_COHORT = 10**9
@@ -376,7 +388,7 @@ def _complete(
     request: ReleaseRequest,
     checks: list[Check],
     unit: Unit,
-    charge: Fraction | None = None,
+    charge: Fraction | Budget | None = None,
     budget: BudgetCheck | None = None,
     floor: int | None = None,
     allocation: BudgetCheck | None = None,
@@ -386,10 +398,116 @@ def _complete(
 
     ``deferred`` checks are left out: they run later (under the write lock).
     """
-    ran = {c.name for c in checks} | set(deferred)
-    rest = [Check(n, None, "not checked: an earlier check failed") for n in _FAMILY if n not in ran]
-    cost = None if charge is None else Budget(charge, unit)
+    rest: list[Check] = []
+    if len(checks) + len(deferred) < len(_FAMILY):  # else every check ran (names are unique)
+        ran = {c.name for c in checks} | set(deferred)
+        rest = [Check(n, None, _SKIPPED) for n in _FAMILY if n not in ran]
+    cost = (
+        None if charge is None else charge if isinstance(charge, Budget) else Budget(charge, unit)
+    )
     return Verdict(request, (*checks, *rest), cost, unit, budget, floor, allocation)
+
+
+@functools.lru_cache(maxsize=4096)
+def _request_checks(
+    policy: Policy,
+    metric: str,
+    region: str,
+    policy_version: str | None,
+    edges_version: str | None,
+) -> tuple[MetricSpec | None, tuple[Check, ...]]:
+    """The checks of a request's public fields against the policy, and the metric's spec.
+
+    They read nothing but the policy and these fields, so they are computed once per
+    distinct (metric, region, versions) and shared by every release that repeats them
+    (a round's twenty requests have five metrics and four regions). The spec is None when
+    the metric is unknown (then only ``metric_known`` ran).
+    """
+    spec = policy.metrics.get(metric)
+    if spec is None:
+        known = ", ".join(sorted(policy.metrics))
+        return None, (Check("metric_known", False, f"unknown metric; the policy has: {known}"),)
+    checks = [Check("metric_known", True, f"{spec.kind}")]
+    region_ok = region == ALL or policy.regions.admits(region)
+    checks.append(
+        Check(
+            "region_known",
+            region_ok,
+            "ok" if region_ok else f"not a region of this policy: {list(policy.regions.names)}",
+        )
+    )
+    pv = policy_version
+    checks.append(
+        Check(
+            "policy_version",
+            pv is None or pv == policy.version,
+            "ok"
+            if pv in (None, policy.version)
+            else f"client used {pv}, ledger has {policy.version}",
+        )
+    )
+    if spec.edges_version is None:
+        checks.append(Check("edges_version", True, "metric has no edges"))
+    elif edges_version != spec.edges_version:
+        got = edges_version or "none stated"
+        checks.append(
+            Check(
+                "edges_version",
+                False,
+                f"client used {got}, policy has {spec.edges_version}: "
+                "re-bucket with the policy's edges",
+            )
+        )
+    else:
+        checks.append(Check("edges_version", True, spec.edges_version))
+    return spec, tuple(checks)
+
+
+@dataclass(frozen=True, slots=True)
+class _Costing:
+    """What a release of one metric to one public cohort costs, and its cohort check."""
+
+    check: Check  # cohort_floor, or the over-committed policy's failed budget check
+    facts: mech.MechanismFacts | None  # None when the policy gives the metric no budget
+    charge: Fraction
+    floor: int | None
+    cost: Budget  # the charge in the policy's unit
+
+
+@functools.lru_cache(maxsize=4096)
+def _costing(policy: Policy, metric: str, cohort: int) -> _Costing:
+    """The mechanism, exact charge and cohort-floor check of ``metric`` at ``cohort``.
+
+    Public inputs only (the policy, the metric, the declared cohort), so computed once
+    per distinct triple.
+    """
+    unit = policy.unit
+    spec = policy.metric(metric)
+    if policy.release_budget(metric) <= 0:
+        check = Check(
+            "budget",
+            False,
+            f"the policy is over-committed by {policy.overcommitment()}: this metric gets no "
+            f"{unit}; lower the absolute budgets or the rounds per epoch",
+        )
+        return _Costing(check, None, Fraction(0), None, Budget(Fraction(0), unit))
+    facts, charge = mech.mechanism_facts(policy, metric)
+    if spec.target is None:
+        check = Check("cohort_floor", True, "no error-bar target declared")
+        return _Costing(check, facts, charge, None, Budget(charge, unit))
+    floor = mech.cohort_floor_for_scale(facts.scale, spec.target, spec.bar, facts.mechanism)
+    ok = cohort >= floor
+    bar = mech.error_bar_for_scale(facts.scale, cohort, spec.bar, facts.mechanism)
+    counted = policy.counted
+    check = Check(
+        "cohort_floor",
+        ok,
+        f"n={cohort} {counted} ≥ floor {floor} ({spec.bar} bar {bar:.4g} ≤ {spec.target:g})"
+        if ok
+        else f"n={cohort} {counted} < floor {floor}: {spec.bar} bar "
+        f"{bar:.4g} > target {spec.target:g}; merge regions or wait for a larger cohort",
+    )
+    return _Costing(check, facts, charge, floor, Budget(charge, unit))
 
 
 def evaluate(
@@ -406,46 +524,13 @@ def evaluate(
     ledger-state checks (:data:`STATE_CHECKS`) are deferred to :func:`recheck`, which a
     release runs under the write lock anyway. Nothing is mutated.
     """
-    checks: list[Check] = []
     unit = policy.unit
-    spec = policy.metrics.get(request.metric)
+    spec, head = _request_checks(
+        policy, request.metric, request.region, request.policy_version, request.edges_version
+    )
+    checks = list(head)
     if spec is None:
-        known = ", ".join(sorted(policy.metrics))
-        checks.append(Check("metric_known", False, f"unknown metric; the policy has: {known}"))
         return Assessment(_complete(request, checks, unit))
-    checks.append(Check("metric_known", True, f"{spec.kind}"))
-    region_ok = request.region == ALL or policy.regions.admits(request.region)
-    checks.append(
-        Check(
-            "region_known",
-            region_ok,
-            "ok" if region_ok else f"not a region of this policy: {list(policy.regions.names)}",
-        )
-    )
-    pv = request.policy_version
-    checks.append(
-        Check(
-            "policy_version",
-            pv is None or pv == policy.version,
-            "ok"
-            if pv in (None, policy.version)
-            else f"client used {pv}, ledger has {policy.version}",
-        )
-    )
-    if spec.edges_version is None:
-        checks.append(Check("edges_version", True, "metric has no edges"))
-    elif request.edges_version != spec.edges_version:
-        got = request.edges_version or "none stated"
-        checks.append(
-            Check(
-                "edges_version",
-                False,
-                f"client used {got}, policy has {spec.edges_version}: "
-                "re-bucket with the policy's edges",
-            )
-        )
-    else:
-        checks.append(Check("edges_version", True, spec.edges_version))
     arr, why = _as_float64(aggregate)
     checks.append(Check("aggregate_dtype", arr is not None, why or "real numbers"))
     if arr is None or not all(c.passed for c in checks):
@@ -454,38 +539,14 @@ def evaluate(
     if not all(c.passed for c in checks):
         return Assessment(_complete(request, checks, unit))
 
-    if policy.release_budget(request.metric) <= 0:
-        checks.append(
-            Check(
-                "budget",
-                False,
-                f"the policy is over-committed by {policy.overcommitment()}: this metric gets no "
-                f"{unit}; lower the absolute budgets or the rounds per epoch",
-            )
-        )
+    costing = _costing(policy, request.metric, request.cohort)
+    checks.append(costing.check)
+    if costing.facts is None:  # an over-committed policy: this metric gets no budget
         return Assessment(_complete(request, checks, unit, Fraction(0)))
-    facts, charge = mech.mechanism_facts(policy, request.metric)
-    floor: int | None = None
-    if spec.target is None:
-        checks.append(Check("cohort_floor", True, "no error-bar target declared"))
-    else:
-        floor = mech.cohort_floor_for_scale(facts.scale, spec.target, spec.bar, facts.mechanism)
-        ok = request.cohort >= floor
-        bar = mech.error_bar_for_scale(facts.scale, request.cohort, spec.bar, facts.mechanism)
-        checks.append(
-            Check(
-                "cohort_floor",
-                ok,
-                f"n={request.cohort} {policy.counted} ≥ floor {floor} ({spec.bar} bar "
-                f"{bar:.4g} ≤ {spec.target:g})"
-                if ok
-                else f"n={request.cohort} {policy.counted} < floor {floor}: {spec.bar} bar "
-                f"{bar:.4g} > target {spec.target:g}; merge regions or wait for a larger cohort",
-            )
-        )
+    facts, charge, floor = costing.facts, costing.charge, costing.floor
     values = arr.reshape(1) if spec.kind == "scalar_mean" else arr
     if spend is None:
-        v = _complete(request, checks, unit, charge, floor=floor, deferred=STATE_CHECKS)
+        v = _complete(request, checks, unit, costing.cost, floor=floor, deferred=STATE_CHECKS)
     else:
         state, allocation, budget = _state_checks(policy, request, charge, spend, epoch_policy)
         checks.extend(state)
@@ -508,6 +569,29 @@ def recheck(
     return Verdict(v.request, checks, v.charge, v.unit, budget, v.floor, allocation)
 
 
+def admits(
+    policy: Policy, prepared: Prepared, spend: EpochSpend, epoch_policy: tuple[str, str] | None
+) -> bool:
+    """Whether :func:`recheck` would approve, without building its verdict.
+
+    The same decisions on the same exact arithmetic (:func:`allocation_loss`,
+    :func:`budget_loss`, which the checks themselves use), without their texts: the hot
+    path of a round under the write lock. Only a refusal needs the verdict, and then the
+    caller runs :func:`recheck` for it.
+    """
+    if epoch_policy is not None and epoch_policy[0] != policy.content_hash:
+        return False
+    req = prepared.verdict.request
+    charge = prepared.verdict.charge.amount if prepared.verdict.charge is not None else _NIL
+    allocation = policy.allocation_of(req.metric)
+    if (
+        allocation is not None
+        and allocation_loss(policy, spend, req.region, req.metric) + charge > allocation
+    ):
+        return False
+    return budget_loss(policy, spend, req.region) + charge <= policy.eval_budget
+
+
 def fingerprint(request: ReleaseRequest, principal: str | None = None) -> str:
     """SHA-256 of a request's public fields (all but its release id) and its principal.
 
@@ -517,7 +601,7 @@ def fingerprint(request: ReleaseRequest, principal: str | None = None) -> str:
     """
     fields = [v for k, v in request.__dict__.items() if k != "release_id"]  # field order
     fields.append(principal)
-    return hashlib.sha256(json.dumps(fields, separators=(",", ":")).encode()).hexdigest()
+    return hashlib.sha256(_COMPACT.encode(fields).encode()).hexdigest()
 
 
 def id_conflict(request: ReleaseRequest, unit: Unit) -> Verdict:

@@ -622,6 +622,42 @@ def test_postgres_store_does_not_inherit_unsafe_session_defaults(pg_url: str) ->
 
 
 @pytest.mark.postgres
+def test_postgres_write_reads_its_epochs_state_with_the_lock(pg_url: str) -> None:
+    # the spend of the epochs a write names is read in the round trip that takes the
+    # lock: loading them sends no statement, and equals a separate read; an epoch it
+    # did not name is still read, on demand
+    from dpledger.ledger.postgres import PostgresStore
+
+    with Ledger.open(pg_url, CONTRACT, mode="create") as ledger:
+        ledger.release(loss(), 30.0)
+        ledger.release(loss(region="b", epoch=3), 30.0)
+    s = PostgresStore(pg_url, "write")
+    sent: list[str] = []
+    execute = s._execute
+
+    def counted(sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
+        sent.append(sql)
+        return execute(sql, params)
+
+    try:
+        expected, later = s.epoch_spend(0).totals, s.epoch_spend(3).totals
+        assert expected
+        assert later
+        s._execute = counted  # type: ignore[method-assign]
+        with s.write([0]) as txn:
+            sent.clear()
+            txn.load([0], [])
+            assert sent == []
+            assert txn.spend(0).totals == expected
+            txn.load([3], [])
+            assert len(sent) == 1
+            assert txn.spend(3).totals == later
+        assert s._prefetched is None
+    finally:
+        s.close()
+
+
+@pytest.mark.postgres
 @pytest.mark.slow
 def test_postgres_racing_writers_never_overspend_under_a_repeatable_read_default(
     pg_url: str,

@@ -123,6 +123,16 @@ SCHEMA_1 = Schema1(
 )
 """How this store reads and upgrades a schema-1 ledger (PostgreSQL's DDL is transactional)."""
 
+
+def _state_of(epochs: Sequence[int]) -> str:
+    """The ``state`` statement with its epochs written in (for a parameterless query).
+
+    Epochs are integers (validated requests), written by ``int``'s own formatting.
+    """
+    listed = ", ".join(str(int(e)) for e in epochs)
+    return SQL.state.replace("%s::bigint[]", f"ARRAY[{listed}]::bigint[]")
+
+
 LOCK_KEY = int.from_bytes(hashlib.sha256(b"dpledger").digest()[:8], "big", signed=True)
 """The ledger-wide advisory lock key: the first 8 bytes of SHA-256("dpledger"), signed."""
 
@@ -205,6 +215,7 @@ class PostgresStore(SqlStore):
             self._connect_kwargs["application_name"] = "dpledger"
         self._closed = False
         self._in_txn = False
+        self._prefetched: tuple[tuple[int, ...], list[tuple[Any, ...]]] | None = None
         self._exists = False
         self._conn = self._connect()
         if not self.exists() and mode != "create":
@@ -312,7 +323,10 @@ class PostgresStore(SqlStore):
         conn: psycopg.Connection[TupleRow], sql: str, args: tuple[Any, ...] | None
     ) -> list[tuple[Any, ...]]:
         cur = conn.execute(sql, args)  # args=None: no placeholder parsing ('%' is literal)
-        return cur.fetchall() if cur.description is not None else []
+        rows = cur.fetchall() if cur.description is not None else []
+        while cur.nextset():  # several statements in one query: the last result's rows
+            rows = cur.fetchall() if cur.description is not None else []
+        return rows
 
     def _list(self, values: Sequence[object]) -> object:
         return list(values)
@@ -358,9 +372,26 @@ class PostgresStore(SqlStore):
         self._exists = True
 
     @contextmanager
-    def _write_transaction(self) -> Iterator[None]:
-        with self._transaction("BEGIN ISOLATION LEVEL READ COMMITTED", lock=True):
-            yield
+    def _write_transaction(self, epochs: Sequence[int] = ()) -> Iterator[None]:
+        # with ``epochs``, their spend and the head are read in the same round trip as
+        # BEGIN and the lock (after the lock: READ COMMITTED gives each statement a fresh
+        # snapshot), and kept for the transaction's first _state_rows
+        then = _state_of(epochs) if epochs else None
+        try:
+            with self._transaction(
+                "BEGIN ISOLATION LEVEL READ COMMITTED", lock=True, then=then
+            ) as rows:
+                if then is not None:
+                    self._prefetched = (tuple(epochs), rows)
+                yield
+        finally:
+            self._prefetched = None
+
+    def _state_rows(self, epochs: Sequence[int]) -> list[tuple[Any, ...]]:
+        held, self._prefetched = self._prefetched, None
+        if held is not None and held[0] == tuple(epochs):
+            return held[1]
+        return super()._state_rows(epochs)
 
     @contextmanager
     def _read_transaction(self) -> Iterator[None]:
@@ -369,17 +400,22 @@ class PostgresStore(SqlStore):
             yield
 
     @contextmanager
-    def _transaction(self, begin: str, *, lock: bool) -> Iterator[None]:
-        # BEGIN and the lock in one round trip (a parameterless, multi-statement query)
+    def _transaction(
+        self, begin: str, *, lock: bool, then: str | None = None
+    ) -> Iterator[list[tuple[Any, ...]]]:
+        # BEGIN, the lock and ``then`` (a read) in one round trip: a parameterless,
+        # multi-statement query; yields the rows of its last statement
         sql = f"{begin}; SELECT pg_advisory_xact_lock({LOCK_KEY})" if lock else begin
+        if then is not None:
+            sql = f"{sql}; {then}"
         try:
-            self._execute(sql)
+            rows = self._execute(sql)
         except BaseException:
             self._rollback_quietly()  # e.g. the lock wait timed out after BEGIN
             raise
         self._in_txn = True
         try:
-            yield
+            yield rows
         except BaseException:
             self._rollback_quietly()
             raise

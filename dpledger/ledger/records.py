@@ -132,8 +132,12 @@ def chain_hash(seq: int, created_at: str, draft: EntryDraft, prev_hash: str) -> 
         prev_hash,
         draft.principal,
     ]
-    text = json.dumps(body, separators=(",", ":"), allow_nan=False)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(_CANONICAL.encode(body).encode()).hexdigest()
+
+
+_CANONICAL = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+"""``json.dumps(…, separators=(",", ":"), allow_nan=False)`` built once: the same text,
+without constructing an encoder per entry."""
 
 
 def chain_hash_v1(
@@ -213,20 +217,21 @@ class Release:
         """Build from the committed noisy sum; means and bars are post-processing."""
         n = request.cohort
         scalar = kind == "scalar_mean"
-        value = noisy_sum / n if scalar else noisy_sum
+        noisy = _readonly(noisy_sum)
+        value = _readonly(noisy / n) if scalar else noisy  # both read-only: one array serves
         bar_value = bar_factor * facts.scale / (n if scalar else 1)
         return cls(
             request=request,
             entry_id=entry_id,
             entry_hash=entry_hash,
-            noisy_sum=_readonly(noisy_sum),
+            noisy_sum=noisy,
             scale=facts.scale,
             error_bar=bar_value,
             bar=bar,
             charge=charge,
             facts=facts,
             kind=kind,
-            _value=_readonly(value),
+            _value=value,
         )
 
     @property

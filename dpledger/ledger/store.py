@@ -168,6 +168,7 @@ class WriteTxn:
         self._found: dict[str, Entry | None] = {}
         self._head: tuple[int, str] | None = None
         self._staged: list[EntryDraft] = []
+        self._bindings: dict[int, tuple[str, str] | None] = {}
 
     def load(self, epochs: Iterable[int], release_ids: Iterable[str]) -> None:
         """Read the spend of ``epochs``, the chain head and ``release_ids`` at once."""
@@ -188,9 +189,23 @@ class WriteTxn:
             self.load([epoch], [])
         return EpochSpend(dict(self._spend[epoch]), dict(self._scopes[epoch]))
 
+    def live_spend(self, epoch: int) -> EpochSpend:
+        """:meth:`spend` without copying: valid only until the next :meth:`stage`.
+
+        For a check that reads it at once (the hot path of a round under the lock).
+        """
+        if epoch not in self._spend:
+            self.load([epoch], [])
+        return EpochSpend(self._spend[epoch], self._scopes[epoch])
+
     def epoch_policy(self, epoch: int) -> tuple[str, str] | None:
-        """``(policy hash, version)`` the epoch was opened under, read under the lock."""
-        return self._s._epoch_policy(epoch)
+        """``(policy hash, version)`` the epoch was opened under, read under the lock.
+
+        Read once per epoch per transaction: nobody else writes while the lock is held.
+        """
+        if epoch not in self._bindings:
+            self._bindings[epoch] = self._s._epoch_policy(epoch)
+        return self._bindings[epoch]
 
     def find_release(self, release_id: str) -> Entry | None:
         """The committed entry recorded under ``release_id`` (an indexed read), if any."""
@@ -235,10 +250,12 @@ class WriteTxn:
             touched.add((d.epoch, d.region, d.metric))
             out.append(Entry(seq, now, d, head_hash, h))
             head_seq, head_hash = seq, h
-        spend = [
-            (epoch, scope, metric, fraction_text(self._spend[epoch][(scope, metric)]))
-            for epoch, scope, metric in sorted(touched)
-        ]
+        spend = []
+        for epoch, scope, metric in sorted(touched):
+            total = self._spend[epoch][(scope, metric)]
+            text = fraction_text(total)
+            self._s._remember(text, total)  # read back by the next transaction's load
+            spend.append((epoch, scope, metric, text))
         self._s._write_rows(rows, spend, (head_seq, head_hash))
         self._head = (head_seq, head_hash)
         self._staged = []
@@ -316,6 +333,7 @@ class SqlStore(ABC):
         self._lock = threading.RLock()
         self._bound: dict[int, tuple[str, str]] = {}  # epoch -> (policy hash, version)
         self._recorded: set[str] = set()  # policy hashes known to be recorded
+        self._totals: dict[str, Fraction] = {}  # spend total text -> its value
 
     # -- what a backend provides ------------------------------------------------------
 
@@ -338,8 +356,12 @@ class SqlStore(ABC):
 
     @abstractmethod
     @contextmanager
-    def _write_transaction(self) -> Iterator[None]:
-        """Begin a transaction holding the ledger-wide write lock; commit or roll back."""
+    def _write_transaction(self, epochs: Sequence[int] = ()) -> Iterator[None]:
+        """Begin a transaction holding the ledger-wide write lock; commit or roll back.
+
+        ``epochs`` are those whose spend the transaction will load first: a store may
+        read their state with the lock, in one round trip (:meth:`_state_rows`).
+        """
 
     @abstractmethod
     @contextmanager
@@ -408,13 +430,13 @@ class SqlStore(ABC):
 
     def _load_state(self, epochs: Sequence[int], release_ids: Sequence[str]) -> TxnState:
         """The head and the epochs' spend in one query (plus one for release ids)."""
-        rows = self._execute(self.sql.state, (self._list(list(epochs)),))
+        rows = self._state_rows(epochs)
         head = {str(k): str(v) for e, k, _, v in rows if e is None}
         spend: dict[int, dict[tuple[str, str], Fraction]] = {e: {} for e in epochs}
         try:
             for e, scope, metric, total in rows:
                 if e is not None:
-                    spend[int(e)][(str(scope), str(metric))] = Fraction(total)
+                    spend[int(e)][(str(scope), str(metric))] = self._total(total)
         except (ValueError, TypeError, ZeroDivisionError, KeyError) as err:
             raise LedgerCorrupted(
                 f"{self.location}: a spend total is unreadable ({err}); run `dpledger ledger "
@@ -422,6 +444,30 @@ class SqlStore(ABC):
             ) from err
         seq, digest = int(head.get("head_seq", 0)), head.get("head_hash", GENESIS)
         return TxnState(spend, (seq, digest), self._find_releases(release_ids))
+
+    def _total(self, text: Any) -> Fraction:
+        """A spend total's exact value, parsed once per distinct text.
+
+        The texts this store wrote itself are remembered as it writes them, so a writer
+        re-reading the spend it committed pays no rational parsing (the cache maps a text
+        to the value it denotes: what is read is what is parsed, whoever wrote it).
+        """
+        if not isinstance(text, str):
+            return Fraction(text)  # not text: parsed as it is, and never cached
+        value = self._totals.get(text)
+        if value is None:
+            value = Fraction(text)  # unreadable text raises: the caller names the ledger
+            self._remember(text, value)
+        return value
+
+    def _remember(self, text: str, value: Fraction) -> None:
+        if len(self._totals) >= 4096:  # bounded: a long-lived writer sees ever new totals
+            self._totals.clear()
+        self._totals[text] = value
+
+    def _state_rows(self, epochs: Sequence[int]) -> list[tuple[Any, ...]]:
+        """The rows of the ``state`` statement for ``epochs`` (head rows, spend rows)."""
+        return self._execute(self.sql.state, (self._list(list(epochs)),))
 
     def _read_spend(self, epoch: int) -> dict[tuple[str, str], Fraction]:
         rows = self._execute(self.sql.spend, (epoch,))
@@ -511,12 +557,16 @@ class SqlStore(ABC):
     # -- transactions -----------------------------------------------------------------
 
     @contextmanager
-    def write(self) -> Iterator[WriteTxn]:
-        """A transaction under the ledger-wide write lock; commits on normal exit."""
+    def write(self, epochs: Iterable[int] = ()) -> Iterator[WriteTxn]:
+        """A transaction under the ledger-wide write lock; commits on normal exit.
+
+        ``epochs``: those the transaction loads first (:meth:`WriteTxn.load`), which a
+        store may read together with taking the lock.
+        """
         if self.mode == "read":
             raise StoreError(f"{self.location} was opened for reading (mode='read')")
         self._require()
-        with self._lock, self._write_transaction():
+        with self._lock, self._write_transaction(sorted(set(epochs))):
             yield WriteTxn(self)
 
     @contextmanager

@@ -40,13 +40,14 @@ from dpledger.approval import (
     Prepared,
     ReleaseRequest,
     Verdict,
+    admits,
     evaluate,
     fingerprint,
     id_conflict,
     recheck,
     refusal,
 )
-from dpledger.errors import InvalidInput, LedgerCorrupted, ReleaseIdConflict
+from dpledger.errors import InternalError, InvalidInput, LedgerCorrupted, ReleaseIdConflict
 from dpledger.ledger.records import Entry, EntryDraft, Release
 from dpledger.ledger.store import SqlStore
 from dpledger.policy import MetricSpec, Policy
@@ -232,8 +233,9 @@ class Writer:
         out: dict[int, Outcome] = {}
         fresh: list[tuple[int, Prepared]] = []
         requests = [p.verdict.request for p in prepared.values()]
-        with self._store.write() as txn:
-            txn.load({r.epoch for r in requests}, [r.release_id for r in requests if r.release_id])
+        epochs = {r.epoch for r in requests}
+        with self._store.write(epochs) as txn:  # the state is read with the lock
+            txn.load(epochs, [r.release_id for r in requests if r.release_id])
             txn.record_policy(
                 self.policy.content_hash, self.policy.name, self.policy.version, self._body
             )
@@ -244,8 +246,12 @@ class Writer:
                     if hit is not None:  # a concurrent twin committed it first
                         out[i] = self.replay(p, hit, principal)
                         continue
-                late = recheck(self.policy, p, txn.spend(req.epoch), txn.epoch_policy(req.epoch))
-                if not late.approved:
+                binding = txn.epoch_policy(req.epoch)
+                if not admits(self.policy, p, txn.live_spend(req.epoch), binding):
+                    # the refusal's verdict, with every check's reason, only when refused
+                    late = recheck(self.policy, p, txn.spend(req.epoch), binding)
+                    if late.approved:  # admits and recheck decide alike: unreachable
+                        raise InternalError(f"approval disagreed with itself: {late.summary()}")
                     if partial:
                         out[i] = late
                         continue
