@@ -18,7 +18,7 @@ could pass by flagging.
 The marginal zone (:data:`coverage_cases.MARGINAL_CLASSIFICATION`): cohorts where a
 metric's guard passes in only 10–60% of 4,000 releases (accuracy-like, per-class
 averages, MCC), asserted ≥ 0.93 among the releases that pass (k = 800–1,950 of them).
-Measured there 0.964–1.000; false failure at a true 0.95 is ≤ 0.2% per cell (k ≥ 800),
+Measured there 0.964–1.000; false failure at a true 0.95 is ≤ 0.5% per cell (k ≥ 800),
 at the lowest measured 0.964 below 1e-5.
 
 False-failure rates (over seeds; seeds are fixed, so a run is deterministic): a cell
