@@ -44,6 +44,18 @@ HARD_CLASSIFICATION = (  # (classes, priors, accuracy, noise / mean cell)
     (2, "balanced", 0.999, 0.01),
     (10, "absent", 0.9, 0.01),
 )
+MARGINAL_CLASSIFICATION = (  # (accuracy, total n, metrics whose guards pass in 10–60%)
+    (0.6, 4800.0, ("accuracy", "precision_micro", "recall_micro", "f1_micro", "recall_weighted")),
+    (0.9, 6000.0, ("accuracy", "f1_micro")),
+    (0.99, 8000.0, ("accuracy", "recall_weighted")),
+    (0.99, 34713.0, ("f1_macro", "f1_weighted")),
+    (0.9, 46478.0, ("balanced_accuracy", "recall_macro", "precision_macro", "precision_weighted")),
+    (0.6, 62231.0, ("mcc",)),
+    (0.99, 62231.0, ("mcc",)),
+)
+"""The marginal zone: the grid's matrices at cohorts where the named metrics' guards pass
+in only a minority of releases (noise b = 300 is 4.7–6.3 × the mean cell for the total,
+0.5–0.9 × for the class counts)."""
 REG_CODEC = flam_regression.regression_codec(
     y_bounds=(40.0, 160.0), residual_bound=30.0, max_samples=20.0, cap=1.0
 )
@@ -129,6 +141,13 @@ def classification_case(
 ) -> tuple[dict[str, float], Batch]:
     """Truth and the product's estimates/intervals for ``releases`` noisy releases."""
     n = SCALE * C * C / noise_over_cell
+    return _release(true_confusion(accuracy, n), SCALE, dist, releases, seed, 2.0 * n)
+
+
+def marginal_case(
+    accuracy: float, n: float, dist: str, releases: int, seed: int
+) -> tuple[dict[str, float], Batch]:
+    """Truth and estimates/intervals of the grid's matrix at total ``n`` (public max 2n)."""
     return _release(true_confusion(accuracy, n), SCALE, dist, releases, seed, 2.0 * n)
 
 

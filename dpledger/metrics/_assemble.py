@@ -188,12 +188,15 @@ def assemble(
     base: Mapping[str, Base] | None = None,
     adjusted: Mapping[str, BoolArray] | None = None,
     select: Mapping[str, Sequence[Guard]] | None = None,
+    conditional: Sequence[str] = (),
 ) -> Batch:
     """Intervals, codes and estimates of every metric in ``lin`` (see the module doc).
 
     ``cov[key][g]`` is Cov(metric, denominator g) of the linearised noise (R,) for every
     guard g of ``key``; ``base[key]`` replaces ``value ± q·se`` as the base interval;
-    ``adjusted[key]`` marks base intervals the caller already adjusted for selection.
+    ``adjusted[key]`` marks base intervals the caller already adjusted for selection;
+    the base interval of a key in ``conditional`` already conditions on its guards
+    having passed (:func:`~._selective.selective_ratio`), so it is not widened again.
     """
     out_ranges = {k: ranges.get(k, (-math.inf, math.inf)) for k in lin}
     guard_map = {k: tuple(guards.get(k, ())) for k in lin}
@@ -213,7 +216,7 @@ def assemble(
         for i, g in reversed(list(enumerate(guard_map[key]))):
             code = np.where(clear(dens[g.key], g), code, i + 1)
         usable = code == 0
-        chosen = guard_map[key] + tuple((select or {}).get(key, ()))
+        chosen = () if key in conditional else guard_map[key] + tuple((select or {}).get(key, ()))
         wide_lo, wide_hi = _selection(
             m, dens, cov.get(key, {}), chosen, usable, level, (r_lo, r_hi)
         )
