@@ -140,3 +140,35 @@ def test_the_error_histogram_sums_from_its_cells_too(taken: list[bool]) -> None:
         np.testing.assert_array_equal(sums[g], exact_sum(rows[groups == g], hist.grid(job.bounds)))
     assert taken
     assert all(taken)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.integers(0, 12),
+    st.integers(1, 6),
+    st.integers(0, 60),
+    st.sampled_from([(-40.0, 40.0, 26), (0.0, 5.0, 20), (-1.0, 1.0, 12), (-3.0, 3.0, 40)]),
+    st.booleans(),
+    st.integers(0, 2**32 - 1),
+)
+def test_capped_units_equal_encoding_the_scaled_rows(
+    n_rows: int,
+    width: int,
+    top: int,
+    bounds: tuple[float, float, int],
+    repeat_factors: bool,
+    seed: int,
+) -> None:
+    # Tables (few distinct factors, small counts) and the direct fallback (many distinct
+    # factors, large counts) alike; grids that clamp some entries go through grid.encode.
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(0, top + 1, (n_rows, width)).astype(np.int64)
+    if repeat_factors:
+        factor = 40.0 / rng.integers(41, 50, n_rows).astype(np.float64)
+    else:
+        factor = rng.uniform(0.0, 1.0, n_rows)
+    grid = FixedPoint(low=bounds[0], high=bounds[1], bits=bounds[2])
+    want = blocks.encode(grid, counts.astype(np.float64) * factor[:, None])
+    got = blocks.capped_units(grid, counts, factor)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)

@@ -42,6 +42,7 @@ __all__ = [
     "Segments",
     "block_ranges",
     "blockwise",
+    "capped_units",
     "client_segments",
     "encode",
     "group_sums",
@@ -214,6 +215,28 @@ def _add_units(
         acc[g] += units[here == g].sum(axis=0)
 
 
+def capped_units(grid: FixedPoint, counts: IntArray, factor: FloatArray) -> IntArray:
+    """``encode(grid, counts * factor[:, None])`` bit for bit: the grid units of count rows
+    scaled by one factor per row, read from a table instead of computed entry by entry.
+
+    A row entry is fl(k·f) for an integer count k ≤ the largest count and one of the
+    rows' distinct factors f, and encoding is entry-wise, so a table of the encoded
+    fl(k·f) for every (distinct f, k) — the same product, so the same double — gives
+    every entry by one indexed read. When the table would hold more entries than the
+    rows (a few very large clients), the rows are encoded directly.
+    """
+    top = int(counts.max()) if counts.size else 0
+    values, which = np.unique(factor, return_inverse=True)
+    if values.size * (top + 1) > counts.size:
+        rows = counts.astype(np.float64)
+        rows *= factor[:, None]
+        return encode(grid, rows)
+    table = encode(grid, np.arange(top + 1, dtype=np.float64) * values[:, None]).reshape(-1)
+    index = (which.reshape(-1) * (top + 1))[:, None] + counts
+    units: IntArray = table[index]
+    return units
+
+
 def _add_tally(
     acc: IntArray, counts: CellCounts, grid: FixedPoint, here: IntArray, present: list[int]
 ) -> bool:
@@ -222,10 +245,11 @@ def _add_tally(
 
     An uncapped client's row is its integer counts k, whose grid units are k / quantum
     exactly (a power of two ≤ 1, no clamp: low ≤ 0 ≤ k ≤ n ≤ high), so a group's units
-    are 1/quantum times one ``bincount`` of (group, cell) over its samples. Capped
-    clients (factor < 1) are encoded row by row as :func:`_add_units` does, and their
-    raw counts taken back out of that tally. Returns False, adding nothing, when the grid
-    does not allow this: the caller then sums rows.
+    are 1/quantum times its uncapped clients' summed counts. One ``bincount`` gives both:
+    each capped client (factor < 1) counts its cells in a row of its own, and the
+    uncapped clients of group g count theirs in a shared row after those. Capped rows
+    are encoded as :func:`_add_units` does (through :func:`capped_units`). Returns False,
+    adding nothing, when the grid does not allow this: the caller then sums rows.
     """
     seg, w = counts.seg, counts.n_cells
     inverse = 1.0 / grid.quantum
@@ -234,21 +258,23 @@ def _add_tally(
     top = int(lengths.max()) if lengths.size else 0
     if not (inverse >= 1.0 and grid.low <= 0.0 and top <= grid.high and acc.shape[1] == w):
         return False
-    if len(present) == 1:
-        tally = np.bincount(counts.cells, minlength=w).reshape(1, w)
-    else:
-        key = np.repeat(here * w, seg.lengths)
-        key += counts.cells
-        tally = np.bincount(key, minlength=acc.shape[0] * w).reshape(-1, w)[present]
-    if capped is not None and capped.any():
-        raw = counts.counts(capped)
-        units = encode(grid, counts.rows(raw, capped))
+    n_capped = 0 if capped is None else int(np.count_nonzero(capped))
+    if n_capped == 0 and len(present) == 1:
+        acc[present] += np.bincount(counts.cells, minlength=w).reshape(1, w) * int(inverse)
+        return True
+    row = here + n_capped  # uncapped clients: their group's shared row
+    if capped is not None and n_capped:
+        row[capped] = np.arange(n_capped)
+    key = np.repeat(row * w, seg.lengths)
+    key += counts.cells
+    table = np.bincount(key, minlength=(n_capped + acc.shape[0]) * w).reshape(-1, w)
+    if capped is not None and n_capped:
+        assert counts.factor is not None
+        units = capped_units(grid, table[:n_capped], counts.factor[capped])
         mine = here[capped]
-        for i, g in enumerate(present):
-            chosen = slice(None) if len(present) == 1 else mine == g
-            tally[i] -= raw[chosen].sum(axis=0)
-            acc[g] += units[chosen].sum(axis=0)
-    acc[present] += tally * int(inverse)
+        for g in present:
+            acc[g] += units.sum(axis=0) if len(present) == 1 else units[mine == g].sum(axis=0)
+    acc[present] += table[n_capped:][present] * int(inverse)
     return True
 
 
