@@ -117,6 +117,18 @@ def test_names_are_checked_against_the_ledgers_recorded_policy_without_policy(
     assert main(named) == 0  # known names pass against the recorded policy
 
 
+@pytest.mark.postgres
+def test_names_are_checked_against_a_postgresql_ledgers_recorded_policy(
+    pg_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    site = make_site(pg_url, tmp_path)
+    with Ledger.open(pg_url, site.policy) as opened:
+        opened.release(ReleaseRequest(epoch=0, metric="loss", region="north", cohort=1000), 800.0)
+    assert main(create(pg_url, "--action", "check", "--region", "nowhere", "--any-metric")) == 2
+    assert "not in the ledger's recorded policy" in capsys.readouterr().err
+    assert main(create(pg_url, "--action", "check", "--region", "north", "--any-metric")) == 0
+
+
 @pytest.mark.parametrize("what", ["empty", "directory"])
 def test_key_commands_refuse_and_leave_an_unusable_key_store_as_it_was(
     ledger: str, tmp_path: Path, what: str, capsys: pytest.CaptureFixture[str]
