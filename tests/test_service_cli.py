@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 from _service import make_site
 
+from dpledger.approval import ReleaseRequest
 from dpledger.cli.main import main
+from dpledger.ledger import Ledger
+from dpledger.policy import Policy
 from dpledger.service.store import ServiceStore, default_location
 
 
@@ -28,8 +31,9 @@ def create(ledger: str, *extra: str) -> list[str]:
 def test_a_key_is_printed_once_and_only_its_digest_is_stored(
     ledger: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    policy = str(Path(ledger).parent / "policy.toml")
     args = create(ledger, "--action", "release", "--region", "north", "--any-metric")
-    assert main(args) == 0
+    assert main([*args, "--policy", policy]) == 0
     out, err = capsys.readouterr()
     token = out.strip()
     assert token.startswith("dpl_")
@@ -85,6 +89,73 @@ def test_a_key_that_may_spend_names_its_regions_and_metrics(
     assert says in err
     assert "Traceback" not in err
     assert Path(default_location(ledger)).read_bytes() == before
+
+
+def test_names_are_checked_against_the_ledgers_recorded_policy_without_policy(
+    ledger: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    named = create(ledger, "--action", "release", "--region", "north", "--metric", "loss")
+    before = Path(default_location(ledger)).read_bytes()
+    assert main(named) == 2  # nothing released yet: no recorded policy to check against
+    err = capsys.readouterr().err
+    assert "pass --policy FILE" in err
+    assert "Traceback" not in err
+    assert Path(default_location(ledger)).read_bytes() == before
+    assert main(create(ledger, "--action", "release", "--any-region", "--any-metric")) == 0
+    capsys.readouterr()
+    site = Path(ledger).parent / "policy.toml"
+    with Ledger.open(ledger, Policy.load(site)) as opened:
+        opened.release(ReleaseRequest(epoch=0, metric="loss", region="north", cohort=1000), 800.0)
+    bogus = create(ledger, "--action", "release", "--region", "nowhere", "--metric", "nometric")
+    before = Path(default_location(ledger)).read_bytes()
+    assert main(bogus) == 2
+    err = capsys.readouterr().err
+    assert "not in the ledger's recorded policy" in err
+    assert "'nowhere', 'nometric'" in err
+    assert "Traceback" not in err
+    assert Path(default_location(ledger)).read_bytes() == before
+    assert main(named) == 0  # known names pass against the recorded policy
+
+
+@pytest.mark.postgres
+def test_names_are_checked_against_a_postgresql_ledgers_recorded_policy(
+    pg_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    site = make_site(pg_url, tmp_path)
+    with Ledger.open(pg_url, site.policy) as opened:
+        opened.release(ReleaseRequest(epoch=0, metric="loss", region="north", cohort=1000), 800.0)
+    assert main(create(pg_url, "--action", "check", "--region", "nowhere", "--any-metric")) == 2
+    assert "not in the ledger's recorded policy" in capsys.readouterr().err
+    assert main(create(pg_url, "--action", "check", "--region", "north", "--any-metric")) == 0
+
+
+@pytest.mark.parametrize("what", ["empty", "directory"])
+def test_key_commands_refuse_and_leave_an_unusable_key_store_as_it_was(
+    ledger: str, tmp_path: Path, what: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    keys = tmp_path / "e.keys"
+    if what == "empty":
+        keys.touch(mode=0o644)
+    else:
+        keys.mkdir()
+    mode = keys.stat().st_mode
+    says = "empty file (0 bytes), not a dpledger key store" if what == "empty" else "directory"
+    policy = str(tmp_path / "policy.toml")
+    at = ["--ledger", ledger, "--keys", str(keys)]
+    for argv in (
+        ["keys", "list", *at],
+        ["keys", "revoke", *at, "abcdefabcdef"],
+        ["keys", "create", *at, "--name", "maps", "--action", "read"],
+        ["serve", *at, "--policy", policy, "--port", "0"],
+    ):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert says in err
+        assert "Traceback" not in err
+        assert keys.stat().st_mode == mode
+        if what == "empty":
+            assert keys.read_bytes() == b""  # never a header written into it
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("e.keys")) == ["e.keys"]
 
 
 def test_keys_for_a_missing_ledger_create_nothing(

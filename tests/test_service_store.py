@@ -6,12 +6,22 @@ schema; none of it is ledger state.
 
 from __future__ import annotations
 
+import os
+import re
 import sqlite3
+import stat
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from dpledger.errors import InvalidInput, LedgerCorrupted, LedgerNotFound, UnknownResource
+from dpledger.errors import (
+    InvalidInput,
+    LedgerCorrupted,
+    LedgerNotFound,
+    StoreError,
+    UnknownResource,
+)
 from dpledger.service import store as store_module
 from dpledger.service.auth import Authenticator
 from dpledger.service.keys import Scopes, parse_key
@@ -70,17 +80,75 @@ def test_the_refusal_log_keeps_the_newest_and_no_reason_text(
         }  # fmt: skip
 
 
-def test_a_file_that_is_not_a_key_store_is_refused(tmp_path: Path) -> None:
-    other = tmp_path / "other.db"
-    with sqlite3.connect(other) as conn:
+def _foreign_sqlite(path: Path) -> None:
+    with sqlite3.connect(path) as conn:
         conn.execute("CREATE TABLE t (x)")
-    with pytest.raises(LedgerCorrupted, match="not a dpledger key store"):
-        ServiceStore.open(str(other), create=True)
-    text = tmp_path / "notes.txt"
-    text.write_text("hello")
-    with pytest.raises(LedgerCorrupted, match="not an SQLite database"):
-        ServiceStore.open(str(text), create=True)
-    assert text.read_text() == "hello"
+    conn.close()
+
+
+def _empty_sqlite(path: Path) -> None:  # a header and no table: what an old bug left
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA user_version=0")
+    conn.execute("VACUUM")
+    conn.close()
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (lambda p: p.touch(), "empty file (0 bytes), not a dpledger key store: move it away"),
+        (lambda p: p.write_text("hello"), "not an SQLite database, so not a dpledger key store"),
+        (_foreign_sqlite, "an SQLite database but not a dpledger key store"),
+        (_empty_sqlite, "an SQLite database but not a dpledger key store"),
+        (lambda p: p.mkdir(), "is a directory, not a dpledger key store"),
+    ],
+    ids=["empty", "text", "foreign", "sqlite-without-tables", "directory"],
+)
+@pytest.mark.parametrize("how", ["read", "write", "create"])
+def test_a_file_that_is_not_a_key_store_is_refused_and_left_as_it_was(
+    tmp_path: Path, make: Callable[[Path], None], says: str, how: str
+) -> None:
+    path = tmp_path / "L.keys.db"
+    make(path)
+    before = None if path.is_dir() else path.read_bytes()
+    st = path.stat()
+    with pytest.raises((LedgerCorrupted, StoreError), match=re.escape(says)):
+        ServiceStore.open(str(path), create=how == "create", read_only=how == "read")
+    assert (None if path.is_dir() else path.read_bytes()) == before  # byte-identical
+    after = path.stat()
+    assert (after.st_mode, after.st_size, after.st_mtime_ns) == (
+        st.st_mode, st.st_size, st.st_mtime_ns,
+    )  # fmt: skip
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["L.keys.db"]  # no -wal/-shm/temp
+
+
+def test_a_created_store_is_0600_whatever_the_umask_and_leaves_no_temporary_file(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "L.keys.db"
+    old = os.umask(0)
+    try:
+        with ServiceStore.open(str(path), create=True) as store:
+            store.create_key("maps", Scopes(("read",)))
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["L.keys.db"]
+    with ServiceStore.open(str(path), create=True) as again:  # an existing store is opened
+        assert [k.name for k in again.list_keys()] == ["maps"]
+
+
+def test_a_read_only_store_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "L.keys.db"
+    with ServiceStore.open(str(path), create=True) as store:
+        _, record = store.create_key("maps", Scopes(("read",)))
+    before = path.read_bytes()
+    with ServiceStore.open(str(path), read_only=True) as store:
+        assert [k.key_id for k in store.list_keys()] == [record.key_id]
+        with pytest.raises(StoreError):
+            store.revoke(record.key_id)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["L.keys.db"]
 
 
 @pytest.mark.postgres

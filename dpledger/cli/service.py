@@ -17,26 +17,90 @@ import os
 import socket
 import ssl
 import sys
-from typing import Any
+import warnings
+from typing import TYPE_CHECKING, Any
 
-from dpledger.errors import InvalidInput
+from dpledger.errors import InvalidInput, LedgerCorrupted
 from dpledger.policy import Policy
 from dpledger.service.keys import ACTIONS, ApiKey, Scopes
 from dpledger.service.store import ServiceStore, default_location
 
+if TYPE_CHECKING:
+    from dpledger.ledger.store import SqlStore
+
 __all__ = ["cmd_keys_create", "cmd_keys_list", "cmd_keys_revoke", "cmd_serve", "register"]
+
+
+def _read_store(location: str) -> SqlStore:
+    """The ledger at ``location`` opened to read; :class:`LedgerNotFound` if there is none."""
+    if location.startswith(("postgresql://", "postgres://")):
+        from dpledger.ledger.postgres import PostgresStore
+
+        return PostgresStore(location, "read")
+    from dpledger.ledger.sqlite import SqliteStore
+
+    return SqliteStore(location, "read")
 
 
 def _ledger_exists(location: str) -> None:
     """Raise :class:`LedgerNotFound` unless a ledger is at ``location`` (nothing is created)."""
-    if location.startswith(("postgresql://", "postgres://")):
-        from dpledger.ledger.postgres import PostgresStore
+    _read_store(location).close()
 
-        PostgresStore(location, "read").close()
+
+def _recorded_policy(location: str) -> Policy | None:
+    """The policy of the ledger's newest epoch, as the ledger recorded it (read only).
+
+    None when the ledger has released nothing yet (a policy is recorded with its first
+    release). :class:`LedgerNotFound` when there is no ledger.
+    """
+    store = _read_store(location)
+    try:
+        epochs = store.epochs() if store.exists() else []
+        bound = store.epoch_policy(epochs[-1]) if epochs else None
+        body = None if bound is None else store.policy_body(bound[0])
+        where = store.location
+    finally:
+        store.close()
+    if bound is None:
+        return None
+    if body is None:
+        raise LedgerCorrupted(f"policy {bound[0][:12]}… is not recorded in {where}")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # its warnings were shown when it was in use
+            return Policy.from_mapping(json.loads(body), source=f"policy recorded in {where}")
+    except (ValueError, RecursionError) as e:
+        raise LedgerCorrupted(
+            f"the policy recorded in {where} is unreadable ({e}); run `dpledger ledger verify`"
+        ) from None
+
+
+def _check_names(scopes: Scopes, policy_file: str | None, ledger: str) -> None:
+    """Refuse region and metric names the policy does not have (the ledger must exist).
+
+    The policy is ``--policy`` when given, else the one the ledger recorded last; with
+    neither, named scopes are refused rather than accepted unchecked.
+    """
+    names = [r for r in scopes.regions or () if r != "*"] + list(scopes.metrics or ())
+    if policy_file:
+        _ledger_exists(ledger)
+        policy, whose = Policy.load(policy_file), "policy"
     else:
-        from dpledger.ledger.sqlite import SqliteStore
-
-        SqliteStore(location, "read").close()
+        recorded = _recorded_policy(ledger)
+        if recorded is None:
+            if names:
+                raise InvalidInput(
+                    f"cannot check the names {names}: the ledger {ledger} has released "
+                    "nothing yet, so it has no recorded policy; pass --policy FILE (the "
+                    "policy the service will serve)"
+                )
+            return
+        policy, whose = recorded, "the ledger's recorded policy"
+    unknown = [r for r in scopes.regions or () if r != "*" and not policy.regions.admits(r)]
+    unknown += [m for m in scopes.metrics or () if m not in policy.metrics]
+    if unknown:
+        hint = "" if policy_file else "; if a newer policy version has them, pass --policy FILE"
+        raise InvalidInput(f"not in {whose} {policy.name} {policy.version}: {unknown}{hint}")
 
 
 def _keys_location(args: argparse.Namespace) -> str:
@@ -74,20 +138,13 @@ def _scopes(args: argparse.Namespace) -> Scopes:
         )
     regions = None if args.any_region or not args.region else tuple(args.region)
     metrics = None if args.any_metric or not args.metric else tuple(args.metric)
-    scopes = Scopes(actions, regions, metrics)
-    if args.policy:
-        policy = Policy.load(args.policy)
-        unknown = [r for r in scopes.regions or () if r != "*" and not policy.regions.admits(r)]
-        unknown += [m for m in scopes.metrics or () if m not in policy.metrics]
-        if unknown:
-            raise InvalidInput(f"not in policy {policy.name} {policy.version}: {unknown}")
-    return scopes
+    return Scopes(actions, regions, metrics)
 
 
 def cmd_keys_create(args: argparse.Namespace) -> int:
     """``dpledger keys create``: print a new key once (stdout); its record goes to stderr."""
     scopes = _scopes(args)
-    _ledger_exists(args.ledger)
+    _check_names(scopes, args.policy, args.ledger)
     with ServiceStore.open(_keys_location(args), create=True) as store:
         made, record = store.create_key(args.name, scopes)
         where = store.location
@@ -114,7 +171,7 @@ def cmd_keys_revoke(args: argparse.Namespace) -> int:
 
 def cmd_keys_list(args: argparse.Namespace) -> int:
     """``dpledger keys list``: every key's id, name, scopes and state (never a secret)."""
-    with ServiceStore.open(_keys_location(args)) as store:
+    with ServiceStore.open(_keys_location(args), read_only=True) as store:
         records = store.list_keys()
     if args.json:
         print(json.dumps([k.as_dict() for k in records], indent=2, sort_keys=True))
@@ -267,7 +324,11 @@ def register(subparsers: Any) -> None:
     c.add_argument("--any-region", action="store_true", help="every region, and '*'")
     c.add_argument("--metric", action="append", help="a metric it may check/release (repeat)")
     c.add_argument("--any-metric", action="store_true", help="every metric")
-    c.add_argument("--policy", help="check the region and metric names against this policy")
+    c.add_argument(
+        "--policy",
+        help="check the region and metric names against this policy (default: the one "
+        "the ledger recorded last; needed before the ledger's first release)",
+    )
     c.add_argument("--json", action="store_true", help="machine-readable output")
     c.set_defaults(func=cmd_keys_create)
     r = sub.add_parser("revoke", help="revoke a key now (every replica)")

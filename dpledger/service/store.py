@@ -28,6 +28,7 @@ import json
 import os
 import secrets
 import sqlite3
+import stat
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
+from urllib.parse import quote
 
 from dpledger.errors import (
     InvalidInput,
@@ -140,6 +142,69 @@ def _statements(p: str) -> dict[str, str]:
     }
 
 
+def _missing(location: str) -> str:
+    return (
+        f"no dpledger key store at {location}: create a key first with "
+        "`dpledger keys create --ledger LEDGER --name NAME --action ...`"
+    )
+
+
+def _check_file(p: Path) -> None:
+    """Refuse anything at ``p`` that is not an SQLite database file (reading only)."""
+    try:
+        st = p.stat()
+    except OSError as e:
+        raise StoreError(f"cannot open the key store {p}: {e.strerror}") from e
+    if stat.S_ISDIR(st.st_mode):
+        raise StoreError(f"{p} is a directory, not a dpledger key store: pass another --keys path")
+    if not stat.S_ISREG(st.st_mode):
+        raise StoreError(f"{p} is not a regular file, so not a dpledger key store")
+    if st.st_size == 0:
+        raise LedgerCorrupted(
+            f"{p} is an empty file (0 bytes), not a dpledger key store: move it away "
+            "(it is never adopted as a key store)"
+        )
+    try:
+        with p.open("rb") as f:
+            header = f.read(len(_HEADER))
+    except OSError as e:
+        raise StoreError(f"cannot read the key store {p}: {e.strerror}") from e
+    if header != _HEADER:
+        raise LedgerCorrupted(
+            f"{p} is not an SQLite database, so not a dpledger key store: move it away "
+            "or pass another --keys path"
+        )
+
+
+def _connect(p: Path, *, read_only: bool) -> sqlite3.Connection:
+    """A connection to the existing file ``p`` that can never create it.
+
+    Read-only, it writes nothing: through the WAL when one is beside it (a read-only
+    connection never checkpoints), else ``immutable`` (no ``-wal``/``-shm`` is made).
+    """
+    path = quote(str(p.resolve()))
+    if not read_only:
+        uri = f"file:{path}?mode=rw"
+    elif any(Path(f"{p}{s}").exists() for s in ("-wal", "-shm")):
+        uri = f"file:{path}?mode=ro"
+    else:
+        uri = f"file:{path}?immutable=1"
+    try:
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    except sqlite3.Error as e:
+        raise StoreError(f"cannot open the key store {p}: {e}") from e
+    try:
+        conn.execute("PRAGMA busy_timeout=30000")
+        if read_only:
+            conn.execute("PRAGMA query_only=ON")
+        else:
+            conn.execute("PRAGMA synchronous=FULL")
+    except sqlite3.Error as e:
+        conn.close()
+        raise StoreError(f"cannot open the key store {p}: {e}") from e
+    return conn
+
+
 _SQLITE = _statements("?")
 _PG = _statements("%s")
 
@@ -162,22 +227,25 @@ class ServiceStore:
     # -- opening ----------------------------------------------------------------------
 
     @classmethod
-    def open(cls, location: str, *, create: bool = False) -> ServiceStore:
+    def open(cls, location: str, *, create: bool = False, read_only: bool = False) -> ServiceStore:
         """Open the store at ``location`` (a path, or the ledger's PostgreSQL URL).
 
         ``create=True`` creates it if missing (``dpledger keys create``); otherwise a
         missing store is :class:`LedgerNotFound`, naming the command that creates one.
+        A file is checked through a read-only connection before anything may write to it:
+        a directory, an empty (0-byte) file or any file that is not a key store is refused
+        and left byte-identical, never adopted. ``read_only=True`` (``dpledger keys
+        list``) keeps that read-only connection: nothing is written at all.
         """
         if not isinstance(location, str) or not location:
             raise InvalidInput("the key store location must be a path or a postgresql:// URL")
-        store = cls._open_pg(location) if _is_pg(location) else cls._open_sqlite(location, create)
+        if not _is_pg(location):
+            return cls._open_sqlite(location, create, read_only)
+        store = cls._open_pg(location)
         try:
             if not store._exists():
                 if not create:
-                    raise LedgerNotFound(
-                        f"no dpledger key store at {store.location}: create a key first with "
-                        "`dpledger keys create --ledger LEDGER --name NAME --action ...`"
-                    )
+                    raise LedgerNotFound(_missing(store.location))
                 store._create()
         except BaseException:
             store.close()
@@ -185,35 +253,65 @@ class ServiceStore:
         return store
 
     @classmethod
-    def _open_sqlite(cls, path: str, create: bool) -> ServiceStore:
+    def _open_sqlite(cls, path: str, create: bool, read_only: bool) -> ServiceStore:
         p = Path(path)
-        if not p.exists():
-            if not create:
-                raise LedgerNotFound(
-                    f"no dpledger key store at {path}: create a key first with "
-                    "`dpledger keys create --ledger LEDGER --name NAME --action ...`"
-                )
-            try:  # the file holds key digests: readable by its owner only
-                os.close(os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-            except FileExistsError:
-                pass  # a concurrent creator made it: open theirs
-            except OSError as e:
-                raise StoreError(f"cannot create the key store {path}: {e.strerror}") from e
-        elif not p.is_file():
-            raise StoreError(f"{path} is not a regular file, so not a key store")
-        else:
-            with p.open("rb") as f:
-                header = f.read(len(_HEADER))
-            if header and header != _HEADER:
-                raise LedgerCorrupted(f"{path} is not an SQLite database, so not a key store")
         try:
-            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA busy_timeout=30000")
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=FULL")
-        except sqlite3.Error as e:
-            raise StoreError(f"cannot open the key store {path}: {e}") from e
+            present = p.exists() or p.is_symlink()
+        except OSError as e:  # e.g. a name too long for the filesystem
+            raise StoreError(f"cannot use {path[:80]!r} as a key store path: {e.strerror}") from e
+        if not present:
+            if not create:
+                raise LedgerNotFound(_missing(path))
+            cls._build_sqlite(p)
+        _check_file(p)
+        conn = _connect(p, read_only=True)
+        try:
+            found = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'dpl_svc_meta'"
+            ).fetchall()
+        except sqlite3.DatabaseError as e:
+            conn.close()
+            raise LedgerCorrupted(f"{path} is not a readable SQLite database: {e}") from e
+        if not found:
+            conn.close()
+            raise LedgerCorrupted(
+                f"{path} is an SQLite database but not a dpledger key store: move it away "
+                "or pass another --keys path (it is never adopted as a key store)"
+            )
+        if not read_only:  # it is ours: now it may be written (revocations, refusals)
+            conn.close()
+            conn = _connect(p, read_only=False)
         return cls(path, conn, pg=False)
+
+    @classmethod
+    def _build_sqlite(cls, target: Path) -> None:
+        """Build a complete key store in a ``0600`` temporary file, then link it into place.
+
+        ``os.link`` never replaces a file: a concurrent creator that won keeps its store
+        (and this one opens theirs); a half-built store is never seen at ``target``.
+        """
+        stale = [s for s in ("-wal", "-shm") if Path(f"{target}{s}").exists()]
+        if stale:
+            raise StoreError(
+                f"{target} does not exist but {', '.join(f'{target}{s}' for s in stale)} does: "
+                "a key store's journal without its database; move it away first"
+            )
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.creating")
+        try:  # the file holds key digests: readable by its owner only
+            os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+            built = cls(str(tmp), sqlite3.connect(str(tmp), isolation_level=None), pg=False)
+            try:
+                built._run("PRAGMA journal_mode=WAL")
+                built._create()
+            finally:
+                built.close()
+            with contextlib.suppress(FileExistsError):  # another creator won: open theirs
+                os.link(tmp, target)
+        except (OSError, sqlite3.Error, StoreError) as e:
+            raise StoreError(f"cannot create the key store {target}: {e}") from e
+        finally:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(f"{tmp}{suffix}").unlink(missing_ok=True)
 
     @classmethod
     def _open_pg(cls, url: str) -> ServiceStore:
@@ -233,21 +331,9 @@ class ServiceStore:
         return cls(where, conn, pg=True, url=url)
 
     def _exists(self) -> bool:
-        if self._pg:
-            rows = self._run("SELECT to_regclass('dpl_svc_meta') IS NOT NULL")
-            return bool(rows[0][0])
-        rows = self._run(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'dpl_svc_meta'"
-        )
-        if rows:
-            return True
-        others = self._run("SELECT COUNT(*) FROM sqlite_master")
-        if others[0][0]:
-            raise LedgerCorrupted(
-                f"{self.location} is an SQLite database but not a dpledger key store: "
-                "pass another --keys path"
-            )
-        return False
+        """Whether a PostgreSQL database holds the store's tables."""
+        rows = self._run("SELECT to_regclass('dpl_svc_meta') IS NOT NULL")
+        return bool(rows[0][0])
 
     def _create(self) -> None:
         with self._transaction():
