@@ -395,6 +395,8 @@ def run_demo(
     """
     t0 = time.perf_counter()
     policy = policy or Policy.load(DEFAULT_POLICY)
+    if isinstance(n_clients, bool) or not isinstance(n_clients, int) or n_clients < 1:
+        raise InvalidInput(f"n_clients must be an int > 0: {n_clients!r}")
     least = minimum_clients(policy)
     if least is None:
         raise InvalidInput(
