@@ -21,6 +21,7 @@ __all__ = [
     "InvalidInput",
     "LedgerCorrupted",
     "LedgerNotFound",
+    "MigrationRefused",
     "NotAuthenticated",
     "NotPermitted",
     "PlotUnavailable",
@@ -66,6 +67,14 @@ class LedgerNotFound(StoreError):
 
 class LedgerCorrupted(DpLedgerError):
     """The stored ledger is inconsistent with itself (schema, policy or chain)."""
+
+
+class MigrationRefused(LedgerCorrupted):
+    """An opened ledger fails its own schema's rules, so it is not migrated (nothing changed).
+
+    Distinct from a path that is no ledger at all (an empty or non-SQLite file), which is
+    bad input like for every other command.
+    """
 
 
 class InternalError(DpLedgerError):

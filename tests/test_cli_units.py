@@ -90,3 +90,38 @@ def test_lifetime_names_whose_loss_it_is(tmp_path: Path) -> None:
     )
     data = json.loads(dpledger(*args, "--json").stdout)
     assert data["privacy_unit"] == "record"
+
+
+def test_compare_units_refuses_an_unknown_silo_naming_the_regions() -> None:
+    done = dpledger("plan", str(CROSS_SILO), "--compare-units", "--silo", "mars=100")
+    assert done.returncode == 2
+    assert "unknown silo 'mars'" in done.stderr
+    assert "hospital-01" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("extra", "flag"),
+    [
+        (["--cohort", "hospital-02=5"], "--cohort"),
+        (["--compare-definitions"], "--compare-definitions"),
+        (["--rounds", "2"], "--rounds"),
+        (["--epoch", "3"], "--epoch"),
+    ],
+)
+def test_compare_units_refuses_options_it_would_ignore(extra: list[str], flag: str) -> None:
+    silo = ["--silo", "hospital-01=100"]
+    done = dpledger("plan", str(CROSS_SILO), "--compare-units", *silo, *extra)
+    assert done.returncode == 2
+    assert flag in done.stderr
+    assert "--compare-units takes only --silo" in done.stderr
+
+
+def test_compare_units_library_call_refuses_an_unknown_silo() -> None:
+    from dpledger.errors import InvalidInput
+    from dpledger.planning.units import compare_units
+
+    policy = Policy.load(CROSS_SILO)
+    with pytest.raises(InvalidInput, match="unknown silo 'mars'"):
+        compare_units(policy, {"hospital-01": 100, "mars": 5})
+    assert compare_units(policy, {"hospital-01": 100})

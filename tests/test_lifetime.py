@@ -142,3 +142,20 @@ def test_pld_reference_figure_for_gaussians() -> None:
     if value is None:
         pytest.skip("dp-accounting (extra 'pld') not installed")
     assert value == pytest.approx(4.89, abs=0.01)
+
+
+def test_pure_ledger_pld_view_never_exceeds_the_exact_epsilon_even_at_a_tiny_delta(
+    tmp_path: Path,
+) -> None:
+    if pld_epsilon([], 1e-6) is None:
+        pytest.skip("dp-accounting (extra 'pld') not installed")
+    with Ledger.open(tmp_path / "l.db", policy(), mode="create") as ledger:
+        ledger.release(ReleaseRequest(epoch=0, metric="loss", region="north", cohort=10), 1.0)
+        facts = [e.draft.facts for e in ledger.entries()]
+        assert math.isinf(pld_epsilon(facts, 1e-300) or 0.0)  # the accountant alone
+        for delta in (1e-300, 1e-6):
+            life = ledger.lifetime("north", delta=delta)
+            assert life.epsilon_pld is not None
+            assert life.epsilon_pld <= float(life.epsilon_basic or 0)
+            assert math.isfinite(life.epsilon_pld)
+            assert life.as_dict()["epsilon_pld"] == life.epsilon_pld

@@ -168,3 +168,17 @@ def test_postgres_schema_1_ledger_migrates_in_place(pg_url: str) -> None:
         ledger.release(ReleaseRequest(epoch=2, metric="clipped_mean_loss", region="na",
                                       cohort=3000, release_id="pg-1"), 3000.0)  # fmt: skip
         assert ledger.verify(expected_head=V1_HEAD).ok
+
+
+@pytest.mark.parametrize("content", [b"", b"not a database at all"])
+def test_cli_migrate_gives_exit_2_for_a_file_that_is_no_ledger(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes
+) -> None:
+    path = tmp_path / "zero.db"
+    path.write_bytes(content)
+    for cmd in (["ledger", "migrate"], ["ledger", "show", "--policy", str(SPATIAL)]):
+        assert main([*cmd, "--ledger", str(path)]) == 2, cmd
+        err = capsys.readouterr().err
+        assert "migration refused" not in err
+        assert "not a dpledger ledger" in err or "not an SQLite database" in err
+    assert path.read_bytes() == content

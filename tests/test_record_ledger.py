@@ -180,7 +180,7 @@ def test_compare_units_shows_the_ratio_of_the_largest_silo_to_the_person_bound()
     from dpledger.planning.units import client_twin, compare_units, units_table
 
     p = record_policy(k=2, neighbouring="replace")
-    rows = compare_units(p, {"a": 300, "b": 1200, "c": 50})
+    rows = compare_units(p, {"north": 300, "south": 1200, "east": 50})
     by = {r.metric: r for r in rows}
     assert by["hist5"].ratio == pytest.approx(1200 / 2)  # cap_per_client = 1200 × 1; Δ_rec = 2·1
     assert by["hist5"].records == 1550

@@ -133,3 +133,11 @@ def test_one_release_id_twice_in_a_round_is_one_release_or_a_conflict(
     with pytest.raises(ReleaseIdConflict):
         ledger.release_round([(req("loss", "a", rid="u"), 30.0), (req("loss", "b", rid="u"), 30.0)])
     assert len(ledger) == 2
+
+
+@pytest.mark.parametrize("partial", [1, 0, "yes", None, np.bool_(True)])
+def test_partial_must_be_a_real_bool(store: StoreUnderTest, partial: object) -> None:
+    ledger = store.open(PER_METRIC)
+    with pytest.raises(InvalidInput, match="partial must be True or False"):
+        ledger.release_round(round_of(("loss",)), partial=partial)  # type: ignore[arg-type]
+    assert len(ledger) == 0

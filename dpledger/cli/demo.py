@@ -30,6 +30,13 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         print(text_report(result))
         for p in plots:
             print(f"wrote {p}")
+    if not result.releases:
+        print(
+            f"dpledger: every release was refused (see above); nothing was written to "
+            f"{result.ledger_path}, so there is nothing to verify",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 

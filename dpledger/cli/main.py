@@ -26,7 +26,7 @@ from dpledger.errors import (
     DpLedgerError,
     InternalError,
     InvalidInput,
-    LedgerCorrupted,
+    MigrationRefused,
     ReleaseRefused,
 )
 from dpledger.ledger import Ledger, Release
@@ -200,7 +200,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
 
     try:
         done = migrate(args.ledger)
-    except LedgerCorrupted as e:  # it fails its own schema's checks: nothing was changed
+    except MigrationRefused as e:  # it fails its own schema's checks: nothing was changed
         print(f"dpledger: migration refused: {e}", file=sys.stderr)
         return EXIT_REFUSED
     head = f"{done.head[0]}:{done.head[1]}"

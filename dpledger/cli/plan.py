@@ -54,6 +54,22 @@ def cmd_plan(args: argparse.Namespace) -> int:
         warnings.simplefilter("ignore", PolicyWarning)  # the plan lists it among its warnings
         policy = Policy.load(args.policy)
     if args.compare_units:
+        given = [
+            flag
+            for flag, used in (
+                ("--cohort", bool(args.cohort)),
+                ("--compare-definitions", args.compare_definitions),
+                ("--ledger", args.ledger is not None),
+                ("--rounds", args.rounds is not None),
+                ("--epoch", args.epoch != 0),
+            )
+            if used
+        ]
+        if given:
+            raise InvalidInput(
+                f"--compare-units takes only --silo NAME=RECORDS (and --json); {', '.join(given)} "
+                "go with the per-region plan: run that separately"
+            )
         return _print_unit_comparison(policy, args.silo or [], args.json)
     if args.silo:
         raise InvalidInput("--silo NAME=RECORDS goes with --compare-units")

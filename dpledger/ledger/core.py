@@ -278,6 +278,8 @@ class Ledger:
         """
         if isinstance(items, Mapping) or not isinstance(items, Sequence):
             raise InvalidInput("items must be a sequence of (ReleaseRequest, aggregate) pairs")
+        if not isinstance(partial, bool):  # strict like the requests: 1 is not True
+            raise InvalidInput(f"partial must be True or False, got {partial!r}")
         return RoundResult(self._writer.release(items, partial=partial, principal=principal))
 
     @staticmethod

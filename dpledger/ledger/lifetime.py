@@ -161,6 +161,10 @@ def _figures(
 ) -> Lifetime:
     eps_z = zcdp_epsilon(rho, delta)
     eps_pld = pld_epsilon(facts, delta)
+    if eps_pld is not None and basic is not None:
+        # Pure ε-DP is (ε, δ)-DP at every δ, so the PLD view never exceeds the exact ε
+        # (at a tiny δ the accountant alone says inf, which JSON shows as null).
+        eps_pld = min(eps_pld, float_up(basic))
     method: LifetimeMethod
     if unit == "epsilon" and basic is not None:
         best, method = float_up(basic), "basic"  # the exact pure guarantee is the headline

@@ -26,7 +26,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from dpledger.errors import DpLedgerError, LedgerCorrupted
+from dpledger.errors import DpLedgerError, MigrationRefused
 from dpledger.ledger.core import open_store
 from dpledger.ledger.records import GENESIS, chain_hash_v1
 from dpledger.ledger.store import SCHEMA_VERSION, SqlStore, row_to_entry
@@ -66,8 +66,9 @@ class Migration:
 def migrate(target: str | Path) -> Migration:
     """Upgrade the ledger at ``target`` (SQLite path or ``postgresql://`` URL) to schema 2.
 
-    A ledger already at schema 2 is left as it is. Raise :class:`LedgerCorrupted` (nothing
-    changed) if a schema-1 ledger fails its own rules, or names an unknown schema.
+    A ledger already at schema 2 is left as it is. Raise :class:`MigrationRefused` (nothing
+    changed) if a schema-1 ledger fails its own rules, or names an unknown schema; a path
+    that is no ledger at all (empty, not SQLite) raises what opening it raises.
     """
     store = open_store(target, "write")
     try:
@@ -77,7 +78,7 @@ def migrate(target: str | Path) -> Migration:
         if version == SCHEMA_VERSION:
             return Migration(store.location, version, version, store.count(), head)
         if version != "1":
-            raise LedgerCorrupted(
+            raise MigrationRefused(
                 f"{store.location}: schema version {version!r} is not one this dpledger "
                 f"upgrades (it upgrades 1 to {SCHEMA_VERSION})"
             )
@@ -103,7 +104,7 @@ def _verified_schema_1(
                 mechanism: Any = json.loads(row[9])
                 recomputed = chain_hash_v1(e.seq, e.created_at, e.draft, e.prev_hash, mechanism)
             except (DpLedgerError, ValueError, TypeError) as err:
-                raise LedgerCorrupted(
+                raise MigrationRefused(
                     f"{store.location}: entry {row[0]!r} is unreadable ({err}): nothing was "
                     "changed; restore the ledger from a backup before migrating"
                 ) from err
@@ -127,7 +128,7 @@ def _verified_schema_1(
     if stored != per_scope:
         problems.append("the spend table does not equal the sum of the entries' charges")
     if problems:
-        raise LedgerCorrupted(
+        raise MigrationRefused(
             f"{store.location} does not verify under schema 1: {'; '.join(problems[:5])}: "
             "nothing was changed; restore the ledger from a backup before migrating"
         )

@@ -108,6 +108,10 @@ class MetricDeclaration:
         start of each client's samples (None: one client). ``params`` are the function's
         own settings that no policy states (e.g. ``n_classes``).
         """
+        if not isinstance(bounds, Bounds):
+            raise InvalidInput(
+                f"{self.metric}: bounds must be a Bounds, got {type(bounds).__name__}"
+            )
         arrays = self._arrays(data)
         if offsets is None:  # one client: a scalar or a vector
             return self._rows(arrays, bounds, None, params).reshape(1, -1)
@@ -211,6 +215,16 @@ def sum_contributions(
     fleet, every block's samples are read once for all metrics, and ``offsets`` is
     validated once. ``data`` holds every per-sample array the metrics read.
     """
+    if not isinstance(jobs, Mapping) or not jobs:
+        raise InvalidInput(
+            "no metrics given: pass a mapping name -> Contribution with at least one metric"
+        )
+    for name, job in jobs.items():
+        if not isinstance(job, Contribution):
+            raise InvalidInput(
+                f"metric {name!r}: expected a Contribution(declaration, bounds, settings), "
+                f"got {type(job).__name__}"
+            )
     gathered = {name: job.declaration._arrays(data) for name, job in jobs.items()}
     names = sorted({k for arrays in gathered.values() for k in arrays})
     union = {k: np.asarray(data[k]) for k in names}
@@ -329,9 +343,20 @@ def _pooled(d: Data, b: Bounds, offsets: Any, p: Params) -> FloatArray:
     return codec.encode(rows)
 
 
+def _setting(p: Params, name: str, metric: str) -> Any:
+    """The metric's own setting ``name``, or :class:`InvalidInput` naming it."""
+    if name not in p:
+        raise InvalidInput(
+            f"{metric} needs the setting {name!r}: pass {name}=... to contribute, or "
+            f"Contribution(..., settings={{{name!r}: ...}})"
+        )
+    return p[name]
+
+
 def _confusion(d: Data, b: Bounds, offsets: Any, p: Params) -> FloatArray:
     counts = flam.confusion_matrix(
-        d["y_true"], d["y_pred"], n_classes=p["n_classes"], cap=b.need("cap", "confusion_matrix"),
+        d["y_true"], d["y_pred"], n_classes=_setting(p, "n_classes", "confusion_matrix"),
+        cap=b.need("cap", "confusion_matrix"),
         offsets=offsets,
     )  # fmt: skip
     return flam.flatten_confusion(counts)
@@ -339,7 +364,8 @@ def _confusion(d: Data, b: Bounds, offsets: Any, p: Params) -> FloatArray:
 
 def _confusion_cells(d: Data, b: Bounds, offsets: Segments, p: Params) -> CellCounts:
     return flam.confusion_cells(
-        d["y_true"], d["y_pred"], n_classes=p["n_classes"], cap=b.need("cap", "confusion_matrix"),
+        d["y_true"], d["y_pred"], n_classes=_setting(p, "n_classes", "confusion_matrix"),
+        cap=b.need("cap", "confusion_matrix"),
         offsets=offsets,
     )  # fmt: skip
 

@@ -99,7 +99,18 @@ def compare_units(policy: Policy, silos: Mapping[str, int]) -> tuple[UnitCompari
         raise InvalidInput("give each silo's record count, e.g. {'hospital-01': 180, ...}")
     counts = {name: positive_int(n, f"record count of silo {name!r}") for name, n in silos.items()}
     records, largest = sum(counts.values()), max(counts.values())
-    twin = client_twin(policy, largest)
+    twin = client_twin(policy, largest)  # refuses a policy that is not record-level
+    unknown = [name for name in silos if not policy.regions.admits(name)]
+    if unknown:
+        raise InvalidInput(
+            f"unknown silo {unknown[0]!r}: each silo is a region of policy {policy.name}, "
+            + (
+                "whose open region names are 1-64 letters, digits, '.', '_' or '-' "
+                "(first a letter or digit)"
+                if policy.regions.open
+                else f"which declares {', '.join(policy.regions.names)}"
+            )
+        )
     out = []
     for name, spec in policy.metrics.items():
         if policy.release_budget(name) <= 0:

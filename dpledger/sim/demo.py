@@ -26,13 +26,14 @@ import numpy.typing as npt
 from dpledger.approval import ReleaseRequest, Verdict
 from dpledger.errors import InvalidInput, ReleaseRefused
 from dpledger.ledger import Ledger, Release
+from dpledger.mechanisms import cohort_floor_for_scale, mechanism_facts
 from dpledger.metrics import spatial
 from dpledger.metrics.declarations import SPATIAL_DECLARATIONS, Bounds
 from dpledger.metrics.secure_sum import FixedPoint, exact_sum
 from dpledger.metrics.uncertainty import Interval, derived_interval
 from dpledger.policy import MetricSpec, Policy
 from dpledger.sim.demo_ledger import DEMO_LABEL, claim_ledger
-from dpledger.sim.fleet import Fleet, make_fleet
+from dpledger.sim.fleet import Fleet, make_fleet, region_sizes
 
 __all__ = [
     "DEFAULT_POLICY",
@@ -45,6 +46,7 @@ __all__ = [
     "Progress",
     "bounds_of",
     "contribution_grid",
+    "minimum_clients",
     "policy_reference",
     "reference_ratio",
     "release_epoch",
@@ -121,6 +123,40 @@ def contribution_grid(spec: MetricSpec) -> FixedPoint:
     return FixedPoint.for_cap(float(spec.cap_per_client or 0))
 
 
+def _easiest_floor(policy: Policy) -> int | None:
+    """The smallest cohort any metric of ``policy`` may be released at (None: none can)."""
+    floors = []
+    for name, spec in policy.metrics.items():
+        if policy.release_budget(name) <= 0:
+            continue  # over-committed: refused at any cohort
+        if spec.target is None:
+            floors.append(1)
+            continue
+        facts, _ = mechanism_facts(policy, name)
+        floors.append(cohort_floor_for_scale(facts.scale, spec.target, spec.bar, facts.mechanism))
+    return min(floors, default=None)
+
+
+def minimum_clients(policy: Policy) -> int | None:
+    """The smallest demo fleet in which at least one release clears its cohort floor.
+
+    Derived from the policy's floors (the smallest over its metrics) and the clients
+    per region the simulated fleet gets (:func:`~dpledger.sim.fleet.region_sizes`, with
+    the small-region scenario): the largest region must reach that floor. ``None`` when
+    no metric of the policy can be released at all.
+    """
+    floor = _easiest_floor(policy)
+    if floor is None:
+        return None
+    names = policy.regions.names
+    probe = 1_000_000
+    largest_share = max(region_sizes(probe, names).values()) / probe
+    n = max(1, math.floor(floor / largest_share) - 2 * len(names))
+    while max(region_sizes(n, names).values()) < floor:
+        n += 1
+    return n
+
+
 class Progress:
     """A one-line progress bar on a stream (stderr), silent when disabled."""
 
@@ -140,6 +176,13 @@ class Progress:
         end = "\n" if self._done == self._steps else ""
         self._stream.write(f"\r[{bar}] {self._done}/{self._steps} {label:<42} {secs:5.1f}s{end}")
         self._stream.flush()
+
+    def close(self) -> None:
+        """End an unfinished bar's line, so a message after it starts on its own line."""
+        if self._stream is not None and 0 < self._done < self._steps:
+            self._stream.write("\n")
+            self._stream.flush()
+            self._done = self._steps
 
 
 @dataclass(frozen=True)
@@ -273,6 +316,8 @@ def release_epoch(
     refusals: list[Verdict] = []
     for name, spec in policy.metrics.items():
         for region, total in sums[name].items():
+            if cohorts[region] == 0:
+                continue  # an empty region has nothing to release (a cohort is >= 1)
             req = ReleaseRequest(
                 epoch=epoch, metric=name, region=region, cohort=cohorts[region],
                 edges_version=spec.edges_version, policy_version=policy.version,
@@ -324,6 +369,9 @@ def _findings(result: DemoResult) -> tuple[Finding, ...]:
                 f"interval {gap['top_low']:.2f}–{gap['top_high']:.2f}; rule: "
                 f"{rule['overconfident']}): over-confident"
             )))  # fmt: skip
+    for region, n in result.cohorts.items():
+        if n == 0:
+            out.append(Finding(region, "empty", "no clients in this fleet: nothing released"))
     for v in result.refusals:
         out.append(
             Finding(v.request.region, "refused", f"{v.request.metric}: {v.failures[0].reason}")
@@ -347,24 +395,49 @@ def run_demo(
     """
     t0 = time.perf_counter()
     policy = policy or Policy.load(DEFAULT_POLICY)
+    if isinstance(n_clients, bool) or not isinstance(n_clients, int) or n_clients < 1:
+        raise InvalidInput(f"n_clients must be an int > 0: {n_clients!r}")
+    least = minimum_clients(policy)
+    if least is None:
+        raise InvalidInput(
+            f"policy {policy.name} gives no metric a budget: the demo could release nothing"
+        )
+    if n_clients < least:
+        raise InvalidInput(
+            f"--clients {n_clients} is too small: with policy {policy.name}'s cohort floors "
+            f"no region would reach the smallest floor ({_easiest_floor(policy)} clients), "
+            f"so every release would be refused; use at least {least} clients"
+        )
     path = Path(ledger_path)
     claim_ledger(path, fresh=fresh)
     bar = Progress(4 + len(policy.metrics), progress)
-    fleet = make_fleet(n_clients=n_clients, seed=seed, regions=policy.regions.names)
-    bar.step(f"fleet: {fleet.n_clients:,} clients, {fleet.n_samples:,} samples")
-    contributions = _contributions(fleet, policy)
-    bar.step("client contributions (clipped, capped)")
-    sums = {
-        name: _region_sums(fleet, rows, contribution_grid(policy.metrics[name]))
-        for name, rows in contributions.items()
-    }
-    cohorts = {r: len(fleet.client_range(r)) for r in fleet.regions}
-    bar.step("per-region exact sums (secure-aggregation stand-in)")
-    with Ledger.open(path, policy, mode="create", labels=DEMO_LABEL) as ledger:
-        releases, refusals = release_epoch(ledger, sums, cohorts, epoch=0, on_metric=bar.step)
-        budget = {r: (ledger.spent(0, r).text, ledger.remaining(0, r).text) for r in fleet.regions}
-        ok = ledger.verify().ok
-    bar.step("ledger verified" if ok else "LEDGER VERIFICATION FAILED")
+    try:
+        fleet = make_fleet(n_clients=n_clients, seed=seed, regions=policy.regions.names)
+        bar.step(f"fleet: {fleet.n_clients:,} clients, {fleet.n_samples:,} samples")
+        contributions = _contributions(fleet, policy)
+        bar.step("client contributions (clipped, capped)")
+        sums = {
+            name: _region_sums(fleet, rows, contribution_grid(policy.metrics[name]))
+            for name, rows in contributions.items()
+        }
+        cohorts = {r: len(fleet.client_range(r)) for r in fleet.regions}
+        bar.step("per-region exact sums (secure-aggregation stand-in)")
+        with Ledger.open(path, policy, mode="create", labels=DEMO_LABEL) as ledger:
+            releases, refusals = release_epoch(ledger, sums, cohorts, epoch=0, on_metric=bar.step)
+            budget = {
+                r: (ledger.spent(0, r).text, ledger.remaining(0, r).text) for r in fleet.regions
+            }
+            # Nothing released: nothing was written, so there is no chain to verify.
+            ok = ledger.verify().ok if releases else True
+        bar.step(
+            "nothing released: no ledger written"
+            if not releases
+            else "ledger verified"
+            if ok
+            else "LEDGER VERIFICATION FAILED"
+        )
+    finally:
+        bar.close()
     derived = {(r.request.region, r.request.metric): _derive(r) for r in releases}
     draft = DemoResult(
         policy=policy, ledger_path=str(path), n_clients=fleet.n_clients,

@@ -57,7 +57,15 @@ from dpledger.sim.scenarios import (
     _require,
 )
 
-__all__ = ["DEFAULT_REGIONS", "GRID_SIDE", "Fleet", "Planted", "describe", "make_fleet"]
+__all__ = [
+    "DEFAULT_REGIONS",
+    "GRID_SIDE",
+    "Fleet",
+    "Planted",
+    "describe",
+    "make_fleet",
+    "region_sizes",
+]
 
 F64: TypeAlias = NDArray[np.float64]
 I64: TypeAlias = NDArray[np.int64]
@@ -239,6 +247,22 @@ def _region_shares(
     scale = (1.0 - math.fsum(small.values())) / rest
     out = {k: v * scale for k, v in shares.items() if k not in small}
     return {**{k: out.get(k, small.get(k, 0.0)) for k in shares}, **small}
+
+
+def region_sizes(
+    n_clients: int,
+    regions: Sequence[str] | Mapping[str, float] = DEFAULT_REGIONS,
+    scenarios: Iterable[Scenario | str] = DEFAULT_SCENARIOS,
+) -> dict[str, int]:
+    """Clients per region that :func:`make_fleet` gives these arguments, without building it.
+
+    The same shares (a ``small_region`` scenario shrinks its region) and the same
+    largest-remainder rounding, so a caller can check cohorts before simulating.
+    """
+    _require(_is_int(n_clients) and n_clients > 0, f"n_clients must be an int > 0: {n_clients!r}")
+    share_map = _region_shares(regions, _parse_scenarios(scenarios))
+    sizes = _apportion(list(share_map.values()), int(n_clients))
+    return {name: int(k) for name, k in zip(share_map, sizes, strict=True)}
 
 
 def _apportion(shares: Sequence[float], total: int) -> I64:

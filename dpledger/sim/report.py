@@ -19,6 +19,7 @@ _KIND_TITLE = {
     "crs_mismatch": "CRS-mismatch signature",
     "overconfident": "over-confidence",
     "refused": "refused",
+    "empty": "empty",
 }
 
 
@@ -85,10 +86,15 @@ def text_report(result: DemoResult) -> str:
         if f.kind != "refused":
             lines.append(f"  [{_KIND_TITLE[f.kind]}] {f.region}: {f.message}")
     refused_regions = sorted({f.region for f in result.findings if f.kind == "refused"})
+    published = {r.request.region for r in result.releases}
     for region in refused_regions:
+        n = result.cohorts[region]
         lines.append(
-            f"  [refused] {region}: cohort of {result.cohorts[region]} clients is below every "
-            "metric's floor; nothing was published or spent there"
+            f"  [refused] {region}: cohort of {n} clients is below some metrics' floors; "
+            "those were not published and cost nothing"
+            if region in published
+            else f"  [refused] {region}: cohort of {n} clients is below every metric's floor; "
+            "nothing was published or spent there"
         )
     lines.append(f"\ndone in {result.seconds:.1f} s")
     return "\n".join(lines)
