@@ -342,7 +342,7 @@ def test_refused_rounds_and_read_backs_leave_the_ledger_byte_identical(
         assert after[3] == after[2]  # a refused round writes nothing
         # the FLAM metrics of a committed confusion release are read back (a retry of its id)
         committed = [(q, a) for q, a in ledger.items
-                     if q.metric == "confusion" and q.release_id.split("/")[1] == "r1"]  # fmt: skip
+                     if q.metric == "confusion" and q.release_id.split("/")[2] == "r1"]  # fmt: skip
         assert committed
         for req, agg in committed:
             again = release_confusion(ledger, req, agg)

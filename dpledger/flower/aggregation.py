@@ -63,6 +63,7 @@ class PlainSum:
     """
 
     def __init__(self, bits: int = DEFAULT_BITS) -> None:
+        FixedPoint(0.0, 1.0, bits)  # the grid's own check, before any round
         self.bits = bits
 
     def grid(self, metric: MetricPlan) -> FixedPoint:
@@ -78,7 +79,7 @@ class PlainSum:
         Float rounding on the client is allowed :data:`ROUNDING_SLACK` (relative), the
         slack the ledger's sensitivities are widened by. Vectorised over the rows.
         """
-        x = np.asarray(rows, dtype=np.float64).reshape(len(rows), -1)
+        x = np.asarray(rows, dtype=np.float64).reshape(len(rows), metric.size)
         b = metric.bounds
         name = metric.metric
         finite = np.asarray(np.isfinite(x).all(axis=1), dtype=bool)

@@ -27,8 +27,9 @@ privacy from the ledger, not from those mods.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -36,8 +37,8 @@ from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.app.typing import ConfigRecordValues
 from flwr.clientapp import ClientApp
 
-from dpledger.errors import InvalidInput
-from dpledger.flower.wire import RoundPlan, pack, pack_packed
+from dpledger.errors import DpLedgerError, InvalidInput
+from dpledger.flower.wire import RoundPlan, empty_contribution, pack, pack_packed
 from dpledger.metrics.declarations import DECLARATIONS, Bounds
 
 __all__ = [
@@ -54,6 +55,8 @@ REGION_ACTION = "dpledger_region"
 """The query action (``query.dpledger_region``) by which the server asks a node its region."""
 QUERY_RECORD = "dpledger.query"
 NODE_RECORD = "dpledger.node"
+_LOG = logging.getLogger("dpledger.flower")
+BadData = Literal["substitute", "raise"]
 
 
 def contributions(
@@ -64,6 +67,7 @@ def contributions(
     bounds: Mapping[str, Bounds] | None = None,
     edges_versions: Mapping[str, str] | None = None,
     packed: bool = False,
+    on_bad_data: BadData = "substitute",
 ) -> RecordDict:
     """This client's bounded contribution to every metric of ``plan``, as reply records.
 
@@ -75,7 +79,16 @@ def contributions(
     server rejects a reply bucketed with edges its policy does not have. ``packed`` sends
     them as one float64 array with a layout header (:func:`~dpledger.flower.wire.pack_packed`),
     which the server reads for a whole round at once; the default is the three records.
+
+    Data a metric cannot be computed from (a NaN or infinite loss, a label outside the
+    classes) is not a reason to fail: under ``replace`` whether a node reports is public,
+    so it must not depend on its data. That metric's contribution is then an empty
+    client's (:func:`~dpledger.flower.wire.empty_contribution`: public, zero counts) and a
+    warning names the problem in this client's log; ``on_bad_data="raise"`` raises instead.
+    A missing array or bad ``bounds`` is the app's mistake and always raises.
     """
+    if on_bad_data not in ("substitute", "raise"):
+        raise InvalidInput(f"on_bad_data is 'substitute' or 'raise', got {on_bad_data!r}")
     pinned = dict(bounds or {})
     versions = dict(edges_versions or {})
     own = dict(data_for or {})
@@ -87,7 +100,24 @@ def contributions(
     for name, m in plan.metrics.items():
         declared = DECLARATIONS[m.declaration]
         arrays = {**data, **own.get(name, {})}
-        rows[name] = declared.contribute(arrays, pinned.get(name, m.bounds), **dict(m.params))[0]
+        missing = [k for k in declared.inputs if k not in arrays]
+        if missing:
+            raise InvalidInput(
+                f"{name}: {m.declaration} reads {missing}: pass them in data (or "
+                f"data_for[{name!r}])"
+            )
+        chosen = pinned.get(name, m.bounds)
+        empty = empty_contribution(m, chosen)  # the configuration's errors raise here
+        try:
+            rows[name] = declared.contribute(arrays, chosen, **dict(m.params))[0]
+        except DpLedgerError as e:
+            if on_bad_data == "raise":
+                raise
+            _LOG.warning(
+                "%s: this client's data gives no contribution (%s); sending an empty "
+                "client's instead, so that reporting does not depend on the data", name, e,
+            )  # fmt: skip
+            rows[name] = empty
         used[name] = versions.get(name, m.edges_version)
     return (pack_packed if packed else pack)(plan, rows, used)
 
@@ -101,6 +131,7 @@ def contribution_reply(
     edges_versions: Mapping[str, str] | None = None,
     extra: Mapping[str, Any] | None = None,
     packed: bool = False,
+    on_bad_data: BadData = "substitute",
 ) -> Message:
     """The evaluate reply to ``msg``: this client's contributions (see :func:`contributions`).
 
@@ -115,6 +146,7 @@ def contribution_reply(
         bounds=bounds,
         edges_versions=edges_versions,
         packed=packed,
+        on_bad_data=on_bad_data,
     )
     for name, record in (extra or {}).items():
         content[name] = record

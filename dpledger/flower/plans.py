@@ -16,7 +16,7 @@ from typing import Any
 
 from dpledger.errors import InvalidInput
 from dpledger.flower.report import HEALTH_FIELDS
-from dpledger.flower.wire import MetricPlan
+from dpledger.flower.wire import MetricPlan, empty_contribution
 from dpledger.metrics.codec import VectorSumCodec
 from dpledger.metrics.declarations import DECLARATIONS
 from dpledger.metrics.flam_regression import regression_codec
@@ -156,10 +156,17 @@ def metric_plan(
             )
     if DERIVED.get(declaration) == "regression":
         regression_codec_for(policy, metric, params)
-    return MetricPlan(
+    plan = MetricPlan(
         metric, declaration, spec.kind, bounds_of(spec), spec.edges_version,
         MappingProxyType(dict(params)), spec.is_nonnegative,
     )  # fmt: skip
+    row = empty_contribution(plan)
+    if row.shape != (spec.size,):
+        raise InvalidInput(
+            f"{metric}: {declaration} computes {row.shape[0]} number(s) per client with these "
+            f"settings, the policy's {spec.kind} has dimension {spec.size}"
+        )
+    return plan
 
 
 def regression_codec_for(policy: Policy, metric: str, params: Mapping[str, Any]) -> VectorSumCodec:

@@ -76,6 +76,8 @@ class QueryRegistry:
     ) -> None:
         if isinstance(keys, str):
             raise InvalidInput(f"keys is a list of node_config keys: write ({keys!r},)")
+        if not isinstance(keys, Iterable):
+            raise InvalidInput(f"keys is a list of node_config keys, got {keys!r}")
         self.keys = tuple(keys)
         if not self.keys or not all(isinstance(k, str) and k for k in self.keys):
             raise InvalidInput("QueryRegistry needs at least one node_config key")
@@ -115,12 +117,12 @@ class QueryRegistry:
                     node, str(reply.error.reason)[:200],
                 )  # fmt: skip
                 continue
-            record = reply.content.config_records.get(NODE_RECORD)
             try:
+                record = reply.content.config_records.get(NODE_RECORD)
                 answer = {str(k): v for k, v in (record or {}).items()}
                 region = self._to_region(answer)  # type: ignore[arg-type]
-            except (KeyError, TypeError, ValueError) as e:
-                _LOG.warning("node %s answered no region (%s)", node, e)
+            except Exception as e:  # a node's answer is untrusted: it never ends the run
+                _LOG.warning("node %s answered no region (%s: %s)", node, type(e).__name__, e)
                 continue
             if isinstance(region, str):
                 answered[node] = region

@@ -8,8 +8,9 @@ public — which is all the wrapper returns to Flower.
 
 Keys of the published record (Flower's ``Result.evaluate_metrics_clientapp[round]``):
 
-- ``epoch``, ``released``, ``refused``: the round's epoch and how many releases went
-  through or were refused;
+- ``epoch``, ``released``, ``refused``: the round's epoch, how many of its releases went
+  through, and how many gave no value (refused by the ledger, or not sent because nobody
+  reported) — the health release counted in both like any metric;
 - ``REGION/METRIC``: the noisy value (a mean for a ``scalar_mean``, the noisy sums for a
   vector), ``REGION/METRIC/ci95`` its 95% half-width (per coordinate), and
   ``REGION/METRIC/refused`` 1 when no value was released (0 otherwise). A mean divides
@@ -105,6 +106,13 @@ class RoundReport:
         return tuple(o for o in found if isinstance(o, Release))
 
     @property
+    def not_released(self) -> int:
+        """How many of the round's (region, metric) releases, health included, gave no value:
+        refused by the ledger or never sent (e.g. no client reported)."""
+        found = [*self.outcomes.values(), *self.health_releases.values()]
+        return sum(not isinstance(o, Release) for o in found)
+
+    @property
     def refusals(self) -> tuple[Verdict, ...]:
         """The ledger's refusals in the round, each with its named checks."""
         found = [*self.outcomes.values(), *self.health_releases.values()]
@@ -174,7 +182,7 @@ def published(report: RoundReport, *, health_public: bool) -> dict[str, Value]:
     out: dict[str, Value] = {
         "epoch": report.epoch,
         "released": len(report.releases),
-        "refused": sum(not isinstance(o, Release) for o in report.outcomes.values()),
+        "refused": report.not_released,
     }
     for (region, metric), o in sorted(report.outcomes.items()):
         key = f"{region}/{metric}"

@@ -40,7 +40,7 @@ import numpy as np
 import numpy.typing as npt
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.serverapp import Grid
-from flwr.serverapp.strategy import Strategy
+from flwr.serverapp.strategy import Result, Strategy
 
 from dpledger.approval import ReleaseRequest, Verdict
 from dpledger.errors import DpLedgerError, InternalError, InvalidInput, StoreError
@@ -101,8 +101,9 @@ class LedgerEvaluation(Strategy):
     ``health_metric`` names a policy ``vector_sum`` (dimension 3, cap 1, nonnegative) that
     releases the health counters as noisy counts under ``add_remove``; without it they
     stay with the operator (:attr:`rounds`). ``release_prefix`` starts every release id
-    (default: random per wrapper): a round released again never pays twice, and each
-    confusion matrix's FLAM metrics are read back from its committed release. ``on_round`` is
+    (default ``flwr``), followed by a tag drawn afresh for every :meth:`start` (a run): a
+    round's FLAM metrics are read back from its committed release by id, and a second run
+    — another model, on the same ledger — never meets the first run's ids. ``on_round`` is
     called with each round's :class:`~dpledger.flower.RoundReport` (to print or alert).
     """
 
@@ -141,15 +142,21 @@ class LedgerEvaluation(Strategy):
         self.registry: NodeRegistry = registry if registry is not None else QueryRegistry()
         self.aggregator: Aggregator = aggregator if aggregator is not None else PlainSum()
         self.first_epoch = first_epoch
-        self.release_prefix = release_prefix or f"flwr-{uuid.uuid4().hex[:16]}"
+        self.release_prefix = release_prefix or "flwr"
+        self.run_tag = uuid.uuid4().hex[:16]
+        """This run's part of every release id (drawn again by each :meth:`start`)."""
         self.health_metric = health_metric_of(self.policy, health_metric)
         chosen = choose_metrics(self.policy, metrics, self.health_metric)
         settings = settings_of(chosen, params)
         self.plans: Mapping[str, MetricPlan] = MappingProxyType(
             {m: metric_plan(self.policy, m, d, settings.get(m, {})) for m, d in chosen.items()}
         )
+        if isinstance(self.aggregator, PlainSum):
+            for m in self.plans.values():
+                self.aggregator.grid(m)  # its fixed-point grid fits every metric's bounds
         self.rounds: dict[int, RoundReport] = {}
-        """Every evaluate round's full report, by server round (operator-only)."""
+        """Every evaluate round's full report of the current run, by server round
+        (operator-only; each :meth:`start` begins a new dict)."""
         self._pending: dict[int, _Planned] = {}
         self._on_round = on_round
 
@@ -184,6 +191,27 @@ class LedgerEvaluation(Strategy):
         return self.strategy.aggregate_train(server_round, replies)
 
     # -- Strategy: evaluation is the ledger's -----------------------------------------------
+
+    def start(
+        self,
+        grid: Grid,
+        initial_arrays: ArrayRecord,
+        num_rounds: int = 3,
+        timeout: float = 3600,
+        train_config: ConfigRecord | None = None,
+        evaluate_config: ConfigRecord | None = None,
+        evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None,
+    ) -> Result:
+        """Run Flower's round loop (:meth:`Strategy.start`) as a new run: fresh release ids
+        and a new :attr:`rounds` (an earlier run's reports stay in the dict it returned)."""
+        if self.rounds or self._pending:
+            self.run_tag = uuid.uuid4().hex[:16]
+            self.rounds = {}
+            self._pending = {}
+        return super().start(
+            grid, initial_arrays, num_rounds, timeout, train_config, evaluate_config,
+            evaluate_fn,
+        )  # fmt: skip
 
     def epoch_of(self, server_round: int) -> int:
         """The ledger epoch of ``server_round`` (rounds from 1)."""
@@ -351,10 +379,11 @@ class LedgerEvaluation(Strategy):
             return {}, f"unreadable reply ({type(e).__name__})"
 
     def _request(self, r: int, epoch: int, region: str, metric: str, n: int) -> ReleaseRequest:
-        rid = f"{self.release_prefix}/r{r}/{region}/{metric}"
+        run = f"{self.release_prefix}/{self.run_tag}"
+        rid = f"{run}/r{r}/{region}/{metric}"
         if len(rid) > 128:
             digest = hashlib.sha256(f"{region}/{metric}".encode()).hexdigest()[:32]
-            rid = f"{self.release_prefix[:64]}/r{r}/{digest}"
+            rid = f"{run}/r{r}/{digest}"
         spec = self.policy.metric(metric)
         return ReleaseRequest(
             epoch=epoch, metric=metric, region=region, cohort=n,

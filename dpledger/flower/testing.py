@@ -91,8 +91,15 @@ class LocalGrid(Grid):
                 "uses Flower internals (TaskIdentity, the wire format, the validator)",
                 stacklevel=2,
             )
+        if isinstance(num_nodes, bool) or not isinstance(num_nodes, int) or num_nodes < 1:
+            raise InvalidInput(f"num_nodes must be an integer ≥ 1, got {num_nodes!r}")
         if node_configs is not None and len(node_configs) != num_nodes:
             raise InvalidInput("node_configs needs one entry per node")
+        gone = list(offline)
+        if not all(isinstance(i, int) and not isinstance(i, bool) for i in gone) or not all(
+            0 <= i < num_nodes for i in gone
+        ):
+            raise InvalidInput(f"offline lists node indices in [0, {num_nodes}), got {gone!r}")
         rng = random.Random(seed)
         self._client_app = client_app
         self._serialize = serialize
@@ -111,7 +118,7 @@ class LocalGrid(Grid):
                 run_config=dict(run_config or {}),
             )  # fmt: skip
             self.node_ids.append(node_id)
-        self.offline = {self.node_ids[i] for i in offline}
+        self.offline = {self.node_ids[i] for i in gone}
         self.sent: list[Message] = []
         """Every instruction pushed, for assertions."""
         self.dropped: list[tuple[Message, list[str]]] = []

@@ -45,7 +45,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 from flwr.app.typing import ConfigRecordValues, MetricRecordValues
 from flwr.common.constant import SType
 
-from dpledger.errors import InvalidInput
+from dpledger.errors import DpLedgerError, InvalidInput
 from dpledger.metrics.declarations import DECLARATIONS, Bounds
 
 __all__ = [
@@ -61,6 +61,7 @@ __all__ = [
     "MetricPlan",
     "PackedLayout",
     "RoundPlan",
+    "empty_contribution",
     "pack",
     "pack_packed",
     "packed_blob",
@@ -147,6 +148,21 @@ class MetricPlan:
                 "upgrade dpledger on the client"
             )
         return plan
+
+
+def empty_contribution(plan: MetricPlan, bounds: Bounds | None = None) -> npt.NDArray[np.float64]:
+    """What a client with no samples contributes to ``plan``'s metric: its declared function
+    on empty arrays, under ``bounds`` (default: the plan's). Public and within the bounds
+    (zeros for every count); an error here is the configuration's, never a client's data."""
+    declared = DECLARATIONS[plan.declaration]
+    empty = {name: np.zeros(0, dtype=np.float64) for name in declared.inputs}
+    try:
+        rows = declared.contribute(
+            empty, plan.bounds if bounds is None else bounds, offsets=[0], **dict(plan.params)
+        )
+    except DpLedgerError as e:
+        raise InvalidInput(f"{plan.metric}: {plan.declaration} cannot be computed: {e}") from e
+    return np.asarray(rows[0], dtype=np.float64).reshape(-1)
 
 
 @dataclass(frozen=True)

@@ -337,7 +337,8 @@ def _coverage(d: Data, b: Bounds, offsets: Any, p: Params) -> FloatArray:
 
 
 def _pooled(d: Data, b: Bounds, offsets: Any, p: Params) -> FloatArray:
-    settings = {k: p[k] for k in ("error_bound", "max_samples") if k in p}
+    name = "pooled_along_across_ratio"
+    settings = {k: _setting(p, k, name) for k in ("error_bound", "max_samples")}
     codec = spatial.pooled_ratio_codec(cap=b.need("cap", "pooled_along_across_ratio"), **settings)
     rows = spatial.pooled_along_across_ratio(d["along"], d["across"], offsets=offsets, **settings)
     return codec.encode(rows)
@@ -371,7 +372,10 @@ def _confusion_cells(d: Data, b: Bounds, offsets: Segments, p: Params) -> CellCo
 
 
 def _regression(d: Data, b: Bounds, offsets: Any, p: Params) -> FloatArray:
-    settings = {k: p[k] for k in ("y_bounds", "residual_bound", "max_samples", "shift") if k in p}
+    name = "regression_measures"
+    settings = {k: _setting(p, k, name) for k in ("y_bounds", "residual_bound", "max_samples")}
+    if "shift" in p:
+        settings["shift"] = p["shift"]
     codec = flam_regression.regression_codec(cap=b.need("cap", "regression_measures"), **settings)
     measures = flam_regression.regression_measures(
         d["y_true"], d["y_pred"], offsets=offsets, **settings

@@ -20,6 +20,7 @@ from pathlib import Path
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 os.environ.setdefault("FLWR_DISABLE_UPDATE_CHECK", "1")
 
+from dpledger import Ledger, Policy
 from dpledger.flower import RoundReport
 from dpledger.flower.testing import LocalGrid
 from flower_eval import task
@@ -73,7 +74,23 @@ def main(argv: list[str] | None = None) -> int:
                   "wholly below its first (rule: the intervals do not overlap)")  # fmt: skip
         print(f"\nFlower recorded {len(result.evaluate_metrics_clientapp)} MetricRecords "
               "(noisy values, intervals, flags and public counters only)")  # fmt: skip
+        _print_budget(Path(tmp) / "ledger.db", strategy.policy)
     return 0
+
+
+def _print_budget(path: Path, policy: Policy) -> None:
+    """What each region's clients have spent per epoch, read back from the ledger."""
+    if not path.exists():
+        print("\nnothing was released: no ledger was created, no budget spent")
+        return
+    with Ledger.open(path, policy, mode="read") as ledger:
+        budget = ledger.policy.eval_budget
+        symbol = "ρ" if policy.unit == "rho" else "ε"
+        print(f"\nbudget spent per client, of {symbol}_eval = {budget} per epoch "
+              "(read back from the ledger):")  # fmt: skip
+        for epoch in ledger.epochs():
+            cells = "  ".join(f"{r} {ledger.spent(epoch, r).amount}" for r in task.REGIONS)
+            print(f"  epoch {epoch}: {cells}")
 
 
 if __name__ == "__main__":

@@ -59,10 +59,16 @@ def run(
     nodes, seed = int(cfg["num-nodes"]), int(cfg["seed"])
     policy = Policy.load(task.policy_path(str(cfg["policy"])))
     location = ledger_location(str(cfg["ledger"]), context.run_id)
-    registry = QueryRegistry(
-        ("partition-id", "num-partitions"),
-        lambda c: task.region_of(int(c["partition-id"]), int(c["num-partitions"]), seed),
-    )
+
+    def to_region(answer: dict[str, Any]) -> str:
+        """A node's region from its partition id, range-checked against the server's own
+        fleet size (never a size the node reports)."""
+        pid = answer["partition-id"]
+        if isinstance(pid, bool) or not isinstance(pid, int) or not 0 <= pid < nodes:
+            raise ValueError(f"partition-id {pid!r} is not in [0, {nodes})")
+        return task.region_of(pid, nodes, seed)
+
+    registry = QueryRegistry(("partition-id",), to_region)
     inner = FedAvg(fraction_train=0.0, fraction_evaluate=1.0, min_evaluate_nodes=nodes,
                    min_available_nodes=nodes)  # fmt: skip
     health = "health" if "health" in policy.metrics else None
