@@ -39,7 +39,9 @@ from dpledger.types import Budget, Mode, Unit, fraction_text
 __all__ = [
     "CHAIN_V1_THROUGH",
     "COLUMNS",
+    "EPOCH_INDEX",
     "PARAMETERLESS",
+    "READABLE_VERSIONS",
     "SCHEMA",
     "SCHEMA_1_COLUMNS",
     "SCHEMA_VERSION",
@@ -53,7 +55,12 @@ __all__ = [
     "row_to_entry",
 ]
 
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
+READABLE_VERSIONS = ("2", "3")
+"""Schema versions this dpledger opens, reads and writes as they are (2 and 3 have the
+same tables and columns; 3 drops the entries' unique ``hash`` index and orders the epoch
+index by ``seq``). A schema-2 ledger is never upgraded by opening it: only by
+``dpledger ledger migrate``."""
 
 COLUMNS = (
     "seq, created_at, epoch, scope, metric, policy_name, policy_version, policy_hash, "
@@ -77,6 +84,10 @@ SPEND_TABLE = """CREATE TABLE IF NOT EXISTS dpl_spend (
     )"""
 """Exact spend per (epoch, region, metric), updated in the transaction of each entry."""
 
+EPOCH_INDEX = "CREATE INDEX IF NOT EXISTS dpl_entries_epoch ON dpl_entries (epoch, seq)"
+"""Finds an epoch's first entry (its policy binding). Ordered by ``seq``, so a round's
+inserts append to one leaf instead of one per region."""
+
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS dpl_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     """CREATE TABLE IF NOT EXISTS dpl_entries (
@@ -98,10 +109,10 @@ SCHEMA = (
         request_hash TEXT,
         principal TEXT,
         prev_hash TEXT NOT NULL,
-        hash TEXT NOT NULL UNIQUE
+        hash TEXT NOT NULL
     )""",
     SPEND_TABLE,
-    "CREATE INDEX IF NOT EXISTS dpl_entries_epoch ON dpl_entries (epoch, scope)",
+    EPOCH_INDEX,
     """CREATE TABLE IF NOT EXISTS dpl_policies (
         hash TEXT PRIMARY KEY,
         name TEXT NOT NULL,
@@ -109,6 +120,10 @@ SCHEMA = (
         body TEXT NOT NULL
     )""",
 )
+"""Schema 3. ``hash`` carries no unique index (schema 2 had one): two entries with one
+hash would need one ``seq`` (the hash covers it), which the primary key refuses, and
+:func:`~dpledger.ledger.audit.verify` re-derives every hash and link. The index cost a
+random B-tree insert per entry, most of the pages a round's commit wrote."""
 
 
 def row_to_entry(row: Sequence[Any]) -> Entry:
@@ -325,6 +340,7 @@ class SqlStore(ABC):
 
     sql: Statements
     schema_1: Schema1
+    schema_3_upgrade: tuple[str, ...]  # DDL from schema 2 to 3, run in order in one txn
 
     def __init__(self, mode: Mode) -> None:
         if mode not in ("read", "write", "create"):
@@ -494,27 +510,45 @@ class SqlStore(ABC):
     def upgrade_schema_1(
         self, head: tuple[int, str], spend: Sequence[tuple[int, str, str, str]]
     ) -> None:
-        """Upgrade to schema 2 in one transaction under the write lock; entries untouched.
+        """Upgrade schema 1 to 2 in one transaction under the write lock; entries untouched.
 
         ``head`` is the chain head the caller verified: if a writer appended since, the
         upgrade is refused and nothing changes. ``spend`` is the exact spend per (epoch,
         region, metric) the caller recomputed from the verified entries.
         """
+        inserts = [(self.schema_1.insert_spend, row) for row in spend]
+        marker = (CHAIN_V1_THROUGH, str(head[0]))
+        self._upgrade("1", "2", head, [*((s, ()) for s in self.schema_1.upgrade), *inserts], marker)
+
+    def upgrade_schema_2(self, head: tuple[int, str]) -> None:
+        """Upgrade schema 2 to 3 (:data:`SCHEMA`'s indexes) in one transaction, under the lock.
+
+        Every entry keeps its values and hash; only indexes change (SQLite rebuilds the
+        table to drop one). Refused, changing nothing, if a writer appended since ``head``.
+        """
+        self._upgrade("2", "3", head, [(s, ()) for s in self.schema_3_upgrade])
+
+    def _upgrade(
+        self,
+        old: str,
+        new: str,
+        head: tuple[int, str],
+        statements: Sequence[tuple[str, Sequence[Any]]],
+        *meta: tuple[str, str],
+    ) -> None:
         if self.mode == "read":
             raise StoreError(f"{self.location} was opened for reading (mode='read')")
         with self._lock, self._write_transaction():
-            meta = dict(self._execute(self.sql.meta))
-            now = (int(meta.get("head_seq", 0)), str(meta.get("head_hash", GENESIS)))
-            if meta.get("schema_version") != "1" or now != head:
+            found = dict(self._execute(self.sql.meta))
+            now = (int(found.get("head_seq", 0)), str(found.get("head_hash", GENESIS)))
+            if found.get("schema_version") != old or now != head:
                 raise StoreError(
-                    f"{self.location} changed while it was being verified (head {now[0]}, "
-                    f"schema {meta.get('schema_version')!r}): nothing was changed; migrate again"
+                    f"{self.location} changed while it was being migrated (head {now[0]}, "
+                    f"schema {found.get('schema_version')!r}): nothing was changed; migrate again"
                 )
-            for statement in self.schema_1.upgrade:
-                self._execute(statement)
-            for row in spend:
-                self._execute(self.schema_1.insert_spend, row)
-            self._set_meta(("schema_version", SCHEMA_VERSION), (CHAIN_V1_THROUGH, str(head[0])))
+            for statement, params in statements:
+                self._execute(statement, params)
+            self._set_meta(("schema_version", new), *meta)
 
     # -- opening ----------------------------------------------------------------------
 
@@ -527,10 +561,10 @@ class SqlStore(ABC):
                 f"with `dpledger ledger migrate --ledger {self.location}` (one transaction; "
                 "every entry and its hash are kept, so recorded chain heads stay valid)"
             )
-        if meta.get("schema_version") != SCHEMA_VERSION:
+        if meta.get("schema_version") not in READABLE_VERSIONS:
             raise LedgerCorrupted(
                 f"{self.location}: schema version {meta.get('schema_version')!r}, this "
-                f"dpledger reads {SCHEMA_VERSION!r}: upgrade dpledger"
+                f"dpledger reads {' and '.join(READABLE_VERSIONS)}: upgrade dpledger"
             )
 
     def check_binding(self, binding: dict[str, str]) -> dict[str, str]:
