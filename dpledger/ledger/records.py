@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import warnings
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -29,6 +30,7 @@ __all__ = [
     "VerifyReport",
     "chain_hash",
     "chain_hash_v1",
+    "hashed_output",
 ]
 
 GENESIS = "0" * 64
@@ -138,6 +140,47 @@ def chain_hash(seq: int, created_at: str, draft: EntryDraft, prev_hash: str) -> 
 _CANONICAL = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 """``json.dumps(…, separators=(",", ":"), allow_nan=False)`` built once: the same text,
 without constructing an encoder per entry."""
+
+
+def hashed_output(
+    seq: int, created_at: str, draft: EntryDraft, prev_hash: str
+) -> tuple[str, str]:
+    """``(output JSON, chain hash)`` of a new entry: :func:`chain_hash`, written out.
+
+    The write path's form of :func:`chain_hash`, which stays the definition (``verify``
+    uses it, so a divergence would fail every verify): the same canonical text, built by
+    formatting instead of a JSON encoder per entry, and the output's text — compact
+    JSON, what the entry stores — formatted once for both. Fields of any other type than
+    the write path makes (an int subclass, a non-float output) take :func:`chain_hash`.
+    """
+    d = draft
+    out = d.output
+    ints = (seq, d.epoch, d.cohort)
+    if not (all(type(v) is float for v in out) and all(type(v) is int for v in ints)):
+        return _CANONICAL.encode(out), chain_hash(seq, created_at, draft, prev_hash)
+    if not all(map(math.isfinite, out)):
+        raise ValueError("Out of range float values are not JSON compliant")
+    output = "[" + ",".join(map(float.__repr__, out)) + "]"  # what json writes for floats
+    text = (
+        f"[{seq},{_str(created_at)},{d.epoch},{_str(d.region)},{_str(d.metric)},"
+        f"{_str(d.policy_name)},{_str(d.policy_version)},{_str(d.policy_hash)},"
+        f"{_str(d.edges_version)},{_str(d.facts.as_json())},{_str(d.charge.unit)},"
+        f"{_str(d.charge.text)},{d.cohort},{output},{_str(d.release_id)},"
+        f"{_str(d.request_hash)},{_str(prev_hash)},{_str(d.principal)}]"
+    )
+    return output, hashlib.sha256(text.encode()).hexdigest()
+
+
+def _str(value: str | None) -> str:
+    """A str (or None) as the canonical encoder writes it (``ensure_ascii``)."""
+    if value is None:
+        return "null"
+    if type(value) is not str:
+        raise TypeError(f"expected text, got {value!r}")
+    return _ascii(value)
+
+
+_ascii = json.encoder.encode_basestring_ascii
 
 
 def chain_hash_v1(

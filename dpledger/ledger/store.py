@@ -32,7 +32,7 @@ from dpledger.errors import (
     PolicyMismatch,
     StoreError,
 )
-from dpledger.ledger.records import GENESIS, Entry, EntryDraft, chain_hash
+from dpledger.ledger.records import GENESIS, Entry, EntryDraft, hashed_output
 from dpledger.mechanisms import MechanismFacts
 from dpledger.types import Budget, Mode, Unit, fraction_text
 
@@ -255,11 +255,11 @@ class WriteTxn:
         touched: set[tuple[int, str, str]] = set()
         for d in self._staged:
             seq = head_seq + 1
-            h = chain_hash(seq, now, d, head_hash)
+            output, h = hashed_output(seq, now, d, head_hash)
             rows.append(
                 (seq, now, d.epoch, d.region, d.metric, d.policy_name, d.policy_version,
                  d.policy_hash, d.edges_version, d.facts.as_json(), d.charge.unit,
-                 d.charge.text, d.cohort, json.dumps(list(d.output)), d.release_id,
+                 d.charge.text, d.cohort, output, d.release_id,
                  d.request_hash, d.principal, head_hash, h)
             )  # fmt: skip
             touched.add((d.epoch, d.region, d.metric))
