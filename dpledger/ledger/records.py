@@ -142,9 +142,7 @@ _CANONICAL = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 without constructing an encoder per entry."""
 
 
-def hashed_output(
-    seq: int, created_at: str, draft: EntryDraft, prev_hash: str
-) -> tuple[str, str]:
+def hashed_output(seq: int, created_at: str, draft: EntryDraft, prev_hash: str) -> tuple[str, str]:
     """``(output JSON, chain hash)`` of a new entry: :func:`chain_hash`, written out.
 
     The write path's form of :func:`chain_hash`, which stays the definition (``verify``
