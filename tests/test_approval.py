@@ -177,3 +177,36 @@ def test_cohort_too_small_carries_the_cohort_and_the_floor() -> None:
     err = refusal(verdict_of(req("floored", cohort=50), 10.0))
     assert isinstance(err, CohortTooSmall)
     assert (err.cohort, err.floor) == (50, 300)  # ln 20 · (1 / 0.1) / 0.1 → 300
+
+
+@pytest.mark.parametrize("neighbouring", ["replace", "add_remove"])
+def test_a_passing_aggregates_shared_checks_are_the_ones_each_check_would_give(
+    neighbouring: str,
+) -> None:
+    # evaluate shares one tuple of checks per (metric, shape, n) when they all pass; it
+    # must be exactly what running each check gives, and a near miss must not take it
+    from dpledger.approval import _aggregate_checks, _each_aggregate_check
+
+    p = policy(neighbouring=neighbouring)
+    passing = {
+        "loss": [np.array(150.0), np.array([0.0]), np.array(200.0)],
+        "loss_b": [np.array(-100.0), np.array(300.0)],
+        "hist5": [np.array([10.0, 20, 30, 40, 0]), np.zeros(5)],
+        "gap": [np.array([-3.0, 5, 0, 1]), np.array([-50.0, 50, 50, 50])],
+    }
+    for metric, arrays in passing.items():
+        spec = p.metric(metric)
+        for arr in arrays:
+            shared = _aggregate_checks(spec, arr, 100, p, metric)
+            assert tuple(shared) == tuple(_each_aggregate_check(spec, arr, 100, p, metric))
+            assert all(c.passed for c in shared)
+    failing = {
+        "loss": np.array(200.0 * (1 + 1e-6)),
+        "hist5": np.array([10.0, -1, 0, 0, 0]),
+        "gap": np.array([-50.0, 50, 50, 51]),
+    }
+    for metric, arr in failing.items():
+        spec = p.metric(metric)
+        checks = _aggregate_checks(spec, arr, 100, p, metric)
+        assert checks == _each_aggregate_check(spec, arr, 100, p, metric)
+        assert not all(c.passed for c in checks)
