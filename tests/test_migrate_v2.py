@@ -153,6 +153,18 @@ def test_without_the_hash_index_a_copied_hash_or_a_forked_entry_is_still_caught(
     assert any(p.startswith("entry 7: prev_hash does not match") for p in problems)
 
 
+def test_an_entry_whose_seq_is_not_an_integer_is_refused_and_left_as_it_was(
+    v2: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with sqlite3.connect(v2) as conn:
+        conn.execute("DROP TRIGGER dpl_entries_no_update")
+        conn.execute("UPDATE dpl_entries SET seq = 'x' WHERE seq = 3")
+    before = v2.read_bytes()
+    assert main(["ledger", "migrate", "--ledger", str(v2)]) == 1
+    assert "entries 'x' have a seq that is not an integer" in capsys.readouterr().err
+    assert v2.read_bytes() == before
+
+
 def test_cli_migrates_schema_2(v2: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["ledger", "migrate", "--ledger", str(v2)]) == 0
     out = capsys.readouterr().out

@@ -122,6 +122,7 @@ class SqliteStore(SqlStore):
     sql = SQL
     schema_1 = SCHEMA_1
     schema_3_upgrade = _SCHEMA_3_UPGRADE
+    schema_3_refuses = "SELECT seq FROM dpl_entries WHERE typeof(seq) != 'integer' LIMIT 5"
 
     def __init__(self, path: str | Path, mode: Mode = "write", *, timeout_s: float = 60.0) -> None:
         super().__init__(mode)

@@ -29,6 +29,7 @@ from dpledger.errors import (
     InvalidInput,
     LedgerCorrupted,
     LedgerNotFound,
+    MigrationRefused,
     PolicyMismatch,
     StoreError,
 )
@@ -341,6 +342,7 @@ class SqlStore(ABC):
     sql: Statements
     schema_1: Schema1
     schema_3_upgrade: tuple[str, ...]  # DDL from schema 2 to 3, run in order in one txn
+    schema_3_refuses: str = ""  # () -> seqs the schema-3 table could not hold, if any
 
     def __init__(self, mode: Mode) -> None:
         if mode not in ("read", "write", "create"):
@@ -524,8 +526,18 @@ class SqlStore(ABC):
         """Upgrade schema 2 to 3 (:data:`SCHEMA`'s indexes) in one transaction, under the lock.
 
         Every entry keeps its values and hash; only indexes change (SQLite rebuilds the
-        table to drop one). Refused, changing nothing, if a writer appended since ``head``.
+        table to drop one). Refused, changing nothing, if a writer appended since ``head``,
+        or if an entry's ``seq`` is not an integer (schema 3's SQLite table cannot hold it).
         """
+        if self.schema_3_refuses:
+            with self._lock:
+                bad = self._execute(self.schema_3_refuses)
+            if bad:
+                raise MigrationRefused(
+                    f"{self.location}: entries {', '.join(repr(s) for (s,) in bad)} have a seq "
+                    "that is not an integer (edited): nothing was changed; run `dpledger "
+                    "ledger verify` and restore the ledger from a backup before migrating"
+                )
         self._upgrade("2", "3", head, [(s, ()) for s in self.schema_3_upgrade])
 
     def _upgrade(
