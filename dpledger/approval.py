@@ -628,13 +628,21 @@ def admits(
         return False
     req = prepared.verdict.request
     charge = prepared.verdict.charge.amount if prepared.verdict.charge is not None else _NIL
-    allocation = policy.allocation_of(req.metric)
+    allocation_room, budget_room = _headroom(policy, req.metric, charge)
     if (
-        allocation is not None
-        and allocation_loss(policy, spend, req.region, req.metric) + charge > allocation
+        allocation_room is not None
+        and allocation_loss(policy, spend, req.region, req.metric) > allocation_room
     ):
         return False
-    return budget_loss(policy, spend, req.region) + charge <= policy.eval_budget
+    return budget_loss(policy, spend, req.region) <= budget_room
+
+
+@functools.lru_cache(maxsize=4096)
+def _headroom(policy: Policy, metric: str, charge: Fraction) -> tuple[Fraction | None, Fraction]:
+    """``(allocation − charge, ε_eval − charge)``: spent + charge ≤ limit ⟺ spent ≤ limit − charge,
+    exactly, so :func:`admits` compares instead of adding per release."""
+    allocation = policy.allocation_of(metric)
+    return None if allocation is None else allocation - charge, policy.eval_budget - charge
 
 
 def fingerprint(request: ReleaseRequest, principal: str | None = None) -> str:
