@@ -111,3 +111,8 @@ def test_other_number_types_take_the_definition() -> None:
         text, digest = hashed_output(seq, "t", d, "p")
         assert digest == chain_hash(seq, "t", d, "p")
         assert json.loads(text) == list(d.output)
+
+
+def test_a_text_field_that_is_not_text_is_refused_not_hashed_otherwise() -> None:
+    with pytest.raises(TypeError):
+        hashed_output(1, "t", draft(region=7), "p")  # the definition would write 7

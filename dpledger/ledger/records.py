@@ -142,40 +142,43 @@ _CANONICAL = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 without constructing an encoder per entry."""
 
 
-def hashed_output(seq: int, created_at: str, draft: EntryDraft, prev_hash: str) -> tuple[str, str]:
+def hashed_output(
+    seq: int, created_at: str, draft: EntryDraft, prev_hash: str, facts_json: str | None = None
+) -> tuple[str, str]:
     """``(output JSON, chain hash)`` of a new entry: :func:`chain_hash`, written out.
 
     The write path's form of :func:`chain_hash`, which stays the definition (``verify``
     uses it, so a divergence would fail every verify): the same canonical text, built by
     formatting instead of a JSON encoder per entry, and the output's text — compact
-    JSON, what the entry stores — formatted once for both. Fields of any other type than
-    the write path makes (an int subclass, a non-float output) take :func:`chain_hash`.
+    JSON, what the entry stores — formatted once for both. ``facts_json`` is
+    ``draft.facts.as_json()`` when the caller has it. Fields of another type than the
+    write path makes (an int subclass, a non-float output) take :func:`chain_hash`; a
+    text field that is not text raises ``TypeError``.
     """
     d = draft
     out = d.output
-    ints = (seq, d.epoch, d.cohort)
-    if not (all(type(v) is float for v in out) and all(type(v) is int for v in ints)):
+    if not (
+        type(seq) is int
+        and type(d.epoch) is int
+        and type(d.cohort) is int
+        and all(type(v) is float for v in out)
+    ):
         return _CANONICAL.encode(out), chain_hash(seq, created_at, draft, prev_hash)
     if not all(map(math.isfinite, out)):
         raise ValueError("Out of range float values are not JSON compliant")
     output = "[" + ",".join(map(float.__repr__, out)) + "]"  # what json writes for floats
+    a = _ascii  # str (or a subclass) -> its JSON string, ensure_ascii; None is null
     text = (
-        f"[{seq},{_str(created_at)},{d.epoch},{_str(d.region)},{_str(d.metric)},"
-        f"{_str(d.policy_name)},{_str(d.policy_version)},{_str(d.policy_hash)},"
-        f"{_str(d.edges_version)},{_str(d.facts.as_json())},{_str(d.charge.unit)},"
-        f"{_str(d.charge.text)},{d.cohort},{output},{_str(d.release_id)},"
-        f"{_str(d.request_hash)},{_str(prev_hash)},{_str(d.principal)}]"
+        f"[{seq},{a(created_at)},{d.epoch},{a(d.region)},{a(d.metric)},"
+        f"{a(d.policy_name)},{a(d.policy_version)},{a(d.policy_hash)},"
+        f"{'null' if d.edges_version is None else a(d.edges_version)},"
+        f"{a(d.facts.as_json() if facts_json is None else facts_json)},{a(d.charge.unit)},"
+        f"{a(d.charge.text)},{d.cohort},{output},"
+        f"{'null' if d.release_id is None else a(d.release_id)},"
+        f"{'null' if d.request_hash is None else a(d.request_hash)},{a(prev_hash)},"
+        f"{'null' if d.principal is None else a(d.principal)}]"
     )
     return output, hashlib.sha256(text.encode()).hexdigest()
-
-
-def _str(value: str | None) -> str:
-    """A str (or None) as the canonical encoder writes it (``ensure_ascii``)."""
-    if value is None:
-        return "null"
-    if type(value) is not str:
-        raise TypeError(f"expected text, got {value!r}")
-    return _ascii(value)
 
 
 _ascii = json.encoder.encode_basestring_ascii

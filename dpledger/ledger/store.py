@@ -254,12 +254,14 @@ class WriteTxn:
         out: list[Entry] = []
         rows: list[tuple[Any, ...]] = []
         touched: set[tuple[int, str, str]] = set()
+        facts: dict[int, str] = {}  # id(facts) -> its JSON: a round shares a few facts
         for d in self._staged:
             seq = head_seq + 1
-            output, h = hashed_output(seq, now, d, head_hash)
+            mechanism = facts.get(id(d.facts)) or facts.setdefault(id(d.facts), d.facts.as_json())
+            output, h = hashed_output(seq, now, d, head_hash, mechanism)
             rows.append(
                 (seq, now, d.epoch, d.region, d.metric, d.policy_name, d.policy_version,
-                 d.policy_hash, d.edges_version, d.facts.as_json(), d.charge.unit,
+                 d.policy_hash, d.edges_version, mechanism, d.charge.unit,
                  d.charge.text, d.cohort, output, d.release_id,
                  d.request_hash, d.principal, head_hash, h)
             )  # fmt: skip
