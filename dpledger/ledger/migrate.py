@@ -37,7 +37,8 @@ from typing import Any
 from dpledger.errors import DpLedgerError, MigrationRefused
 from dpledger.ledger.core import open_store
 from dpledger.ledger.records import GENESIS, chain_hash_v1
-from dpledger.ledger.store import SCHEMA_VERSION, SqlStore, row_to_entry
+from dpledger.ledger.schema import SCHEMA_VERSION, row_to_entry
+from dpledger.ledger.store import SqlStore
 from dpledger.types import fraction_text
 
 __all__ = ["Migration", "migrate"]

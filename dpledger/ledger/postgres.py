@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from dpledger.errors import LedgerNotFound, StoreError
-from dpledger.ledger.store import (
+from dpledger.ledger.schema import (
     COLUMNS,
     EPOCH_INDEX,
     PARAMETERLESS,
@@ -70,9 +70,9 @@ from dpledger.ledger.store import (
     SCHEMA_VERSION,
     SPEND_TABLE,
     Schema1,
-    SqlStore,
     Statements,
 )
+from dpledger.ledger.store import SqlStore
 from dpledger.types import Mode
 
 try:

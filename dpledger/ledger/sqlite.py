@@ -33,7 +33,7 @@ from typing import Any
 from urllib.parse import quote
 
 from dpledger.errors import LedgerCorrupted, LedgerNotFound, StoreError
-from dpledger.ledger.store import (
+from dpledger.ledger.schema import (
     COLUMNS,
     EPOCH_INDEX,
     PARAMETERLESS,
@@ -42,9 +42,9 @@ from dpledger.ledger.store import (
     SCHEMA_VERSION,
     SPEND_TABLE,
     Schema1,
-    SqlStore,
     Statements,
 )
+from dpledger.ledger.store import SqlStore
 from dpledger.types import Mode
 
 __all__ = ["SqliteStore"]
