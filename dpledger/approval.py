@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Annotated, Literal
@@ -36,7 +37,7 @@ from dpledger.errors import (
     ReleaseIdConflict,
     ReleaseRefused,
 )
-from dpledger.policy import ALL, FrozenModel, MetricSpec, Policy
+from dpledger.policy import ALL, Clip, FrozenModel, MetricSpec, Policy
 from dpledger.types import Budget, Unit
 
 __all__ = [
@@ -254,8 +255,43 @@ def _as_float64(aggregate: object) -> tuple[npt.NDArray[np.float64] | None, str]
 
 
 def _aggregate_checks(
-    spec: MetricSpec, arr: npt.NDArray[np.float64], n: int, policy: Policy
+    spec: MetricSpec, arr: npt.NDArray[np.float64], n: int, policy: Policy, metric: str
+) -> Sequence[Check]:
+    """The aggregate's checks: one shared tuple when they all pass, else each with its reason.
+
+    A passing aggregate's checks name only public facts (its shape, the metric's bounds,
+    ``n``), so they are built once per (metric, shape, n) and shared; the decisions are
+    :func:`_each_aggregate_check`'s, on the same arithmetic.
+    """
+    want = () if spec.kind == "scalar_mean" else (spec.size,)
+    signed = spec.kind == "scalar_mean" or not spec.is_nonnegative
+    if (
+        arr.shape in (want, want if want else (1,))
+        and bool(np.isfinite(arr).all())
+        and (signed or not bool((arr < 0).any()))
+        and _within_bounds(spec, arr, n, policy)
+    ):
+        return _passed(policy, metric, arr.shape, n)
+    return _each_aggregate_check(spec, arr, n, policy, metric)
+
+
+@functools.lru_cache(maxsize=4096)
+def _passed(policy: Policy, metric: str, shape: tuple[int, ...], n: int) -> tuple[Check, ...]:
+    """The checks of an aggregate of ``shape`` that passes them all (public facts only)."""
+    spec = policy.metric(metric)
+    signed = spec.kind == "scalar_mean" or not spec.is_nonnegative
+    return (
+        Check("aggregate_shape", True, f"shape {shape}"),
+        Check("aggregate_finite", True, "all finite"),
+        Check("counts_nonnegative", True, "signed values allowed" if signed else "ok"),
+        Check("clipping_bounds", True, _bounds_reason(policy, metric, n, True)),
+    )
+
+
+def _each_aggregate_check(
+    spec: MetricSpec, arr: npt.NDArray[np.float64], n: int, policy: Policy, metric: str
 ) -> list[Check]:
+    """Each aggregate check in turn, with its reason (the path of a refusal)."""
     want = () if spec.kind == "scalar_mean" else (spec.size,)
     if arr.shape not in (want, want if want else (1,)):
         return [
@@ -274,13 +310,12 @@ def _aggregate_checks(
         )
     else:
         checks.append(Check("counts_nonnegative", True, "signed values allowed"))
-    checks.append(_clipping_check(spec, arr, n, policy))
+    ok = _within_bounds(spec, arr, n, policy)
+    checks.append(Check("clipping_bounds", ok, _bounds_reason(policy, metric, n, ok)))
     return checks
 
 
-def _clipping_check(
-    spec: MetricSpec, arr: npt.NDArray[np.float64], n: int, policy: Policy
-) -> Check:
+def _within_bounds(spec: MetricSpec, arr: npt.NDArray[np.float64], n: int, policy: Policy) -> bool:
     """Evidence that client clipping ran: the sum lies where ``n`` clipped clients can put it.
 
     Under a record-level policy ``n`` counts records and the clip or cap is per record.
@@ -288,37 +323,47 @@ def _clipping_check(
     Under ``add_remove`` the number of clients actually summed is private (at most the
     planned ``n``), so a scalar's range is ``[min(0, low)·n, max(0, high)·n]``: the range
     of any number of clients up to n. With ``[low·n, high·n]`` a clip excluding 0 would
-    approve a dataset and refuse its neighbour without one client, at no charge. Reasons
-    name public bounds only: the un-noised aggregate must never reach a verdict, a log or
-    a review (a refused release would leak it at no charge).
+    approve a dataset and refuse its neighbour without one client, at no charge.
     """
-    slack = 1 + AGGREGATE_TOLERANCE
+    if spec.kind == "scalar_mean" and spec.clip is not None:
+        lo, hi = _scalar_range(policy, spec.clip, n)
+        x = float(arr.reshape(-1)[0])
+        return lo - abs(lo) * AGGREGATE_TOLERANCE <= x <= hi + abs(hi) * AGGREGATE_TOLERANCE
+    with np.errstate(over="ignore"):  # an overflowing mass is inf: refused below
+        mass = float(np.abs(arr).sum())
+    return mass <= float(spec.cap or 0) * n * (1 + AGGREGATE_TOLERANCE)
+
+
+def _scalar_range(policy: Policy, clip: Clip, n: int) -> tuple[float, float]:
+    """``[low·n, high·n]`` of a clipped scalar (0 included under ``add_remove``)."""
+    low, high = float(clip.low), float(clip.high)
+    if policy.neighbouring == "add_remove":
+        low, high = min(0.0, low), max(0.0, high)
+    return low * n, high * n
+
+
+@functools.lru_cache(maxsize=4096)
+def _bounds_reason(policy: Policy, metric: str, n: int, ok: bool) -> str:
+    """The clipping check's reason. It names public bounds only: the un-noised aggregate
+    must never reach a verdict, a log or a review (a refused release would leak it at no
+    charge)."""
+    spec = policy.metric(metric)
     who = "client" if policy.privacy_unit == "client" else "record"
     if spec.kind == "scalar_mean" and spec.clip is not None:
-        low, high = float(spec.clip.low), float(spec.clip.high)
-        if policy.neighbouring == "add_remove":
-            low, high = min(0.0, low), max(0.0, high)
-        lo, hi = low * n, high * n
-        x = float(arr.reshape(-1)[0])
-        ok = lo - abs(lo) * AGGREGATE_TOLERANCE <= x <= hi + abs(hi) * AGGREGATE_TOLERANCE
-        reason = (
+        lo, hi = _scalar_range(policy, spec.clip, n)
+        return (
             f"sum within clip × n = [{lo:g}, {hi:g}]"
             if ok
             else f"sum outside clip × n = [{lo:g}, {hi:g}] (n {policy.counted}): {who} "
             "clipping failed; fix the client module before releasing"
         )
-        return Check("clipping_bounds", ok, reason)
-    with np.errstate(over="ignore"):  # an overflowing mass is inf: refused below
-        mass = float(np.abs(arr).sum())
     limit = float(spec.cap or 0) * n
-    ok = mass <= limit * slack
-    reason = (
+    return (
         f"L1 mass within cap × n = {limit:g}"
         if ok
         else f"L1 mass exceeds cap × n = {limit:g} (n {policy.counted}): {who} capping "
         "failed; fix the client module before releasing"
     )
-    return Check("clipping_bounds", ok, reason)
 
 
 def _state_checks(
@@ -535,7 +580,7 @@ def evaluate(
     checks.append(Check("aggregate_dtype", arr is not None, why or "real numbers"))
     if arr is None or not all(c.passed for c in checks):
         return Assessment(_complete(request, checks, unit))
-    checks.extend(_aggregate_checks(spec, arr, request.cohort, policy))
+    checks.extend(_aggregate_checks(spec, arr, request.cohort, policy, request.metric))
     if not all(c.passed for c in checks):
         return Assessment(_complete(request, checks, unit))
 
@@ -583,13 +628,21 @@ def admits(
         return False
     req = prepared.verdict.request
     charge = prepared.verdict.charge.amount if prepared.verdict.charge is not None else _NIL
-    allocation = policy.allocation_of(req.metric)
+    allocation_room, budget_room = _headroom(policy, req.metric, charge)
     if (
-        allocation is not None
-        and allocation_loss(policy, spend, req.region, req.metric) + charge > allocation
+        allocation_room is not None
+        and allocation_loss(policy, spend, req.region, req.metric) > allocation_room
     ):
         return False
-    return budget_loss(policy, spend, req.region) + charge <= policy.eval_budget
+    return budget_loss(policy, spend, req.region) <= budget_room
+
+
+@functools.lru_cache(maxsize=4096)
+def _headroom(policy: Policy, metric: str, charge: Fraction) -> tuple[Fraction | None, Fraction]:
+    """``(allocation − charge, ε_eval − charge)``: spent + charge ≤ limit ⟺ spent ≤ limit − charge,
+    exactly, so :func:`admits` compares instead of adding per release."""
+    allocation = policy.allocation_of(metric)
+    return None if allocation is None else allocation - charge, policy.eval_budget - charge
 
 
 def fingerprint(request: ReleaseRequest, principal: str | None = None) -> str:

@@ -6,12 +6,15 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from factories import policy
+from factories import policy, policy_text
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from dpledger import (
     BudgetExceeded,
     CohortTooSmall,
     InvalidAggregate,
+    Policy,
     PolicyMismatch,
     ReleaseRequest,
     Verdict,
@@ -177,3 +180,81 @@ def test_cohort_too_small_carries_the_cohort_and_the_floor() -> None:
     err = refusal(verdict_of(req("floored", cohort=50), 10.0))
     assert isinstance(err, CohortTooSmall)
     assert (err.cohort, err.floor) == (50, 300)  # ln 20 · (1 / 0.1) / 0.1 → 300
+
+
+@pytest.mark.parametrize("neighbouring", ["replace", "add_remove"])
+def test_a_passing_aggregates_shared_checks_are_the_ones_each_check_would_give(
+    neighbouring: str,
+) -> None:
+    # evaluate shares one tuple of checks per (metric, shape, n) when they all pass; it
+    # must be exactly what running each check gives, and a near miss must not take it
+    from dpledger.approval import _aggregate_checks, _each_aggregate_check
+
+    p = policy(neighbouring=neighbouring)
+    passing = {
+        "loss": [np.array(150.0), np.array([0.0]), np.array(200.0)],
+        "loss_b": [np.array(-100.0), np.array(300.0)],
+        "hist5": [np.array([10.0, 20, 30, 40, 0]), np.zeros(5)],
+        "gap": [np.array([-3.0, 5, 0, 1]), np.array([-50.0, 50, 50, 50])],
+    }
+    for metric, arrays in passing.items():
+        spec = p.metric(metric)
+        for arr in arrays:
+            shared = _aggregate_checks(spec, arr, 100, p, metric)
+            assert tuple(shared) == tuple(_each_aggregate_check(spec, arr, 100, p, metric))
+            assert all(c.passed for c in shared)
+    failing = {
+        "loss": np.array(200.0 * (1 + 1e-6)),
+        "hist5": np.array([10.0, -1, 0, 0, 0]),
+        "gap": np.array([-50.0, 50, 50, 51]),
+    }
+    for metric, arr in failing.items():
+        spec = p.metric(metric)
+        checks = _aggregate_checks(spec, arr, 100, p, metric)
+        assert checks == _each_aggregate_check(spec, arr, 100, p, metric)
+        assert not all(c.passed for c in checks)
+
+
+_SCOPES = ["*", "north", "south", "east"]
+_METRICS = ["loss", "loss_b"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    pooled=st.booleans(),
+    region=st.sampled_from(_SCOPES),
+    metric=st.sampled_from(_METRICS),
+    spent=st.dictionaries(
+        st.tuples(st.sampled_from(_SCOPES), st.sampled_from(_METRICS)),
+        st.integers(0, 16).map(lambda k: Fraction(k, 8))  # lands on the limits exactly
+        | st.fractions(min_value=0, max_value=2, max_denominator=40),
+        max_size=8,
+    ),
+    bound=st.sampled_from(["none", "same", "other"]),
+)
+@example(pooled=True, region="north", metric="loss", spent={("north", "loss"): Fraction(3, 4)},
+         bound="none")  # fmt: skip
+@example(pooled=True, region="*", metric="loss", spent={("south", "loss_b"): Fraction(3, 4)},
+         bound="same")  # fmt: skip
+@example(pooled=True, region="east", metric="loss_b", spent={("*", "loss"): Fraction(7, 8)},
+         bound="none")  # fmt: skip
+def test_the_lock_time_admission_decides_as_the_full_recheck(
+    pooled: bool,
+    region: str,
+    metric: str,
+    spent: dict[tuple[str, str], Fraction],
+    bound: str,
+) -> None:
+    # admits (the round's hot path under the lock) must approve exactly what recheck
+    # approves: on budgets, per-metric allocations, global releases and epoch bindings
+    from dpledger.approval import admits, recheck
+
+    text = policy_text(scalar_eps="0.25")
+    p = Policy.from_toml(text if pooled else text.replace('"pooled"', '"per_metric"'))
+    request = ReleaseRequest(epoch=0, metric=metric, region=region, cohort=50)
+    prepared = evaluate(p, request, 20.0, None).prepared
+    assert prepared is not None
+    binding = {"none": None, "same": (p.content_hash, p.version), "other": ("f" * 64, "9")}
+    spend = EpochSpend(dict(spent))
+    decided = admits(p, prepared, spend, binding[bound])
+    assert decided == recheck(p, prepared, spend, binding[bound]).approved

@@ -425,7 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("verify", _cmd_verify, "hash chain, recorded policies, every ε re-derived via OpenDP"),
         ("export", _cmd_export, "entries as JSON lines"),
         ("lifetime", _cmd_lifetime, "a client's total loss over all epochs"),
-        ("migrate", _cmd_migrate, "upgrade a dpledger 0.1 ledger in place (keeps every hash)"),
+        ("migrate", _cmd_migrate, "upgrade a schema-1 or -2 ledger in place (keeps hashes)"),
     ):
         p = lg.add_parser(name, help=help_)
         _ledger_args(p)

@@ -32,7 +32,8 @@ from dpledger import mechanisms as mech
 from dpledger.accounting import EpochSpend, binding_loss
 from dpledger.errors import DpLedgerError, StoreError
 from dpledger.ledger.records import GENESIS, Entry, VerifyReport, chain_hash, chain_hash_v1
-from dpledger.ledger.store import CHAIN_V1_THROUGH, SqlStore, row_to_entry
+from dpledger.ledger.schema import CHAIN_V1_THROUGH, row_to_entry
+from dpledger.ledger.store import SqlStore
 from dpledger.policy import ALL, Policy
 
 __all__ = ["budget_notices", "verify"]

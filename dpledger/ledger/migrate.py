@@ -1,8 +1,16 @@
-"""Upgrade a ledger written by dpledger 0.1 (schema 1) to schema 2, in place.
+"""Upgrade an older ledger to the current schema (3), in place.
 
-Schema 2 adds a release id, a request fingerprint and a principal to entries, a name to
-recorded policies, and keeps spend per (epoch, region, metric) for the per-metric
-allocation check. The upgrade:
+**Schema 2 to 3** changes indexes only: the entries' unique ``hash`` index goes (the
+``seq`` primary key and :func:`~dpledger.ledger.audit.verify` already refuse what it
+refused, and it cost most of a round's commit), and the epoch index is ordered by ``seq``.
+Every entry keeps its values and hash; on SQLite the entries table is rebuilt with the
+same columns (SQLite cannot drop a column's unique index) and ``seq`` becomes its rowid.
+One transaction under the write lock, refused (nothing changed) if a writer appended
+meanwhile. dpledger reads and writes a schema-2 ledger as it is: only this upgrades it.
+
+**Schema 1 to 2** (dpledger 0.1) adds a release id, a request fingerprint and a
+principal to entries, a name to recorded policies, and keeps spend per (epoch, region,
+metric) for the per-metric allocation check. The upgrade:
 
 1. reads every schema-1 entry and checks it under the schema-1 rules: the sequence, each
    entry's link to its predecessor, each hash by the schema-1 rule
@@ -29,7 +37,8 @@ from typing import Any
 from dpledger.errors import DpLedgerError, MigrationRefused
 from dpledger.ledger.core import open_store
 from dpledger.ledger.records import GENESIS, chain_hash_v1
-from dpledger.ledger.store import SCHEMA_VERSION, SqlStore, row_to_entry
+from dpledger.ledger.schema import SCHEMA_VERSION, row_to_entry
+from dpledger.ledger.store import SqlStore
 from dpledger.types import fraction_text
 
 __all__ = ["Migration", "migrate"]
@@ -64,27 +73,32 @@ class Migration:
 
 
 def migrate(target: str | Path) -> Migration:
-    """Upgrade the ledger at ``target`` (SQLite path or ``postgresql://`` URL) to schema 2.
+    """Upgrade the ledger at ``target`` (SQLite path or ``postgresql://`` URL) to schema 3.
 
-    A ledger already at schema 2 is left as it is. Raise :class:`MigrationRefused` (nothing
-    changed) if a schema-1 ledger fails its own rules, or names an unknown schema; a path
-    that is no ledger at all (empty, not SQLite) raises what opening it raises.
+    Schema 1 goes to 2, then to 3 (two transactions: a crash between them leaves a
+    schema-2 ledger, which dpledger reads and writes). A ledger already at schema 3 is
+    left as it is. Raise :class:`MigrationRefused` (nothing changed) if a schema-1 ledger
+    fails its own rules, or names an unknown schema; a path that is no ledger at all
+    (empty, not SQLite) raises what opening it raises.
     """
     store = open_store(target, "write")
     try:
         meta = store.meta()
         version = meta.get("schema_version", "?")
         head = (int(meta.get("head_seq", 0)), meta.get("head_hash", GENESIS))
-        if version == SCHEMA_VERSION:
-            return Migration(store.location, version, version, store.count(), head)
-        if version != "1":
+        if version not in ("1", "2", SCHEMA_VERSION):
             raise MigrationRefused(
                 f"{store.location}: schema version {version!r} is not one this dpledger "
-                f"upgrades (it upgrades 1 to {SCHEMA_VERSION})"
+                f"upgrades (it upgrades 1 and 2 to {SCHEMA_VERSION})"
             )
-        entries, spend = _verified_schema_1(store, head)
-        store.upgrade_schema_1(head, spend)
-        return Migration(store.location, version, SCHEMA_VERSION, entries, head)
+        entries = None
+        if version == "1":
+            entries, spend = _verified_schema_1(store, head)
+            store.upgrade_schema_1(head, spend)
+        if version in ("1", "2"):
+            store.upgrade_schema_2(head)
+        count = store.count() if entries is None else entries
+        return Migration(store.location, version, SCHEMA_VERSION, count, head)
     finally:
         store.close()
 

@@ -61,17 +61,18 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from dpledger.errors import LedgerNotFound, StoreError
-from dpledger.ledger.store import (
+from dpledger.ledger.schema import (
     COLUMNS,
+    EPOCH_INDEX,
     PARAMETERLESS,
     SCHEMA,
     SCHEMA_1_COLUMNS,
     SCHEMA_VERSION,
     SPEND_TABLE,
     Schema1,
-    SqlStore,
     Statements,
 )
+from dpledger.ledger.store import SqlStore
 from dpledger.types import Mode
 
 try:
@@ -122,6 +123,24 @@ SCHEMA_1 = Schema1(
     insert_spend="INSERT INTO dpl_spend (epoch, scope, metric, total) VALUES (%s, %s, %s, %s)",
 )
 """How this store reads and upgrades a schema-1 ledger (PostgreSQL's DDL is transactional)."""
+
+SCHEMA_3_UPGRADE = (
+    # the unique constraint on entries.hash, whatever it was named when it was created
+    """DO $dpl$
+    DECLARE name text;
+    BEGIN
+        FOR name IN SELECT c.conname FROM pg_constraint c
+                JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attname = 'hash'
+                WHERE c.conrelid = 'dpl_entries'::regclass AND c.contype = 'u'
+                AND c.conkey = ARRAY[a.attnum] LOOP
+            EXECUTE format('ALTER TABLE dpl_entries DROP CONSTRAINT %I', name);
+        END LOOP;
+    END
+    $dpl$""",
+    "DROP INDEX IF EXISTS dpl_entries_epoch",
+    EPOCH_INDEX,
+)
+"""Schema 2 to 3: no unique index on entries' hashes, the epoch index ordered by seq."""
 
 
 def _state_of(epochs: Sequence[int]) -> str:
@@ -189,6 +208,7 @@ class PostgresStore(SqlStore):
 
     sql = SQL
     schema_1 = SCHEMA_1
+    schema_3_upgrade = SCHEMA_3_UPGRADE
 
     def __init__(self, url: str, mode: Mode = "write", *, timeout_s: float = 60.0) -> None:
         super().__init__(mode)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import warnings
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -29,6 +30,7 @@ __all__ = [
     "VerifyReport",
     "chain_hash",
     "chain_hash_v1",
+    "hashed_output",
 ]
 
 GENESIS = "0" * 64
@@ -138,6 +140,48 @@ def chain_hash(seq: int, created_at: str, draft: EntryDraft, prev_hash: str) -> 
 _CANONICAL = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 """``json.dumps(…, separators=(",", ":"), allow_nan=False)`` built once: the same text,
 without constructing an encoder per entry."""
+
+
+def hashed_output(
+    seq: int, created_at: str, draft: EntryDraft, prev_hash: str, facts_json: str | None = None
+) -> tuple[str, str]:
+    """``(output JSON, chain hash)`` of a new entry: :func:`chain_hash`, written out.
+
+    The write path's form of :func:`chain_hash`, which stays the definition (``verify``
+    uses it, so a divergence would fail every verify): the same canonical text, built by
+    formatting instead of a JSON encoder per entry, and the output's text — compact
+    JSON, what the entry stores — formatted once for both. ``facts_json`` is
+    ``draft.facts.as_json()`` when the caller has it. Fields of another type than the
+    write path makes (an int subclass, a non-float output) take :func:`chain_hash`; a
+    text field that is not text raises ``TypeError``.
+    """
+    d = draft
+    out = d.output
+    if not (
+        type(seq) is int
+        and type(d.epoch) is int
+        and type(d.cohort) is int
+        and all(type(v) is float for v in out)
+    ):
+        return _CANONICAL.encode(out), chain_hash(seq, created_at, draft, prev_hash)
+    if not all(map(math.isfinite, out)):
+        raise ValueError("Out of range float values are not JSON compliant")
+    output = "[" + ",".join(map(float.__repr__, out)) + "]"  # what json writes for floats
+    a = _ascii  # str (or a subclass) -> its JSON string, ensure_ascii; None is null
+    text = (
+        f"[{seq},{a(created_at)},{d.epoch},{a(d.region)},{a(d.metric)},"
+        f"{a(d.policy_name)},{a(d.policy_version)},{a(d.policy_hash)},"
+        f"{'null' if d.edges_version is None else a(d.edges_version)},"
+        f"{a(d.facts.as_json() if facts_json is None else facts_json)},{a(d.charge.unit)},"
+        f"{a(d.charge.text)},{d.cohort},{output},"
+        f"{'null' if d.release_id is None else a(d.release_id)},"
+        f"{'null' if d.request_hash is None else a(d.request_hash)},{a(prev_hash)},"
+        f"{'null' if d.principal is None else a(d.principal)}]"
+    )
+    return output, hashlib.sha256(text.encode()).hexdigest()
+
+
+_ascii = json.encoder.encode_basestring_ascii
 
 
 def chain_hash_v1(

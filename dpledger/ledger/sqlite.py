@@ -33,17 +33,18 @@ from typing import Any
 from urllib.parse import quote
 
 from dpledger.errors import LedgerCorrupted, LedgerNotFound, StoreError
-from dpledger.ledger.store import (
+from dpledger.ledger.schema import (
     COLUMNS,
+    EPOCH_INDEX,
     PARAMETERLESS,
     SCHEMA,
     SCHEMA_1_COLUMNS,
     SCHEMA_VERSION,
     SPEND_TABLE,
     Schema1,
-    SqlStore,
     Statements,
 )
+from dpledger.ledger.store import SqlStore
 from dpledger.types import Mode
 
 __all__ = ["SqliteStore"]
@@ -55,6 +56,21 @@ _TRIGGERS = (
        BEGIN SELECT RAISE(ABORT, 'dpledger entries are append-only'); END""",
 )
 _HEADER = b"SQLite format 3\x00"
+_SEQ, _ROWID_SEQ = "seq BIGINT PRIMARY KEY", "seq INTEGER PRIMARY KEY"
+_SCHEMA = tuple(statement.replace(_SEQ, _ROWID_SEQ) for statement in SCHEMA)
+"""The shared schema with ``seq`` as SQLite's rowid (``INTEGER PRIMARY KEY``, 64-bit): the
+entries are one B-tree keyed by ``seq``, not a table plus a unique index on it."""
+_ENTRIES = next(s for s in _SCHEMA if "dpl_entries (" in s and _ROWID_SEQ in s)
+_SCHEMA_3_UPGRADE = (
+    # SQLite cannot drop a column's UNIQUE index: the entries move, as they are, into a
+    # table of the schema-3 shape (same columns and types, so the same stored values)
+    _ENTRIES.replace("dpl_entries (", "dpl_entries_3 (", 1),
+    f"INSERT INTO dpl_entries_3 ({COLUMNS}) SELECT {COLUMNS} FROM dpl_entries ORDER BY seq",
+    "DROP TABLE dpl_entries",  # drops its indexes and triggers (none of them fires)
+    "ALTER TABLE dpl_entries_3 RENAME TO dpl_entries",
+    EPOCH_INDEX,
+    *_TRIGGERS,
+)
 
 SQL = Statements(
     epoch_policy="SELECT policy_hash, policy_version FROM dpl_entries WHERE epoch = ? "
@@ -105,6 +121,8 @@ class SqliteStore(SqlStore):
 
     sql = SQL
     schema_1 = SCHEMA_1
+    schema_3_upgrade = _SCHEMA_3_UPGRADE
+    schema_3_refuses = "SELECT seq FROM dpl_entries WHERE typeof(seq) != 'integer' LIMIT 5"
 
     def __init__(self, path: str | Path, mode: Mode = "write", *, timeout_s: float = 60.0) -> None:
         super().__init__(mode)
@@ -262,7 +280,7 @@ class SqliteStore(SqlStore):
     def _build(conn: sqlite3.Connection, meta: dict[str, str]) -> None:
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for stmt in (*SCHEMA, *_TRIGGERS):
+            for stmt in (*_SCHEMA, *_TRIGGERS):
                 conn.execute(stmt)
             rows = [("schema_version", SCHEMA_VERSION), *meta.items()]
             conn.executemany("INSERT INTO dpl_meta (key, value) VALUES (?, ?)", rows)

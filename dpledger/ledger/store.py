@@ -14,304 +14,33 @@ only for an approved release or an explicit ``init``.
 
 from __future__ import annotations
 
-import json
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from fractions import Fraction
-from typing import Any, cast
+from typing import Any
 
 from dpledger.accounting import EpochSpend
 from dpledger.errors import (
-    InvalidInput,
     LedgerCorrupted,
     LedgerNotFound,
+    MigrationRefused,
     PolicyMismatch,
     StoreError,
 )
-from dpledger.ledger.records import GENESIS, Entry, EntryDraft, chain_hash
-from dpledger.mechanisms import MechanismFacts
-from dpledger.types import Budget, Mode, Unit, fraction_text
-
-__all__ = [
-    "CHAIN_V1_THROUGH",
-    "COLUMNS",
-    "PARAMETERLESS",
-    "SCHEMA",
-    "SCHEMA_1_COLUMNS",
-    "SCHEMA_VERSION",
-    "SPEND_TABLE",
-    "Schema1",
-    "SqlStore",
-    "Statements",
-    "TxnState",
-    "WriteTxn",
-    "policy_conflict",
-    "row_to_entry",
-]
-
-SCHEMA_VERSION = "2"
-
-COLUMNS = (
-    "seq, created_at, epoch, scope, metric, policy_name, policy_version, policy_hash, "
-    "edges_version, mechanism, unit, charge, cohort, output, release_id, request_hash, "
-    "principal, prev_hash, hash"
+from dpledger.ledger.records import GENESIS, Entry
+from dpledger.ledger.schema import (
+    CHAIN_V1_THROUGH,
+    READABLE_VERSIONS,
+    Schema1,
+    Statements,
+    row_to_entry,
 )
+from dpledger.ledger.txn import TxnState, WriteTxn
+from dpledger.types import Mode
 
-SCHEMA_1_COLUMNS = COLUMNS.replace("release_id, request_hash, principal", "NULL, NULL, NULL")
-"""A schema-1 entry row shaped like :data:`COLUMNS` (it has no release id, request hash
-or principal)."""
-
-CHAIN_V1_THROUGH = "chain_v1_through"
-"""Meta key of a migrated ledger: entries up to this seq are hashed by the schema-1 rule."""
-
-SPEND_TABLE = """CREATE TABLE IF NOT EXISTS dpl_spend (
-        epoch BIGINT NOT NULL,
-        scope TEXT NOT NULL,
-        metric TEXT NOT NULL,
-        total TEXT NOT NULL,
-        PRIMARY KEY (epoch, scope, metric)
-    )"""
-"""Exact spend per (epoch, region, metric), updated in the transaction of each entry."""
-
-SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS dpl_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    """CREATE TABLE IF NOT EXISTS dpl_entries (
-        seq BIGINT PRIMARY KEY,
-        created_at TEXT NOT NULL,
-        epoch BIGINT NOT NULL,
-        scope TEXT NOT NULL,
-        metric TEXT NOT NULL,
-        policy_name TEXT NOT NULL,
-        policy_version TEXT NOT NULL,
-        policy_hash TEXT NOT NULL,
-        edges_version TEXT,
-        mechanism TEXT NOT NULL,
-        unit TEXT NOT NULL,
-        charge TEXT NOT NULL,
-        cohort BIGINT NOT NULL,
-        output TEXT NOT NULL,
-        release_id TEXT UNIQUE,
-        request_hash TEXT,
-        principal TEXT,
-        prev_hash TEXT NOT NULL,
-        hash TEXT NOT NULL UNIQUE
-    )""",
-    SPEND_TABLE,
-    "CREATE INDEX IF NOT EXISTS dpl_entries_epoch ON dpl_entries (epoch, scope)",
-    """CREATE TABLE IF NOT EXISTS dpl_policies (
-        hash TEXT PRIMARY KEY,
-        name TEXT NOT NULL,
-        version TEXT NOT NULL,
-        body TEXT NOT NULL
-    )""",
-)
-
-
-def row_to_entry(row: Sequence[Any]) -> Entry:
-    """An :class:`Entry` from a row of :data:`COLUMNS`; :class:`LedgerCorrupted` if unreadable."""
-    (seq, created, epoch, scope, metric, pname, pver, phash, edges, mech, unit, charge,
-     cohort, output, release_id, request_hash, principal, prev, h) = row  # fmt: skip
-    try:
-        facts = MechanismFacts.from_dict(json.loads(mech))
-        out = tuple(float(x) for x in json.loads(output))
-        draft = EntryDraft(
-            _int(epoch), _text(scope), _text(metric), _text(pname), _text(pver), _text(phash),
-            None if edges is None else _text(edges), facts,
-            Budget(Fraction(_text(charge)), cast(Unit, _text(unit))),
-            _int(cohort), out, None if release_id is None else _text(release_id),
-            None if request_hash is None else _text(request_hash),
-            None if principal is None else _text(principal),
-        )  # fmt: skip
-        return Entry(_int(seq), _text(created), draft, _text(prev), _text(h))
-    except (ValueError, TypeError, ZeroDivisionError, AttributeError, RecursionError,
-            InvalidInput) as e:  # fmt: skip
-        raise LedgerCorrupted(f"entry {seq!r} cannot be read: {type(e).__name__}: {e}") from e
-
-
-def _int(v: object) -> int:
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise TypeError(f"expected an integer, got {v!r}")
-    return v
-
-
-def _text(v: object) -> str:
-    if not isinstance(v, str):
-        raise TypeError(f"expected text, got {v!r}")
-    return v
-
-
-@dataclass
-class TxnState:
-    """What a write transaction reads under the lock, in as few round trips as the store can."""
-
-    spend: dict[int, dict[tuple[str, str], Fraction]]  # epoch -> (scope, metric) -> total
-    head: tuple[int, str]  # (seq, hash) of the chain's last entry
-    found: dict[str, Entry]  # release id -> its committed entry
-
-
-class WriteTxn:
-    """A write transaction holding the ledger's write lock (see :meth:`SqlStore.write`).
-
-    Drafts are staged first (the spend seen by later checks in the same transaction
-    includes them), then written together by :meth:`flush`: one chained batch of
-    entries, one spend update and one new head.
-    """
-
-    def __init__(self, store: SqlStore) -> None:
-        self._s = store
-        self._spend: dict[int, dict[tuple[str, str], Fraction]] = {}
-        self._scopes: dict[int, dict[str, Fraction]] = {}  # the same, summed per scope
-        self._found: dict[str, Entry | None] = {}
-        self._head: tuple[int, str] | None = None
-        self._staged: list[EntryDraft] = []
-        self._bindings: dict[int, tuple[str, str] | None] = {}
-
-    def load(self, epochs: Iterable[int], release_ids: Iterable[str]) -> None:
-        """Read the spend of ``epochs``, the chain head and ``release_ids`` at once."""
-        want = sorted(set(epochs) - set(self._spend))
-        ids = sorted(set(release_ids) - set(self._found))
-        state = self._s._load_state(want, ids)
-        for epoch in want:
-            totals = state.spend.get(epoch, {})
-            self._spend[epoch] = totals
-            self._scopes[epoch] = EpochSpend(totals).by_scope()
-        for rid in ids:
-            self._found[rid] = state.found.get(rid)
-        self._head = state.head
-
-    def spend(self, epoch: int) -> EpochSpend:
-        """The epoch's exact spend per (scope, metric): committed plus staged."""
-        if epoch not in self._spend:
-            self.load([epoch], [])
-        return EpochSpend(dict(self._spend[epoch]), dict(self._scopes[epoch]))
-
-    def live_spend(self, epoch: int) -> EpochSpend:
-        """:meth:`spend` without copying: valid only until the next :meth:`stage`.
-
-        For a check that reads it at once (the hot path of a round under the lock).
-        """
-        if epoch not in self._spend:
-            self.load([epoch], [])
-        return EpochSpend(self._spend[epoch], self._scopes[epoch])
-
-    def epoch_policy(self, epoch: int) -> tuple[str, str] | None:
-        """``(policy hash, version)`` the epoch was opened under, read under the lock.
-
-        Read once per epoch per transaction: nobody else writes while the lock is held.
-        """
-        if epoch not in self._bindings:
-            self._bindings[epoch] = self._s._epoch_policy(epoch)
-        return self._bindings[epoch]
-
-    def find_release(self, release_id: str) -> Entry | None:
-        """The committed entry recorded under ``release_id`` (an indexed read), if any."""
-        if release_id not in self._found:
-            self.load([], [release_id])
-        return self._found[release_id]
-
-    def record_policy(self, policy_hash: str, name: str, version: str, body: str) -> None:
-        """Record a policy body once, refusing a second content for one version."""
-        self._s._record_policy(policy_hash, name, version, body)
-
-    def stage(self, draft: EntryDraft) -> None:
-        """Add a draft to this transaction; its charge counts for the checks that follow."""
-        if draft.epoch not in self._spend:  # the epoch's committed totals come first
-            self.load([draft.epoch], [])
-        totals, scopes = self._spend[draft.epoch], self._scopes[draft.epoch]
-        key, cost = (draft.region, draft.metric), draft.charge.amount
-        totals[key] = totals.get(key, Fraction(0)) + cost
-        scopes[draft.region] = scopes.get(draft.region, Fraction(0)) + cost
-        self._staged.append(draft)
-
-    def flush(self) -> list[Entry]:
-        """Chain, insert and total the staged drafts; visible to others only after commit."""
-        if not self._staged:
-            return []
-        if self._head is None:
-            self.load([], [])
-        head_seq, head_hash = self._head or (0, GENESIS)
-        now = datetime.now(UTC).isoformat(timespec="microseconds")
-        out: list[Entry] = []
-        rows: list[tuple[Any, ...]] = []
-        touched: set[tuple[int, str, str]] = set()
-        for d in self._staged:
-            seq = head_seq + 1
-            h = chain_hash(seq, now, d, head_hash)
-            rows.append(
-                (seq, now, d.epoch, d.region, d.metric, d.policy_name, d.policy_version,
-                 d.policy_hash, d.edges_version, d.facts.as_json(), d.charge.unit,
-                 d.charge.text, d.cohort, json.dumps(list(d.output)), d.release_id,
-                 d.request_hash, d.principal, head_hash, h)
-            )  # fmt: skip
-            touched.add((d.epoch, d.region, d.metric))
-            out.append(Entry(seq, now, d, head_hash, h))
-            head_seq, head_hash = seq, h
-        spend = []
-        for epoch, scope, metric in sorted(touched):
-            total = self._spend[epoch][(scope, metric)]
-            text = fraction_text(total)
-            self._s._remember(text, total)  # read back by the next transaction's load
-            spend.append((epoch, scope, metric, text))
-        self._s._write_rows(rows, spend, (head_seq, head_hash))
-        self._head = (head_seq, head_hash)
-        self._staged = []
-        return out
-
-
-@dataclass(frozen=True, slots=True)
-class Statements:
-    """Every statement the shared store logic runs, written by each store in its own dialect.
-
-    Parameters are positional, in the order each field's comment gives; a list
-    parameter is encoded by the store's :meth:`SqlStore._list` (a JSON array for
-    SQLite, an array for PostgreSQL). No statement is rewritten between dialects.
-    """
-
-    epoch_policy: str  # (epoch) -> policy_hash, policy_version of the epoch's first entry
-    releases: str  # (list of release ids) -> COLUMNS of their entries
-    policy_hashes: str  # (version) -> hash of every policy recorded under that version
-    insert_policy: str  # (hash, name, version, body)
-    state: str  # (list of epochs) -> (NULL, key, NULL, value) head rows, then spend rows
-    spend: str  # (epoch) -> scope, metric, total
-    policy_body: str  # (hash) -> body
-    meta: str  # () -> key, value of every meta row
-    set_meta: str  # (key, value): insert or replace
-    entries: str  # (after, epoch, epoch, scope, scope, metric, metric, limit) -> COLUMNS
-    policy_epochs: str  # () -> MIN(epoch), policy_hash per policy released under
-    count: str  # () -> number of entries
-    epochs: str  # () -> every epoch with spend, ascending
-    audit_meta: str  # () -> key, value ordered by key
-    audit_policies: str  # () -> hash, name, version, body ordered by hash
-    audit_spend: str  # () -> epoch, scope, metric, total ordered by the key
-
-
-PARAMETERLESS = {
-    "meta": "SELECT key, value FROM dpl_meta",
-    "policy_epochs": "SELECT MIN(epoch), policy_hash FROM dpl_entries GROUP BY policy_hash "
-    "ORDER BY MIN(epoch)",
-    "count": "SELECT COUNT(*) FROM dpl_entries",
-    "epochs": "SELECT DISTINCT epoch FROM dpl_spend ORDER BY epoch",
-    "audit_meta": "SELECT key, value FROM dpl_meta ORDER BY key",
-    "audit_policies": "SELECT hash, name, version, body FROM dpl_policies ORDER BY hash",
-    "audit_spend": "SELECT epoch, scope, metric, total FROM dpl_spend "
-    "ORDER BY epoch, scope, metric",
-}
-"""The statements without parameters: one text that both dialects run as it is."""
-
-
-@dataclass(frozen=True, slots=True)
-class Schema1:
-    """How a store reads and upgrades a schema-1 ledger (dpledger 0.1), in its own SQL."""
-
-    entries: str  # (after, limit) -> rows shaped like COLUMNS (NULL for the new columns)
-    spend: str  # () -> epoch, scope, total of the schema-1 spend table
-    upgrade: tuple[str, ...]  # DDL run in order inside the upgrade's transaction
-    insert_spend: str  # (epoch, scope, metric, total) into the new spend table
-
+__all__ = ["SqlStore", "policy_conflict"]
 
 _NO_LIMIT = 2**62  # entries(limit=None): every row, as one fixed statement
 
@@ -325,6 +54,8 @@ class SqlStore(ABC):
 
     sql: Statements
     schema_1: Schema1
+    schema_3_upgrade: tuple[str, ...]  # DDL from schema 2 to 3, run in order in one txn
+    schema_3_refuses: str = ""  # () -> seqs the schema-3 table could not hold, if any
 
     def __init__(self, mode: Mode) -> None:
         if mode not in ("read", "write", "create"):
@@ -494,27 +225,55 @@ class SqlStore(ABC):
     def upgrade_schema_1(
         self, head: tuple[int, str], spend: Sequence[tuple[int, str, str, str]]
     ) -> None:
-        """Upgrade to schema 2 in one transaction under the write lock; entries untouched.
+        """Upgrade schema 1 to 2 in one transaction under the write lock; entries untouched.
 
         ``head`` is the chain head the caller verified: if a writer appended since, the
         upgrade is refused and nothing changes. ``spend`` is the exact spend per (epoch,
         region, metric) the caller recomputed from the verified entries.
         """
+        inserts = [(self.schema_1.insert_spend, row) for row in spend]
+        marker = (CHAIN_V1_THROUGH, str(head[0]))
+        self._upgrade("1", "2", head, [*((s, ()) for s in self.schema_1.upgrade), *inserts], marker)
+
+    def upgrade_schema_2(self, head: tuple[int, str]) -> None:
+        """Upgrade schema 2 to 3 (:data:`SCHEMA`'s indexes) in one transaction, under the lock.
+
+        Every entry keeps its values and hash; only indexes change (SQLite rebuilds the
+        table to drop one). Refused, changing nothing, if a writer appended since ``head``,
+        or if an entry's ``seq`` is not an integer (schema 3's SQLite table cannot hold it).
+        """
+        if self.schema_3_refuses:
+            with self._lock:
+                bad = self._execute(self.schema_3_refuses)
+            if bad:
+                raise MigrationRefused(
+                    f"{self.location}: entries {', '.join(repr(s) for (s,) in bad)} have a seq "
+                    "that is not an integer (edited): nothing was changed; run `dpledger "
+                    "ledger verify` and restore the ledger from a backup before migrating"
+                )
+        self._upgrade("2", "3", head, [(s, ()) for s in self.schema_3_upgrade])
+
+    def _upgrade(
+        self,
+        old: str,
+        new: str,
+        head: tuple[int, str],
+        statements: Sequence[tuple[str, Sequence[Any]]],
+        *meta: tuple[str, str],
+    ) -> None:
         if self.mode == "read":
             raise StoreError(f"{self.location} was opened for reading (mode='read')")
         with self._lock, self._write_transaction():
-            meta = dict(self._execute(self.sql.meta))
-            now = (int(meta.get("head_seq", 0)), str(meta.get("head_hash", GENESIS)))
-            if meta.get("schema_version") != "1" or now != head:
+            found = dict(self._execute(self.sql.meta))
+            now = (int(found.get("head_seq", 0)), str(found.get("head_hash", GENESIS)))
+            if found.get("schema_version") != old or now != head:
                 raise StoreError(
-                    f"{self.location} changed while it was being verified (head {now[0]}, "
-                    f"schema {meta.get('schema_version')!r}): nothing was changed; migrate again"
+                    f"{self.location} changed while it was being migrated (head {now[0]}, "
+                    f"schema {found.get('schema_version')!r}): nothing was changed; migrate again"
                 )
-            for statement in self.schema_1.upgrade:
-                self._execute(statement)
-            for row in spend:
-                self._execute(self.schema_1.insert_spend, row)
-            self._set_meta(("schema_version", SCHEMA_VERSION), (CHAIN_V1_THROUGH, str(head[0])))
+            for statement, params in statements:
+                self._execute(statement, params)
+            self._set_meta(("schema_version", new), *meta)
 
     # -- opening ----------------------------------------------------------------------
 
@@ -527,10 +286,10 @@ class SqlStore(ABC):
                 f"with `dpledger ledger migrate --ledger {self.location}` (one transaction; "
                 "every entry and its hash are kept, so recorded chain heads stay valid)"
             )
-        if meta.get("schema_version") != SCHEMA_VERSION:
+        if meta.get("schema_version") not in READABLE_VERSIONS:
             raise LedgerCorrupted(
                 f"{self.location}: schema version {meta.get('schema_version')!r}, this "
-                f"dpledger reads {SCHEMA_VERSION!r}: upgrade dpledger"
+                f"dpledger reads {' and '.join(READABLE_VERSIONS)}: upgrade dpledger"
             )
 
     def check_binding(self, binding: dict[str, str]) -> dict[str, str]:

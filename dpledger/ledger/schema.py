@@ -1,0 +1,188 @@
+"""The ledger's tables, in the SQL both stores share, and how an entry row is read.
+
+Schema 3 (:data:`SCHEMA`); the dialect-specific statements each store writes for itself
+(:class:`Statements`, :class:`Schema1`); :func:`row_to_entry`, which parses a row
+without trusting it (an unreadable value is :class:`~dpledger.errors.LedgerCorrupted`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, cast
+
+from dpledger.errors import InvalidInput, LedgerCorrupted
+from dpledger.ledger.records import Entry, EntryDraft
+from dpledger.mechanisms import MechanismFacts
+from dpledger.types import Budget, Unit
+
+__all__ = [
+    "CHAIN_V1_THROUGH",
+    "COLUMNS",
+    "EPOCH_INDEX",
+    "PARAMETERLESS",
+    "READABLE_VERSIONS",
+    "SCHEMA",
+    "SCHEMA_1_COLUMNS",
+    "SCHEMA_VERSION",
+    "SPEND_TABLE",
+    "Schema1",
+    "Statements",
+    "row_to_entry",
+]
+
+SCHEMA_VERSION = "3"
+READABLE_VERSIONS = ("2", "3")
+"""Schema versions this dpledger opens, reads and writes as they are (2 and 3 have the
+same tables and columns; 3 drops the entries' unique ``hash`` index and orders the epoch
+index by ``seq``). A schema-2 ledger is never upgraded by opening it: only by
+``dpledger ledger migrate``."""
+
+COLUMNS = (
+    "seq, created_at, epoch, scope, metric, policy_name, policy_version, policy_hash, "
+    "edges_version, mechanism, unit, charge, cohort, output, release_id, request_hash, "
+    "principal, prev_hash, hash"
+)
+
+SCHEMA_1_COLUMNS = COLUMNS.replace("release_id, request_hash, principal", "NULL, NULL, NULL")
+"""A schema-1 entry row shaped like :data:`COLUMNS` (it has no release id, request hash
+or principal)."""
+
+CHAIN_V1_THROUGH = "chain_v1_through"
+"""Meta key of a migrated ledger: entries up to this seq are hashed by the schema-1 rule."""
+
+SPEND_TABLE = """CREATE TABLE IF NOT EXISTS dpl_spend (
+        epoch BIGINT NOT NULL,
+        scope TEXT NOT NULL,
+        metric TEXT NOT NULL,
+        total TEXT NOT NULL,
+        PRIMARY KEY (epoch, scope, metric)
+    )"""
+"""Exact spend per (epoch, region, metric), updated in the transaction of each entry."""
+
+EPOCH_INDEX = "CREATE INDEX IF NOT EXISTS dpl_entries_epoch ON dpl_entries (epoch, seq)"
+"""Finds an epoch's first entry (its policy binding). Ordered by ``seq``, so a round's
+inserts append to one leaf instead of one per region."""
+
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS dpl_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS dpl_entries (
+        seq BIGINT PRIMARY KEY,
+        created_at TEXT NOT NULL,
+        epoch BIGINT NOT NULL,
+        scope TEXT NOT NULL,
+        metric TEXT NOT NULL,
+        policy_name TEXT NOT NULL,
+        policy_version TEXT NOT NULL,
+        policy_hash TEXT NOT NULL,
+        edges_version TEXT,
+        mechanism TEXT NOT NULL,
+        unit TEXT NOT NULL,
+        charge TEXT NOT NULL,
+        cohort BIGINT NOT NULL,
+        output TEXT NOT NULL,
+        release_id TEXT UNIQUE,
+        request_hash TEXT,
+        principal TEXT,
+        prev_hash TEXT NOT NULL,
+        hash TEXT NOT NULL
+    )""",
+    SPEND_TABLE,
+    EPOCH_INDEX,
+    """CREATE TABLE IF NOT EXISTS dpl_policies (
+        hash TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        version TEXT NOT NULL,
+        body TEXT NOT NULL
+    )""",
+)
+"""Schema 3. ``hash`` carries no unique index (schema 2 had one): two entries with one
+hash would need one ``seq`` (the hash covers it), which the primary key refuses, and
+:func:`~dpledger.ledger.audit.verify` re-derives every hash and link. The index cost a
+random B-tree insert per entry, most of the pages a round's commit wrote."""
+
+
+def row_to_entry(row: Sequence[Any]) -> Entry:
+    """An :class:`Entry` from a row of :data:`COLUMNS`; :class:`LedgerCorrupted` if unreadable."""
+    (seq, created, epoch, scope, metric, pname, pver, phash, edges, mech, unit, charge,
+     cohort, output, release_id, request_hash, principal, prev, h) = row  # fmt: skip
+    try:
+        facts = MechanismFacts.from_dict(json.loads(mech))
+        out = tuple(float(x) for x in json.loads(output))
+        draft = EntryDraft(
+            _int(epoch), _text(scope), _text(metric), _text(pname), _text(pver), _text(phash),
+            None if edges is None else _text(edges), facts,
+            Budget(Fraction(_text(charge)), cast(Unit, _text(unit))),
+            _int(cohort), out, None if release_id is None else _text(release_id),
+            None if request_hash is None else _text(request_hash),
+            None if principal is None else _text(principal),
+        )  # fmt: skip
+        return Entry(_int(seq), _text(created), draft, _text(prev), _text(h))
+    except (ValueError, TypeError, ZeroDivisionError, AttributeError, RecursionError,
+            InvalidInput) as e:  # fmt: skip
+        raise LedgerCorrupted(f"entry {seq!r} cannot be read: {type(e).__name__}: {e}") from e
+
+
+def _int(v: object) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"expected an integer, got {v!r}")
+    return v
+
+
+def _text(v: object) -> str:
+    if not isinstance(v, str):
+        raise TypeError(f"expected text, got {v!r}")
+    return v
+
+
+@dataclass(frozen=True, slots=True)
+class Statements:
+    """Every statement the shared store logic runs, written by each store in its own dialect.
+
+    Parameters are positional, in the order each field's comment gives; a list
+    parameter is encoded by the store's :meth:`SqlStore._list` (a JSON array for
+    SQLite, an array for PostgreSQL). No statement is rewritten between dialects.
+    """
+
+    epoch_policy: str  # (epoch) -> policy_hash, policy_version of the epoch's first entry
+    releases: str  # (list of release ids) -> COLUMNS of their entries
+    policy_hashes: str  # (version) -> hash of every policy recorded under that version
+    insert_policy: str  # (hash, name, version, body)
+    state: str  # (list of epochs) -> (NULL, key, NULL, value) head rows, then spend rows
+    spend: str  # (epoch) -> scope, metric, total
+    policy_body: str  # (hash) -> body
+    meta: str  # () -> key, value of every meta row
+    set_meta: str  # (key, value): insert or replace
+    entries: str  # (after, epoch, epoch, scope, scope, metric, metric, limit) -> COLUMNS
+    policy_epochs: str  # () -> MIN(epoch), policy_hash per policy released under
+    count: str  # () -> number of entries
+    epochs: str  # () -> every epoch with spend, ascending
+    audit_meta: str  # () -> key, value ordered by key
+    audit_policies: str  # () -> hash, name, version, body ordered by hash
+    audit_spend: str  # () -> epoch, scope, metric, total ordered by the key
+
+
+PARAMETERLESS = {
+    "meta": "SELECT key, value FROM dpl_meta",
+    "policy_epochs": "SELECT MIN(epoch), policy_hash FROM dpl_entries GROUP BY policy_hash "
+    "ORDER BY MIN(epoch)",
+    "count": "SELECT COUNT(*) FROM dpl_entries",
+    "epochs": "SELECT DISTINCT epoch FROM dpl_spend ORDER BY epoch",
+    "audit_meta": "SELECT key, value FROM dpl_meta ORDER BY key",
+    "audit_policies": "SELECT hash, name, version, body FROM dpl_policies ORDER BY hash",
+    "audit_spend": "SELECT epoch, scope, metric, total FROM dpl_spend "
+    "ORDER BY epoch, scope, metric",
+}
+"""The statements without parameters: one text that both dialects run as it is."""
+
+
+@dataclass(frozen=True, slots=True)
+class Schema1:
+    """How a store reads and upgrades a schema-1 ledger (dpledger 0.1), in its own SQL."""
+
+    entries: str  # (after, limit) -> rows shaped like COLUMNS (NULL for the new columns)
+    spend: str  # () -> epoch, scope, total of the schema-1 spend table
+    upgrade: tuple[str, ...]  # DDL run in order inside the upgrade's transaction
+    insert_spend: str  # (epoch, scope, metric, total) into the new spend table
