@@ -310,15 +310,18 @@ def _ratio(d: Data, b: Bounds, offsets: Any, p: Params) -> FloatArray:
 
 
 def _histogram(d: Data, b: Bounds, offsets: Any, p: Params) -> FloatArray:
-    errors = spatial.error_magnitude(d["along"], d["across"])
-    edges, cap = b.need("edges", "error_histogram"), b.need("cap", "error_histogram")
-    return spatial.error_histogram(errors, edges=edges, cap=cap, offsets=offsets)
+    cells = _histogram_cells(d, b, offsets, p)
+    rows = cells.seg.counts(cells.cells, cells.n_cells, cells.factor)
+    return rows if offsets is not None else rows[0]
 
 
-def _histogram_cells(d: Data, b: Bounds, offsets: Segments, p: Params) -> CellCounts:
-    errors = spatial.error_magnitude(d["along"], d["across"])
+def _histogram_cells(d: Data, b: Bounds, offsets: Any, p: Params) -> CellCounts:
+    if b.edges is None or b.cap is None:  # bad data is named before a missing bound
+        spatial.error_magnitude(d["along"], d["across"])
     edges, cap = b.need("edges", "error_histogram"), b.need("cap", "error_histogram")
-    return spatial.error_histogram_cells(errors, edges=edges, cap=cap, offsets=offsets)
+    return spatial.error_magnitude_cells(
+        d["along"], d["across"], edges=edges, cap=cap, offsets=offsets
+    )
 
 
 def _calibration(d: Data, b: Bounds, offsets: Any, p: Params) -> FloatArray:

@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpledger.errors import InvalidInput
+from dpledger.metrics._magnitude import error_magnitude, magnitude_buckets
 from dpledger.metrics._segments import (
     CellCounts,
     ClientOffsets,
@@ -55,6 +56,7 @@ __all__ = [
     "error_histogram",
     "error_histogram_cells",
     "error_magnitude",
+    "error_magnitude_cells",
     "mean_calibration_gaps",
     "pooled_along_across_ratio",
     "pooled_along_across_ratio_from_sums",
@@ -269,34 +271,6 @@ def pooled_along_across_ratio_from_sums(sums: npt.ArrayLike, *, clip: float | No
     return ratio
 
 
-def error_magnitude(along: npt.ArrayLike, across: npt.ArrayLike) -> FloatArray:
-    """Per-sample error magnitude ``hypot(along, across)`` in metres (histogram input).
-
-    Computed as sqrt(a² + b²) (within an ulp of hypot, several times faster), with
-    ``np.hypot`` for the entries where squaring would overflow or underflow; a magnitude
-    beyond the largest double is that double (finite data, finite magnitude).
-    """
-    a, b = as_float(along, "along"), as_float(across, "across")
-    if a.shape != b.shape:
-        a, b = as_finite(along, "along"), as_finite(across, "across")
-        check_same_length(along=a, across=b)
-    with np.errstate(over="ignore", under="ignore"):
-        r = a * a
-        r += b * b
-    np.sqrt(r, out=r)
-    top = float(r.max()) if r.size else 0.0
-    if not top <= 1e150:  # NaN or inf data is refused here; huge finite errors go on
-        a, b = as_finite(along, "along"), as_finite(across, "across")
-    if r.size and (not top <= 1e150 or float(r.min()) < 1e-150):
-        extreme = (r > 1e150) | ((r < 1e-150) & (r > 0))
-        with np.errstate(over="ignore"):
-            r[extreme] = np.hypot(a[extreme], b[extreme])
-        # finite errors whose magnitude exceeds the largest double: that double (still
-        # finite, past every edge), so finite data always gives a finite magnitude
-        np.minimum(r, np.finfo(np.float64).max, out=r)
-    return r
-
-
 @blockwise
 def error_histogram(
     errors: npt.ArrayLike,
@@ -330,9 +304,34 @@ def error_histogram_cells(
     c = check_positive(cap, "cap")
     e = edges_array(edges)
     x = as_finite(errors, "errors")
-    seg = segments_for(offsets, x.shape[0])
-    factor = cap_factor(seg.lengths.astype(np.float64), c)  # a row's L1 norm is its count
-    return CellCounts(seg, bucket_of(x, e), e.shape[0] + 1, factor)
+    return _capped_cells(bucket_of(x, e), e.shape[0] + 1, c, offsets)
+
+
+def _capped_cells(
+    buckets: npt.NDArray[np.integer[Any]], n_cells: int, cap: float, offsets: ClientOffsets | None
+) -> CellCounts:
+    seg = segments_for(offsets, buckets.shape[0])
+    factor = cap_factor(seg.lengths.astype(np.float64), cap)  # a row's L1 norm is its count
+    return CellCounts(seg, buckets, n_cells, factor)
+
+
+def error_magnitude_cells(
+    along: npt.ArrayLike,
+    across: npt.ArrayLike,
+    *,
+    edges: npt.ArrayLike,
+    cap: float,
+    offsets: ClientOffsets | None = None,
+) -> CellCounts:
+    """``error_histogram_cells(error_magnitude(along, across), ...)`` bit for bit (cells,
+    factors, errors), counting buckets on squared magnitudes (m²) without square roots
+    where :func:`~dpledger.metrics._magnitude.magnitude_buckets` allows it."""
+    buckets = magnitude_buckets(along, across, edges)
+    if buckets is None:
+        errors = error_magnitude(along, across)
+        return error_histogram_cells(errors, edges=edges, cap=cap, offsets=offsets)
+    e_count = np.asarray(edges).shape[0]  # validated by magnitude_buckets
+    return _capped_cells(buckets, e_count + 1, check_positive(cap, "cap"), offsets)
 
 
 @blockwise
