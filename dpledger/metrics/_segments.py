@@ -99,7 +99,9 @@ def as_labels(values: npt.ArrayLike, name: str, n_classes: int) -> IntArray:
         raise InvalidInput(f"{name} must hold integer class labels, got dtype {arr.dtype}")
     if arr.ndim != 1:
         raise InvalidInput(f"{name} must be 1-dimensional, got shape {arr.shape}")
-    if int(arr.min()) >= 0 and int(arr.max()) < n_classes:
+    # One reduction: read as unsigned, a negative label is larger than any class index.
+    unsigned = arr.view(np.dtype(f"u{arr.dtype.itemsize}")) if arr.dtype.kind == "i" else arr
+    if int(unsigned.max()) < n_classes:
         return arr.astype(np.int64, copy=False)
     bad = (arr < 0) | (arr >= n_classes)
     if bad.any():
