@@ -351,9 +351,8 @@ def bucket_of(values: FloatArray, edges: FloatArray) -> npt.NDArray[np.integer[A
 
 def cap_factor(norms: FloatArray, cap: float) -> FloatArray:
     """Per-row factor ``min(1, cap / norm)`` that brings an L1 norm down to ``cap``."""
-    factor = np.ones(norms.shape[0], dtype=np.float64)
-    over = norms > cap
-    factor[over] = cap / norms[over]
+    with np.errstate(divide="ignore", invalid="ignore"):  # a 0 or NaN norm keeps 1.0
+        factor: FloatArray = np.where(norms > cap, cap / norms, 1.0)
     return factor
 
 

@@ -467,10 +467,15 @@ def _client_keys(
     base = np.zeros(seg.n_clients, dtype=np.int64)
     base[seg.lengths > 0] = low
     base = np.arange(0, seg.n_clients * span, span, dtype=np.int64) - base
-    narrow = np.int32 if seg.n_clients * span < 2**31 else np.int64
-    keys: npt.NDArray[np.integer[Any]] = np.repeat(base, seg.lengths)
-    keys += ids
-    return keys.astype(narrow, copy=False)  # 0 ≤ key < clients · span: exact
+    if seg.n_clients * span >= 2**31:
+        wide: IntArray = np.repeat(base, seg.lengths)
+        wide += ids
+        return wide
+    # 0 ≤ key < clients · span < 2³¹: summed in int32 from both terms cast to int32, i.e.
+    # modulo 2³², which is the key itself: exact, and one int64 pass fewer.
+    keys = np.repeat(base.astype(np.int32), seg.lengths)
+    keys += ids.astype(np.int32)
+    return keys
 
 
 @blockwise
