@@ -343,9 +343,10 @@ def bucket_of(values: FloatArray, edges: FloatArray) -> npt.NDArray[np.integer[A
         return np.searchsorted(edges, values, side="left").astype(np.int64)
     out = np.zeros(values.shape[0], dtype=np.int8)
     above = np.empty(values.shape[0], dtype=bool)
+    flags = above.view(np.int8)  # a bool is stored as 0 or 1: added as int8, no cast
     for e in edges:  # loop over the fixed edges, not over samples
         np.greater(values, e, out=above)
-        np.add(out, above, out=out)
+        out += flags
     return out
 
 

@@ -339,6 +339,12 @@ def _coverage(d: Data, b: Bounds, offsets: Any, p: Params) -> FloatArray:
     return spatial.coverage(d["cell"], edges=b.need("edges", "coverage"), offsets=offsets)
 
 
+def _coverage_cells(d: Data, b: Bounds, offsets: Segments, p: Params) -> CellCounts:
+    if b.cap is not None and b.cap != 1:
+        raise InvalidInput("coverage is a one-hot per client: its policy cap must be 1")
+    return spatial.coverage_cells(d["cell"], edges=b.need("edges", "coverage"), offsets=offsets)
+
+
 def _pooled(d: Data, b: Bounds, offsets: Any, p: Params) -> FloatArray:
     settings = {k: p[k] for k in ("error_bound", "max_samples") if k in p}
     codec = spatial.pooled_ratio_codec(cap=b.need("cap", "pooled_along_across_ratio"), **settings)
@@ -400,7 +406,7 @@ SPATIAL_DECLARATIONS: types.MappingProxyType[str, MetricDeclaration] = types.Map
                               ("prob", "outcome"), _calibration, nonnegative=False),
             MetricDeclaration("coverage", "histogram", "l1",
                               "one-hot of the client's distinct-cell count", ("cell",),
-                              _coverage),
+                              _coverage, tally=_coverage_cells),
             MetricDeclaration("pooled_along_across_ratio", "vector_sum", "l1",
                               "(Σacross², Σalong², n) encoded by pooled_ratio_codec",
                               ("along", "across"), _pooled),
