@@ -270,6 +270,7 @@ def test_unequal_sample_arrays_are_refused_before_any_sum() -> None:
         [2**62, -(2**62), 2**62, 5, 5, 2**61],  # ids ±2⁶²: sorted as (client, id) pairs
         [0, 2**59, 1, 2**59, 0, 3],  # a span that times the clients overflows the keys
         [7, 7, 7, 1, 2, 3],
+        [2**40, 2**40 + 1, 2**40, -(2**45), -(2**45) + 7, -(2**45)],  # int32 keys, wide ids
     ],
 )
 def test_distinct_cells_is_exact_whatever_the_id_range(cells: list[int]) -> None:

@@ -172,3 +172,19 @@ def test_capped_units_equal_encoding_the_scaled_rows(
     got = blocks.capped_units(grid, counts, factor)
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
+
+
+def test_coverage_sums_from_one_bucket_per_client(taken: list[bool]) -> None:
+    lengths = [3, 0, 9, 4, 12, 1, 6, 30, 2]  # an empty client is in bucket 0 too
+    rng = np.random.default_rng(8)
+    data = {"cell": rng.integers(0, 12, sum(lengths))}
+    offsets, groups = _offsets(lengths), np.array([0, 1, 1, 0, 2, 2, 0, 1, 2])
+    cover = DECLARATIONS["coverage"]
+    job = Contribution(cover, Bounds(cap=1.0, edges=(1.0, 2.0, 5.0)))
+    sums = sum_contributions({"c": job}, data, offsets=offsets, groups=groups)["c"]
+    rows = cover.contribute(data, job.bounds, offsets=offsets)
+    np.testing.assert_array_equal(rows.sum(axis=1), np.ones(len(lengths)))
+    for g in range(3):
+        np.testing.assert_array_equal(sums[g], exact_sum(rows[groups == g], cover.grid(job.bounds)))
+    assert taken
+    assert all(taken)

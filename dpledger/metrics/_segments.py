@@ -99,7 +99,9 @@ def as_labels(values: npt.ArrayLike, name: str, n_classes: int) -> IntArray:
         raise InvalidInput(f"{name} must hold integer class labels, got dtype {arr.dtype}")
     if arr.ndim != 1:
         raise InvalidInput(f"{name} must be 1-dimensional, got shape {arr.shape}")
-    if int(arr.min()) >= 0 and int(arr.max()) < n_classes:
+    # One reduction: read as unsigned, a negative label is larger than any class index.
+    unsigned = arr.view(np.dtype(f"u{arr.dtype.itemsize}")) if arr.dtype.kind == "i" else arr
+    if int(unsigned.max()) < n_classes:
         return arr.astype(np.int64, copy=False)
     bad = (arr < 0) | (arr >= n_classes)
     if bad.any():
@@ -341,17 +343,17 @@ def bucket_of(values: FloatArray, edges: FloatArray) -> npt.NDArray[np.integer[A
         return np.searchsorted(edges, values, side="left").astype(np.int64)
     out = np.zeros(values.shape[0], dtype=np.int8)
     above = np.empty(values.shape[0], dtype=bool)
+    flags = above.view(np.int8)  # a bool is stored as 0 or 1: added as int8, no cast
     for e in edges:  # loop over the fixed edges, not over samples
         np.greater(values, e, out=above)
-        np.add(out, above, out=out)
+        out += flags
     return out
 
 
 def cap_factor(norms: FloatArray, cap: float) -> FloatArray:
     """Per-row factor ``min(1, cap / norm)`` that brings an L1 norm down to ``cap``."""
-    factor = np.ones(norms.shape[0], dtype=np.float64)
-    over = norms > cap
-    factor[over] = cap / norms[over]
+    with np.errstate(divide="ignore", invalid="ignore"):  # a 0 or NaN norm keeps 1.0
+        factor: FloatArray = np.where(norms > cap, cap / norms, 1.0)
     return factor
 
 

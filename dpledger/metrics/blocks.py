@@ -190,6 +190,11 @@ def encode(grid: FixedPoint, rows: FloatArray) -> IntArray:
     ceil(low/q) — so the clamp is the identity, and a float-to-int64 cast is trunc.
     Otherwise (NaN, a value outside, an interval away from 0) the grid's own encode runs.
     """
+    return _encode(grid, rows, owned=False)
+
+
+def _encode(grid: FixedPoint, rows: FloatArray, *, owned: bool) -> IntArray:
+    """:func:`encode`; ``owned`` rows (a temporary of the caller) are scaled in place."""
     inverse = 1.0 / grid.quantum  # a power of two: multiplying by it is exact
     if (
         rows.size
@@ -198,7 +203,10 @@ def encode(grid: FixedPoint, rows: FloatArray) -> IntArray:
         and float(rows.min()) >= grid.low
         and float(rows.max()) <= grid.high
     ):
-        return (rows * inverse).astype(np.int64)  # the cast truncates toward zero
+        if owned:
+            rows *= inverse
+            return rows.astype(np.int64)  # the cast truncates toward zero
+        return (rows * inverse).astype(np.int64)
     return grid.encode(rows)
 
 
@@ -217,24 +225,14 @@ def _add_units(
 
 def capped_units(grid: FixedPoint, counts: IntArray, factor: FloatArray) -> IntArray:
     """``encode(grid, counts * factor[:, None])`` bit for bit: the grid units of count rows
-    scaled by one factor per row, read from a table instead of computed entry by entry.
+    scaled by one factor per row.
 
-    A row entry is fl(k·f) for an integer count k ≤ the largest count and one of the
-    rows' distinct factors f, and encoding is entry-wise, so a table of the encoded
-    fl(k·f) for every (distinct f, k) — the same product, so the same double — gives
-    every entry by one indexed read. When the table would hold more entries than the
-    rows (a few very large clients), the rows are encoded directly.
+    ``counts * factor[:, None]`` converts each count k to float64 exactly (k < 2⁵³) and
+    gives fl(k·f), the entry of the scaled row; that temporary is then scaled to grid
+    units in place. (A table of the encoded fl(k·f) per distinct factor and count, read
+    by index, was measured slower: building the index costs a pass of its own.)
     """
-    top = int(counts.max()) if counts.size else 0
-    values, which = np.unique(factor, return_inverse=True)
-    if values.size * (top + 1) > counts.size:
-        rows = counts.astype(np.float64)
-        rows *= factor[:, None]
-        return encode(grid, rows)
-    table = encode(grid, np.arange(top + 1, dtype=np.float64) * values[:, None]).reshape(-1)
-    index = (which.reshape(-1) * (top + 1))[:, None] + counts
-    units: IntArray = table[index]
-    return units
+    return _encode(grid, counts * factor[:, None], owned=True)
 
 
 def _add_tally(

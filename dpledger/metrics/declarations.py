@@ -310,15 +310,18 @@ def _ratio(d: Data, b: Bounds, offsets: Any, p: Params) -> FloatArray:
 
 
 def _histogram(d: Data, b: Bounds, offsets: Any, p: Params) -> FloatArray:
-    errors = spatial.error_magnitude(d["along"], d["across"])
-    edges, cap = b.need("edges", "error_histogram"), b.need("cap", "error_histogram")
-    return spatial.error_histogram(errors, edges=edges, cap=cap, offsets=offsets)
+    cells = _histogram_cells(d, b, offsets, p)
+    rows = cells.seg.counts(cells.cells, cells.n_cells, cells.factor)
+    return rows if offsets is not None else rows[0]
 
 
-def _histogram_cells(d: Data, b: Bounds, offsets: Segments, p: Params) -> CellCounts:
-    errors = spatial.error_magnitude(d["along"], d["across"])
+def _histogram_cells(d: Data, b: Bounds, offsets: Any, p: Params) -> CellCounts:
+    if b.edges is None or b.cap is None:  # bad data is named before a missing bound
+        spatial.error_magnitude(d["along"], d["across"])
     edges, cap = b.need("edges", "error_histogram"), b.need("cap", "error_histogram")
-    return spatial.error_histogram_cells(errors, edges=edges, cap=cap, offsets=offsets)
+    return spatial.error_magnitude_cells(
+        d["along"], d["across"], edges=edges, cap=cap, offsets=offsets
+    )
 
 
 def _calibration(d: Data, b: Bounds, offsets: Any, p: Params) -> FloatArray:
@@ -334,6 +337,12 @@ def _coverage(d: Data, b: Bounds, offsets: Any, p: Params) -> FloatArray:
     if b.cap is not None and b.cap != 1:
         raise InvalidInput("coverage is a one-hot per client: its policy cap must be 1")
     return spatial.coverage(d["cell"], edges=b.need("edges", "coverage"), offsets=offsets)
+
+
+def _coverage_cells(d: Data, b: Bounds, offsets: Segments, p: Params) -> CellCounts:
+    if b.cap is not None and b.cap != 1:
+        raise InvalidInput("coverage is a one-hot per client: its policy cap must be 1")
+    return spatial.coverage_cells(d["cell"], edges=b.need("edges", "coverage"), offsets=offsets)
 
 
 def _pooled(d: Data, b: Bounds, offsets: Any, p: Params) -> FloatArray:
@@ -401,7 +410,7 @@ SPATIAL_DECLARATIONS: types.MappingProxyType[str, MetricDeclaration] = types.Map
                               ("prob", "outcome"), _calibration, nonnegative=False),
             MetricDeclaration("coverage", "histogram", "l1",
                               "one-hot of the client's distinct-cell count", ("cell",),
-                              _coverage),
+                              _coverage, tally=_coverage_cells),
             MetricDeclaration("pooled_along_across_ratio", "vector_sum", "l1",
                               "(Σacross², Σalong², n) encoded by pooled_ratio_codec",
                               ("along", "across"), _pooled),

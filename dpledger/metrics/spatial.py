@@ -25,11 +25,12 @@ import numpy as np
 import numpy.typing as npt
 
 from dpledger.errors import InvalidInput
+from dpledger.metrics._distinct import distinct_cells
+from dpledger.metrics._magnitude import error_magnitude, magnitude_buckets
 from dpledger.metrics._segments import (
     CellCounts,
     ClientOffsets,
     FloatArray,
-    IntArray,
     Segments,
     as_finite,
     as_float,
@@ -51,10 +52,12 @@ __all__ = [
     "calibration_gap",
     "clipped_loss",
     "coverage",
+    "coverage_cells",
     "distinct_cells",
     "error_histogram",
     "error_histogram_cells",
     "error_magnitude",
+    "error_magnitude_cells",
     "mean_calibration_gaps",
     "pooled_along_across_ratio",
     "pooled_along_across_ratio_from_sums",
@@ -269,34 +272,6 @@ def pooled_along_across_ratio_from_sums(sums: npt.ArrayLike, *, clip: float | No
     return ratio
 
 
-def error_magnitude(along: npt.ArrayLike, across: npt.ArrayLike) -> FloatArray:
-    """Per-sample error magnitude ``hypot(along, across)`` in metres (histogram input).
-
-    Computed as sqrt(a² + b²) (within an ulp of hypot, several times faster), with
-    ``np.hypot`` for the entries where squaring would overflow or underflow; a magnitude
-    beyond the largest double is that double (finite data, finite magnitude).
-    """
-    a, b = as_float(along, "along"), as_float(across, "across")
-    if a.shape != b.shape:
-        a, b = as_finite(along, "along"), as_finite(across, "across")
-        check_same_length(along=a, across=b)
-    with np.errstate(over="ignore", under="ignore"):
-        r = a * a
-        r += b * b
-    np.sqrt(r, out=r)
-    top = float(r.max()) if r.size else 0.0
-    if not top <= 1e150:  # NaN or inf data is refused here; huge finite errors go on
-        a, b = as_finite(along, "along"), as_finite(across, "across")
-    if r.size and (not top <= 1e150 or float(r.min()) < 1e-150):
-        extreme = (r > 1e150) | ((r < 1e-150) & (r > 0))
-        with np.errstate(over="ignore"):
-            r[extreme] = np.hypot(a[extreme], b[extreme])
-        # finite errors whose magnitude exceeds the largest double: that double (still
-        # finite, past every edge), so finite data always gives a finite magnitude
-        np.minimum(r, np.finfo(np.float64).max, out=r)
-    return r
-
-
 @blockwise
 def error_histogram(
     errors: npt.ArrayLike,
@@ -330,9 +305,34 @@ def error_histogram_cells(
     c = check_positive(cap, "cap")
     e = edges_array(edges)
     x = as_finite(errors, "errors")
-    seg = segments_for(offsets, x.shape[0])
-    factor = cap_factor(seg.lengths.astype(np.float64), c)  # a row's L1 norm is its count
-    return CellCounts(seg, bucket_of(x, e), e.shape[0] + 1, factor)
+    return _capped_cells(bucket_of(x, e), e.shape[0] + 1, c, offsets)
+
+
+def _capped_cells(
+    buckets: npt.NDArray[np.integer[Any]], n_cells: int, cap: float, offsets: ClientOffsets | None
+) -> CellCounts:
+    seg = segments_for(offsets, buckets.shape[0])
+    factor = cap_factor(seg.lengths.astype(np.float64), cap)  # a row's L1 norm is its count
+    return CellCounts(seg, buckets, n_cells, factor)
+
+
+def error_magnitude_cells(
+    along: npt.ArrayLike,
+    across: npt.ArrayLike,
+    *,
+    edges: npt.ArrayLike,
+    cap: float,
+    offsets: ClientOffsets | None = None,
+) -> CellCounts:
+    """``error_histogram_cells(error_magnitude(along, across), ...)`` bit for bit (cells,
+    factors, errors), counting buckets on squared magnitudes (m²) without square roots
+    where :func:`~dpledger.metrics._magnitude.magnitude_buckets` allows it."""
+    buckets = magnitude_buckets(along, across, edges)
+    if buckets is None:
+        errors = error_magnitude(along, across)
+        return error_histogram_cells(errors, edges=edges, cap=cap, offsets=offsets)
+    e_count = np.asarray(edges).shape[0]  # validated by magnitude_buckets
+    return _capped_cells(buckets, e_count + 1, check_positive(cap, "cap"), offsets)
 
 
 @blockwise
@@ -379,12 +379,19 @@ def calibration_gap(
     return _one_or_many(rows, offsets)
 
 
+_ONE_BITS = int(np.float64(1.0).view(np.uint64))
+
+
 def _within_unit_interval(*arrays: FloatArray) -> bool:
-    """Equal lengths and every value in [0, 1] (False for NaN): four reductions, no copies."""
+    """Equal lengths and every value in [0, 1] (False for NaN): one reduction each, no copies.
+
+    Read as unsigned 64-bit integers, the doubles in [+0, 1] are exactly those ≤ the bits
+    of 1.0 (a sign bit, a NaN or a value above 1 is larger); −0.0 fails here and passes
+    the full checks.
+    """
     n = arrays[0].shape[0]
     return all(
-        a.shape[0] == n and (n == 0 or (float(a.min()) >= 0.0 and float(a.max()) <= 1.0))
-        for a in arrays
+        a.shape[0] == n and (n == 0 or int(a.view(np.uint64).max()) <= _ONE_BITS) for a in arrays
     )
 
 
@@ -404,70 +411,6 @@ def mean_calibration_gaps(summed: npt.ArrayLike, *, min_count: float = 0.0) -> F
 
 
 @blockwise
-def distinct_cells(cells: npt.ArrayLike, *, offsets: ClientOffsets | None = None) -> FloatArray:
-    """Number of distinct integer cell ids per client (shape (clients,), or (1,) for one).
-
-    One sort for all clients: each cell id becomes a key ``client · span + (id − the
-    client's smallest id)`` (``span`` the widest client's id range), so sorting the keys
-    sorts every client's ids in place, client after client; the distinct ids of a client
-    are the positions where the sorted key changes. Keys are int32 when they fit (the
-    fastest sort), else int64; ids too far apart for either are sorted by (client, id).
-    """
-    arr = np.asarray(cells)
-    if arr.ndim != 1:
-        raise InvalidInput(f"cells must be 1-dimensional integer ids, got shape {arr.shape}")
-    if arr.size and (arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer)):
-        raise InvalidInput(
-            f"cells must hold integer cell ids (flatten (ix, iy) to one id), got {arr.dtype}"
-        )
-    seg = segments_for(offsets, arr.shape[0])
-    out = np.zeros(seg.n_clients)
-    nonempty = seg.lengths > 0
-    if not arr.size:
-        return out
-    starts = seg.starts[nonempty]
-    keys = _client_keys(arr, seg, starts)
-    if keys is None:  # ids beyond ±2⁶⁰: sort (client, id) pairs instead
-        keys = arr[np.lexsort((arr, seg.ids))]
-        changed = np.empty(arr.shape[0], dtype=bool)
-        np.not_equal(keys[1:], keys[:-1], out=changed[1:])
-        changed[starts] = True  # a client's first id is always new to it
-    else:
-        keys.sort()  # keys of different clients differ, so each client's first id is new
-        changed = np.empty(arr.shape[0], dtype=bool)
-        np.not_equal(keys[1:], keys[:-1], out=changed[1:])
-        changed[0] = True
-    out[nonempty] = np.add.reduceat(changed, starts, dtype=np.int64)
-    return out
-
-
-_KEY_RANGE = 2**60  # |id| below this: client · span − min + id stays inside int64
-
-
-def _client_keys(
-    arr: npt.NDArray[np.integer[Any]], seg: Segments, starts: IntArray
-) -> npt.NDArray[np.integer[Any]] | None:
-    """Per-sample sort keys ``client · span + (id − client's min id)``, or None if too wide."""
-    if arr.dtype.kind == "u" and arr.dtype.itemsize == 8 and int(arr.max()) >= _KEY_RANGE:
-        return None
-    ids = arr.astype(np.int64, copy=False)
-    low = np.minimum.reduceat(ids, starts)
-    high = np.maximum.reduceat(ids, starts)
-    if int(low.min()) <= -_KEY_RANGE or int(high.max()) >= _KEY_RANGE:
-        return None
-    span = int((high - low).max()) + 1
-    if seg.n_clients * span >= _KEY_RANGE:
-        return None
-    base = np.zeros(seg.n_clients, dtype=np.int64)
-    base[seg.lengths > 0] = low
-    base = np.arange(0, seg.n_clients * span, span, dtype=np.int64) - base
-    narrow = np.int32 if seg.n_clients * span < 2**31 else np.int64
-    keys: npt.NDArray[np.integer[Any]] = np.repeat(base, seg.lengths)
-    keys += ids
-    return keys.astype(narrow, copy=False)  # 0 ≤ key < clients · span: exact
-
-
-@blockwise
 def coverage(
     cells: npt.ArrayLike, *, edges: npt.ArrayLike, offsets: ClientOffsets | None = None
 ) -> FloatArray:
@@ -476,9 +419,21 @@ def coverage(
     The count k falls in bucket = number of edges e < k (as the error histogram);
     a client with no samples has k = 0. Released as a ``histogram`` with cap 1.
     """
+    tally = coverage_cells(cells, edges=edges, offsets=offsets)
+    n = tally.seg.n_clients
+    rows = np.zeros((n, tally.n_cells))
+    rows[np.arange(n), tally.cells] = 1.0
+    return _one_or_many(rows, offsets)
+
+
+def coverage_cells(
+    cells: npt.ArrayLike, *, edges: npt.ArrayLike, offsets: ClientOffsets | None = None
+) -> CellCounts:
+    """:func:`coverage` before its rows: one entry per client, in the bucket of its
+    distinct-cell count, never scaled (the same checks; ``CellCounts.rows()`` gives the
+    same one-hot rows bit for bit), so per-region sums are one count of those buckets."""
     e = edges_array(edges, "edges")
     counts = distinct_cells(cells, offsets=offsets)
-    k = e.shape[0] + 1
-    rows = np.zeros((counts.shape[0], k))
-    rows[np.arange(counts.shape[0]), bucket_of(counts, e)] = 1.0
-    return _one_or_many(rows, offsets)
+    n = counts.shape[0]
+    each = Segments(np.arange(n, dtype=np.int64), np.ones(n, dtype=np.int64), n)
+    return CellCounts(each, bucket_of(counts, e), e.shape[0] + 1)
