@@ -42,6 +42,12 @@ way (connection lost), its outcome is unknown and the value is not returned: the
 ledger may over-count, never under-count. A server running with ``fsync = off``
 triggers a :class:`RuntimeWarning`: it could lose committed spend in a crash.
 
+**Two round trips per write transaction** (:mod:`~dpledger.ledger.pgpipe`, libpq
+pipeline mode, statements prepared once per session): ``BEGIN``, the lock and the read
+of the head and spend in the first; the entries, spend and head in one statement plus
+``COMMIT`` in the second. A write the server refuses there means ``COMMIT`` never ran;
+a ``COMMIT`` not seen to succeed is the unknown outcome above.
+
 **Append-only.** A row trigger refuses ``UPDATE`` and ``DELETE`` on ``dpl_entries``
 and a statement trigger refuses ``TRUNCATE``. The table owner can still disable them;
 :meth:`Ledger.verify` detects what such an editor changes.
@@ -60,7 +66,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
-from dpledger.errors import LedgerNotFound, StoreError
+from dpledger.errors import InternalError, LedgerNotFound, StoreError
 from dpledger.ledger.store import (
     COLUMNS,
     PARAMETERLESS,
@@ -77,12 +83,17 @@ from dpledger.types import Mode
 try:
     import psycopg
     from psycopg import conninfo as _conninfo
+    from psycopg import pq as _pq
+
+    from dpledger.ledger import pgpipe
+    from dpledger.ledger.pgpipe import Command
 except ImportError as _e:  # the optional extra is not installed
     _MISSING: ImportError | None = _e
 else:
     _MISSING = None
 
 if TYPE_CHECKING:
+    from psycopg.pq.abc import PGresult
     from psycopg.rows import TupleRow
 
 __all__ = ["LOCK_KEY", "PostgresStore"]
@@ -124,13 +135,8 @@ SCHEMA_1 = Schema1(
 """How this store reads and upgrades a schema-1 ledger (PostgreSQL's DDL is transactional)."""
 
 
-def _state_of(epochs: Sequence[int]) -> str:
-    """The ``state`` statement with its epochs written in (for a parameterless query).
-
-    Epochs are integers (validated requests), written by ``int``'s own formatting.
-    """
-    listed = ", ".join(str(int(e)) for e in epochs)
-    return SQL.state.replace("%s::bigint[]", f"ARRAY[{listed}]::bigint[]")
+_STATE = SQL.state.replace("%s", "$1")
+"""The ``state`` statement in libpq's numbered-parameter form (one text-format array)."""
 
 
 LOCK_KEY = int.from_bytes(hashlib.sha256(b"dpledger").digest()[:8], "big", signed=True)
@@ -216,6 +222,8 @@ class PostgresStore(SqlStore):
         self._closed = False
         self._in_txn = False
         self._prefetched: tuple[tuple[int, ...], list[tuple[Any, ...]]] | None = None
+        self._pending: list[tuple[str, list[Any]]] = []  # writes sent with the COMMIT
+        self._pipeline = pgpipe.Pipeline()  # its prepared statements: this session's
         self._exists = False
         self._conn = self._connect()
         if not self.exists() and mode != "create":
@@ -240,6 +248,7 @@ class PostgresStore(SqlStore):
     def _connect(self) -> psycopg.Connection[TupleRow]:
         try:
             conn = psycopg.connect(self._url, autocommit=True, **self._connect_kwargs)
+            conn.prepare_threshold = None  # its ROLLBACK would DEALLOCATE ALL (see pgpipe)
         except psycopg.Error as e:
             raise StoreError(
                 f"cannot connect to the PostgreSQL ledger {self._location}: {self._clean(e)}; "
@@ -278,13 +287,14 @@ class PostgresStore(SqlStore):
         """The live connection; reconnects once it broke, outside a transaction."""
         if self._closed:
             raise StoreError(f"the ledger {self._location} is closed; open it again")
-        if self._conn.broken and not self._in_txn:
+        if (self._conn.broken or self._conn.closed) and not self._in_txn:
             self._reconnect()
         return self._conn
 
     def _reconnect(self) -> None:
         with contextlib.suppress(psycopg.Error):
             self._conn.close()
+        self._pipeline.forget()  # prepared statements live and die with their session
         self._conn = self._connect()
 
     def _error(self, e: Exception) -> StoreError:
@@ -337,19 +347,31 @@ class PostgresStore(SqlStore):
         spend: Sequence[tuple[int, str, str, str]],
         head: tuple[int, str],
     ) -> None:
-        """Entries, spend totals and the new head in one statement (one round trip)."""
+        """Entries, spend totals and the new head in one statement, sent with the COMMIT.
+
+        Inside a write transaction the statement is held back and sent by :meth:`_commit`
+        in the same round trip as ``COMMIT`` (libpq pipeline mode): nothing reads between
+        the flush and the commit, and an error in it still surfaces before any value is
+        returned (see :meth:`_pipelined_commit`).
+        """
         width = len(entries[0])
-        entry_values = ", ".join("(" + ", ".join(["%s"] * width) + ")" for _ in entries)
-        spend_values = ", ".join("(%s, %s, %s, %s)" for _ in spend)
-        self._execute(
+        n = iter(range(1, 1 + width * len(entries) + 4 * len(spend) + 2))
+        entry_values = ", ".join(
+            "(" + ", ".join(f"${next(n)}" for _ in range(width)) + ")" for _ in entries
+        )
+        spend_values = ", ".join(f"(${next(n)}, ${next(n)}, ${next(n)}, ${next(n)})" for _ in spend)
+        sql = (
             f"WITH e AS (INSERT INTO dpl_entries ({COLUMNS}) VALUES {entry_values}), "
             f"s AS (INSERT INTO dpl_spend (epoch, scope, metric, total) VALUES {spend_values} "
             "ON CONFLICT (epoch, scope, metric) DO UPDATE SET total = excluded.total) "
-            "INSERT INTO dpl_meta (key, value) VALUES ('head_seq', %s), ('head_hash', %s) "
-            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            [*(x for row in entries for x in row), *(x for row in spend for x in row),
-             str(head[0]), head[1]],
-        )  # fmt: skip
+            f"INSERT INTO dpl_meta (key, value) VALUES ('head_seq', ${next(n)}), "
+            f"('head_hash', ${next(n)}) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+        )
+        params = [*(x for row in entries for x in row), *(x for row in spend for x in row),
+                  str(head[0]), head[1]]  # fmt: skip
+        if not self._in_txn:
+            raise InternalError("the PostgreSQL store writes only inside a write transaction")
+        self._pending.append((sql, params))
 
     def exists(self) -> bool:
         """Whether the ledger's tables exist in this database (its ``search_path``)."""
@@ -376,12 +398,11 @@ class PostgresStore(SqlStore):
         # with ``epochs``, their spend and the head are read in the same round trip as
         # BEGIN and the lock (after the lock: READ COMMITTED gives each statement a fresh
         # snapshot), and kept for the transaction's first _state_rows
-        then = _state_of(epochs) if epochs else None
         try:
             with self._transaction(
-                "BEGIN ISOLATION LEVEL READ COMMITTED", lock=True, then=then
+                "BEGIN ISOLATION LEVEL READ COMMITTED", lock=True, epochs=epochs
             ) as rows:
-                if then is not None:
+                if epochs:
                     self._prefetched = (tuple(epochs), rows)
                 yield
         finally:
@@ -401,15 +422,11 @@ class PostgresStore(SqlStore):
 
     @contextmanager
     def _transaction(
-        self, begin: str, *, lock: bool, then: str | None = None
+        self, begin: str, *, lock: bool, epochs: Sequence[int] = ()
     ) -> Iterator[list[tuple[Any, ...]]]:
-        # BEGIN, the lock and ``then`` (a read) in one round trip: a parameterless,
-        # multi-statement query; yields the rows of its last statement
-        sql = f"{begin}; SELECT pg_advisory_xact_lock({LOCK_KEY})" if lock else begin
-        if then is not None:
-            sql = f"{sql}; {then}"
+        # BEGIN, the lock and the state of ``epochs`` in one round trip; yields those rows
         try:
-            rows = self._execute(sql)
+            rows = self._begin_locked(begin, epochs) if lock else self._execute(begin)
         except BaseException:
             self._rollback_quietly()  # e.g. the lock wait timed out after BEGIN
             raise
@@ -424,15 +441,99 @@ class PostgresStore(SqlStore):
         finally:
             self._in_txn = False
 
+    def _begin_locked(self, begin: str, epochs: Sequence[int]) -> list[tuple[Any, ...]]:
+        """BEGIN, the ledger lock, then the head and ``epochs``' spend: one round trip.
+
+        A session that failed since (or during) this call is replaced once: nothing was
+        done in it yet, and BEGIN, the lock and a read are safe to send again.
+        """
+        commands: list[Command] = [
+            (begin, []),
+            ("SELECT pg_advisory_xact_lock($1)", [str(LOCK_KEY).encode()]),
+        ]
+        if epochs:
+            listed = ",".join(str(int(e)) for e in epochs)
+            commands.append((_STATE, [f"{{{listed}}}".encode()]))
+        self._connection()
+        try:
+            try:
+                results = self._run_pipeline(commands)
+            except psycopg.OperationalError:
+                self._reconnect()
+                results = self._run_pipeline(commands)
+            if any(pgpipe.lost(r) for r in results):  # nothing was read: end it, go again
+                self._rollback_quietly()
+                results = self._run_pipeline(commands)  # prepared afresh
+        except psycopg.Error as e:
+            raise self._error(e) from e
+        encoding = self._conn.info.encoding
+        for res in results:
+            if not pgpipe.succeeded(res):  # e.g. the lock wait timed out
+                error = pgpipe.error_of(res, encoding)
+                raise self._error(error) from error
+        if not epochs:
+            return []
+        return [(None if e is None else int(e), k, m, v)
+                for e, k, m, v in pgpipe.rows_of(results[-1], encoding)]  # fmt: skip
+
+    def _run_pipeline(self, commands: Sequence[Command]) -> list[PGresult]:
+        """:meth:`Pipeline.run`; a session that fails mid-pipeline is closed."""
+        try:
+            return self._pipeline.run(self._conn, commands)
+        except BaseException:
+            with contextlib.suppress(psycopg.Error):
+                self._conn.close()  # its state is unknown: the next call opens a new one
+            raise
+
     def _commit(self) -> None:
+        pending, self._pending = self._pending, []
+        if pending:
+            self._pipelined_commit(pending)
+            return
         try:
             self._conn.execute("COMMIT")
         except psycopg.Error as e:
+            raise self._commit_failed(e) from e
+
+    def _commit_failed(self, e: BaseException) -> StoreError:
+        return StoreError(
+            f"PostgreSQL ledger {self._location}: COMMIT failed ({self._clean(e)}); its "
+            "outcome is unknown and no value was returned: the spend may have been "
+            "recorded (over-counted, never under-counted); check the ledger's entries"
+        )
+
+    def _pipelined_commit(self, writes: Sequence[tuple[str, Sequence[Any]]]) -> None:
+        """The held-back writes and ``COMMIT`` in one round trip (libpq pipeline mode).
+
+        A write the server refuses means ``COMMIT`` never ran (the server skips the rest
+        of a pipeline after an error): nothing recorded, the transaction is rolled back.
+        Success is only a ``COMMIT`` result whose command tag is ``COMMIT``; any other
+        outcome once the writes were sent — an error result, a lost connection, an
+        interrupt — is unknown and raises: no value for a commit not seen to succeed.
+        """
+        encoding = self._conn.info.encoding
+        try:
+            commands = [(sql, pgpipe.encode(params, encoding)) for sql, params in writes]
+        except UnicodeEncodeError as e:  # before anything is sent: nothing recorded
+            self._rollback_quietly()
             raise StoreError(
-                f"PostgreSQL ledger {self._location}: COMMIT failed ({self._clean(e)}); its "
-                "outcome is unknown and no value was returned: the spend may have been "
-                "recorded (over-counted, never under-counted); check the ledger's entries"
+                f"PostgreSQL ledger {self._location}: a value cannot be sent in the "
+                f"session's encoding {encoding} ({e}); nothing was recorded"
             ) from e
+        try:
+            *done, commit = self._run_pipeline([*commands, ("COMMIT", [])])
+        except psycopg.Error as e:  # the session failed mid-way (and was closed)
+            raise self._commit_failed(e) from e
+        refused = next((r for r in done if r.status == _pq.ExecStatus.FATAL_ERROR), None)
+        if refused is not None:  # the server skipped the rest, COMMIT included
+            error = pgpipe.error_of(refused, encoding)
+            self._rollback_quietly()
+            raise self._error(error) from error
+        if commit.status != _pq.ExecStatus.COMMAND_OK or commit.command_status != b"COMMIT":
+            error = pgpipe.error_of(commit, encoding)
+            with contextlib.suppress(psycopg.Error):
+                self._conn.close()  # not seen to commit: start the next call afresh
+            raise self._commit_failed(error) from error
 
     def _rollback_quietly(self) -> None:
         # a failed rollback (e.g. the connection died) must not mask the original error;
