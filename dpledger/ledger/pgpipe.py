@@ -21,7 +21,7 @@ raises, and the store opens a new session).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -99,19 +99,38 @@ class Pipeline:
         self._names = {}
 
     def run(
-        self, conn: psycopg.Connection[TupleRow], commands: Sequence[Command]
+        self,
+        conn: psycopg.Connection[TupleRow],
+        commands: Sequence[Command],
+        meanwhile: Callable[[], object] | None = None,
     ) -> list[PGresult]:
         """One result per command, in order; a failed preparation is its command's result.
 
-        Raises :class:`psycopg.Error` (or an interrupt) when the session fails mid-way;
-        the session's state is then unknown and it must be closed.
+        ``meanwhile`` runs once the commands are sent and before their results are read:
+        client work overlapped with the round trip. Its exception is raised after the
+        results are in (the session stays usable). Raises :class:`psycopg.Error` (or an
+        interrupt) when the session fails mid-way: its state is then unknown and the
+        caller must close it.
         """
-        results = conn.wait(self._send(conn.pgconn, commands))
+        pg = conn.pgconn
+        pending = self._queue(pg, commands)
+        conn.wait(generators.send(pg))
+        failed: BaseException | None = None
+        if meanwhile is not None:
+            try:
+                meanwhile()
+            except BaseException as e:  # re-raised below, once the results are in
+                failed = e
+        results = conn.wait(self._collect(pg, *pending))
         if any(lost(r) for r in results):  # dropped by someone else (DEALLOCATE, DISCARD)
             self.forget()  # prepared again on next use
+        if failed is not None:
+            raise failed
         return results
 
-    def _send(self, pg: PGconn, commands: Sequence[Command]) -> PQGen[list[PGresult]]:
+    def _queue(
+        self, pg: PGconn, commands: Sequence[Command]
+    ) -> tuple[list[str | None], dict[str, bytes]]:
         pg.enter_pipeline_mode()
         fresh: dict[str, bytes] = {}
         prepares: list[str | None] = []  # per command: the text it prepares first, if any
@@ -127,7 +146,11 @@ class Pipeline:
                 pg.send_prepare(name, sql.encode())
             pg.send_query_prepared(name, values)
         pg.pipeline_sync()
-        yield from generators.send(pg)
+        return prepares, fresh
+
+    def _collect(
+        self, pg: PGconn, prepares: list[str | None], fresh: dict[str, bytes]
+    ) -> PQGen[list[PGresult]]:
         out: list[PGresult] = []
         for text in prepares:
             failed = None

@@ -61,7 +61,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
@@ -395,13 +395,22 @@ class PostgresStore(SqlStore):
 
     @contextmanager
     def _write_transaction(self, epochs: Sequence[int] = ()) -> Iterator[None]:
+        with self._begin_write(epochs, None):
+            yield
+
+    @contextmanager
+    def _begin_write(
+        self, epochs: Sequence[int], meanwhile: Callable[[], object] | None
+    ) -> Iterator[None]:
         # with ``epochs``, their spend and the head are read in the same round trip as
         # BEGIN and the lock (after the lock: READ COMMITTED gives each statement a fresh
-        # snapshot), and kept for the transaction's first _state_rows
+        # snapshot), and kept for the transaction's first _state_rows; ``meanwhile``
+        # runs while that round trip is under way
         try:
             with self._transaction(
-                "BEGIN ISOLATION LEVEL READ COMMITTED", lock=True, epochs=epochs
-            ) as rows:
+                "BEGIN ISOLATION LEVEL READ COMMITTED", lock=True, epochs=epochs,
+                meanwhile=meanwhile,
+            ) as rows:  # fmt: skip
                 if epochs:
                     self._prefetched = (tuple(epochs), rows)
                 yield
@@ -422,11 +431,16 @@ class PostgresStore(SqlStore):
 
     @contextmanager
     def _transaction(
-        self, begin: str, *, lock: bool, epochs: Sequence[int] = ()
+        self,
+        begin: str,
+        *,
+        lock: bool,
+        epochs: Sequence[int] = (),
+        meanwhile: Callable[[], object] | None = None,
     ) -> Iterator[list[tuple[Any, ...]]]:
         # BEGIN, the lock and the state of ``epochs`` in one round trip; yields those rows
         try:
-            rows = self._begin_locked(begin, epochs) if lock else self._execute(begin)
+            rows = self._begin_locked(begin, epochs, meanwhile) if lock else self._execute(begin)
         except BaseException:
             self._rollback_quietly()  # e.g. the lock wait timed out after BEGIN
             raise
@@ -441,12 +455,23 @@ class PostgresStore(SqlStore):
         finally:
             self._in_txn = False
 
-    def _begin_locked(self, begin: str, epochs: Sequence[int]) -> list[tuple[Any, ...]]:
+    def _begin_locked(
+        self, begin: str, epochs: Sequence[int], meanwhile: Callable[[], object] | None
+    ) -> list[tuple[Any, ...]]:
         """BEGIN, the ledger lock, then the head and ``epochs``' spend: one round trip.
 
-        A session that failed since (or during) this call is replaced once: nothing was
-        done in it yet, and BEGIN, the lock and a read are safe to send again.
+        ``meanwhile`` runs once, while that round trip is under way. A session that failed
+        since (or during) this call is replaced once: nothing was done in it yet, and
+        BEGIN, the lock and a read are safe to send again.
         """
+        ran = False
+
+        def once() -> None:
+            nonlocal ran
+            if not ran and meanwhile is not None:
+                ran = True
+                meanwhile()
+
         commands: list[Command] = [
             (begin, []),
             ("SELECT pg_advisory_xact_lock($1)", [str(LOCK_KEY).encode()]),
@@ -457,13 +482,13 @@ class PostgresStore(SqlStore):
         self._connection()
         try:
             try:
-                results = self._run_pipeline(commands)
+                results = self._run_pipeline(commands, once)
             except psycopg.OperationalError:
                 self._reconnect()
-                results = self._run_pipeline(commands)
+                results = self._run_pipeline(commands, once)
             if any(pgpipe.lost(r) for r in results):  # nothing was read: end it, go again
                 self._rollback_quietly()
-                results = self._run_pipeline(commands)  # prepared afresh
+                results = self._run_pipeline(commands, once)  # prepared afresh
         except psycopg.Error as e:
             raise self._error(e) from e
         encoding = self._conn.info.encoding
@@ -476,14 +501,18 @@ class PostgresStore(SqlStore):
         return [(None if e is None else int(e), k, m, v)
                 for e, k, m, v in pgpipe.rows_of(results[-1], encoding)]  # fmt: skip
 
-    def _run_pipeline(self, commands: Sequence[Command]) -> list[PGresult]:
+    def _run_pipeline(
+        self, commands: Sequence[Command], meanwhile: Callable[[], object] | None = None
+    ) -> list[PGresult]:
         """:meth:`Pipeline.run`; a session that fails mid-pipeline is closed."""
+        conn = self._conn
         try:
-            return self._pipeline.run(self._conn, commands)
+            return self._pipeline.run(conn, commands, meanwhile)
         except BaseException:
-            with contextlib.suppress(psycopg.Error):
-                self._conn.close()  # its state is unknown: the next call opens a new one
-            raise
+            if conn.broken or conn.pgconn.pipeline_status != _pq.PipelineStatus.OFF:
+                with contextlib.suppress(psycopg.Error):
+                    conn.close()  # its state is unknown: the next call opens a new one
+            raise  # else only ``meanwhile`` failed, once the pipeline was done
 
     def _commit(self) -> None:
         pending, self._pending = self._pending, []
