@@ -227,10 +227,11 @@ class Writer:
     def _commit(
         self, prepared: dict[int, Prepared], partial: bool, principal: str | None
     ) -> dict[int, Outcome]:
-        noise: dict[int, tuple[float, ...]] = {}
+        drafts: dict[int, EntryDraft] = {}  # noised, not yet checked against the ledger
 
         def draw() -> None:
-            noise.update(self._noise(prepared))
+            noise = self._noise(prepared)
+            drafts.update({i: self._draft(p, noise[i], principal) for i, p in prepared.items()})
 
         later: Callable[[], None] | None = draw
         if not self._exists():
@@ -267,7 +268,7 @@ class Writer:
                         out[i] = late
                         continue
                     raise refusal(late)
-                txn.stage(self._draft(p, noise[i], principal))
+                txn.stage(drafts[i])
                 fresh.append((i, p))
             entries = txn.flush()
         for (i, p), entry in zip(fresh, entries, strict=True):
