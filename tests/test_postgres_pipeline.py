@@ -140,3 +140,32 @@ def test_prepared_statements_dropped_behind_the_store_s_back_are_prepared_again(
         assert ledger.release(_loss(), 30.0).entry_id == 2
         assert ledger.release(_loss(), 30.0).entry_id == 3
         assert ledger.verify().ok
+
+
+def _flush_then_fail(store: Any, draft: Any) -> None:
+    with store.write([0]) as txn:
+        txn.stage(draft)
+        assert len(txn.flush()) == 1
+        raise RuntimeError("after the flush")
+
+
+def test_writes_held_back_for_the_commit_die_with_a_transaction_that_fails(
+    pg_url: str,
+) -> None:
+    # the entry written by flush() is sent with COMMIT: when the transaction fails after
+    # the flush, it is never sent, not then and not with the next transaction's COMMIT
+    from dpledger.ledger.postgres import PostgresStore
+
+    with Ledger.open(pg_url, CONTRACT, mode="create") as ledger:
+        ledger.release(_loss(), 30.0)
+        (entry,) = ledger.entries()
+    before = _tables(pg_url)
+    store = PostgresStore(pg_url, "write")
+    try:
+        with pytest.raises(RuntimeError, match="after the flush"):
+            _flush_then_fail(store, entry.draft)
+        with store.write([0]) as txn:
+            assert txn.spend(0).totals == {("a", "loss"): Fraction(1, 10)}
+    finally:
+        store.close()
+    assert _tables(pg_url) == before

@@ -439,6 +439,7 @@ class PostgresStore(SqlStore):
         meanwhile: Callable[[], object] | None = None,
     ) -> Iterator[list[tuple[Any, ...]]]:
         # BEGIN, the lock and the state of ``epochs`` in one round trip; yields those rows
+        self._pending = []  # writes are only ever sent with their own transaction's COMMIT
         try:
             rows = self._begin_locked(begin, epochs, meanwhile) if lock else self._execute(begin)
         except BaseException:
@@ -567,6 +568,7 @@ class PostgresStore(SqlStore):
     def _rollback_quietly(self) -> None:
         # a failed rollback (e.g. the connection died) must not mask the original error;
         # the server aborts the transaction and drops the lock when the session ends
+        self._pending = []  # held-back writes die with their transaction
         try:
             with contextlib.suppress(psycopg.Error):
                 self._conn.execute("ROLLBACK")
