@@ -42,6 +42,12 @@ way (connection lost), its outcome is unknown and the value is not returned: the
 ledger may over-count, never under-count. A server running with ``fsync = off``
 triggers a :class:`RuntimeWarning`: it could lose committed spend in a crash.
 
+**Two round trips per write transaction** (:mod:`~dpledger.ledger.pgpipe`, libpq
+pipeline mode, statements prepared once per session): ``BEGIN``, the lock and the read
+of the head and spend in the first; the entries, spend and head in one statement plus
+``COMMIT`` in the second. A write the server refuses there means ``COMMIT`` never ran;
+a ``COMMIT`` not seen to succeed is the unknown outcome above.
+
 **Append-only.** A row trigger refuses ``UPDATE`` and ``DELETE`` on ``dpl_entries``
 and a statement trigger refuses ``TRUNCATE``. The table owner can still disable them;
 :meth:`Ledger.verify` detects what such an editor changes.
@@ -55,7 +61,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
@@ -82,6 +88,18 @@ except ImportError as _e:  # the optional extra is not installed
     _MISSING: ImportError | None = _e
 else:
     _MISSING = None
+
+if TYPE_CHECKING or _MISSING is None:
+    from dpledger.ledger import pgpipe
+    from dpledger.ledger.pgwrite import PipelinedWrites
+else:
+
+    class PipelinedWrites:  # without psycopg the store refuses to open (StoreError)
+        """Stands in for the write path, which needs psycopg."""
+
+        def _write_rows(self, *rows: object) -> None:
+            raise NotImplementedError
+
 
 if TYPE_CHECKING:
     from psycopg.rows import TupleRow
@@ -143,15 +161,6 @@ SCHEMA_3_UPGRADE = (
 """Schema 2 to 3: no unique index on entries' hashes, the epoch index ordered by seq."""
 
 
-def _state_of(epochs: Sequence[int]) -> str:
-    """The ``state`` statement with its epochs written in (for a parameterless query).
-
-    Epochs are integers (validated requests), written by ``int``'s own formatting.
-    """
-    listed = ", ".join(str(int(e)) for e in epochs)
-    return SQL.state.replace("%s::bigint[]", f"ARRAY[{listed}]::bigint[]")
-
-
 LOCK_KEY = int.from_bytes(hashlib.sha256(b"dpledger").digest()[:8], "big", signed=True)
 """The ledger-wide advisory lock key: the first 8 bytes of SHA-256("dpledger"), signed."""
 
@@ -199,7 +208,7 @@ def _redact(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
-class PostgresStore(SqlStore):
+class PostgresStore(PipelinedWrites, SqlStore):
     """A ledger in a PostgreSQL database, shared by writers on any number of hosts.
 
     ``url`` is a libpq URL (``postgresql://user@host:port/dbname?...``). ``timeout_s``
@@ -209,6 +218,8 @@ class PostgresStore(SqlStore):
     sql = SQL
     schema_1 = SCHEMA_1
     schema_3_upgrade = SCHEMA_3_UPGRADE
+    lock_key = LOCK_KEY
+    state_sql = SQL.state.replace("%s", "$1")
 
     def __init__(self, url: str, mode: Mode = "write", *, timeout_s: float = 60.0) -> None:
         super().__init__(mode)
@@ -236,6 +247,8 @@ class PostgresStore(SqlStore):
         self._closed = False
         self._in_txn = False
         self._prefetched: tuple[tuple[int, ...], list[tuple[Any, ...]]] | None = None
+        self._pending: list[tuple[str, list[Any]]] = []  # writes sent with the COMMIT
+        self._pipeline = pgpipe.Pipeline()  # its prepared statements: this session's
         self._exists = False
         self._conn = self._connect()
         if not self.exists() and mode != "create":
@@ -260,6 +273,7 @@ class PostgresStore(SqlStore):
     def _connect(self) -> psycopg.Connection[TupleRow]:
         try:
             conn = psycopg.connect(self._url, autocommit=True, **self._connect_kwargs)
+            conn.prepare_threshold = None  # its ROLLBACK would DEALLOCATE ALL (see pgpipe)
         except psycopg.Error as e:
             raise StoreError(
                 f"cannot connect to the PostgreSQL ledger {self._location}: {self._clean(e)}; "
@@ -298,13 +312,14 @@ class PostgresStore(SqlStore):
         """The live connection; reconnects once it broke, outside a transaction."""
         if self._closed:
             raise StoreError(f"the ledger {self._location} is closed; open it again")
-        if self._conn.broken and not self._in_txn:
+        if (self._conn.broken or self._conn.closed) and not self._in_txn:
             self._reconnect()
         return self._conn
 
     def _reconnect(self) -> None:
         with contextlib.suppress(psycopg.Error):
             self._conn.close()
+        self._pipeline.forget()  # prepared statements live and die with their session
         self._conn = self._connect()
 
     def _error(self, e: Exception) -> StoreError:
@@ -351,26 +366,6 @@ class PostgresStore(SqlStore):
     def _list(self, values: Sequence[object]) -> object:
         return list(values)
 
-    def _write_rows(
-        self,
-        entries: Sequence[tuple[Any, ...]],
-        spend: Sequence[tuple[int, str, str, str]],
-        head: tuple[int, str],
-    ) -> None:
-        """Entries, spend totals and the new head in one statement (one round trip)."""
-        width = len(entries[0])
-        entry_values = ", ".join("(" + ", ".join(["%s"] * width) + ")" for _ in entries)
-        spend_values = ", ".join("(%s, %s, %s, %s)" for _ in spend)
-        self._execute(
-            f"WITH e AS (INSERT INTO dpl_entries ({COLUMNS}) VALUES {entry_values}), "
-            f"s AS (INSERT INTO dpl_spend (epoch, scope, metric, total) VALUES {spend_values} "
-            "ON CONFLICT (epoch, scope, metric) DO UPDATE SET total = excluded.total) "
-            "INSERT INTO dpl_meta (key, value) VALUES ('head_seq', %s), ('head_hash', %s) "
-            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            [*(x for row in entries for x in row), *(x for row in spend for x in row),
-             str(head[0]), head[1]],
-        )  # fmt: skip
-
     def exists(self) -> bool:
         """Whether the ledger's tables exist in this database (its ``search_path``)."""
         if not self._exists:
@@ -393,15 +388,23 @@ class PostgresStore(SqlStore):
 
     @contextmanager
     def _write_transaction(self, epochs: Sequence[int] = ()) -> Iterator[None]:
+        with self._begin_write(epochs, None):
+            yield
+
+    @contextmanager
+    def _begin_write(
+        self, epochs: Sequence[int], meanwhile: Callable[[], object] | None
+    ) -> Iterator[None]:
         # with ``epochs``, their spend and the head are read in the same round trip as
         # BEGIN and the lock (after the lock: READ COMMITTED gives each statement a fresh
-        # snapshot), and kept for the transaction's first _state_rows
-        then = _state_of(epochs) if epochs else None
+        # snapshot), and kept for the transaction's first _state_rows; ``meanwhile``
+        # runs while that round trip is under way
         try:
             with self._transaction(
-                "BEGIN ISOLATION LEVEL READ COMMITTED", lock=True, then=then
-            ) as rows:
-                if then is not None:
+                "BEGIN ISOLATION LEVEL READ COMMITTED", lock=True, epochs=epochs,
+                meanwhile=meanwhile,
+            ) as rows:  # fmt: skip
+                if epochs:
                     self._prefetched = (tuple(epochs), rows)
                 yield
         finally:
@@ -421,15 +424,17 @@ class PostgresStore(SqlStore):
 
     @contextmanager
     def _transaction(
-        self, begin: str, *, lock: bool, then: str | None = None
+        self,
+        begin: str,
+        *,
+        lock: bool,
+        epochs: Sequence[int] = (),
+        meanwhile: Callable[[], object] | None = None,
     ) -> Iterator[list[tuple[Any, ...]]]:
-        # BEGIN, the lock and ``then`` (a read) in one round trip: a parameterless,
-        # multi-statement query; yields the rows of its last statement
-        sql = f"{begin}; SELECT pg_advisory_xact_lock({LOCK_KEY})" if lock else begin
-        if then is not None:
-            sql = f"{sql}; {then}"
+        # BEGIN, the lock and the state of ``epochs`` in one round trip; yields those rows
+        self._pending = []  # writes are only ever sent with their own transaction's COMMIT
         try:
-            rows = self._execute(sql)
+            rows = self._begin_locked(begin, epochs, meanwhile) if lock else self._execute(begin)
         except BaseException:
             self._rollback_quietly()  # e.g. the lock wait timed out after BEGIN
             raise
@@ -444,19 +449,10 @@ class PostgresStore(SqlStore):
         finally:
             self._in_txn = False
 
-    def _commit(self) -> None:
-        try:
-            self._conn.execute("COMMIT")
-        except psycopg.Error as e:
-            raise StoreError(
-                f"PostgreSQL ledger {self._location}: COMMIT failed ({self._clean(e)}); its "
-                "outcome is unknown and no value was returned: the spend may have been "
-                "recorded (over-counted, never under-counted); check the ledger's entries"
-            ) from e
-
     def _rollback_quietly(self) -> None:
         # a failed rollback (e.g. the connection died) must not mask the original error;
         # the server aborts the transaction and drops the lock when the session ends
+        self._pending = []  # held-back writes die with their transaction
         try:
             with contextlib.suppress(psycopg.Error):
                 self._conn.execute("ROLLBACK")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from fractions import Fraction
 from typing import Any
@@ -316,17 +316,32 @@ class SqlStore(ABC):
     # -- transactions -----------------------------------------------------------------
 
     @contextmanager
-    def write(self, epochs: Iterable[int] = ()) -> Iterator[WriteTxn]:
+    def write(
+        self, epochs: Iterable[int] = (), *, meanwhile: Callable[[], object] | None = None
+    ) -> Iterator[WriteTxn]:
         """A transaction under the ledger-wide write lock; commits on normal exit.
 
         ``epochs``: those the transaction loads first (:meth:`WriteTxn.load`), which a
-        store may read together with taking the lock.
+        store may read together with taking the lock. ``meanwhile``: work that needs no
+        ledger state (a release's noise), run once before the transaction's first read:
+        by SQLite before it takes the lock, by PostgreSQL while the round trip that takes
+        it is under way. An exception from it rolls the transaction back.
         """
         if self.mode == "read":
             raise StoreError(f"{self.location} was opened for reading (mode='read')")
         self._require()
-        with self._lock, self._write_transaction(sorted(set(epochs))):
+        with self._lock, self._begin_write(sorted(set(epochs)), meanwhile):
             yield WriteTxn(self)
+
+    @contextmanager
+    def _begin_write(
+        self, epochs: Sequence[int], meanwhile: Callable[[], object] | None
+    ) -> Iterator[None]:
+        """:meth:`_write_transaction` after ``meanwhile`` (a store may overlap the two)."""
+        if meanwhile is not None:
+            meanwhile()
+        with self._write_transaction(epochs):
+            yield
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:

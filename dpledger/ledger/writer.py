@@ -6,10 +6,13 @@ One function serves a single release, a parallel release and a whole round:
    lock and without drawing noise;
 2. every other request runs the checks of its own fields and aggregate (the checks of
    the ledger's state run once, in step 4);
-3. noise is drawn from OpenDP *before* the lock is taken, one call per mechanism
+3. noise is drawn from OpenDP *before* any ledger state is read, one call per mechanism
    (:func:`~dpledger.mechanisms.apply_many`) — noise drawn for a release that the
    re-check then refuses is discarded, never released, so drawing early costs nothing
-   in privacy and keeps the lock short;
+   in privacy. SQLite draws it before it takes the lock; PostgreSQL while the round
+   trip that takes the lock is under way (``SqlStore.write(meanwhile=...)``), so the
+   noise hides that round trip's latency; a writer queued for the lock has drawn its
+   noise long before the lock is granted;
 4. under the ledger's write lock, the ledger-state checks run again on fresh spend that
    includes the releases staged before them in the same transaction, and the approved
    releases are written together: one transaction, one durable commit.
@@ -224,8 +227,16 @@ class Writer:
     def _commit(
         self, prepared: dict[int, Prepared], partial: bool, principal: str | None
     ) -> dict[int, Outcome]:
-        noise = self._noise(prepared)
+        drafts: dict[int, EntryDraft] = {}  # noised, not yet checked against the ledger
+
+        def draw() -> None:
+            noise = self._noise(prepared)
+            drafts.update({i: self._draft(p, noise[i], principal) for i, p in prepared.items()})
+
+        later: Callable[[], None] | None = draw
         if not self._exists():
+            draw()
+            later = None
             refused = self._refused_by_a_new_ledger(prepared, partial)
             if len(refused) == len(prepared):
                 return dict(refused)  # nothing to record: no ledger is created
@@ -234,7 +245,8 @@ class Writer:
         fresh: list[tuple[int, Prepared]] = []
         requests = [p.verdict.request for p in prepared.values()]
         epochs = {r.epoch for r in requests}
-        with self._store.write(epochs) as txn:  # the state is read with the lock
+        # the state is read with the lock; the noise is drawn before any state is read
+        with self._store.write(epochs, meanwhile=later) as txn:
             txn.load(epochs, [r.release_id for r in requests if r.release_id])
             txn.record_policy(
                 self.policy.content_hash, self.policy.name, self.policy.version, self._body
@@ -256,7 +268,7 @@ class Writer:
                         out[i] = late
                         continue
                     raise refusal(late)
-                txn.stage(self._draft(p, noise[i], principal))
+                txn.stage(drafts[i])
                 fresh.append((i, p))
             entries = txn.flush()
         for (i, p), entry in zip(fresh, entries, strict=True):

@@ -1,0 +1,216 @@
+"""The PostgreSQL store's write transaction in two round trips (libpq pipeline mode).
+
+:class:`PipelinedWrites` is the part of :class:`~dpledger.ledger.postgres.PostgresStore`
+that talks to the server while the ledger lock is wanted or held:
+
+1. ``BEGIN``, ``pg_advisory_xact_lock`` and the read of the chain head and the spend of
+   the transaction's epochs, as prepared statements in one pipeline
+   (:meth:`~PipelinedWrites._begin_locked`); the caller's ``meanwhile`` work (a
+   release's noise, which needs no ledger state) runs while that round trip is under
+   way;
+2. the entries, spend and head in one statement, held back by
+   :meth:`~PipelinedWrites._write_rows`, and ``COMMIT``, in one pipeline
+   (:meth:`~PipelinedWrites._pipelined_commit`).
+
+Which statement failed is read from its own result, never guessed. A write the server
+refuses means ``COMMIT`` never ran (the server skips the rest of a pipeline after an
+error): nothing recorded, the transaction is rolled back. Success is only a ``COMMIT``
+result whose command tag is ``COMMIT``; any other outcome once the writes were sent is
+unknown and raises, so no value is returned for a commit not seen to succeed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from psycopg import pq as _pq
+
+from dpledger.errors import InternalError, StoreError
+from dpledger.ledger.pgpipe import (
+    Command,
+    Pipeline,
+    encode,
+    error_of,
+    lost,
+    rows_of,
+    succeeded,
+)
+from dpledger.ledger.schema import COLUMNS
+
+if TYPE_CHECKING:
+    from psycopg.pq.abc import PGresult
+    from psycopg.rows import TupleRow
+
+__all__ = ["PipelinedWrites"]
+
+
+class PipelinedWrites:
+    """A write transaction's round trips; mixed into the PostgreSQL store."""
+
+    lock_key: int  # the ledger-wide advisory lock
+    state_sql: str  # (epochs as one text-format bigint[] $1) -> the ``state`` rows
+    _conn: psycopg.Connection[TupleRow]
+    _pipeline: Pipeline
+    _pending: list[tuple[str, list[Any]]]  # writes sent with the COMMIT
+    _in_txn: bool
+    _location: str
+
+    # provided by the store
+    def _connection(self) -> psycopg.Connection[TupleRow]:
+        raise NotImplementedError
+
+    def _reconnect(self) -> None:
+        raise NotImplementedError
+
+    def _rollback_quietly(self) -> None:
+        raise NotImplementedError
+
+    def _clean(self, e: BaseException) -> str:
+        raise NotImplementedError
+
+    def _error(self, e: Exception) -> StoreError:
+        raise NotImplementedError
+
+    def _write_rows(
+        self,
+        entries: Sequence[tuple[Any, ...]],
+        spend: Sequence[tuple[int, str, str, str]],
+        head: tuple[int, str],
+    ) -> None:
+        """Entries, spend totals and the new head in one statement, sent with the COMMIT.
+
+        Inside a write transaction the statement is held back and sent by :meth:`_commit`
+        in the same round trip as ``COMMIT`` (libpq pipeline mode): nothing reads between
+        the flush and the commit, and an error in it still surfaces before any value is
+        returned (see :meth:`_pipelined_commit`).
+        """
+        width = len(entries[0])
+        n = iter(range(1, 1 + width * len(entries) + 4 * len(spend) + 2))
+        entry_values = ", ".join(
+            "(" + ", ".join(f"${next(n)}" for _ in range(width)) + ")" for _ in entries
+        )
+        spend_values = ", ".join(f"(${next(n)}, ${next(n)}, ${next(n)}, ${next(n)})" for _ in spend)
+        sql = (
+            f"WITH e AS (INSERT INTO dpl_entries ({COLUMNS}) VALUES {entry_values}), "
+            f"s AS (INSERT INTO dpl_spend (epoch, scope, metric, total) VALUES {spend_values} "
+            "ON CONFLICT (epoch, scope, metric) DO UPDATE SET total = excluded.total) "
+            f"INSERT INTO dpl_meta (key, value) VALUES ('head_seq', ${next(n)}), "
+            f"('head_hash', ${next(n)}) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+        )
+        params = [*(x for row in entries for x in row), *(x for row in spend for x in row),
+                  str(head[0]), head[1]]  # fmt: skip
+        if not self._in_txn:
+            raise InternalError("the PostgreSQL store writes only inside a write transaction")
+        self._pending.append((sql, params))
+
+    def _begin_locked(
+        self, begin: str, epochs: Sequence[int], meanwhile: Callable[[], object] | None
+    ) -> list[tuple[Any, ...]]:
+        """BEGIN, the ledger lock, then the head and ``epochs``' spend: one round trip.
+
+        ``meanwhile`` runs once, while that round trip is under way. A session that failed
+        since (or during) this call is replaced once: nothing was done in it yet, and
+        BEGIN, the lock and a read are safe to send again.
+        """
+        ran = False
+
+        def once() -> None:
+            nonlocal ran
+            if not ran and meanwhile is not None:
+                ran = True
+                meanwhile()
+
+        commands: list[Command] = [
+            (begin, []),
+            ("SELECT pg_advisory_xact_lock($1)", [str(self.lock_key).encode()]),
+        ]
+        if epochs:
+            listed = ",".join(str(int(e)) for e in epochs)
+            commands.append((self.state_sql, [f"{{{listed}}}".encode()]))
+        self._connection()
+        try:
+            try:
+                results = self._run_pipeline(commands, once)
+            except psycopg.OperationalError:
+                self._reconnect()
+                results = self._run_pipeline(commands, once)
+            if any(lost(r) for r in results):  # nothing was read: end it, go again
+                self._rollback_quietly()
+                results = self._run_pipeline(commands, once)  # prepared afresh
+        except psycopg.Error as e:
+            raise self._error(e) from e
+        encoding = self._conn.info.encoding
+        for res in results:
+            if not succeeded(res):  # e.g. the lock wait timed out
+                error = error_of(res, encoding)
+                raise self._error(error) from error
+        if not epochs:
+            return []
+        return [(None if e is None else int(e), k, m, v)
+                for e, k, m, v in rows_of(results[-1], encoding)]  # fmt: skip
+
+    def _run_pipeline(
+        self, commands: Sequence[Command], meanwhile: Callable[[], object] | None = None
+    ) -> list[PGresult]:
+        """:meth:`Pipeline.run`; a session that fails mid-pipeline is closed."""
+        conn = self._conn
+        try:
+            return self._pipeline.run(conn, commands, meanwhile)
+        except BaseException:
+            if conn.broken or conn.pgconn.pipeline_status != _pq.PipelineStatus.OFF:
+                with contextlib.suppress(psycopg.Error):
+                    conn.close()  # its state is unknown: the next call opens a new one
+            raise  # else only ``meanwhile`` failed, once the pipeline was done
+
+    def _commit(self) -> None:
+        pending, self._pending = self._pending, []
+        if pending:
+            self._pipelined_commit(pending)
+            return
+        try:
+            self._conn.execute("COMMIT")
+        except psycopg.Error as e:
+            raise self._commit_failed(e) from e
+
+    def _commit_failed(self, e: BaseException) -> StoreError:
+        return StoreError(
+            f"PostgreSQL ledger {self._location}: COMMIT failed ({self._clean(e)}); its "
+            "outcome is unknown and no value was returned: the spend may have been "
+            "recorded (over-counted, never under-counted); check the ledger's entries"
+        )
+
+    def _pipelined_commit(self, writes: Sequence[tuple[str, Sequence[Any]]]) -> None:
+        """The held-back writes and ``COMMIT`` in one round trip (libpq pipeline mode).
+
+        A write the server refuses means ``COMMIT`` never ran (the server skips the rest
+        of a pipeline after an error): nothing recorded, the transaction is rolled back.
+        Success is only a ``COMMIT`` result whose command tag is ``COMMIT``; any other
+        outcome once the writes were sent — an error result, a lost connection, an
+        interrupt — is unknown and raises: no value for a commit not seen to succeed.
+        """
+        encoding = self._conn.info.encoding
+        try:
+            commands = [(sql, encode(params, encoding)) for sql, params in writes]
+        except UnicodeEncodeError as e:  # before anything is sent: nothing recorded
+            self._rollback_quietly()
+            raise StoreError(
+                f"PostgreSQL ledger {self._location}: a value cannot be sent in the "
+                f"session's encoding {encoding} ({e}); nothing was recorded"
+            ) from e
+        try:
+            *done, commit = self._run_pipeline([*commands, ("COMMIT", [])])
+        except psycopg.Error as e:  # the session failed mid-way (and was closed)
+            raise self._commit_failed(e) from e
+        refused = next((r for r in done if r.status == _pq.ExecStatus.FATAL_ERROR), None)
+        if refused is not None:  # the server skipped the rest, COMMIT included
+            error = error_of(refused, encoding)
+            self._rollback_quietly()
+            raise self._error(error) from error
+        if commit.status != _pq.ExecStatus.COMMAND_OK or commit.command_status != b"COMMIT":
+            error = error_of(commit, encoding)
+            with contextlib.suppress(psycopg.Error):
+                self._conn.close()  # not seen to commit: start the next call afresh
+            raise self._commit_failed(error) from error

@@ -1,0 +1,171 @@
+"""The PostgreSQL write path sends its writes and COMMIT in one round trip: its failures.
+
+A release's entry, spend and head go to the server in one pipeline with ``COMMIT``
+(and BEGIN, the lock and the state read in another). These tests make the server refuse
+each part with a test-only trigger and check what the caller sees: a typed
+:class:`StoreError`, never a value, and a ledger that is exactly as before when the
+write was refused, or that holds nothing more when the COMMIT failed.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import psycopg
+import pytest
+
+from dpledger.approval import ReleaseRequest
+from dpledger.errors import BudgetExceeded, StoreError
+from dpledger.ledger import Ledger
+
+try:
+    from ._stores import CONTRACT
+except ImportError:  # pytest's rootdir-relative import mode
+    from _stores import CONTRACT
+
+pytestmark = pytest.mark.postgres
+
+_RAISE = """CREATE OR REPLACE FUNCTION dpl_test_refuse() RETURNS trigger LANGUAGE plpgsql AS
+$$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$"""
+
+
+def _loss(epoch: int = 0) -> ReleaseRequest:
+    return ReleaseRequest(epoch=epoch, metric="loss", region="a", cohort=1000)
+
+
+def _tables(url: str) -> list[list[tuple[Any, ...]]]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return [
+            conn.execute(f"SELECT * FROM {table} ORDER BY 1, 2").fetchall()
+            for table in ("dpl_meta", "dpl_entries", "dpl_spend", "dpl_policies")
+        ]
+
+
+def _admin(url: str, *statements: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        for statement in statements:
+            conn.execute(statement)
+
+
+def test_a_write_the_server_refuses_records_nothing_and_the_session_goes_on(
+    pg_url: str,
+) -> None:
+    with Ledger.open(pg_url, CONTRACT, mode="create") as ledger:
+        ledger.release(_loss(), 30.0)
+        before = _tables(pg_url)
+        _admin(
+            pg_url,
+            _RAISE,
+            "CREATE TRIGGER dpl_test_refuse BEFORE INSERT ON dpl_spend "
+            "FOR EACH ROW EXECUTE FUNCTION dpl_test_refuse()",
+        )
+        for epoch in (1, 2):  # the first prepares the write statement, the second reuses it
+            with pytest.raises(StoreError, match="refused by the test") as failed:
+                ledger.release(_loss(epoch), 30.0)
+            assert "nothing was recorded" in str(failed.value)
+            assert isinstance(failed.value.__cause__, psycopg.Error)
+        assert _tables(pg_url) == before
+        _admin(pg_url, "DROP TRIGGER dpl_test_refuse ON dpl_spend")
+        assert ledger.release(_loss(1), 30.0).entry_id == 2  # same session, same statements
+        assert ledger.release(_loss(2), 30.0).entry_id == 3
+        assert ledger.verify().ok
+
+
+def test_a_commit_that_fails_returns_no_value_and_says_the_outcome_is_unknown(
+    pg_url: str,
+) -> None:
+    with Ledger.open(pg_url, CONTRACT, mode="create") as ledger:
+        ledger.release(_loss(), 30.0)
+        before = _tables(pg_url)
+        # a deferred constraint trigger runs at COMMIT: the write succeeds, COMMIT fails
+        _admin(
+            pg_url,
+            _RAISE,
+            "CREATE CONSTRAINT TRIGGER dpl_test_refuse AFTER INSERT ON dpl_entries "
+            "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION dpl_test_refuse()",
+        )
+        with pytest.raises(StoreError, match="COMMIT failed") as failed:
+            ledger.release(_loss(), 30.0)
+        assert "outcome is unknown" in str(failed.value)
+        assert "refused by the test" in str(failed.value)
+        assert _tables(pg_url) == before  # here the server rolled it back
+        _admin(pg_url, "DROP TRIGGER dpl_test_refuse ON dpl_entries")
+        assert ledger.release(_loss(), 30.0).entry_id == 2
+        assert ledger.spent(0, "a").amount * 10 == 2
+        assert ledger.verify().ok
+
+
+def test_a_lock_timeout_in_the_first_round_trip_is_a_store_error_and_the_store_goes_on(
+    pg_url: str,
+) -> None:
+    from dpledger.ledger.postgres import LOCK_KEY, PostgresStore
+
+    with Ledger.open(pg_url, CONTRACT, mode="create") as ledger:
+        ledger.release(_loss(), 30.0)
+    before = _tables(pg_url)
+    store = PostgresStore(pg_url, "write", timeout_s=0.2)
+    try:
+        with psycopg.connect(pg_url) as holder:
+            holder.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+            with pytest.raises(StoreError, match="held the ledger lock"), store.write([0]):
+                pytest.fail("the lock was held by another session")  # pragma: no cover
+            holder.rollback()
+        with store.write([0]) as txn:  # the same session, once the lock is free
+            assert txn.spend(0).totals == {("a", "loss"): Fraction(1, 10)}
+    finally:
+        store.close()
+    assert _tables(pg_url) == before
+
+
+def test_a_refusal_under_the_lock_keeps_the_session_s_prepared_statements(pg_url: str) -> None:
+    # psycopg answers a ROLLBACK by deallocating the session's prepared statements unless
+    # its own preparation is off: the next release must still find the store's statements
+    with Ledger.open(pg_url, CONTRACT, mode="create") as ledger:
+        for _ in range(10):  # the epoch's whole budget
+            ledger.release(_loss(), 30.0)
+        with pytest.raises(BudgetExceeded):
+            ledger.release(_loss(), 30.0)
+        released = len(ledger)
+        assert ledger.release(_loss(1), 30.0).entry_id == released + 1
+        assert ledger.verify().ok
+
+
+def test_prepared_statements_dropped_behind_the_store_s_back_are_prepared_again(
+    pg_url: str,
+) -> None:
+    with Ledger.open(pg_url, CONTRACT, mode="create") as ledger:
+        ledger.release(_loss(), 30.0)
+        ledger._store._execute("DEALLOCATE ALL")  # e.g. a pooler's reset, or an operator
+        assert ledger.release(_loss(), 30.0).entry_id == 2
+        assert ledger.release(_loss(), 30.0).entry_id == 3
+        assert ledger.verify().ok
+
+
+def _flush_then_fail(store: Any, draft: Any) -> None:
+    with store.write([0]) as txn:
+        txn.stage(draft)
+        assert len(txn.flush()) == 1
+        raise RuntimeError("after the flush")
+
+
+def test_writes_held_back_for_the_commit_die_with_a_transaction_that_fails(
+    pg_url: str,
+) -> None:
+    # the entry written by flush() is sent with COMMIT: when the transaction fails after
+    # the flush, it is never sent, not then and not with the next transaction's COMMIT
+    from dpledger.ledger.postgres import PostgresStore
+
+    with Ledger.open(pg_url, CONTRACT, mode="create") as ledger:
+        ledger.release(_loss(), 30.0)
+        (entry,) = ledger.entries()
+    before = _tables(pg_url)
+    store = PostgresStore(pg_url, "write")
+    try:
+        with pytest.raises(RuntimeError, match="after the flush"):
+            _flush_then_fail(store, entry.draft)
+        with store.write([0]) as txn:
+            assert txn.spend(0).totals == {("a", "loss"): Fraction(1, 10)}
+    finally:
+        store.close()
+    assert _tables(pg_url) == before
