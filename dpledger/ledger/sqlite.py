@@ -26,10 +26,10 @@ import os
 import sqlite3
 import stat
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import quote
 
 from dpledger.errors import LedgerCorrupted, LedgerNotFound, StoreError
@@ -47,7 +47,7 @@ from dpledger.ledger.schema import (
 from dpledger.ledger.store import SqlStore
 from dpledger.types import Mode
 
-__all__ = ["SqliteStore"]
+__all__ = ["FileProblem", "SqliteStore", "check_sqlite_file"]
 
 _TRIGGERS = (
     """CREATE TRIGGER IF NOT EXISTS dpl_entries_no_update BEFORE UPDATE ON dpl_entries
@@ -56,6 +56,38 @@ _TRIGGERS = (
        BEGIN SELECT RAISE(ABORT, 'dpledger entries are append-only'); END""",
 )
 _HEADER = b"SQLite format 3\x00"
+
+FileProblem = Literal["directory", "special", "empty", "foreign"]
+"""Why a path is not an SQLite database file: a directory, not a regular file, 0 bytes, or
+a file without SQLite's header."""
+
+
+def check_sqlite_file(p: Path, what: str, why: Mapping[FileProblem, str]) -> None:
+    """Refuse ``p`` unless it is an SQLite database file, reading it without writing.
+
+    ``what`` names the file in an OS error ("cannot open WHAT: …"); ``why`` is the message
+    for each problem. A directory or special file is a :class:`StoreError`; an empty or
+    foreign file is :class:`LedgerCorrupted` (never adopted: it may be what is left of one).
+    """
+    try:
+        st = p.stat()
+    except OSError as e:
+        raise StoreError(f"cannot open {what}: {e.strerror}") from e
+    if stat.S_ISDIR(st.st_mode):
+        raise StoreError(why["directory"])
+    if not stat.S_ISREG(st.st_mode):
+        raise StoreError(why["special"])
+    if st.st_size == 0:
+        raise LedgerCorrupted(why["empty"])
+    try:
+        with p.open("rb") as f:
+            header = f.read(len(_HEADER))
+    except OSError as e:
+        raise StoreError(f"cannot read {what}: {e.strerror}") from e
+    if header != _HEADER:
+        raise LedgerCorrupted(why["foreign"])
+
+
 _SEQ, _ROWID_SEQ = "seq BIGINT PRIMARY KEY", "seq INTEGER PRIMARY KEY"
 _SCHEMA = tuple(statement.replace(_SEQ, _ROWID_SEQ) for statement in SCHEMA)
 """The shared schema with ``seq`` as SQLite's rowid (``INTEGER PRIMARY KEY``, 64-bit): the
@@ -161,26 +193,15 @@ class SqliteStore(SqlStore):
 
     def _check_file(self, p: Path) -> None:
         """Refuse anything at ``p`` that is not an SQLite database file."""
-        try:
-            st = p.stat()
-        except OSError as e:
-            raise StoreError(f"cannot open SQLite ledger {self._path}: {e.strerror}") from e
-        if stat.S_ISDIR(st.st_mode):
-            raise StoreError(f"{self._path} is a directory, not a ledger file")
-        if not stat.S_ISREG(st.st_mode):
-            raise StoreError(f"{self._path} is not a regular file, not a ledger")
-        if st.st_size == 0:
-            raise LedgerCorrupted(
-                f"{self._path} is an empty file (0 bytes), not a dpledger ledger: if it was one, "
-                "it was truncated; restore it from a backup (it is never adopted as a new ledger)"
-            )
-        try:
-            with p.open("rb") as f:
-                header = f.read(len(_HEADER))
-        except OSError as e:
-            raise StoreError(f"cannot read SQLite ledger {self._path}: {e.strerror}") from e
-        if header != _HEADER:
-            raise LedgerCorrupted(f"{self._path} is not an SQLite database, so not a ledger")
+        at = self._path
+        check_sqlite_file(p, f"SQLite ledger {at}", {
+            "directory": f"{at} is a directory, not a ledger file",
+            "special": f"{at} is not a regular file, not a ledger",
+            "empty": f"{at} is an empty file (0 bytes), not a dpledger ledger: if it was one, "
+                     "it was truncated; restore it from a backup (it is never adopted as a new "
+                     "ledger)",
+            "foreign": f"{at} is not an SQLite database, so not a ledger",
+        })  # fmt: skip
 
     def _uri(self, p: Path) -> str:
         path = quote(str(p.resolve()))

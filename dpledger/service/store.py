@@ -28,7 +28,6 @@ import json
 import os
 import secrets
 import sqlite3
-import stat
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -45,6 +44,7 @@ from dpledger.errors import (
     StoreError,
     UnknownResource,
 )
+from dpledger.ledger.sqlite import check_sqlite_file
 from dpledger.service.keys import ALGO, ApiKey, NewKey, Scopes, check_name, new_key
 
 __all__ = ["REFUSALS_KEPT", "Refusal", "ServiceStore", "default_location"]
@@ -53,7 +53,6 @@ REFUSALS_KEPT = 10_000
 """How many of the newest refusals the log keeps (older ones are pruned)."""
 _SCHEMA_VERSION = "1"
 _PRUNE_EVERY = 500
-_HEADER = b"SQLite format 3\x00"
 _PG_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('dpledger-service', 0))"
 
 
@@ -151,29 +150,14 @@ def _missing(location: str) -> str:
 
 def _check_file(p: Path) -> None:
     """Refuse anything at ``p`` that is not an SQLite database file (reading only)."""
-    try:
-        st = p.stat()
-    except OSError as e:
-        raise StoreError(f"cannot open the key store {p}: {e.strerror}") from e
-    if stat.S_ISDIR(st.st_mode):
-        raise StoreError(f"{p} is a directory, not a dpledger key store: pass another --keys path")
-    if not stat.S_ISREG(st.st_mode):
-        raise StoreError(f"{p} is not a regular file, so not a dpledger key store")
-    if st.st_size == 0:
-        raise LedgerCorrupted(
-            f"{p} is an empty file (0 bytes), not a dpledger key store: move it away "
-            "(it is never adopted as a key store)"
-        )
-    try:
-        with p.open("rb") as f:
-            header = f.read(len(_HEADER))
-    except OSError as e:
-        raise StoreError(f"cannot read the key store {p}: {e.strerror}") from e
-    if header != _HEADER:
-        raise LedgerCorrupted(
-            f"{p} is not an SQLite database, so not a dpledger key store: move it away "
-            "or pass another --keys path"
-        )
+    check_sqlite_file(p, f"the key store {p}", {
+        "directory": f"{p} is a directory, not a dpledger key store: pass another --keys path",
+        "special": f"{p} is not a regular file, so not a dpledger key store",
+        "empty": f"{p} is an empty file (0 bytes), not a dpledger key store: move it away "
+                 "(it is never adopted as a key store)",
+        "foreign": f"{p} is not an SQLite database, so not a dpledger key store: move it away "
+                   "or pass another --keys path",
+    })  # fmt: skip
 
 
 def _connect(p: Path, *, read_only: bool) -> sqlite3.Connection:
