@@ -33,6 +33,7 @@ from dpledger.policy.model import (
     Policy,
     PolicyWarning,
 )
+from dpledger.policy.model import FrozenMetrics as FrozenMetrics  # importable here, as before
 from dpledger.policy.regions import ALL, Regions
 
 __all__ = [
