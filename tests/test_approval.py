@@ -188,7 +188,7 @@ def test_a_passing_aggregates_shared_checks_are_the_ones_each_check_would_give(
 ) -> None:
     # evaluate shares one tuple of checks per (metric, shape, n) when they all pass; it
     # must be exactly what running each check gives, and a near miss must not take it
-    from dpledger.approval import _aggregate_checks, _each_aggregate_check
+    from dpledger.approval.aggregate import aggregate_checks, each_aggregate_check
 
     p = policy(neighbouring=neighbouring)
     passing = {
@@ -200,8 +200,8 @@ def test_a_passing_aggregates_shared_checks_are_the_ones_each_check_would_give(
     for metric, arrays in passing.items():
         spec = p.metric(metric)
         for arr in arrays:
-            shared = _aggregate_checks(spec, arr, 100, p, metric)
-            assert tuple(shared) == tuple(_each_aggregate_check(spec, arr, 100, p, metric))
+            shared = aggregate_checks(spec, arr, 100, p, metric)
+            assert tuple(shared) == tuple(each_aggregate_check(spec, arr, 100, p, metric))
             assert all(c.passed for c in shared)
     failing = {
         "loss": np.array(200.0 * (1 + 1e-6)),
@@ -210,8 +210,8 @@ def test_a_passing_aggregates_shared_checks_are_the_ones_each_check_would_give(
     }
     for metric, arr in failing.items():
         spec = p.metric(metric)
-        checks = _aggregate_checks(spec, arr, 100, p, metric)
-        assert checks == _each_aggregate_check(spec, arr, 100, p, metric)
+        checks = aggregate_checks(spec, arr, 100, p, metric)
+        assert checks == each_aggregate_check(spec, arr, 100, p, metric)
         assert not all(c.passed for c in checks)
 
 

@@ -24,8 +24,8 @@ from dpledger.ledger import Ledger
 from dpledger.mechanisms import cohort_floor, error_bar, mechanism_facts
 from dpledger.planning.forward import Plan, plan
 from dpledger.planning.inverse import budget_for_scale, budget_for_target, required_budget
-from dpledger.policy import BarKind, MetricSpec, Policy, PolicyWarning
-from dpledger.types import Budget
+from dpledger.policy import MetricSpec, Policy, PolicyWarning
+from dpledger.types import BarKind, Budget
 
 ROOT = Path(__file__).resolve().parent.parent
 SPATIAL = Policy.load(ROOT / "policies" / "spatial-eval.toml")

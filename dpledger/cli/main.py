@@ -26,11 +26,9 @@ from dpledger.errors import (
     DpLedgerError,
     InternalError,
     InvalidInput,
-    MigrationRefused,
     ReleaseRefused,
 )
 from dpledger.ledger import Ledger, Release
-from dpledger.ledger.lifetime import Lifetime
 from dpledger.policy import ALL, Policy
 from dpledger.types import Mode
 
@@ -51,11 +49,13 @@ MAX_AGGREGATE_VALUES = 100_000
 _MAX_JSON_BYTES = 8 << 20  # 8 MiB: 100,000 numbers in JSON fit several times over
 
 
-def _emit(data: Any, as_json: bool, text: str) -> None:
+def emit(data: Any, as_json: bool, text: str) -> None:
+    """Print ``data`` as sorted JSON with ``--json``, else the human ``text``."""
     print(json.dumps(data, indent=2, sort_keys=True) if as_json else text)
 
 
-def _open(args: argparse.Namespace, mode: Mode) -> Ledger:
+def open_ledger(args: argparse.Namespace, mode: Mode) -> Ledger:
+    """The ledger at ``--ledger`` under ``--policy``; ``mode`` "read" never creates one."""
     if not args.policy:
         raise InvalidInput("no policy: pass --policy FILE or set DPLEDGER_POLICY")
     return Ledger.open(args.ledger, Policy.load(args.policy), mode=mode)
@@ -159,219 +159,31 @@ def release_text(r: Release) -> str:
 
 def _cmd_check(args: argparse.Namespace) -> int:
     request, aggregate = _request(args), load_aggregate(args.aggregate)
-    with _open(args, "read") as ledger:
+    with open_ledger(args, "read") as ledger:
         v = ledger.check(request, aggregate)
-    _emit(v.as_dict(), args.json, verdict_text(v))
+    emit(v.as_dict(), args.json, verdict_text(v))
     return EXIT_OK if v.approved else EXIT_REFUSED
 
 
 def _cmd_release(args: argparse.Namespace) -> int:
     request, aggregate = _request(args), load_aggregate(args.aggregate)
-    with _open(args, "create") as ledger:
+    with open_ledger(args, "create") as ledger:
         new = not ledger.exists
         try:
             r = ledger.release(request, aggregate)
         except ReleaseRefused as e:
             if e.verdict is None:
                 raise
-            _emit(e.verdict.as_dict(), args.json, verdict_text(e.verdict))
+            emit(e.verdict.as_dict(), args.json, verdict_text(e.verdict))
             return EXIT_REFUSED
         if new:  # a mistyped --ledger would start a new budget history: say so
             print(f"dpledger: created a new ledger at {ledger.location}", file=sys.stderr)
-    _emit(r.as_dict(), args.json, release_text(r))
+    emit(r.as_dict(), args.json, release_text(r))
     return EXIT_OK
 
 
-def _cmd_init(args: argparse.Namespace) -> int:
-    with _open(args, "create") as ledger:
-        created = ledger.init()
-        where, name, version = ledger.location, ledger.policy.name, ledger.policy.version
-    verb = "created" if created else "already exists:"
-    _emit(
-        {"created": created, "ledger": where, "policy": name},
-        args.json,
-        f"{verb} ledger {where} for policy {name} (opened with version {version})",
-    )
-    return EXIT_OK
-
-
-def _cmd_migrate(args: argparse.Namespace) -> int:
-    from dpledger.ledger.migrate import migrate
-
-    try:
-        done = migrate(args.ledger)
-    except MigrationRefused as e:  # it fails its own schema's checks: nothing was changed
-        print(f"dpledger: migration refused: {e}", file=sys.stderr)
-        return EXIT_REFUSED
-    head = f"{done.head[0]}:{done.head[1]}"
-    text = (
-        f"migrated {done.location} from schema {done.from_version} to {done.to_version}: "
-        f"{done.entries} entries kept, chain head {head} unchanged (recorded anchors stay "
-        "valid); check it with `dpledger ledger verify`"
-        if done.changed
-        else f"{done.location} is already at schema {done.to_version}: nothing to do"
-    )
-    _emit({**done.as_dict(), "changed": done.changed}, args.json, text)
-    return EXIT_OK
-
-
-def _unit_view(ledger: Ledger) -> str:
-    """The epoch budget in its unit; under zCDP with its (ε, δ) view."""
-    p = ledger.policy
-    who = "client" if p.privacy_unit == "client" else "person (record unit)"
-    if p.unit == "epsilon":
-        return f"ε_eval {p.eval_budget} per {who} per epoch (pure DP)"
-    from dpledger.accounting import zcdp_epsilon
-
-    eps = zcdp_epsilon(p.eval_budget, p.delta)
-    return f"ρ_eval {p.eval_budget} per {who} per epoch (zCDP; ≈ ε {eps:.4g} at δ = {p.delta:g})"
-
-
-def _cmd_show(args: argparse.Namespace) -> int:
-    with _open(args, "read") as ledger:
-        epochs = sorted({e.draft.epoch for e in ledger.entries()})
-        regions = (*ledger.policy.regions.names, ALL)
-        rows = []
-        for epoch in epochs:
-            for region in regions:
-                spent = ledger.spent(epoch, region)
-                rows.append(
-                    {
-                        "epoch": epoch,
-                        "region": region,
-                        "spent": spent.text,
-                        "remaining": ledger.remaining(epoch, region).text,
-                    }
-                )
-        n, head = ledger.head()
-        budget, unit, view = ledger.policy.eval_budget, ledger.policy.unit, _unit_view(ledger)
-        notices = ledger.budget_changes()
-    sym = "ε" if unit == "epsilon" else "ρ"
-    text = [f"ledger {ledger.location}: {n} entries, head {head[:16]}…, {view}"]
-    text += [
-        f"  epoch {r['epoch']:>4}  {r['region']:<12} spent {sym} {r['spent']:>8}  "
-        f"left {r['remaining']}"
-        for r in rows
-    ]
-    text += [f"  notice: {x}" for x in notices]
-    _emit(
-        {
-            "entries": n,
-            "head": head,
-            "unit": unit,
-            "privacy_unit": ledger.policy.privacy_unit,
-            "eval_budget": str(budget),
-            "regions": rows,
-            "notices": list(notices),
-        },
-        args.json,
-        "\n".join(text),
-    )
-    return EXIT_OK
-
-
-def _cmd_verify(args: argparse.Namespace) -> int:
-    anchor = None
-    if args.expected_head:
-        seq, _, digest = args.expected_head.partition(":")
-        if not (seq.isdigit() and len(seq) <= 19 and len(digest) == 64):
-            raise InvalidInput("--expected-head takes ENTRY_ID:HASH (a release's entry_hash)")
-        anchor = (int(seq), digest)
-    with _open(args, "read") as ledger:
-        report = ledger.verify(expected_head=anchor)
-    text = f"verified {report.entries_checked} entries: " + (
-        "ok" if report.ok else "FAILED\n" + "\n".join(f"  - {p}" for p in report.problems)
-    )
-    text += "".join(f"\n  notice: {x}" for x in report.notices)
-    _emit(
-        {
-            "ok": report.ok,
-            "entries": report.entries_checked,
-            "problems": list(report.problems),
-            "notices": list(report.notices),
-        },
-        args.json,
-        text,
-    )
-    return EXIT_OK if report.ok else EXIT_REFUSED
-
-
-def _export_target(args: argparse.Namespace) -> Path:
-    """Where ``--out`` may write: never the ledger, never an existing file without --force."""
-    out = Path(args.out)
-    ledger_files = [Path(str(args.ledger) + s) for s in ("", "-wal", "-shm", "-journal")]
-    try:
-        if any(f.exists() and out.exists() and out.samefile(f) for f in ledger_files):
-            raise InvalidInput(f"--out {out} is the ledger itself: choose another file")
-        if out.is_dir():
-            raise InvalidInput(f"--out {out} is a directory: name a file")
-        if out.exists() and not args.force:
-            raise InvalidInput(f"--out {out} exists: pass --force to replace it")
-        if not out.parent.is_dir():
-            raise InvalidInput(f"--out {out}: the directory {out.parent} does not exist")
-    except OSError as e:
-        raise InvalidInput(f"--out {out}: {e.strerror}") from None
-    return out
-
-
-def _cmd_export(args: argparse.Namespace) -> int:
-    target = _export_target(args) if args.out else None
-    with _open(args, "read") as ledger:
-        lines = (json.dumps(e.as_dict(), sort_keys=True) + "\n" for e in ledger.entries())
-        if target is None:
-            for line in lines:
-                sys.stdout.write(line)
-            return EXIT_OK
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.partial")
-        try:
-            with tmp.open("w", encoding="utf-8") as out:
-                out.writelines(lines)
-            os.replace(tmp, target)  # complete or absent: never half an export
-        except OSError as e:
-            tmp.unlink(missing_ok=True)
-            raise InvalidInput(f"cannot write --out {target}: {e.strerror}") from None
-    return EXIT_OK
-
-
-def _cmd_lifetime(args: argparse.Namespace) -> int:
-    with _open(args, "read") as ledger:
-        units = sorted({e.privacy_unit for e in ledger.entries()} | {ledger.policy.privacy_unit})
-        lives = [ledger.lifetime(args.region, delta=args.delta, privacy_unit=u) for u in units]
-        delta = args.delta or ledger.policy.delta
-    blocks = [_lifetime_text(life, delta) for life in lives]
-    payload = lives[0].as_dict() if len(lives) == 1 else {"by_unit": [x.as_dict() for x in lives]}
-    _emit(payload, args.json, "\n".join(blocks))
-    return EXIT_OK
-
-
-def _lifetime_text(life: Lifetime, delta: float) -> str:
-    pld = (
-        "not installed (pip install 'dpledger[pld]')"
-        if life.epsilon_pld is None
-        else f"{life.epsilon_pld:.6g}"
-    )
-    who = "a client" if life.privacy_unit == "client" else "one person's records"
-    head = f"lifetime loss of {who} of region {life.region} over {life.releases} releases"
-    if life.method == "basic":
-        headline = f"  ε = {life.total.text} (pure DP, exact; δ = 0)"
-    else:
-        headline = (
-            f"  ρ = {life.total.text} (zCDP, exact) → ε = {life.epsilon:.6g} at δ = {delta:g} "
-            f"({life.method})"
-        )
-    text = (
-        f"{head}\n{headline}\n  (ε, δ = {delta:g}) views: zCDP conversion ε = "
-        f"{life.epsilon_zcdp:.6g}; PLD ε = {pld}"
-    )
-    if life.unbounded:
-        text += (
-            f"\n  NOT BOUNDED for a client: {life.unbounded} record-level release(s) protect "
-            "one person's records, not a client's aggregate"
-        )
-    return text
-
-
-def _ledger_args(p: argparse.ArgumentParser) -> None:
+def ledger_args(p: argparse.ArgumentParser) -> None:
+    """``--policy``, ``--ledger`` and ``--json``: what every command on a ledger takes."""
     p.add_argument(
         "--policy",
         default=os.environ.get("DPLEDGER_POLICY"),
@@ -386,7 +198,7 @@ def _ledger_args(p: argparse.ArgumentParser) -> None:
 
 
 def _release_args(p: argparse.ArgumentParser, *, release: bool) -> None:
-    _ledger_args(p)
+    ledger_args(p)
     p.add_argument("--request", help="JSON file with the request fields (flags override)")
     p.add_argument("--epoch", type=int)
     p.add_argument("--metric")
@@ -416,36 +228,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("release", help="check, spend, add OpenDP noise, record")
     _release_args(p, release=True)
     p.set_defaults(func=_cmd_release)
-    lg = sub.add_parser("ledger", help="create, inspect and audit a ledger").add_subparsers(
-        dest="action", required=True
-    )
-    for name, func, help_ in (
-        ("init", _cmd_init, "create a new, empty ledger for a policy"),
-        ("show", _cmd_show, "spend and remaining budget per epoch and region"),
-        ("verify", _cmd_verify, "hash chain, recorded policies, every ε re-derived via OpenDP"),
-        ("export", _cmd_export, "entries as JSON lines"),
-        ("lifetime", _cmd_lifetime, "a client's total loss over all epochs"),
-        ("migrate", _cmd_migrate, "upgrade a schema-1 or -2 ledger in place (keeps hashes)"),
-    ):
-        p = lg.add_parser(name, help=help_)
-        _ledger_args(p)
-        p.set_defaults(func=func)
-        if name == "export":
-            p.add_argument("--out", help="file to write (default stdout); never the ledger")
-            p.add_argument("--force", action="store_true", help="replace an existing --out file")
-        if name == "verify":
-            p.add_argument("--expected-head", help="ENTRY_ID:HASH recorded outside the database")
-        if name == "lifetime":
-            p.add_argument("--region", default=ALL, help="a region, or '*' for the worst")
-            p.add_argument("--delta", type=float, help="δ for the (ε, δ) views (default: policy's)")
     _register_subcommands(sub)
     return parser
 
 
 def _register_subcommands(sub: Any) -> None:
-    """Planning, calibration, the demo and the service live in their own modules."""
-    from dpledger.cli import demo, plan, service
+    """The ledger actions, planning, calibration, the demo and the service: own modules."""
+    from dpledger.cli import demo, ledger, plan, service
 
+    ledger.register(sub)
     plan.register(sub)
     demo.register(sub)
     service.register(sub)

@@ -4,7 +4,9 @@
 :class:`~dpledger.ledger.Release` and :class:`~dpledger.approval.Verdict`, the derived
 metrics); :func:`published` is the part that may leave the ServerApp — noisy values, their
 95% half-widths, refusal flags and the health counters the neighbouring relation makes
-public — which is all the wrapper returns to Flower.
+public — which is all the wrapper returns to Flower. :func:`tally_health` counts each
+region's node statuses into its :class:`Health`; :func:`short_reason` bounds the reason a
+node's status keeps.
 
 Keys of the published record (Flower's ``Result.evaluate_metrics_clientapp[round]``):
 
@@ -41,7 +43,16 @@ from dpledger.ledger import Release
 from dpledger.ledger.derived import DerivedRelease
 from dpledger.mechanisms import bar_factor
 
-__all__ = ["HEALTH_FIELDS", "Health", "NodeStatus", "NotReleased", "RoundReport", "published"]
+__all__ = [
+    "HEALTH_FIELDS",
+    "Health",
+    "NodeStatus",
+    "NotReleased",
+    "RoundReport",
+    "published",
+    "short_reason",
+    "tally_health",
+]
 
 Status = Literal["reported", "failed", "dropped", "rejected"]
 HEALTH_FIELDS = ("reported", "failed", "rejected")
@@ -218,3 +229,24 @@ def published(report: RoundReport, *, health_public: bool) -> dict[str, Value]:
         elif hr is not None:
             out[f"{region}/health/refused"] = 1
     return out
+
+
+def short_reason(reason: str, limit: int = 500) -> str:
+    """A node's reason in at most ``limit`` characters: its start and its end (Ray wraps
+    whole tracebacks in a reason, with the exception's own message last)."""
+    if len(reason) <= limit:
+        return reason
+    head = limit // 3
+    return reason[:head] + " … " + reason[-(limit - head - 3) :]
+
+
+def tally_health(selected: Mapping[int, str], nodes: list[NodeStatus]) -> dict[str, Health]:
+    """Each region's :class:`Health`: the nodes selected in it, and each one's status."""
+    counts: dict[str, dict[str, int]] = {}
+    for region in selected.values():
+        c = counts.setdefault(region, dict.fromkeys(("selected", "reported", "failed",
+                                                       "dropped", "rejected"), 0))  # fmt: skip
+        c["selected"] += 1
+    for s in nodes:
+        counts[s.region][s.status] += 1
+    return {region: Health(**c) for region, c in counts.items()}

@@ -62,6 +62,8 @@ from dpledger.flower.report import (
     Outcome,
     RoundReport,
     published,
+    short_reason,
+    tally_health,
 )
 from dpledger.flower.wire import (
     PACKED_RECORD,
@@ -260,7 +262,7 @@ class LedgerEvaluation(Strategy):
         if planned is None:
             return None
         nodes, payloads, unexpected = self._sort(planned, replies)
-        health = _health(planned.selected, nodes)
+        health = tally_health(planned.selected, nodes)
         report = self._release(planned, health, nodes, payloads, unexpected)
         self.rounds[server_round] = report
         if self._on_round is not None:
@@ -302,12 +304,12 @@ class LedgerEvaluation(Strategy):
             if reply.has_error():
                 e = reply.error
                 status[node] = NodeStatus(
-                    node, region, "failed", _short(f"error {e.code}: {e.reason}")
+                    node, region, "failed", short_reason(f"error {e.code}: {e.reason}")
                 )
                 continue
             got, problem = self._read(plan, reply, width)
             if problem is not None:
-                status[node] = NodeStatus(node, region, "rejected", _short(problem))
+                status[node] = NodeStatus(node, region, "rejected", short_reason(problem))
             elif isinstance(got, dict):
                 records.append((node, got))
             else:
@@ -343,7 +345,7 @@ class LedgerEvaluation(Strategy):
             status[node] = (
                 NodeStatus(node, region, "reported")
                 if found is None
-                else NodeStatus(node, region, "rejected", _short(found))
+                else NodeStatus(node, region, "rejected", short_reason(found))
             )
         accepted: dict[str, dict[str, npt.NDArray[Any]]] = {}
         for region in set(selected.values()):
@@ -491,23 +493,3 @@ def _check_parts(registry: object, aggregator: object, prefix: object, on_round:
         )
     if on_round is not None and not callable(on_round):
         raise InvalidInput(f"on_round must be callable, got {type(on_round).__name__}")
-
-
-def _short(reason: str, limit: int = 500) -> str:
-    """A node's reason in at most ``limit`` characters: its start and its end (Ray wraps
-    whole tracebacks in a reason, with the exception's own message last)."""
-    if len(reason) <= limit:
-        return reason
-    head = limit // 3
-    return reason[:head] + " … " + reason[-(limit - head - 3) :]
-
-
-def _health(selected: Mapping[int, str], nodes: list[NodeStatus]) -> dict[str, Health]:
-    counts: dict[str, dict[str, int]] = {}
-    for region in selected.values():
-        c = counts.setdefault(region, dict.fromkeys(("selected", "reported", "failed",
-                                                       "dropped", "rejected"), 0))  # fmt: skip
-        c["selected"] += 1
-    for s in nodes:
-        counts[s.region][s.status] += 1
-    return {region: Health(**c) for region, c in counts.items()}

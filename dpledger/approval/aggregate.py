@@ -1,0 +1,157 @@
+"""The aggregate's checks: real numbers of the right shape, finite, signed as declared, and
+within the bounds that ``n`` clipped clients can reach.
+
+They run before OpenDP ever sees the aggregate (OpenDP turns NaN into 0, clamps inf and
+accepts a vector of the wrong length). A reason names public facts only: the un-noised
+aggregate must never reach a verdict, a log or a review.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from dpledger.approval.verdict import Check
+from dpledger.policy import Clip, MetricSpec, Policy
+
+__all__ = ["AGGREGATE_TOLERANCE", "aggregate_checks", "as_float64", "each_aggregate_check"]
+
+AGGREGATE_TOLERANCE = 1e-9
+"""Relative slack on the gross-clipping check, absorbing float rounding in the secure sum.
+
+The check is evidence that client clipping ran, not the privacy guarantee (that rests on
+the client module's clip), so a sum exceeding ``high·n`` by a few ulps is not refused.
+"""
+
+_EXACT_INT = 2**53
+
+
+def as_float64(aggregate: object) -> tuple[npt.NDArray[np.float64] | None, str]:
+    """The aggregate as float64 if it widens exactly, else None and why."""
+    try:
+        arr = np.asarray(aggregate)
+    except (ValueError, TypeError) as e:
+        return None, f"not an array of numbers ({e})"
+    k = arr.dtype.kind
+    if k == "f" and arr.dtype.itemsize <= 8:
+        return arr.astype(np.float64), ""
+    if k in "iu":
+        if arr.size and int(np.max(np.abs(arr.astype(object)))) > _EXACT_INT:
+            return None, "integers beyond 2**53 do not convert to float64 exactly"
+        return arr.astype(np.float64), ""
+    return None, f"dtype {arr.dtype} is not a real number type; send float64 or integers"
+
+
+def aggregate_checks(
+    spec: MetricSpec, arr: npt.NDArray[np.float64], n: int, policy: Policy, metric: str
+) -> Sequence[Check]:
+    """The aggregate's checks: one shared tuple when they all pass, else each with its reason.
+
+    A passing aggregate's checks name only public facts (its shape, the metric's bounds,
+    ``n``), so they are built once per (metric, shape, n) and shared; the decisions are
+    :func:`each_aggregate_check`'s, on the same arithmetic.
+    """
+    want = () if spec.kind == "scalar_mean" else (spec.size,)
+    signed = spec.kind == "scalar_mean" or not spec.is_nonnegative
+    if (
+        arr.shape in (want, want if want else (1,))
+        and bool(np.isfinite(arr).all())
+        and (signed or not bool((arr < 0).any()))
+        and _within_bounds(spec, arr, n, policy)
+    ):
+        return _passed(policy, metric, arr.shape, n)
+    return each_aggregate_check(spec, arr, n, policy, metric)
+
+
+@functools.lru_cache(maxsize=4096)
+def _passed(policy: Policy, metric: str, shape: tuple[int, ...], n: int) -> tuple[Check, ...]:
+    """The checks of an aggregate of ``shape`` that passes them all (public facts only)."""
+    spec = policy.metric(metric)
+    signed = spec.kind == "scalar_mean" or not spec.is_nonnegative
+    return (
+        Check("aggregate_shape", True, f"shape {shape}"),
+        Check("aggregate_finite", True, "all finite"),
+        Check("counts_nonnegative", True, "signed values allowed" if signed else "ok"),
+        Check("clipping_bounds", True, _bounds_reason(policy, metric, n, True)),
+    )
+
+
+def each_aggregate_check(
+    spec: MetricSpec, arr: npt.NDArray[np.float64], n: int, policy: Policy, metric: str
+) -> list[Check]:
+    """Each aggregate check in turn, with its reason (the path of a refusal)."""
+    want = () if spec.kind == "scalar_mean" else (spec.size,)
+    if arr.shape not in (want, want if want else (1,)):
+        return [
+            Check("aggregate_shape", False, f"shape {arr.shape}, expected {want or 'a scalar'}")
+        ]
+    checks = [Check("aggregate_shape", True, f"shape {arr.shape}")]
+    bad = int(np.count_nonzero(~np.isfinite(arr)))
+    if bad:
+        checks.append(Check("aggregate_finite", False, f"{bad} NaN/inf value(s); re-aggregate"))
+        return checks
+    checks.append(Check("aggregate_finite", True, "all finite"))
+    if spec.kind != "scalar_mean" and spec.is_nonnegative:
+        neg = int(np.count_nonzero(arr < 0))
+        checks.append(
+            Check("counts_nonnegative", neg == 0, f"{neg} negative count(s)" if neg else "ok")
+        )
+    else:
+        checks.append(Check("counts_nonnegative", True, "signed values allowed"))
+    ok = _within_bounds(spec, arr, n, policy)
+    checks.append(Check("clipping_bounds", ok, _bounds_reason(policy, metric, n, ok)))
+    return checks
+
+
+def _within_bounds(spec: MetricSpec, arr: npt.NDArray[np.float64], n: int, policy: Policy) -> bool:
+    """Evidence that client clipping ran: the sum lies where ``n`` clipped clients can put it.
+
+    Under a record-level policy ``n`` counts records and the clip or cap is per record.
+
+    Under ``add_remove`` the number of clients actually summed is private (at most the
+    planned ``n``), so a scalar's range is ``[min(0, low)·n, max(0, high)·n]``: the range
+    of any number of clients up to n. With ``[low·n, high·n]`` a clip excluding 0 would
+    approve a dataset and refuse its neighbour without one client, at no charge.
+    """
+    if spec.kind == "scalar_mean" and spec.clip is not None:
+        lo, hi = _scalar_range(policy, spec.clip, n)
+        x = float(arr.reshape(-1)[0])
+        return lo - abs(lo) * AGGREGATE_TOLERANCE <= x <= hi + abs(hi) * AGGREGATE_TOLERANCE
+    with np.errstate(over="ignore"):  # an overflowing mass is inf: refused below
+        mass = float(np.abs(arr).sum())
+    return mass <= float(spec.cap or 0) * n * (1 + AGGREGATE_TOLERANCE)
+
+
+def _scalar_range(policy: Policy, clip: Clip, n: int) -> tuple[float, float]:
+    """``[low·n, high·n]`` of a clipped scalar (0 included under ``add_remove``)."""
+    low, high = float(clip.low), float(clip.high)
+    if policy.neighbouring == "add_remove":
+        low, high = min(0.0, low), max(0.0, high)
+    return low * n, high * n
+
+
+@functools.lru_cache(maxsize=4096)
+def _bounds_reason(policy: Policy, metric: str, n: int, ok: bool) -> str:
+    """The clipping check's reason. It names public bounds only: the un-noised aggregate
+    must never reach a verdict, a log or a review (a refused release would leak it at no
+    charge)."""
+    spec = policy.metric(metric)
+    who = "client" if policy.privacy_unit == "client" else "record"
+    if spec.kind == "scalar_mean" and spec.clip is not None:
+        lo, hi = _scalar_range(policy, spec.clip, n)
+        return (
+            f"sum within clip × n = [{lo:g}, {hi:g}]"
+            if ok
+            else f"sum outside clip × n = [{lo:g}, {hi:g}] (n {policy.counted}): {who} "
+            "clipping failed; fix the client module before releasing"
+        )
+    limit = float(spec.cap or 0) * n
+    return (
+        f"L1 mass within cap × n = {limit:g}"
+        if ok
+        else f"L1 mass exceeds cap × n = {limit:g} (n {policy.counted}): {who} capping "
+        "failed; fix the client module before releasing"
+    )

@@ -1,0 +1,119 @@
+"""Approval's one path: :func:`evaluate` runs every check, :func:`recheck` and :func:`admits`
+re-run the ledger-state ones on fresh state under the write lock.
+
+:func:`evaluate` is the code behind both ``Ledger.check`` (dry run) and ``Ledger.release``
+(which re-runs the budget check under the write lock), so the two can never disagree.
+"""
+
+from __future__ import annotations
+
+import functools
+from fractions import Fraction
+
+from dpledger.accounting import EpochSpend, allocation_loss, budget_loss
+from dpledger.approval.aggregate import aggregate_checks, as_float64
+from dpledger.approval.checks import costing, request_checks, state_checks
+from dpledger.approval.request import ReleaseRequest
+from dpledger.approval.verdict import (
+    STATE_CHECKS,
+    Assessment,
+    Check,
+    Prepared,
+    Verdict,
+    complete,
+)
+from dpledger.policy import Policy
+
+__all__ = ["admits", "evaluate", "recheck"]
+
+_NIL = Fraction(0)
+
+
+def evaluate(
+    policy: Policy,
+    request: ReleaseRequest,
+    aggregate: object,
+    spend: EpochSpend | None,
+    epoch_policy: tuple[str, str] | None = None,
+) -> Assessment:
+    """Run every approval check: the verdict, and the prepared release if all pass.
+
+    ``spend`` is the epoch's exact committed spend; ``epoch_policy`` the ``(hash,
+    version)`` the epoch was opened under (None if unopened). With ``spend=None`` the
+    ledger-state checks (:data:`STATE_CHECKS`) are deferred to :func:`recheck`, which a
+    release runs under the write lock anyway. Nothing is mutated.
+    """
+    unit = policy.unit
+    spec, head = request_checks(
+        policy, request.metric, request.region, request.policy_version, request.edges_version
+    )
+    checks = list(head)
+    if spec is None:
+        return Assessment(complete(request, checks, unit))
+    arr, why = as_float64(aggregate)
+    checks.append(Check("aggregate_dtype", arr is not None, why or "real numbers"))
+    if arr is None or not all(c.passed for c in checks):
+        return Assessment(complete(request, checks, unit))
+    checks.extend(aggregate_checks(spec, arr, request.cohort, policy, request.metric))
+    if not all(c.passed for c in checks):
+        return Assessment(complete(request, checks, unit))
+
+    priced = costing(policy, request.metric, request.cohort)
+    checks.append(priced.check)
+    if priced.facts is None:  # an over-committed policy: this metric gets no budget
+        return Assessment(complete(request, checks, unit, Fraction(0)))
+    facts, charge, floor = priced.facts, priced.charge, priced.floor
+    values = arr.reshape(1) if spec.kind == "scalar_mean" else arr
+    if spend is None:
+        v = complete(request, checks, unit, priced.cost, floor=floor, deferred=STATE_CHECKS)
+    else:
+        state, allocation, budget = state_checks(policy, request, charge, spend, epoch_policy)
+        checks.extend(state)
+        v = complete(request, checks, unit, charge, budget, floor, allocation)
+    return Assessment(v, Prepared(v, spec, values, facts) if v.approved else None)
+
+
+def recheck(
+    policy: Policy, prepared: Prepared, spend: EpochSpend, epoch_policy: tuple[str, str] | None
+) -> Verdict:
+    """The ledger-state checks of a prepared request, on fresh state (under the lock).
+
+    Returns the request's whole verdict with :data:`STATE_CHECKS` (re)run: ``approved``
+    says whether the release may go ahead.
+    """
+    v = prepared.verdict
+    charge = v.charge.amount if v.charge is not None else Fraction(0)
+    state, allocation, budget = state_checks(policy, v.request, charge, spend, epoch_policy)
+    checks = (*(c for c in v.checks if c.name not in STATE_CHECKS), *state)
+    return Verdict(v.request, checks, v.charge, v.unit, budget, v.floor, allocation)
+
+
+def admits(
+    policy: Policy, prepared: Prepared, spend: EpochSpend, epoch_policy: tuple[str, str] | None
+) -> bool:
+    """Whether :func:`recheck` would approve, without building its verdict.
+
+    The same decisions on the same exact arithmetic (:func:`allocation_loss`,
+    :func:`budget_loss`, which the checks themselves use), without their texts: the hot
+    path of a round under the write lock. Only a refusal needs the verdict, and then the
+    caller runs :func:`recheck` for it.
+    """
+    if epoch_policy is not None and epoch_policy[0] != policy.content_hash:
+        return False
+    req = prepared.verdict.request
+    charge = prepared.verdict.charge.amount if prepared.verdict.charge is not None else _NIL
+    allocation_room, budget_room = _headroom(policy, req.metric, charge)
+    if (
+        allocation_room is not None
+        and allocation_loss(policy, spend, req.region, req.metric) > allocation_room
+    ):
+        return False
+    return budget_loss(policy, spend, req.region) <= budget_room
+
+
+@functools.lru_cache(maxsize=4096)
+def _headroom(policy: Policy, metric: str, charge: Fraction) -> tuple[Fraction | None, Fraction]:
+    """``(allocation − charge, ε_eval − charge)``: spent + charge ≤ limit ⟺ spent ≤ limit − charge,
+    exactly, so :func:`admits` compares instead of adding per release."""
+    allocation = policy.allocation_of(metric)
+    return None if allocation is None else allocation - charge, policy.eval_budget - charge

@@ -1,0 +1,79 @@
+"""What a caller asks to release: the strict :class:`ReleaseRequest`, and its fingerprint.
+
+The request carries only public facts (epoch, metric, region, declared cohort, the
+versions the client module used); the fingerprint is what an idempotent retry under the
+same release id must repeat exactly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Annotated
+
+import numpy as np
+from pydantic import BeforeValidator, ConfigDict, Field
+
+from dpledger.policy import ALL, FrozenModel
+
+__all__ = ["MAX_COHORT", "MAX_EPOCH", "ReleaseRequest", "fingerprint"]
+
+MAX_EPOCH = 2**63 - 1
+"""The largest epoch number: what a signed 64-bit integer column (every store) holds."""
+MAX_COHORT = 10**9
+"""The largest cohort a release may declare (a billion clients: more than any fleet)."""
+_COMPACT = json.JSONEncoder(separators=(",", ":"))  # json.dumps(…, separators=…), built once
+
+
+def _numpy_int(value: object) -> object:
+    """A numpy integer as a Python int (``cohort=mask.sum()``); anything else unchanged."""
+    return int(value) if isinstance(value, np.integer) else value
+
+
+_Count = Annotated[int, BeforeValidator(_numpy_int)]
+
+
+class ReleaseRequest(FrozenModel):
+    """What a caller asks to release: epoch, metric, region (or all), cohort, versions.
+
+    Strict: ``epoch`` and ``cohort`` must be integers (``True``, ``1.0`` and ``"2400"``
+    are refused, not coerced), strings must be strings. ``release_id`` makes the release
+    idempotent: a retry with the same id, request and aggregate returns the recorded
+    release (no new noise, no second charge).
+    """
+
+    model_config = ConfigDict(strict=True)  # merged with FrozenModel's frozen, closed config
+
+    epoch: _Count = Field(ge=0, le=MAX_EPOCH, description="evaluation epoch (policy budget window)")
+    metric: str = Field(min_length=1, max_length=64)
+    region: str = Field(
+        min_length=1, max_length=64, description=f"a region, or {ALL!r} for all (explicit)"
+    )
+    cohort: _Count = Field(
+        ge=1,
+        le=MAX_COHORT,
+        description="clients summed into the aggregate — under a privacy_unit = 'record' "
+        "policy, RECORDS (after each silo's per-person bound) — a public number: under "
+        "replace the known cohort; under add_remove the planned cohort fixed before the "
+        "round (the aggregator must sum at most this many), never the count of who reported",
+    )
+    edges_version: str | None = Field(default=None, min_length=1, max_length=128)
+    policy_version: str | None = Field(default=None, min_length=1, max_length=64)
+    release_id: str | None = Field(
+        default=None,
+        pattern=r"^[!-~]{1,128}$",
+        description="caller-chosen idempotency key, unique per ledger: 1-128 printable "
+        "ASCII characters without spaces (e.g. a UUID, or 'round-7/eu-west/loss')",
+    )
+
+
+def fingerprint(request: ReleaseRequest, principal: str | None = None) -> str:
+    """SHA-256 of a request's public fields (all but its release id) and its principal.
+
+    What an idempotent retry must repeat exactly (a release id belongs to whoever spent
+    it). It holds nothing derived from the aggregate: the entry is readable by anyone who
+    reads the ledger, and a digest of a private sum could be tested against guesses.
+    """
+    fields = [v for k, v in request.__dict__.items() if k != "release_id"]  # field order
+    fields.append(principal)
+    return hashlib.sha256(_COMPACT.encode(fields).encode()).hexdigest()

@@ -1,0 +1,177 @@
+"""The policy models' foundations: exact decimals, budget fields, and the frozen base model.
+
+Every number a policy declares is kept as an exact :class:`fractions.Fraction`, parsed
+from the decimal the author wrote (never the nearest binary double), so that ten
+releases of 0.1 fit a budget of 1.0. :class:`FrozenModel` is the closed, immutable
+pydantic base of every policy model; its bad input raises a :class:`DpLedgerError`
+listing each problem, never pydantic's own error.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from contextvars import ContextVar
+from fractions import Fraction
+from typing import Annotated, Any, Self
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    PlainSerializer,
+    PlainValidator,
+    ValidationError,
+)
+
+from dpledger.errors import DpLedgerError, InvalidInput
+from dpledger.types import Budget, fraction_text
+
+__all__ = [
+    "NAME",
+    "BudgetValue",
+    "ExactDecimal",
+    "FrozenModel",
+    "PositiveDecimal",
+    "describe_validation_error",
+    "to_fraction",
+]
+
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
+"""What a policy, version, metric or region name must match: 1–64 characters, no spaces."""
+
+
+def to_fraction(value: object) -> Fraction:
+    """An exact rational from a decimal string, int, float (its shortest repr) or Fraction.
+
+    Floats are read through ``repr`` so that ``0.1`` is exactly 1/10, the decimal the
+    policy author wrote, not the binary double nearest to it.
+    """
+    if isinstance(value, bool):
+        raise ValueError("expected a number, got a boolean")
+    if isinstance(value, Fraction):
+        q = value
+    elif isinstance(value, int):
+        q = Fraction(value)
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"expected a finite number, got {value!r}")
+        q = Fraction(repr(value))
+    elif isinstance(value, str):
+        try:
+            q = Fraction(value.strip())
+        except (ValueError, ZeroDivisionError) as e:
+            raise ValueError(f"expected a decimal number, got {value!r}") from e
+    else:
+        raise ValueError(f"expected a number, got {type(value).__name__}")
+    return q
+
+
+ExactDecimal = Annotated[
+    Fraction,
+    BeforeValidator(to_fraction),
+    PlainSerializer(fraction_text, return_type=str),
+]
+"""A policy number kept exact; serialised as ``"p/q"`` text."""
+
+
+def _budget_value(v: object) -> Budget:
+    """A :class:`Budget`, or its :meth:`Budget.as_dict` form (what JSON carries)."""
+    if isinstance(v, Budget):
+        return v
+    if isinstance(v, Mapping) and v.get("unit") in ("epsilon", "rho") and "amount" in v:
+        return Budget(to_fraction(v["amount"]), v["unit"])
+    raise ValueError(f"expected a Budget or {{'unit': ..., 'amount': 'p/q'}}, got {v!r}")
+
+
+BudgetValue = Annotated[
+    Budget,
+    PlainValidator(_budget_value),
+    PlainSerializer(lambda b: b.as_dict(), return_type=dict),
+]
+"""A :class:`Budget` field of a model; serialised as ``{"unit", "amount": "p/q", "value"}``."""
+
+
+def _positive(q: Fraction) -> Fraction:
+    if not q > 0:
+        raise ValueError("must be > 0")
+    return q
+
+
+PositiveDecimal = Annotated[ExactDecimal, AfterValidator(_positive)]
+"""A budget, cap or weight: exact and > 0 (checked per field, so every bad one is listed)."""
+
+
+def describe_validation_error(e: ValidationError) -> str:
+    """Every problem of a pydantic error as ``field: message`` parts joined by ``; ``.
+
+    No pydantic documentation URLs, and inputs shown only as a short ``(got …)``.
+    """
+    parts = []
+    for err in e.errors(include_url=False):
+        field = ".".join(str(p) for p in err["loc"]) or "<root>"
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        got = err.get("input")
+        hint = ""
+        if "input" in err and not isinstance(got, dict | list | tuple):
+            shown = repr(got)
+            hint = f" (got {shown[:40]}{'…' if len(shown) > 40 else ''})"
+        parts.append(f"{field}: {msg}{hint}")
+    return "; ".join(parts)
+
+
+_DEPTH: ContextVar[int] = ContextVar("dpledger_validation_depth", default=0)
+
+
+class FrozenModel(BaseModel):
+    """Frozen, closed pydantic base whose bad input raises a :class:`DpLedgerError`.
+
+    Pydantic's ``ValidationError`` never escapes: the outermost construction (or
+    ``model_validate``) turns it into :meth:`_invalid`'s error, listing every problem;
+    nested models re-raise pydantic's error so that their fields keep their paths.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    @classmethod
+    def _invalid(cls, message: str) -> DpLedgerError:
+        return InvalidInput(f"invalid {cls.__name__}: {message}")
+
+    def __init__(self, **data: Any) -> None:
+        token = _DEPTH.set(_DEPTH.get() + 1)
+        try:
+            super().__init__(**data)
+        except ValidationError as e:
+            if _DEPTH.get() > 1:
+                raise
+            raise self._invalid(describe_validation_error(e)) from None
+        finally:
+            _DEPTH.reset(token)
+
+    @classmethod
+    def model_validate_json(cls, json_data: str | bytes | bytearray, **kwargs: Any) -> Self:
+        """Validate JSON text; a :class:`DpLedgerError` (not pydantic's) when it is invalid."""
+        token = _DEPTH.set(_DEPTH.get() + 1)
+        try:
+            return super().model_validate_json(json_data, **kwargs)
+        except ValidationError as e:
+            if _DEPTH.get() > 1:
+                raise
+            raise cls._invalid(describe_validation_error(e)) from None
+        finally:
+            _DEPTH.reset(token)
+
+    @classmethod
+    def model_validate(cls, obj: Any, **kwargs: Any) -> Self:
+        """Validate ``obj``; a :class:`DpLedgerError` (not pydantic's) when it is invalid."""
+        token = _DEPTH.set(_DEPTH.get() + 1)
+        try:
+            return super().model_validate(obj, **kwargs)
+        except ValidationError as e:
+            if _DEPTH.get() > 1:
+                raise
+            raise cls._invalid(describe_validation_error(e)) from None
+        finally:
+            _DEPTH.reset(token)

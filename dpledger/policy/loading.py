@@ -1,0 +1,45 @@
+"""A policy's text in: a bounded UTF-8 file, parsed as TOML, every failure a PolicyError.
+
+Only the reading and parsing; validation is :meth:`dpledger.policy.Policy.from_mapping`'s.
+Each error names the file (``source``) and says what a policy file must be.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from dpledger.errors import PolicyError
+
+__all__ = ["MAX_POLICY_BYTES", "parse_toml", "read_policy_text"]
+
+MAX_POLICY_BYTES = 1 << 20
+"""A policy file larger than this (1 MiB) is refused before it is parsed."""
+
+
+def parse_toml(text: str, *, source: str) -> dict[str, Any]:
+    """The table a policy's TOML text holds; raise :class:`PolicyError` naming ``source``."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise PolicyError(f"not valid TOML: {e}", source=source) from e
+    except RecursionError:
+        raise PolicyError("TOML nested too deeply to be a policy", source=source) from None
+
+
+def read_policy_text(path: Path) -> str:
+    """A policy file's text (at most :data:`MAX_POLICY_BYTES` of UTF-8); raise
+    :class:`PolicyError` naming the file."""
+    try:
+        if path.stat().st_size > MAX_POLICY_BYTES:
+            raise PolicyError(
+                f"the file is larger than {MAX_POLICY_BYTES} bytes: not a policy", source=str(path)
+            )
+        return path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise PolicyError(f"cannot read the policy file: {e.strerror}", source=str(path)) from e
+    except UnicodeDecodeError as e:
+        raise PolicyError(
+            f"not UTF-8 text (byte {e.start}): a policy is a UTF-8 TOML file", source=str(path)
+        ) from None

@@ -1,0 +1,166 @@
+"""One releasable metric of a policy: its kind, clip or L1 cap, budget and error-bar target.
+
+:class:`Clip` carries a scalar's per-client bounds with their provenance; a
+:class:`MetricSpec` checks its own consistency (one budget; a clip for a scalar, one L1
+cap for a vector; fixed, versioned edges for a histogram) and knows its released size.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from fractions import Fraction
+
+from pydantic import Field, field_validator, model_validator
+
+from dpledger.errors import InvalidInput
+from dpledger.metrics.codec import VectorSumCodec
+from dpledger.metrics.records import record_regression_codec
+from dpledger.policy.base import ExactDecimal, FrozenModel, PositiveDecimal
+from dpledger.types import BarKind, MechanismKind, MetricKind
+
+__all__ = ["Clip", "MetricSpec"]
+
+
+class Clip(FrozenModel):
+    """Per-client clip bounds of a scalar contribution, with where they came from."""
+
+    low: ExactDecimal
+    high: ExactDecimal
+    source: str = Field(min_length=1, description="provenance: held-out fleet, n, percentile")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Clip:
+        if not self.low < self.high:
+            raise ValueError(f"clip low ({self.low}) must be below high ({self.high})")
+        return self
+
+
+class MetricSpec(FrozenModel):
+    """One releasable metric: its kind, bounds, per-release budget and error-bar target."""
+
+    kind: MetricKind
+    description: str = ""
+    clip: Clip | None = None
+    edges: tuple[float, ...] | None = None
+    edges_version: str | None = None
+    dimension: int | None = Field(default=None, ge=1, le=100_000)
+    cap_per_client: PositiveDecimal | None = None
+    cap_per_record: PositiveDecimal | None = None
+    y_clip: Clip | None = None
+    y_pred_clip: Clip | None = None
+    nonnegative: bool | None = None  # default: True for histograms, False for vector_sum
+    epsilon: PositiveDecimal | None = None
+    rho: PositiveDecimal | None = None
+    weight: PositiveDecimal | None = None
+    target: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    bar: BarKind = "ci95"
+    mechanism: MechanismKind | None = None
+
+    @field_validator("edges")
+    @classmethod
+    def _edges_increasing(cls, v: tuple[float, ...] | None) -> tuple[float, ...] | None:
+        if v is None:
+            return v
+        if len(v) < 1:
+            raise ValueError("edges must hold at least one value")
+        if not all(math.isfinite(e) for e in v):
+            raise ValueError("edges must be finite")
+        if any(b <= a for a, b in itertools.pairwise(v)):
+            raise ValueError(f"edges must be strictly increasing, got {list(v)}")
+        return v
+
+    @property
+    def is_nonnegative(self) -> bool:
+        """Whether every client's vector is ≥ 0: declared, else histograms only.
+
+        It matters for the L2 sensitivity under replace (√2·cap instead of 2·cap), so a
+        ``vector_sum`` must declare it; the ledger cannot check it per client.
+        """
+        if self.nonnegative is not None:
+            return self.nonnegative
+        return self.kind == "histogram"
+
+    @model_validator(mode="after")
+    def _consistent(self) -> MetricSpec:
+        problems = []
+        budgets = [b for b in (self.epsilon, self.rho, self.weight) if b is not None]
+        if len(budgets) != 1:
+            problems.append("give exactly one of epsilon, rho (absolute) or weight (a share)")
+        if self.kind == "scalar_mean":
+            if self.clip is None:
+                problems.append("a scalar_mean metric needs clip.low and clip.high")
+            if self.edges is not None or self.cap_per_client is not None:
+                problems.append("a scalar_mean metric takes clip, not edges or cap_per_client")
+            if self.cap_per_record is not None:
+                problems.append("a scalar_mean metric takes clip, not cap_per_record")
+        else:
+            caps = (self.cap_per_client, self.cap_per_record)
+            if caps.count(None) != 1:
+                problems.append(
+                    f"a {self.kind} metric needs one L1 bound > 0: cap_per_client (a client's "
+                    "contribution) or, in a record-level policy, cap_per_record (one record's)"
+                )
+            if self.clip is not None:
+                problems.append(f"a {self.kind} metric is bounded by its L1 cap, not clip")
+        if (self.y_clip is None) != (self.y_pred_clip is None):
+            problems.append("declare both y_clip and y_pred_clip (regression measures), or neither")
+        elif self.y_clip is not None and (
+            self.kind != "vector_sum" or self.dimension != 5 or self.nonnegative is not False
+        ):
+            problems.append(
+                "y_clip and y_pred_clip declare regression measures: a vector_sum of dimension 5 "
+                "with nonnegative = false (regression_codec's layout)"
+            )
+        if self.kind == "histogram":
+            if self.edges is None or self.edges_version is None:
+                problems.append("a histogram needs fixed edges and an edges_version")
+            elif self.dimension not in (None, len(self.edges) + 1):
+                problems.append("a histogram's dimension is len(edges) + 1; omit dimension")
+        if self.kind == "vector_sum" and self.dimension is None:
+            problems.append("a vector_sum metric needs its dimension")
+        if self.kind != "histogram" and self.edges is not None and self.edges_version is None:
+            problems.append("edges need an edges_version")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    @property
+    def cap(self) -> Fraction | None:
+        """The L1 bound of one privacy unit's element: ``cap_per_client`` or ``cap_per_record``.
+
+        None for a scalar (bounded by ``clip``). Under a record-level policy it bounds one
+        record; a person's contribution is bounded by ``max_records_per_person × cap``.
+        """
+        return self.cap_per_client if self.cap_per_client is not None else self.cap_per_record
+
+    def record_regression_codec(
+        self, weights: tuple[float, float, float, float, float] | None = None
+    ) -> VectorSumCodec:
+        """The codec a silo encodes this metric's records with, and the server decodes with.
+
+        Only for a record-level regression metric (``y_clip``, ``y_pred_clip`` and
+        ``cap_per_record`` declared): :func:`dpledger.metrics.records.record_regression_codec`
+        of the declared numbers, so both sides build the same codec from the policy
+        (``weights`` move noise between the measures; any choice keeps the sensitivity).
+        """
+        if self.y_clip is None or self.y_pred_clip is None or self.cap_per_record is None:
+            raise InvalidInput(
+                "record_regression_codec needs a record-level regression metric: y_clip, "
+                "y_pred_clip and cap_per_record"
+            )
+        return record_regression_codec(
+            y_clip=(float(self.y_clip.low), float(self.y_clip.high)),
+            y_pred_clip=(float(self.y_pred_clip.low), float(self.y_pred_clip.high)),
+            cap=float(self.cap_per_record),
+            weights=weights,
+        )
+
+    @property
+    def size(self) -> int:
+        """Length of the released vector; 1 for a scalar."""
+        if self.kind == "scalar_mean":
+            return 1
+        if self.kind == "histogram":
+            return len(self.edges or ()) + 1
+        return int(self.dimension or 0)

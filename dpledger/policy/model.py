@@ -1,0 +1,312 @@
+"""The policy: a validated, immutable, content-hashed declaration of what may be released.
+
+A policy declares everything a reviewer needs to trust a release: the neighbouring
+relation, the epoch budget and evaluation fraction, the disjoint regions, and per
+metric its kind, clip or cap (with provenance) and per-release budget. It checks that
+these agree, and derives what the ledger charges: each release's exact budget, each
+metric's allocation, the noise mechanism.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Mapping
+from fractions import Fraction
+from pathlib import Path
+from types import MappingProxyType
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, Field, PlainSerializer, field_validator, model_validator
+
+from dpledger.errors import DpLedgerError, PolicyError
+from dpledger.policy.base import NAME, ExactDecimal, FrozenModel, PositiveDecimal
+from dpledger.policy.hashing import content_hash
+from dpledger.policy.loading import parse_toml, read_policy_text
+from dpledger.policy.metric import MetricSpec
+from dpledger.policy.regions import Regions
+from dpledger.types import (
+    Allocation,
+    Definition,
+    MechanismKind,
+    Neighbouring,
+    PrivacyUnit,
+    Unit,
+)
+
+__all__ = ["EVAL_FRACTION_ADVISED", "MAX_RECORDS_PER_PERSON", "Policy", "PolicyWarning"]
+
+EVAL_FRACTION_ADVISED = (Fraction(1, 10), Fraction(2, 5))
+"""Outside this range of ``eval_fraction`` the policy loads with a :class:`PolicyWarning`."""
+
+MAX_RECORDS_PER_PERSON = 1_000_000
+"""The largest ``max_records_per_person`` a policy may declare."""
+
+
+class PolicyWarning(UserWarning):
+    """A policy is valid but unwise (e.g. an eval fraction outside 0.10–0.40)."""
+
+
+def _fraction_of_one(q: Fraction) -> Fraction:
+    if not 0 < q <= 1:
+        raise ValueError("must be in (0, 1]")
+    return q
+
+
+def _freeze_metrics(v: Mapping[str, MetricSpec]) -> Mapping[str, MetricSpec]:
+    return MappingProxyType(dict(v))
+
+
+FrozenMetrics = Annotated[
+    Mapping[str, MetricSpec],
+    AfterValidator(_freeze_metrics),
+    PlainSerializer(lambda m: dict(m), return_type=dict[str, MetricSpec]),
+]
+"""A policy's metrics: a read-only mapping, so a loaded policy cannot change under a cache."""
+
+
+class Policy(FrozenModel):
+    """A validated privacy policy. Load with :meth:`load` or :meth:`from_toml`."""
+
+    name: str
+    version: str
+    privacy_unit: PrivacyUnit = "client"
+    max_records_per_person: int | None = Field(
+        default=None, ge=1, le=MAX_RECORDS_PER_PERSON, strict=True
+    )
+    neighbouring: Neighbouring
+    definition: Definition = "pure"
+    epoch_epsilon: PositiveDecimal | None = None
+    epoch_rho: PositiveDecimal | None = None
+    delta: float = Field(default=1e-6, gt=0, lt=1)
+    eval_fraction: Annotated[ExactDecimal, AfterValidator(_fraction_of_one)] = Fraction(1, 4)
+    rounds_per_epoch: int = Field(default=1, ge=1, le=100_000)
+    allocation: Allocation = "per_metric"
+    regions: Regions
+    metrics: FrozenMetrics
+    source: str = Field(default="<policy>", exclude=True)
+
+    @classmethod
+    def _invalid(cls, message: str) -> DpLedgerError:
+        return PolicyError(message, source="<policy>")
+
+    @field_validator("name", "version")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not NAME.match(v):
+            raise ValueError(f"{v!r} must match {NAME.pattern}")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Policy:
+        problems = []
+        if self.definition == "pure":
+            if self.epoch_epsilon is None:
+                problems.append("a pure-DP policy needs epoch_epsilon > 0")
+            if any(m.rho is not None for m in self.metrics.values()):
+                problems.append("a pure-DP policy budgets metrics in epsilon, not rho")
+            if any(m.mechanism == "gaussian" for m in self.metrics.values()):
+                problems.append("Gaussian noise is not pure DP: use definition = 'zcdp'")
+        else:
+            if self.epoch_rho is None:
+                problems.append("a zCDP policy needs epoch_rho > 0")
+            if any(m.epsilon is not None for m in self.metrics.values()):
+                problems.append("a zCDP policy budgets metrics in rho, not epsilon")
+        if not self.metrics:
+            problems.append("a policy needs at least one metric")
+        problems.extend(self._unit_problems())
+        for name, spec in self.metrics.items():
+            if not NAME.match(name):
+                problems.append(f"metric name {name!r} must match {NAME.pattern}")
+            absolute = spec.epsilon if spec.epsilon is not None else spec.rho
+            budget = self.epoch_epsilon if self.definition == "pure" else self.epoch_rho
+            if (
+                absolute is not None
+                and budget is not None
+                and absolute > self.eval_fraction * budget
+            ):
+                problems.append(
+                    f"metric {name!r} costs {absolute} per release, more than the whole "
+                    f"evaluation budget {self.eval_fraction * budget}: it could never be released"
+                )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def _unit_problems(self) -> list[str]:
+        """A record policy declares its person bound and per-record caps; a client one, neither."""
+        out = []
+        record = self.privacy_unit == "record"
+        if record and self.max_records_per_person is None:
+            out.append(
+                "a record-level policy needs max_records_per_person (the most records one "
+                "person may hold; 1 when each person has one record): sensitivities scale by it"
+            )
+        if not record and self.max_records_per_person is not None:
+            out.append("max_records_per_person belongs to a privacy_unit = 'record' policy")
+        for name, spec in self.metrics.items():
+            if record and spec.cap_per_client is not None:
+                out.append(f"metric {name!r}: a record-level policy bounds cap_per_record, not "
+                           "cap_per_client")  # fmt: skip
+            if not record and (spec.cap_per_record is not None or spec.y_clip is not None):
+                out.append(f"metric {name!r}: cap_per_record, y_clip and y_pred_clip belong to "
+                           "a privacy_unit = 'record' policy")  # fmt: skip
+        return out
+
+    # -- loading -------------------------------------------------------------------
+
+    @classmethod
+    def from_toml(cls, text: str, *, source: str = "<string>") -> Policy:
+        """Parse and validate a policy from TOML text; raise :class:`PolicyError`."""
+        return cls.from_mapping(parse_toml(text, source=source), source=source)
+
+    @classmethod
+    def from_mapping(cls, data: dict[str, Any], *, source: str = "<mapping>") -> Policy:
+        """Validate a policy from a parsed mapping; raise :class:`PolicyError`."""
+        if not isinstance(data, Mapping):
+            raise PolicyError(
+                f"expected a table of fields, got {type(data).__name__}", source=source
+            )
+        try:
+            policy = cls.model_validate({**data, "source": source})
+        except PolicyError as e:
+            raise PolicyError(e.problem, source=source) from None
+        lo, hi = EVAL_FRACTION_ADVISED
+        if not lo <= policy.eval_fraction <= hi:
+            warnings.warn(
+                f"{source}: eval_fraction {float(policy.eval_fraction):g} is outside "
+                f"{float(lo):g}–{float(hi):g}: below it the error bars swallow the signal, "
+                "above it training slows",
+                PolicyWarning,
+                stacklevel=3,
+            )
+        return policy
+
+    @classmethod
+    def load(cls, path: str | Path) -> Policy:
+        """Load and validate a policy file; raise :class:`PolicyError` naming the file."""
+        p = Path(path)
+        return cls.from_toml(read_policy_text(p), source=str(p))
+
+    # -- derived facts -------------------------------------------------------------
+
+    @property
+    def unit(self) -> Unit:
+        """The budget unit: ε for pure DP, ρ for zCDP."""
+        return "epsilon" if self.definition == "pure" else "rho"
+
+    @property
+    def records_per_unit(self) -> int:
+        """Records one privacy unit may hold: ``max_records_per_person``, or 1 for a client.
+
+        Every sensitivity is the per-element bound (a client's contribution, or one
+        record's) times this number.
+        """
+        return self.max_records_per_person or 1
+
+    @property
+    def counted(self) -> str:
+        """What a cohort counts: ``"clients"``, or ``"records"`` under a record-level policy."""
+        return "records" if self.privacy_unit == "record" else "clients"
+
+    @property
+    def protects(self) -> str:
+        """One sentence on what a release under this policy protects."""
+        if self.privacy_unit == "client":
+            return "one client's whole contribution (all of its records together) is protected"
+        k = self.records_per_unit
+        return (
+            f"one person's records (at most {k} per person, enforced by each silo) are "
+            "protected; a silo's aggregate statistics are not"
+        )
+
+    @property
+    def epoch_budget(self) -> Fraction:
+        """A client's whole per-epoch budget (ε or ρ)."""
+        b = self.epoch_epsilon if self.definition == "pure" else self.epoch_rho
+        if b is None:  # excluded by validation
+            raise PolicyError("no epoch budget", source=self.source)
+        return b
+
+    @functools.cached_property
+    def eval_budget(self) -> Fraction:
+        """The evaluation allocation per client per epoch: ``eval_fraction × epoch budget``."""
+        return self.eval_fraction * self.epoch_budget
+
+    def metric(self, name: str) -> MetricSpec:
+        """The metric spec called ``name``; raise :class:`PolicyError` if unknown."""
+        try:
+            return self.metrics[name]
+        except KeyError:
+            known = ", ".join(sorted(self.metrics))
+            raise PolicyError(
+                f"unknown metric {name!r}; this policy has: {known}", source=self.source
+            ) from None
+
+    def release_budget(self, name: str, rounds_per_epoch: int | None = None) -> Fraction:
+        """Exact ε (or ρ) one release of metric ``name`` is charged.
+
+        Absolute budgets are honoured as written; weighted metrics share what the
+        absolute ones leave of ``eval_budget / rounds_per_epoch``, by weight. An
+        over-committed policy gives weighted metrics no budget: :meth:`overcommitment`.
+        """
+        spec = self.metric(name)
+        absolute = spec.epsilon if spec.epsilon is not None else spec.rho
+        if absolute is not None:
+            return absolute
+        rounds = rounds_per_epoch or self.rounds_per_epoch
+        free = self.eval_budget / rounds - self.absolute_per_round()
+        weights = sum(
+            (m.weight for m in self.metrics.values() if m.weight is not None), Fraction(0)
+        )
+        return max(free, Fraction(0)) * (spec.weight or Fraction(0)) / weights
+
+    def allocation_of(self, name: str) -> Fraction | None:
+        """The exact share of an epoch's ``ε_eval`` metric ``name`` may spend, per client.
+
+        ``rounds_per_epoch`` releases of its per-release budget: a metric cannot spend
+        another metric's share. None when the policy declares ``allocation = "pooled"``
+        (metrics then share the whole ``ε_eval``, first come, first served).
+        """
+        if self.allocation == "pooled":
+            return None
+        self.metric(name)  # an unknown metric is a PolicyError
+        return self._allocations[name]
+
+    @functools.cached_property
+    def _allocations(self) -> dict[str, Fraction]:
+        return {m: self.rounds_per_epoch * self.release_budget(m) for m in self.metrics}
+
+    def mechanism(self, name: str) -> MechanismKind:
+        """The noise a release of ``name`` uses: as declared, else Laplace (pure) or Gaussian."""
+        declared = self.metric(name).mechanism
+        if declared is not None:
+            return declared
+        return "laplace" if self.definition == "pure" else "gaussian"
+
+    def absolute_per_round(self) -> Fraction:
+        """Sum of the absolute per-release budgets (one release of each metric)."""
+        return sum(
+            (m.epsilon if m.epsilon is not None else m.rho or Fraction(0))
+            for m in self.metrics.values()
+        ) or Fraction(0)
+
+    def overcommitment(self, rounds_per_epoch: int | None = None) -> Fraction:
+        """How far one round of every metric per region exceeds its share (0 if it fits)."""
+        rounds = rounds_per_epoch or self.rounds_per_epoch
+        per_round = self.eval_budget / rounds
+        used = sum((self.release_budget(m, rounds) for m in self.metrics), Fraction(0))
+        return max(used - per_round, Fraction(0))
+
+    @functools.cached_property
+    def content_hash(self) -> str:
+        """SHA-256 of the canonical JSON of the validated policy (not of its file bytes).
+
+        Stability contract: a field added after a ledger could record a policy is left
+        out while it holds its default (:mod:`dpledger.policy.hashing`), so an unchanged policy
+        file keeps its hash, and the epochs bound to it, across dpledger versions.
+        """
+        return content_hash(self.model_dump(mode="json"))
+
+    def __hash__(self) -> int:
+        return hash(self.content_hash)
