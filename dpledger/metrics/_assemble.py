@@ -73,7 +73,8 @@ _UNDEFINED = -1
 OUTSIDE = -2
 """Code of an interval lying wholly outside the metric's range (an extreme noise draw)."""
 FEW_CLASSES = -3
-"""Code of a per-class average with fewer than half of its classes clear of the noise."""
+"""Code of a per-class average with fewer than half of its classes clear of the noise (or,
+for a macro average, a class within the noise and at most 2 measured)."""
 _NOTICE = 0.01  # a widening below 1% of the half-width is not worth naming
 
 
@@ -348,9 +349,17 @@ def _reason(batch: Batch, key: str, row: int) -> str | None:
         return "undefined at the released values (a denominator is 0 or negative)"
     if code == FEW_CLASSES:
         u, c = int(batch.bounded[key][row]), batch.classes[key]
+        if 2 * u > c:
+            return (
+                f"noise swamps it: {u} of its {c} classes have a count within the noise "
+                f"(more than half), so the average would be mostly the bound [0, 1] of "
+                f"those classes"
+            )
         return (
-            f"noise swamps it: {u} of its {c} classes have a count within the noise (more "
-            f"than half), so the average would be mostly the bound [0, 1] of those classes"
+            f"noise swamps it: {u} of its {c} classes have a count within the noise and at "
+            f"most 2 are measured (at 2 classes: one only just clear of the noise); a class "
+            f"that only just passed did so because noise inflated its count, and one or two "
+            f"are too few to average that selection out (such averages covered 0.55-0.88)"
         )
     g = batch.guards[key][code - 1]
     value, se, q = (float(a[g.key][row]) for a in (batch.den, batch.den_se, batch.den_q))
