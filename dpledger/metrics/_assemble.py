@@ -21,7 +21,8 @@ interval where the caller measured that it covers better). Then, per release:
    (accuracy 0.999, R² near 1) keeps at least half its width, ending at that edge
    (clipping alone left intervals 5e-4 wide when the estimate lay past the edge; the
    truth is on the range's side, so widening toward it only adds coverage). One lying
-   wholly outside the range (an extreme noise draw) is flagged unusable.
+   wholly outside the range (an extreme noise draw) is flagged unusable, and so is one
+   with an infinite end (R² ≥ −∞: the whole range, with no number worth quoting).
 
 Every rule reads only the release, its public scale and public bounds.
 """
@@ -52,6 +53,7 @@ from dpledger.types import IntervalMethod, MechanismKind
 __all__ = [
     "FEW_CLASSES",
     "OUTSIDE",
+    "UNBOUNDED",
     "Base",
     "Batch",
     "BoolArray",
@@ -73,7 +75,10 @@ _UNDEFINED = -1
 OUTSIDE = -2
 """Code of an interval lying wholly outside the metric's range (an extreme noise draw)."""
 FEW_CLASSES = -3
-"""Code of a per-class average with fewer than half of its classes clear of the noise."""
+"""Code of a per-class average with fewer than half of its classes clear of the noise (or,
+for a macro average, a class within the noise and at most 2 measured)."""
+UNBOUNDED = -4
+"""Code of an interval with an infinite end (R²'s low end at −∞): the metric's whole range."""
 _NOTICE = 0.01  # a widening below 1% of the half-width is not worth naming
 
 
@@ -101,7 +106,8 @@ class Batch:
     ``code[key]`` is 0 for a usable interval, i + 1 when ``guards[key][i]`` failed, −1
     when the metric is undefined at the release, −2 (:data:`OUTSIDE`) when its interval
     lies wholly outside the range, −3 (:data:`FEW_CLASSES`) when a per-class average has
-    fewer than half of its classes clear of the noise. ``den``/``den_se``/``den_q`` hold
+    fewer than half of its classes clear of the noise, −4 (:data:`UNBOUNDED`) when an end
+    of its interval is infinite (the metric's whole range). ``den``/``den_se``/``den_q`` hold
     each denominator's value, s.e. and quantile. ``method[key]`` names the base interval;
     ``adjusted[key]`` marks releases widened for selection, ``edge[key]`` those made
     one-sided at an edge of the range, ``bounded[key]`` counts the classes within the
@@ -232,9 +238,13 @@ def assemble(
             cross_hi, cross_lo = usable & (hi > r_hi), usable & (lo < r_lo)
             lo = np.where(cross_hi, np.minimum(lo, r_hi - half), lo)
             hi = np.where(cross_lo, np.maximum(hi, r_lo + half), hi)
-            low[key] = np.where(usable, np.clip(lo, r_lo, r_hi), r_lo)
-            high[key] = np.where(usable, np.clip(hi, r_lo, r_hi), r_hi)
-        edge[key] = cross_hi | cross_lo
+            lo, hi = np.clip(lo, r_lo, r_hi), np.clip(hi, r_lo, r_hi)
+            # an end at ±∞ (only where the range is unbounded, e.g. R² ≤ 1): the whole range
+            code = np.where(usable & ~(np.isfinite(lo) & np.isfinite(hi)), UNBOUNDED, code)
+            usable = code == 0
+            low[key] = np.where(usable, lo, r_lo)
+            high[key] = np.where(usable, hi, r_hi)
+        edge[key] = usable & (cross_hi | cross_lo)
         codes[key] = code
     estimate = {k: np.clip(m.value, *out_ranges[k]) for k, m in lin.items()}
     return Batch(
@@ -344,13 +354,28 @@ def _reason(batch: Batch, key: str, row: int) -> str | None:
             f"the interval lies wholly outside the metric's range [{lo:g}, {hi:g}]: the "
             f"noise draw was extreme, so this release says nothing about the metric"
         )
+    if code == UNBOUNDED:
+        lo, hi = batch.ranges[key]
+        end = "lower" if not math.isfinite(lo) else "upper"
+        return (
+            f"noise swamps it: the interval has no {end} bound, so it is the metric's whole "
+            f"range [{lo:g}, {hi:g}] and says nothing about the metric"
+        )
     if code == _UNDEFINED:
         return "undefined at the released values (a denominator is 0 or negative)"
     if code == FEW_CLASSES:
         u, c = int(batch.bounded[key][row]), batch.classes[key]
+        if 2 * u > c:
+            return (
+                f"noise swamps it: {u} of its {c} classes have a count within the noise "
+                f"(more than half), so the average would be mostly the bound [0, 1] of "
+                f"those classes"
+            )
         return (
-            f"noise swamps it: {u} of its {c} classes have a count within the noise (more "
-            f"than half), so the average would be mostly the bound [0, 1] of those classes"
+            f"noise swamps it: {u} of its {c} classes have a count within the noise and at "
+            f"most 2 are measured (at 2 classes: one only just clear of the noise); a class "
+            f"that only just passed did so because noise inflated its count, and one or two "
+            f"are too few to average that selection out (such averages covered 0.55-0.88)"
         )
     g = batch.guards[key][code - 1]
     value, se, q = (float(a[g.key][row]) for a in (batch.den, batch.den_se, batch.den_q))

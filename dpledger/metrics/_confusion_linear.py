@@ -65,8 +65,23 @@ FAMILY = {
 ratio to be measured (its denominator: true, predicted, or their sum)."""
 
 
+def _ratio_bias(
+    v: FloatArray, den: FloatArray, var_den: FloatArray, cov_num: FloatArray
+) -> FloatArray:
+    """Second-order bias of v = N̂/D̂: E[N̂/D̂] − N/D ≈ (v·Var D̂ − Cov(N̂, D̂))/D², per class.
+
+    0 where D̂ ≤ 0 (no ratio to correct: the class is not measured there).
+    """
+    inv = np.where(den > 0, 1.0 / np.where(den > 0, den, 1.0), 0.0)
+    out: FloatArray = (v * var_den - cov_num) * inv * inv
+    return out
+
+
 def classification_gradients(
-    m: FloatArray, labels: Labels, include: Mapping[str, FloatArray] | None = None
+    m: FloatArray,
+    labels: Labels,
+    include: Mapping[str, FloatArray] | None = None,
+    var: FloatArray | None = None,
 ) -> dict[str, tuple[FloatArray, Marginal]]:
     """Value and :class:`Marginal` of every classification metric for a stack m (R, C, C).
 
@@ -76,6 +91,17 @@ def classification_gradients(
     restricts the averages of :data:`FAMILY` to the included classes: a macro average
     or balanced accuracy becomes the mean over them, a weighted one the sum of their
     terms over the total weight (the other classes' terms left out, not re-weighted).
+
+    ``var`` (C, C), the public noise variance of each cell, bias-corrects the per-class
+    averages (D1 of the statistics review): each class's ratio N̂/D̂ (precision
+    tp/p, recall tp/t, F1 2tp/(t + p)) is biased upward by (v·Var D̂ − Cov(N̂, D̂))/D²
+    to second order — the same sign in every class, so averaging K classes keeps the
+    bias while the s.e. shrinks as 1/√K (at 100 classes it reached 1.4 s.e. and 95%
+    intervals covered 0.77). With independent cells, Var D̂ is the sum of its cells'
+    variances and Cov(N̂, D̂) the diagonal cell's (×4 for F1, whose N̂ = 2tp and D̂
+    counts that cell twice). A weighted term t·v also gets (Cov(t̂, N̂) − v·Cov(t̂, D̂))/D
+    (for recall that cancels the ratio's bias exactly: t·tp/t = tp). The gradients
+    are the plug-in ones (the correction is second order).
     """
     r, c = m.shape[0], m.shape[-1]
     tp = np.diagonal(m, axis1=-2, axis2=-1)
@@ -96,6 +122,20 @@ def classification_gradients(
         "f1": (2.0 * tp * inv_s, 2.0 * inv_s, -2.0 * tp * inv_s**2, -2.0 * tp * inv_s**2,
                "true + predicted"),
     }  # fmt: skip
+    # per class: the ratio's bias (subtracted from the macro terms) and a weighted term's
+    # t·v bias over t (subtracted from the weighted terms); 0 without a noise variance
+    bias = dict.fromkeys(per_class, zero_c)
+    term_bias = dict.fromkeys(per_class, zero_c)
+    if var is not None:
+        v_t, v_p, v_d = var.sum(axis=-1), var.sum(axis=-2), np.diagonal(var)
+        dens = {"precision": (p, v_p, v_d, v_d, v_d), "recall": (t, v_t, v_d, v_d, v_t),
+                "f1": (t + p, v_t + v_p + 2.0 * v_d, 4.0 * v_d, 2.0 * v_d, v_t + v_d)}  # fmt: skip
+        for name, (den, var_den, cov_nd, cov_tn, cov_td) in dens.items():
+            v = per_class[name][0]
+            bias[name] = _ratio_bias(v, den, var_den, cov_nd)
+            # t·v's bias over t: the ratio's plus (Cov(t̂, N̂) − v·Cov(t̂, D̂))/(D·t)
+            extra = (cov_tn - v * cov_td) * _inv(den) * _inv(t)
+            term_bias[name] = bias[name] + np.where((den > 0) & (t > 0), extra, 0.0)
 
     def mean(v: FloatArray, d_tp: FloatArray, d_t: FloatArray, d_p: FloatArray,
              w: FloatArray) -> tuple[FloatArray, Marginal]:  # fmt: skip
@@ -105,9 +145,10 @@ def classification_gradients(
 
     # balanced accuracy averages the classes with a (noisy) true count > 0
     recall = per_class["recall"]
-    out["balanced_accuracy"] = mean(*recall[:4], (t > 0) * inc["true"])
+    out["balanced_accuracy"] = mean(recall[0] - bias["recall"], *recall[1:4],
+                                    (t > 0) * inc["true"])  # fmt: skip
     for name, (v, d_tp, d_t, d_p, fam) in per_class.items():
-        out[f"{name}_macro"] = mean(v, d_tp, d_t, d_p, mask * inc[fam])
+        out[f"{name}_macro"] = mean(v - bias[name], d_tp, d_t, d_p, mask * inc[fam])
 
     tp_m = (tp * mask).sum(axis=-1, keepdims=True)
     t_m = (t * mask).sum(axis=-1, keepdims=True)
@@ -134,7 +175,7 @@ def classification_gradients(
     for name, (v, d_tp, d_t, d_p, fam) in per_class.items():
         i = inc[fam] if name != "recall" else np.ones((r, c))
         share = i * weights * inv_w
-        value = (v * share).sum(axis=-1, keepdims=True)
+        value = ((v - term_bias[name]) * share).sum(axis=-1, keepdims=True)
         g = Marginal(
             share * d_tp, share * d_t + mask * (i * v - value) * inv_w, share * d_p, zero_r
         )
