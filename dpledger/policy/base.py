@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from contextvars import ContextVar
 from fractions import Fraction
 from typing import Annotated, Any, Self
@@ -139,39 +140,32 @@ class FrozenModel(BaseModel):
     def _invalid(cls, message: str) -> DpLedgerError:
         return InvalidInput(f"invalid {cls.__name__}: {message}")
 
-    def __init__(self, **data: Any) -> None:
+    @classmethod
+    @contextmanager
+    def _typed_errors(cls) -> Iterator[None]:
+        """Turn pydantic's error into :meth:`_invalid`'s at the outermost validation only."""
         token = _DEPTH.set(_DEPTH.get() + 1)
         try:
-            super().__init__(**data)
+            yield
         except ValidationError as e:
             if _DEPTH.get() > 1:
                 raise
-            raise self._invalid(describe_validation_error(e)) from None
+            raise cls._invalid(describe_validation_error(e)) from None
         finally:
             _DEPTH.reset(token)
+
+    def __init__(self, **data: Any) -> None:
+        with self._typed_errors():
+            super().__init__(**data)
 
     @classmethod
     def model_validate_json(cls, json_data: str | bytes | bytearray, **kwargs: Any) -> Self:
         """Validate JSON text; a :class:`DpLedgerError` (not pydantic's) when it is invalid."""
-        token = _DEPTH.set(_DEPTH.get() + 1)
-        try:
+        with cls._typed_errors():
             return super().model_validate_json(json_data, **kwargs)
-        except ValidationError as e:
-            if _DEPTH.get() > 1:
-                raise
-            raise cls._invalid(describe_validation_error(e)) from None
-        finally:
-            _DEPTH.reset(token)
 
     @classmethod
     def model_validate(cls, obj: Any, **kwargs: Any) -> Self:
         """Validate ``obj``; a :class:`DpLedgerError` (not pydantic's) when it is invalid."""
-        token = _DEPTH.set(_DEPTH.get() + 1)
-        try:
+        with cls._typed_errors():
             return super().model_validate(obj, **kwargs)
-        except ValidationError as e:
-            if _DEPTH.get() > 1:
-                raise
-            raise cls._invalid(describe_validation_error(e)) from None
-        finally:
-            _DEPTH.reset(token)
