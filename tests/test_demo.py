@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
+import math
 import subprocess
 import sys
 from fractions import Fraction
@@ -179,6 +181,16 @@ def test_the_drift_baseline_is_the_released_statistic_not_an_rmse_ratio() -> Non
     again = spatial.along_across_ratio(fleet.along, fleet.across, clip=10.0, offsets=fleet.offsets)
     assert ref == float(np.mean(again))
     assert 1.12 < ref < 1.14  # per-client ratios of ~40 samples skew above 1.00/0.90 = 1.11
+    # independently: a per-client loop over the same fleet, and the pooled RMSE ratio it is not
+    ends = np.append(fleet.offsets, fleet.n_samples)
+    by_client = []
+    for a, b in itertools.pairwise(ends):
+        ratio = math.sqrt(float(np.mean(fleet.across[a:b] ** 2) / np.mean(fleet.along[a:b] ** 2)))
+        by_client.append(min(ratio, 10.0))
+    assert ref == pytest.approx(float(np.mean(by_client)), rel=1e-12)
+    pooled = math.sqrt(float(np.sum(fleet.across**2) / np.sum(fleet.along**2)))
+    assert abs(pooled - 1.0 / 0.9) < 0.005  # the healthy model's RMS errors: 0.90 / 1.00 m
+    assert ref - pooled > 0.01  # the skew is ≥ 10 standard errors (~0.001), not noise
 
 
 def test_the_aggregator_stand_in_sums_exactly(tmp_path: Path) -> None:
