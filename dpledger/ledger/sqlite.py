@@ -6,6 +6,9 @@ against every other writer — threads and processes alike. Triggers refuse UPDA
 DELETE on entries (append-only); :meth:`Ledger.verify` detects an edited or removed
 entry unless the editor also rewrites every later hash, the head and the spend — which
 ``verify(expected_head=…)`` catches against a head recorded outside the database.
+A writer keeps the head and spend its last committed write left, and re-uses them under
+the next write lock only if ``PRAGMA data_version`` is unchanged — i.e. no other
+connection (thread or process) has committed since; otherwise it reads them again.
 
 **Opening never creates or changes a file.** An existing path must be a dpledger
 ledger: a directory, a 0-byte file (perhaps a truncated ledger) or any other file is
@@ -28,6 +31,8 @@ import stat
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote
@@ -45,6 +50,7 @@ from dpledger.ledger.schema import (
     Statements,
 )
 from dpledger.ledger.store import SqlStore
+from dpledger.ledger.txn import TxnState
 from dpledger.types import Mode
 
 __all__ = ["FileProblem", "SqliteStore", "check_sqlite_file"]
@@ -148,6 +154,19 @@ _UPSERT_SPEND = (
 MEMORY = ":memory:"
 
 
+_KEPT_EPOCHS = 64
+"""Epochs whose spend a connection keeps between its own write transactions."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    """The head and spend a committed write left, at the data_version it was read under."""
+
+    version: int
+    head: tuple[int, str]
+    spend: dict[int, dict[tuple[str, str], Fraction]]
+
+
 class SqliteStore(SqlStore):
     """A ledger in one SQLite file (or ``:memory:`` for throwaway use)."""
 
@@ -161,6 +180,11 @@ class SqliteStore(SqlStore):
         self._path = str(path)
         self._timeout_s = timeout_s
         self._conn: sqlite3.Connection | None = None
+        # the state this connection's last write left, valid while PRAGMA data_version
+        # (which changes when any other connection commits) still reads the same
+        self._kept: _Kept | None = None
+        self._version: int | None = None  # data_version read under the current write lock
+        self._pending: _Kept | None = None  # what the current transaction leaves if it commits
         if self._path == MEMORY:
             if mode != "create":
                 raise LedgerNotFound("an in-memory ledger exists only once created: mode='create'")
@@ -348,13 +372,22 @@ class SqliteStore(SqlStore):
     def _write_transaction(self, epochs: Sequence[int] = ()) -> Iterator[None]:
         del epochs  # an in-process read costs no round trip: loaded as usual
         self._execute("BEGIN IMMEDIATE")
+        kept, self._kept, self._pending = self._kept, None, None
         try:
+            # read under the write lock: equal to the kept state's version only if no
+            # other connection committed since this one's last write transaction began
+            (version,) = self._execute("PRAGMA data_version")[0]
+            self._version = int(version)
+            if kept is not None and kept.version == self._version:
+                self._kept = kept
             yield
         except BaseException:
+            self._kept = self._pending = self._version = None
             # a failed rollback must not mask the original error
             with contextlib.suppress(sqlite3.Error):
                 self._connection().rollback()
             raise
+        pending, self._pending, self._kept, self._version = self._pending, None, None, None
         try:
             self._execute("COMMIT")
         except StoreError:
@@ -362,6 +395,31 @@ class SqliteStore(SqlStore):
             with contextlib.suppress(sqlite3.Error):
                 self._connection().rollback()
             raise
+        self._kept = pending  # only a committed flush is kept; any other write drops it
+
+    def _flushed(
+        self, head: tuple[int, str], spend: dict[int, dict[tuple[str, str], Fraction]]
+    ) -> None:
+        if self._version is None:
+            return
+        # epochs kept from earlier transactions are still valid (the version is unchanged)
+        totals = dict(self._kept.spend) if self._kept is not None else {}
+        totals.update({e: dict(t) for e, t in spend.items()})
+        if len(totals) > _KEPT_EPOCHS:
+            totals = dict(sorted(totals.items())[-_KEPT_EPOCHS:])
+        self._pending = _Kept(self._version, head, totals)
+
+    def _load_state(self, epochs: Sequence[int], release_ids: Sequence[str]) -> TxnState:
+        """The kept state when no other connection has written since, else a fresh read."""
+        kept = self._kept
+        if (
+            kept is None
+            or kept.version != self._version
+            or any(e not in kept.spend for e in epochs)
+        ):
+            return super()._load_state(epochs, release_ids)
+        spend = {e: dict(kept.spend[e]) for e in epochs}
+        return TxnState(spend, kept.head, self._find_releases(release_ids))
 
     @contextmanager
     def _read_transaction(self) -> Iterator[None]:

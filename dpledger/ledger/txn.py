@@ -140,5 +140,6 @@ class WriteTxn:
             spend.append((epoch, scope, metric, text))
         self._s._write_rows(rows, spend, (head_seq, head_hash))
         self._head = (head_seq, head_hash)
+        self._s._flushed(self._head, self._spend)
         self._staged = []
         return out

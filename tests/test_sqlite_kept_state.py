@@ -1,0 +1,95 @@
+"""SQLite keeps the head and spend its last write left, and drops them when anyone else commits.
+
+A writer's next transaction skips re-reading its own state only while ``PRAGMA
+data_version`` (read under the write lock) is unchanged, i.e. no other connection has
+committed since. A stale state here would be an overspend, so each test is one that a
+cache without that check fails.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from factories import policy
+
+from dpledger import BudgetExceeded, Ledger, ReleaseRequest
+from dpledger.ledger.sqlite import SqliteStore
+
+POLICY = policy()  # ε_eval = 1; "loss" costs 0.1, pooled: 10 releases per region per epoch
+N = 100
+
+
+def _release(ledger: Ledger, region: str = "north", epoch: int = 0) -> None:
+    ledger.release(ReleaseRequest(epoch=epoch, metric="loss", region=region, cohort=N), 50.0)
+
+
+def test_interleaved_writers_never_overspend_and_keep_one_chain(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    with Ledger.open(path, POLICY, mode="create") as a:
+        _release(a)  # a creates the ledger and keeps spend 0.1 and its head
+        b = Ledger.open(path, POLICY, mode="write")
+        for _ in range(8):
+            _release(b)  # b commits: a's kept state is stale from here
+        _release(a)  # the 10th: 1.0 of 1.0
+        with pytest.raises(BudgetExceeded):
+            _release(a)  # a stale 0.2 would approve this one
+        with pytest.raises(BudgetExceeded):
+            _release(b)
+        for _ in range(3):  # a and b take turns on another region's budget
+            _release(a, "south")
+            _release(b, "south")
+        assert a.spent(0, "north").amount == 1
+        assert a.spent(0, "south").amount == b.spent(0, "south").amount
+        report = a.verify()
+        assert report.ok, report
+        assert len(a.entries()) == 16
+        b.close()
+
+
+def test_a_commit_by_another_connection_is_seen(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    with Ledger.open(path, POLICY, mode="create") as a:
+        _release(a)
+        _release(a)  # served from the kept state: nobody else wrote
+        raw = sqlite3.connect(path, isolation_level=None)
+        try:  # someone else's commit (here, a spend total at the budget)
+            raw.execute("UPDATE dpl_spend SET total = '1' WHERE scope = 'north'")
+        finally:
+            raw.close()
+        with pytest.raises(BudgetExceeded):
+            _release(a)
+
+
+def test_the_kept_state_is_what_a_fresh_read_gives(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    with Ledger.open(path, POLICY, mode="create") as a:
+        for epoch in (0, 1, 0, 2, 0):
+            _release(a, epoch=epoch)
+        store = a._store
+        assert isinstance(store, SqliteStore)
+        kept = store._kept
+        assert kept is not None
+        fresh = SqliteStore(path, "write")
+        try:
+            with fresh._lock, fresh._write_transaction():
+                state = fresh._load_state(sorted(kept.spend), [])
+        finally:
+            fresh.close()
+        assert state.head == kept.head
+        assert state.spend == kept.spend
+
+
+def test_a_refused_or_failed_transaction_keeps_nothing_stale(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    with Ledger.open(path, POLICY, mode="create") as a:
+        for _ in range(10):
+            _release(a)
+        with pytest.raises(BudgetExceeded):
+            _release(a)  # refused under the lock: the transaction rolled back
+        assert a._store._kept is None  # type: ignore[attr-defined]
+        _release(a, "south")
+        with Ledger.open(path, POLICY, mode="write") as b:
+            assert b.spent(0, "south").amount == a.spent(0, "south").amount
+        assert a.verify().ok
