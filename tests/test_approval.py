@@ -258,3 +258,68 @@ def test_the_lock_time_admission_decides_as_the_full_recheck(
     spend = EpochSpend(dict(spent))
     decided = admits(p, prepared, spend, binding[bound])
     assert decided == recheck(p, prepared, spend, binding[bound]).approved
+
+
+_EVAL_POLICIES = {
+    (n, unit): Policy.from_toml(
+        policy_text(neighbouring=n)
+        .replace(
+            'allocation = "pooled"',
+            'allocation = "pooled"'
+            + ("" if unit == "client" else '\nprivacy_unit = "record"\nmax_records_per_person = 3'),
+        )
+        .replace("cap_per_client", f"cap_per_{unit}"),
+        source="test",
+    )
+    for n in ("replace", "add_remove")
+    for unit in ("client", "record")
+}
+_VALUES = st.floats(allow_nan=True, allow_infinity=True, width=64) | st.sampled_from(
+    [0.0, -0.0, 1.0, -1.0, 200.0, 200.0 * (1 + 2e-9), 300.0, -100.0, 400.0, 1e308]
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    key=st.sampled_from(sorted(_EVAL_POLICIES)),
+    metric=st.sampled_from(["loss", "loss_b", "hist5", "hist20", "floored", "gap", "nope"]),
+    region=st.sampled_from(["north", "*", "west"]),
+    cohort=st.sampled_from([1, 50, 100, 299, 300, 5000]),
+    edges=st.sampled_from([None, "h5/v1", "h20/v1", "other"]),
+    version=st.sampled_from([None, "1", "2"]),
+    size=st.sampled_from([None, 1, 4, 5, 20]),
+    data=st.data(),
+)
+def test_the_shared_verdict_of_a_passing_request_is_the_full_evaluation(
+    key: tuple[str, str],
+    metric: str,
+    region: str,
+    cohort: int,
+    edges: str | None,
+    version: str | None,
+    size: int | None,
+    data: st.DataObject,
+) -> None:
+    # evaluate(spend=None) answers a passing request from a verdict shared per public
+    # fields; it must equal running every check (decisions, texts, charge, floor, facts)
+    from dpledger.approval.decide import _evaluate
+
+    p = _EVAL_POLICIES[key]
+    epoch = data.draw(st.integers(0, 3))
+    request = ReleaseRequest(epoch=epoch, metric=metric, region=region, cohort=cohort,
+                             edges_version=edges, policy_version=version)  # fmt: skip
+    shape = () if size is None else (size,)
+    aggregate = np.asarray(data.draw(st.lists(_VALUES, min_size=1, max_size=1)
+                                     if size is None else st.lists(_VALUES, min_size=size,
+                                                                   max_size=size)))  # fmt: skip
+    aggregate = aggregate.reshape(shape)
+    with np.errstate(all="ignore"):
+        fast = evaluate(p, request, aggregate, None)
+        full = _evaluate(p, request, aggregate, None, None)
+    assert fast.verdict == full.verdict
+    assert (fast.prepared is None) == (full.prepared is None)
+    if fast.prepared is not None and full.prepared is not None:
+        assert fast.prepared.facts == full.prepared.facts
+        assert fast.prepared.spec == full.prepared.spec
+        assert np.array_equal(fast.prepared.values, full.prepared.values)
+        assert fast.prepared.values.shape == full.prepared.values.shape

@@ -17,7 +17,14 @@ import numpy.typing as npt
 from dpledger.approval.verdict import Check
 from dpledger.policy import Clip, MetricSpec, Policy
 
-__all__ = ["AGGREGATE_TOLERANCE", "aggregate_checks", "as_float64", "each_aggregate_check"]
+__all__ = [
+    "AGGREGATE_TOLERANCE",
+    "aggregate_checks",
+    "as_float64",
+    "each_aggregate_check",
+    "inside",
+    "passes",
+]
 
 AGGREGATE_TOLERANCE = 1e-9
 """Relative slack on the gross-clipping check, absorbing float rounding in the secure sum.
@@ -54,16 +61,32 @@ def aggregate_checks(
     ``n``), so they are built once per (metric, shape, n) and shared; the decisions are
     :func:`each_aggregate_check`'s, on the same arithmetic.
     """
+    if passes(spec, arr, n, policy):
+        return _passed(policy, metric, arr.shape, n)
+    return each_aggregate_check(spec, arr, n, policy, metric)
+
+
+def passes(spec: MetricSpec, arr: npt.NDArray[np.float64], n: int, policy: Policy) -> bool:
+    """Whether every aggregate check passes (:func:`each_aggregate_check`'s decisions)."""
     want = () if spec.kind == "scalar_mean" else (spec.size,)
     signed = spec.kind == "scalar_mean" or not spec.is_nonnegative
-    if (
+    return (
         arr.shape in (want, want if want else (1,))
         and bool(np.isfinite(arr).all())
         and (signed or not bool((arr < 0).any()))
         and _within_bounds(spec, arr, n, policy)
-    ):
-        return _passed(policy, metric, arr.shape, n)
-    return each_aggregate_check(spec, arr, n, policy, metric)
+    )
+
+
+def inside(
+    spec: MetricSpec, shape: tuple[int, ...], n: int, policy: Policy
+) -> npt.NDArray[np.float64]:
+    """An aggregate of ``shape`` that passes the bounds (public facts only): the middle of
+    a scalar's range, zeros for a vector. A probe for building shared verdicts."""
+    if spec.kind == "scalar_mean" and spec.clip is not None:
+        lo, hi = _scalar_range(policy, spec.clip, n)
+        return np.full(shape, lo / 2 + hi / 2)
+    return np.zeros(shape)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -8,10 +8,12 @@ re-run the ledger-state ones on fresh state under the write lock.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from fractions import Fraction
 
+from dpledger import mechanisms as mech
 from dpledger.accounting import EpochSpend, allocation_loss, budget_loss
-from dpledger.approval.aggregate import aggregate_checks, as_float64
+from dpledger.approval.aggregate import aggregate_checks, as_float64, inside, passes
 from dpledger.approval.checks import costing, request_checks, state_checks
 from dpledger.approval.request import ReleaseRequest
 from dpledger.approval.verdict import (
@@ -22,7 +24,8 @@ from dpledger.approval.verdict import (
     Verdict,
     complete,
 )
-from dpledger.policy import Policy
+from dpledger.policy import MetricSpec, Policy
+from dpledger.types import Budget
 
 __all__ = ["admits", "evaluate", "recheck"]
 
@@ -43,6 +46,34 @@ def evaluate(
     ledger-state checks (:data:`STATE_CHECKS`) are deferred to :func:`recheck`, which a
     release runs under the write lock anyway. Nothing is mutated.
     """
+    unit = policy.unit
+    if spend is None:  # the release path: a passing request's verdict is shared
+        arr, _ = as_float64(aggregate)
+        if arr is not None:
+            fast = _passing(
+                policy,
+                request.metric,
+                request.region,
+                request.policy_version,
+                request.edges_version,
+                request.cohort,
+                arr.shape,
+            )
+            if fast is not None and passes(fast.spec, arr, request.cohort, policy):
+                v = Verdict(request, fast.checks, fast.cost, unit, None, fast.floor)
+                values = arr.reshape(1) if fast.spec.kind == "scalar_mean" else arr
+                return Assessment(v, Prepared(v, fast.spec, values, fast.facts))
+    return _evaluate(policy, request, aggregate, spend, epoch_policy)
+
+
+def _evaluate(
+    policy: Policy,
+    request: ReleaseRequest,
+    aggregate: object,
+    spend: EpochSpend | None,
+    epoch_policy: tuple[str, str] | None,
+) -> Assessment:
+    """:func:`evaluate`, every check run and every text built (no shared verdict)."""
     unit = policy.unit
     spec, head = request_checks(
         policy, request.metric, request.region, request.policy_version, request.edges_version
@@ -71,6 +102,53 @@ def evaluate(
         checks.extend(state)
         v = complete(request, checks, unit, charge, budget, floor, allocation)
     return Assessment(v, Prepared(v, spec, values, facts) if v.approved else None)
+
+
+@dataclass(frozen=True, slots=True)
+class _Passing:
+    """A deferred verdict's parts when a request's public checks all pass (its aggregate's
+    checks passing, checked per aggregate by :func:`passes`)."""
+
+    spec: MetricSpec
+    checks: tuple[Check, ...]
+    cost: Budget
+    floor: int | None
+    facts: mech.MechanismFacts
+
+
+@functools.lru_cache(maxsize=4096)
+def _passing(
+    policy: Policy,
+    metric: str,
+    region: str,
+    policy_version: str | None,
+    edges_version: str | None,
+    cohort: int,
+    shape: tuple[int, ...],
+) -> _Passing | None:
+    """The deferred verdict :func:`evaluate` builds for a request with these public fields
+    whose aggregate passes, or None when a public check fails (then the slow path runs).
+
+    Built by :func:`evaluate` itself on a passing aggregate of the metric's shape, so the
+    two are the same verdict by construction (a test compares them field by field).
+    """
+    spec = policy.metrics.get(metric)
+    if spec is None:
+        return None
+    probe = ReleaseRequest.model_construct(
+        epoch=0,
+        metric=metric,
+        region=region,
+        cohort=cohort,
+        edges_version=edges_version,
+        policy_version=policy_version,
+        release_id=None,
+    )
+    found = _evaluate(policy, probe, inside(spec, shape, cohort, policy), None, None)
+    p = found.prepared
+    if p is None or (charge := p.verdict.charge) is None:
+        return None
+    return _Passing(spec, tuple(p.verdict.checks), charge, p.verdict.floor, p.facts)
 
 
 def recheck(
