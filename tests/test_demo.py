@@ -144,6 +144,8 @@ def test_demo_never_deletes_a_ledger_it_did_not_create(tmp_path: Path) -> None:
         proc = _demo("--ledger", str(db), *args)
         assert proc.returncode == 2
         assert "did not create" in proc.stderr
+        assert "no demo label" in proc.stderr  # an unlabelled ledger: maybe an old demo's
+        assert "delete it yourself" in proc.stderr
     assert db.read_bytes() == before
     with Ledger.open(db, policy(), mode="read") as ledger:
         assert len(ledger) == 1

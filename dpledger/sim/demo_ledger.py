@@ -42,9 +42,15 @@ def claim_ledger(path: Path, *, fresh: bool) -> None:
             "it did not create: pass --ledger with a new path"
         ) from None
     if purpose != DEMO_LABEL["purpose"]:
+        unlabelled = (
+            " (it has no demo label: if an older dpledger's demo made it — 0.1 did not label "
+            "its ledger — and you no longer need it, delete it yourself)"
+            if purpose is None
+            else ""
+        )
         raise InvalidInput(
             f"{path} is a dpledger ledger the demo did not create; the demo never touches "
-            "it: pass --ledger with a new path"
+            f"it{unlabelled}: pass --ledger with a new path"
         )
     if not fresh:
         raise InvalidInput(
