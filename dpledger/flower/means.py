@@ -67,7 +67,7 @@ class ReporterMean:
         if not iv.usable:
             return f"mean over reporters UNUSABLE: {iv.reason}"
         return (
-            f"mean over reporters {self.estimate:.4g} [{iv.low:.4g}, {iv.high:.4g}] "
+            f"{self.estimate:.4g} [{iv.low:.4g}, {iv.high:.4g}] mean over reporters "
             f"(÷ noisy reported {self.noisy_reported:.4g})"
         )
 

@@ -165,10 +165,12 @@ class RoundReport:
             )
             for (r, metric), out in sorted(self.outcomes.items()):
                 if r == region:
-                    lines.append(f"    {metric:<22} {_describe(out)}")
                     mean = self.means.get((r, metric))
-                    if mean is not None:
-                        lines.append(f"      {mean.describe()}")
+                    if mean is None:
+                        lines.append(f"    {metric:<22} {_describe(out)}")
+                    else:  # add_remove: the mean over reporters, then the planned-cohort one
+                        lines.append(f"    {metric:<22} {mean.describe()}")
+                        lines.append(f"      {'per selected node':<20} {_describe(out)}")
                     d = self.derived.get((r, metric))
                     if d is not None:
                         rows = d.table().splitlines()[1:-1]
