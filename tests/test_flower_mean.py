@@ -57,7 +57,7 @@ RELEASES = 3000
 # (planned cohort, ε of the loss sum, ε of the health counts): small, marginal, large
 COHORTS = {
     "small": (20, 1.0, 1.0),
-    "marginal": (40, 1.0, 0.2),  # the count's guard passes in 75–100% of releases
+    "marginal": (40, 1.0, 0.2),  # the count's guard passes in 74–100% of releases
     "large": (2000, 1.0, 1.0),
 }
 CELLS = [
@@ -106,9 +106,11 @@ def test_the_mean_over_reporters_covers_at_95_with_dropouts(
 
     False-failure rate: at a true coverage of 0.95, a 3,000-release cell falls below 0.93
     with probability 8e-7; among k usable releases the floor is :func:`_floor` (1e-4 per
-    cell), so over the 2 × 36 checks the union bound is < 0.8%. Measured when written
-    (this seed): 0.942–0.980 among usable in every cell; planned-cohort intervals covered
-    0.95 at no dropout and 0.000–0.75 at 20% and 50% (``test_the_planned_cohort_…``).
+    cell), so over the 2 × 36 checks the union bound is < 0.4%. Measured when written
+    (these seeds): 0.946–0.981 among usable in every cell (usable in 74–100% of the
+    marginal cells' releases, ≥ 98% of the small ones', all of the large ones'); the
+    planned-cohort interval published before covered 0.94–0.95 at no dropout and
+    0.000–0.754 at 20% and 50% (``test_the_planned_cohort_…``).
     """
     seed = CELLS.index((cohort, drop, level, dist))
     noisy_sum, noisy_count, truth, b_sum, b_count, selected = _simulate(
