@@ -36,7 +36,7 @@ NO_COUNT = (
     "no noisy count of the clients who reported was released this round (no health "
     "metric configured, or its release refused): under add_remove their number is "
     "private, so the mean over them cannot be estimated; REGION/METRIC/per-selected is "
-    "the noisy sum over the planned cohort"
+    "the noisy sum divided by the planned cohort (a non-reporter counted as 0)"
 )
 """The reason a mean over reporters is unusable when no count of them was released."""
 
