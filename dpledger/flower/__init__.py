@@ -21,7 +21,8 @@ Client: :func:`contribution_reply` in the evaluate handler, and
 
 Modules: ``strategy`` (the wrapper), ``client`` (the client helper), ``wire`` (the plan and
 reply records), ``registry`` (node → region), ``aggregation`` (the sum hook), ``report``
-(round reports and the public record), ``testing`` (``LocalGrid``, a Grid without Ray).
+(round reports and the public record), ``means`` (a scalar's mean over the reporters
+under ``add_remove``), ``testing`` (``LocalGrid``, a Grid without Ray).
 This package is the only part of dpledger that imports ``flwr``. Set
 ``FLWR_TELEMETRY_ENABLED=0`` before importing flwr to keep Flower's telemetry off.
 """
@@ -33,6 +34,7 @@ from dpledger.flower.client import (
     contributions,
     region_reply,
 )
+from dpledger.flower.means import ReporterMean
 from dpledger.flower.registry import NodeRegistry, QueryRegistry, StaticRegistry
 from dpledger.flower.report import Health, NodeStatus, NotReleased, RoundReport, published
 from dpledger.flower.strategy import LedgerEvaluation
@@ -48,6 +50,7 @@ __all__ = [
     "NotReleased",
     "PlainSum",
     "QueryRegistry",
+    "ReporterMean",
     "RoundPlan",
     "RoundReport",
     "StaticRegistry",

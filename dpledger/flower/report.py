@@ -15,10 +15,28 @@ Keys of the published record (Flower's ``Result.evaluate_metrics_clientapp[round
   reported) — the health release counted in both like any metric;
 - ``REGION/METRIC``: the noisy value (a mean for a ``scalar_mean``, the noisy sums for a
   vector), ``REGION/METRIC/ci95`` its 95% half-width (per coordinate), and
-  ``REGION/METRIC/refused`` 1 when no value was released (0 otherwise). A mean divides
-  the noisy sum by the release's cohort: the reporters under ``replace``; under
-  ``add_remove`` the planned cohort (how many reported is private), so every selected
-  node that did not report counts as 0 and dropouts pull the mean toward 0;
+  ``REGION/METRIC/refused`` 1 when no value was released (0 otherwise). A mean is always
+  the mean over the clients who *reported*. Under ``replace`` it is exact division: the
+  noisy sum over the reporters, whose number is public;
+- under ``add_remove`` (how many reported is private; the release is charged on the
+  planned cohort) a ``scalar_mean`` publishes instead:
+
+  - ``REGION/METRIC``: the mean over the reporters, ``noisy sum / noisy reported``, with
+    ``REGION/METRIC/ci95-low`` and ``…/ci95-high`` (Fieller's interval for a ratio of two
+    independent noisy releases, conditional on the count's guard: asymmetric, so there is
+    no ``…/ci95``), when the round released a noisy count of reporters (the health
+    metric) and that count is clearly positive (``min(noisy reported, selected) >
+    q·se``); otherwise no value, only ``REGION/METRIC/unusable`` 1 (the reason is in the
+    operator's report: :attr:`RoundReport.means`). No health metric configured means this
+    mean is always unusable: use ``…/per-selected``, or configure one;
+  - ``REGION/METRIC/per-selected`` and ``…/per-selected/ci95``: the noisy sum over the
+    reporters divided by the planned cohort ``selected`` — a *different estimand*, the
+    mean over the selected nodes with every node that failed, dropped out or was rejected
+    counted as 0 (equal to the reporters' mean only when all reported). Its half-width
+    is the noise's only, and covers that quantity;
+
+  both are post-processing of released values (no extra ε), and whether the mean is
+  published or flagged depends only on released values and public facts;
 - ``REGION/METRIC/KEY`` for every metric derived from a confusion matrix or regression
   measures (``f1_macro``, ``mcc``, ``r2``…), with ``…/ci95-low`` and ``…/ci95-high`` (its
   interval, not necessarily symmetric); a metric the noise swamps has no value, only
@@ -39,6 +57,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from dpledger.approval import Verdict
+from dpledger.flower.means import ReporterMean
 from dpledger.ledger import Release
 from dpledger.ledger.derived import DerivedRelease
 from dpledger.mechanisms import bar_factor
@@ -107,6 +126,9 @@ class RoundReport:
     derived: Mapping[tuple[str, str], DerivedRelease] = field(default_factory=dict)
     derive_errors: Mapping[tuple[str, str], str] = field(default_factory=dict)
     health_releases: Mapping[str, Release | Verdict | NotReleased] = field(default_factory=dict)
+    means: Mapping[tuple[str, str], ReporterMean] = field(default_factory=dict)
+    """Under ``add_remove``: each released ``scalar_mean``'s mean over the reporters (or
+    why it is unusable); empty under ``replace``, where a release's value is that mean."""
     unregistered: tuple[int, ...] = ()
     unexpected_replies: int = 0
 
@@ -143,7 +165,12 @@ class RoundReport:
             )
             for (r, metric), out in sorted(self.outcomes.items()):
                 if r == region:
-                    lines.append(f"    {metric:<22} {_describe(out)}")
+                    mean = self.means.get((r, metric))
+                    if mean is None:
+                        lines.append(f"    {metric:<22} {_describe(out)}")
+                    else:  # add_remove: the mean over reporters, then the planned-cohort one
+                        lines.append(f"    {metric:<22} {mean.describe()}")
+                        lines.append(f"      {'per selected node':<20} {_describe(out)}")
                     d = self.derived.get((r, metric))
                     if d is not None:
                         rows = d.table().splitlines()[1:-1]
@@ -188,7 +215,8 @@ def published(report: RoundReport, *, health_public: bool) -> dict[str, Value]:
     """The round's public MetricRecord content (see the module docstring for its keys).
 
     ``health_public``: the exact counters may be published (``replace``). Otherwise only
-    the planned cohort is, beside the noisy health release if there is one.
+    the planned cohort is, beside the noisy health release if there is one, and a
+    ``scalar_mean`` publishes its mean over reporters from :attr:`RoundReport.means`.
     """
     out: dict[str, Value] = {
         "epoch": report.epoch,
@@ -199,6 +227,17 @@ def published(report: RoundReport, *, health_public: bool) -> dict[str, Value]:
         key = f"{region}/{metric}"
         out[f"{key}/refused"] = 0 if isinstance(o, Release) else 1
         if not isinstance(o, Release):
+            continue
+        if o.kind == "scalar_mean" and not health_public:
+            out[f"{key}/per-selected"] = _value(o)
+            out[f"{key}/per-selected/ci95"] = ci95(o)
+            mean = report.means.get((region, metric))
+            if mean is None or not mean.usable:
+                out[f"{key}/unusable"] = 1
+            else:
+                out[key] = mean.estimate
+                out[f"{key}/ci95-low"] = mean.interval.low
+                out[f"{key}/ci95-high"] = mean.interval.high
             continue
         out[key] = _value(o)
         out[f"{key}/ci95"] = ci95(o)

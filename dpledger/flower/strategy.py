@@ -45,6 +45,7 @@ from flwr.serverapp.strategy import Result, Strategy
 from dpledger.approval import ReleaseRequest, Verdict
 from dpledger.errors import DpLedgerError, InternalError, InvalidInput, StoreError
 from dpledger.flower.aggregation import Aggregator, PlainSum
+from dpledger.flower.means import reporter_means
 from dpledger.flower.plans import (
     DERIVED,
     choose_metrics,
@@ -435,12 +436,14 @@ class LedgerEvaluation(Strategy):
             else:
                 outcomes[(region, name)] = res
         derived, errors = self._derive(items, keys, outcomes)
+        at = HEALTH_FIELDS.index("reported")  # add_remove: means over reporters, from releases
+        means = {} if replace else reporter_means(outcomes, health_releases, self.plans, at)
         return RoundReport(
             server_round=r, epoch=epoch, neighbouring=self.policy.neighbouring,
             health=MappingProxyType(health), nodes=tuple(nodes),
             outcomes=MappingProxyType(outcomes), derived=MappingProxyType(derived),
             derive_errors=MappingProxyType(errors),
-            health_releases=MappingProxyType(health_releases),
+            health_releases=MappingProxyType(health_releases), means=MappingProxyType(means),
             unregistered=planned.unregistered, unexpected_replies=unexpected,
         )  # fmt: skip
 

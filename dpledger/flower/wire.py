@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import io
 import json
 import math
 from collections.abc import Mapping
@@ -294,7 +295,8 @@ def pack_packed(
 def packed_blob(record: object, width: int) -> bytes | memoryview | str:
     """A packed reply's ``width`` float64 numbers as raw bytes, or why not (never raises).
 
-    Only the structure is checked here (one reply at a time); the header, finiteness and
+    Only the structure is checked here (one reply at a time), with the ``.npy`` header of
+    the bytes against the declared dtype and shape; the packed header, finiteness and
     bounds are checked for every reply of the round at once (:func:`read_packed`).
     """
     if not isinstance(record, ArrayRecord):
@@ -314,6 +316,9 @@ def packed_blob(record: object, width: int) -> bytes | memoryview | str:
     nbytes = width * 8
     if not isinstance(data, bytes) or len(data) < nbytes:
         return "packed: truncated data"
+    problem = _npy_disagrees(data, _FLOAT64, width)
+    if problem is not None:
+        return f"packed: {problem}"
     return memoryview(data)[len(data) - nbytes :]
 
 
@@ -367,8 +372,9 @@ def _vector(array: object, size: int) -> npt.NDArray[Any] | str:
     """A reply's 1-D numeric array of length ``size``, or why not.
 
     Decoded from the ``.npy`` bytes Flower carries (a 1-D array's data is the last
-    ``size × itemsize`` bytes, whatever its memory order) without parsing the header per
-    array, which costs ~100 µs; the declared dtype and shape are checked instead.
+    ``size × itemsize`` bytes, whatever its memory order), after checking the declared
+    dtype and shape, and that the bytes' own header agrees with them
+    (:func:`_npy_disagrees`: a reply whose bytes say otherwise is rejected).
     """
     if not isinstance(array, Array) or array.stype != SType.NUMPY:
         return "not a numpy Array"
@@ -385,7 +391,53 @@ def _vector(array: object, size: int) -> npt.NDArray[Any] | str:
     nbytes = size * dtype.itemsize
     if not isinstance(data, bytes) or len(data) < nbytes:
         return "truncated data"
+    problem = _npy_disagrees(data, dtype, size)
+    if problem is not None:
+        return problem
     return np.frombuffer(data, dtype=dtype, count=size, offset=len(data) - nbytes)
+
+
+@functools.lru_cache(maxsize=256)
+def _npy_header(dtype: np.dtype[Any], size: int) -> bytes:
+    """The ``.npy`` header ``np.save`` (what Flower's ``Array(ndarray)`` calls) writes for
+    a 1-D array of ``size`` elements of ``dtype``."""
+    out = io.BytesIO()
+    np.save(out, np.zeros(size, dtype=dtype), allow_pickle=False)
+    raw = out.getvalue()
+    return raw[: len(raw) - size * dtype.itemsize]
+
+
+def _npy_disagrees(data: bytes, dtype: np.dtype[Any], size: int) -> str | None:
+    """Why an Array's ``.npy`` bytes disagree with its declared dtype and shape (None if
+    they agree), so that what the ledger sums is what ``Array.numpy()`` would decode.
+
+    Flower's ``Array`` keeps ``dtype``/``shape`` beside the bytes and checks neither
+    against them; only ``numpy()`` parses the header (~50 µs per array here). The header
+    ``np.save`` writes is compared byte for byte first (< 1 µs); a header written
+    otherwise (another numpy) is parsed with numpy's own reader (~35 µs, no pickle).
+    """
+    head = _npy_header(dtype, size)
+    if len(data) == len(head) + size * dtype.itemsize and data.startswith(head):
+        return None
+    f = io.BytesIO(data)
+    try:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            shape, _, got = np.lib.format.read_array_header_1_0(f)
+        elif version == (2, 0):
+            shape, _, got = np.lib.format.read_array_header_2_0(f)
+        else:
+            return f"the .npy header's version {version} is not supported"
+    except (ValueError, TypeError, SyntaxError, OverflowError) as e:
+        return f"the data is not a readable .npy array ({type(e).__name__})"
+    if got != dtype or tuple(shape) != (size,):
+        return (
+            f"the .npy header says dtype {got.str} shape {tuple(shape)}, the Array declares "
+            f"{dtype.str} ({size},)"
+        )
+    if len(data) - f.tell() != size * dtype.itemsize:
+        return f"{len(data) - f.tell()} data bytes, the header's array has {size * dtype.itemsize}"
+    return None
 
 
 def read_reply(plan: RoundPlan, content: RecordDict) -> tuple[dict[str, Any], str | None]:

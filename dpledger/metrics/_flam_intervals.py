@@ -8,7 +8,7 @@ overall and among the releases not flagged; README, "Derived metrics"):
 * accuracy and the metrics equal to it with ``labels="all"`` (micro P/R/F1, weighted
   recall): Fieller's interval for trace/total, joined, where the total only just passed
   its guard, with the interval conditional on its having passed
-  (:func:`~._selective.selective_ratio`: releases passing in the marginal zone are those
+  (:func:`~._ratio.conditional_fieller`: releases passing in the marginal zone are those
   whose noise inflated the total; unconditional intervals covered 0.88 among them);
 * the other metrics: the delta method with the noise law's quantile, gradients analytic
   (:mod:`._confusion_linear`), each per-class ratio of an average corrected for its
@@ -57,7 +57,6 @@ import numpy.typing as npt
 from dpledger.errors import InvalidInput
 from dpledger.metrics._assemble import (
     FEW_CLASSES,
-    Base,
     Batch,
     BoolArray,
     Linear,
@@ -69,14 +68,12 @@ from dpledger.metrics._confusion_linear import FAMILY, cell_weights, classificat
 from dpledger.metrics._intervals import (
     Guard,
     check_options,
-    fieller,
     method_name,
     noise_std,
     quantile_factor,
-    z_value,
 )
+from dpledger.metrics._ratio import conditional_fieller
 from dpledger.metrics._segments import FloatArray, as_finite
-from dpledger.metrics._selective import selective_ratio
 from dpledger.metrics.flam import CLASSIFICATION_KEYS, classification_metrics_rows
 from dpledger.types import IntervalMethod, Labels, MechanismKind
 
@@ -291,42 +288,6 @@ def _bound_unclear(
                    classes=classes)  # fmt: skip
 
 
-def _conditional_fieller(
-    hits: FloatArray, total: Linear, w_hits: FloatArray, w_total: FloatArray, guard: Guard,
-    level: float, distribution: MechanismKind,
-) -> tuple[Base, BoolArray]:  # fmt: skip
-    """trace/total's interval: Fieller's, joined with the one conditional on the total's guard.
-
-    Where the total passed its guard by less than 10 of its noise s.e., the interval is
-    the union of Fieller's and :func:`~._selective.selective_ratio`'s (conditional on the
-    guard having passed: the releases that pass near the threshold are those whose noise
-    inflated the total); elsewhere the two agree to < 1e-20 and Fieller's is used. The
-    second array marks the releases whose interval the conditioning moved.
-    """
-    lo, hi, ok = fieller(hits, total.value, w_hits, w_total, level, distribution)
-    passed = clear(total, guard)
-    t = guard.factor * total.q * total.se
-    near = np.flatnonzero(passed & (total.value - t < 10.0 * total.se * total.q / z_value(level)))
-    moved = np.zeros(hits.shape, dtype=bool)
-    if near.size:
-        theta = hits[near] / total.value[near]
-        _, q = quantile_factor(w_hits[near] - theta[:, None] * w_total[near], level, distribution)
-        s_lo, s_hi, found = selective_ratio(
-            hits[near], total.value[near], w_hits[near], w_total[near], t[near], level, q,
-            search=(0.0, 1.0),
-        )  # fmt: skip
-        f_lo, f_hi = lo[near], hi[near]
-        lo, hi = lo.copy(), hi.copy()
-        # no θ in [0, 1] kept: the interval lies wholly outside the range (flagged)
-        new_lo = np.where(found, np.minimum(f_lo, s_lo), np.inf)
-        new_hi = np.where(found, np.maximum(f_hi, s_hi), np.inf)
-        half = np.maximum(0.5 * (f_hi - f_lo), 1e-300)
-        with np.errstate(invalid="ignore"):
-            moved[near] = found & (np.maximum(f_lo - new_lo, new_hi - f_hi) > 0.01 * half)
-        lo[near], hi[near] = new_lo, new_hi
-    return (lo, hi, ok), moved
-
-
 def classification_batch(
     released: npt.ArrayLike,
     scale: float | npt.ArrayLike,
@@ -378,8 +339,8 @@ def classification_batch(
         w_total = np.broadcast_to(std.reshape(-1), (r, c * c))
         hits = np.trace(m, axis1=-2, axis2=-1)
         guard = flag["accuracy"][0]  # the total's
-        interval, moved = _conditional_fieller(
-            hits, dens[TOTAL], w_hits, w_total, guard, level, distribution
+        interval, moved = conditional_fieller(
+            hits, dens[TOTAL], w_hits, w_total, guard, level, distribution, (0.0, 1.0)
         )
         base = dict.fromkeys(_ACCURACY_LIKE, interval)
         adjusted = dict.fromkeys(_ACCURACY_LIKE, moved)

@@ -20,6 +20,10 @@ coverage are documented in :mod:`dpledger.metrics._assemble`,
   with a seeded ``numpy.random.default_rng(seed)``. This randomness is post-processing
   of public quantities for the error bar, never release noise (release noise is OpenDP's).
 
+:func:`mean_over_noisy_count` is a scalar metric's mean over the clients who reported when
+their number is itself a noisy release (``add_remove``): Fieller's interval for the ratio
+of two independent noisy releases, flagged when the count is not clearly positive.
+
 Everything here reads only the released vector and its public scale, so it costs no ε.
 :func:`classification_batch` and :func:`regression_batch` are the vectorised forms
 (R releases at once) that the coverage tests and notebook 04 measure.
@@ -36,6 +40,7 @@ import numpy.typing as npt
 from dpledger.metrics._assemble import Batch, Estimates, batch_intervals, estimates, to_intervals
 from dpledger.metrics._flam_intervals import CLASSIFICATION_RANGES, classification_batch
 from dpledger.metrics._intervals import Guard, Interval, RowsFn, check_options, noise_std
+from dpledger.metrics._ratio import MEAN, mean_over_noisy_count_batch
 from dpledger.metrics._regression_intervals import (
     check_regression_codec,
     regression_batch,
@@ -58,6 +63,8 @@ __all__ = [
     "classification_intervals",
     "derived_interval",
     "derived_intervals",
+    "mean_over_noisy_count",
+    "mean_over_noisy_count_batch",
     "regression_batch",
     "regression_estimates",
     "regression_intervals",
@@ -231,3 +238,35 @@ def regression_intervals(
         released, codec, scale, level=level, method=method, distribution=distribution,
         draws=draws, seed=seed, cohort=cohort,
     )[1]  # fmt: skip
+
+
+def mean_over_noisy_count(
+    noisy_sum: float,
+    sum_scale: float,
+    noisy_count: float,
+    count_scale: float,
+    *,
+    bounds: tuple[float, float],
+    max_count: float,
+    level: float = 0.95,
+    sum_distribution: MechanismKind = "laplace",
+    count_distribution: MechanismKind = "laplace",
+) -> tuple[float, Interval]:
+    """The mean over the clients who reported, from a noisy sum and a noisy count of them.
+
+    ``noisy_sum`` is the released sum of the reporters' clipped values (metric units,
+    noise scale ``sum_scale``), ``noisy_count`` the released number of the same reporters
+    (clients, noise scale ``count_scale``), with independent noise; ``bounds`` the
+    metric's clip range, ``max_count`` a public upper bound on the count (the planned
+    cohort). Returns the estimate (clipped to ``bounds``) and its interval at ``level``:
+    Fieller's, conditional on the count's guard where it only just passed; unusable (the
+    whole range, with a reason) when the count is not clearly positive
+    (:func:`~dpledger.metrics._ratio.mean_over_noisy_count_batch`). Post-processing.
+    """
+    batch = mean_over_noisy_count_batch(
+        [noisy_sum], sum_scale, [noisy_count], count_scale, bounds=bounds,
+        max_count=max_count, level=level, sum_distribution=sum_distribution,
+        count_distribution=count_distribution,
+    )  # fmt: skip
+    values, intervals = estimates(batch, level)
+    return values[MEAN], intervals[MEAN]

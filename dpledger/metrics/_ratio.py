@@ -1,0 +1,151 @@
+"""Ratios of two independent noisy releases: Fieller's interval, conditional on its guard.
+
+A ratio θ = N/D published from a noisy numerator N̂ and a noisy denominator D̂ (two
+coordinates of one release, or two releases with independent noise) is estimated by the
+plug-in N̂/D̂ and bounded by Fieller's interval, which widens and skews as D̂ nears the
+noise (:func:`~._intervals.fieller`). It is published only when D̂ passes its guard
+(clearly positive: ``min(D̂, D_max) > q·se``, :class:`~._intervals.Guard`); where D̂ only
+just passed, the releases that pass are those whose denominator noise was large, so the
+interval is joined with the one conditional on that selection
+(:func:`~._selective.selective_ratio`). Accuracy-like classification metrics (trace /
+total of a confusion matrix, :mod:`._flam_intervals`) and the mean of a scalar metric over
+a noisy count of the clients who reported (:func:`mean_over_noisy_count_batch`: Flower
+rounds under ``add_remove``, where how many reported is private) are both built here.
+
+Every input is a released value, a public noise scale or a public bound: post-processing.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import numpy.typing as npt
+
+from dpledger.errors import InvalidInput
+from dpledger.metrics._assemble import Base, Batch, BoolArray, Linear, assemble, clear
+from dpledger.metrics._intervals import (
+    Guard,
+    check_options,
+    fieller,
+    method_name,
+    noise_std,
+    quantile_factor,
+    z_value,
+)
+from dpledger.metrics._segments import FloatArray, as_finite
+from dpledger.metrics._selective import selective_ratio
+from dpledger.types import MechanismKind
+
+__all__ = ["MEAN", "REPORTED", "conditional_fieller", "mean_over_noisy_count_batch"]
+
+MEAN = "mean"
+"""The key of the mean in :func:`mean_over_noisy_count_batch`'s batch."""
+REPORTED = "reported count"
+"""The name of the denominator (the noisy count of the clients who reported)."""
+
+
+def conditional_fieller(
+    num: FloatArray,
+    den: Linear,
+    w_num: FloatArray,
+    w_den: FloatArray,
+    guard: Guard,
+    level: float,
+    distribution: MechanismKind,
+    search: tuple[float, float],
+) -> tuple[Base, BoolArray]:
+    """N/D's interval: Fieller's, joined with the one conditional on D's guard.
+
+    ``num`` (R,) and ``den`` (its value, s.e. and quantile) are the released numerator and
+    denominator, ``w_num``/``w_den`` (R, d) their linear noise weights in noise-s.d. units,
+    ``search`` the ratio's range. Where D̂ passed its guard by less than 10 of its noise
+    s.e., the interval is the union of Fieller's and
+    :func:`~._selective.selective_ratio`'s (conditional on the guard having passed: the
+    releases that pass near the threshold are those whose noise inflated D̂); elsewhere
+    the two agree to < 1e-20 and Fieller's is used. The second array marks the releases
+    whose interval the conditioning moved.
+    """
+    lo, hi, ok = fieller(num, den.value, w_num, w_den, level, distribution)
+    passed = clear(den, guard)
+    t = guard.factor * den.q * den.se
+    near = np.flatnonzero(passed & (den.value - t < 10.0 * den.se * den.q / z_value(level)))
+    moved = np.zeros(num.shape, dtype=bool)
+    if near.size:
+        theta = num[near] / den.value[near]
+        _, q = quantile_factor(w_num[near] - theta[:, None] * w_den[near], level, distribution)
+        s_lo, s_hi, found = selective_ratio(
+            num[near], den.value[near], w_num[near], w_den[near], t[near], level, q,
+            search=search,
+        )  # fmt: skip
+        f_lo, f_hi = lo[near], hi[near]
+        lo, hi = lo.copy(), hi.copy()
+        # no θ in the range kept: the interval lies wholly outside the range (flagged)
+        new_lo = np.where(found, np.minimum(f_lo, s_lo), np.inf)
+        new_hi = np.where(found, np.maximum(f_hi, s_hi), np.inf)
+        half = np.maximum(0.5 * (f_hi - f_lo), 1e-300)
+        with np.errstate(invalid="ignore"):
+            moved[near] = found & (np.maximum(f_lo - new_lo, new_hi - f_hi) > 0.01 * half)
+        lo[near], hi[near] = new_lo, new_hi
+    return (lo, hi, ok), moved
+
+
+def mean_over_noisy_count_batch(
+    noisy_sum: npt.ArrayLike,
+    sum_scale: float | npt.ArrayLike,
+    noisy_count: npt.ArrayLike,
+    count_scale: float | npt.ArrayLike,
+    *,
+    bounds: tuple[float, float],
+    max_count: float,
+    level: float = 0.95,
+    sum_distribution: MechanismKind = "laplace",
+    count_distribution: MechanismKind = "laplace",
+) -> Batch:
+    """The mean over the clients who reported, N̂/D̂, for R releases (key :data:`MEAN`).
+
+    ``noisy_sum`` (R,) is the released sum of the reporters' clipped values (in the
+    metric's units) with noise scale ``sum_scale`` (Laplace b or Gaussian σ, same units);
+    ``noisy_count`` (R,) the released count of those same reporters (clients) with scale
+    ``count_scale``; the two noises independent. ``bounds`` is the metric's public clip
+    range (the mean's range); ``max_count`` a public upper bound on the true count (the
+    planned cohort: no more can report than were asked). The interval is Fieller's,
+    conditional on the count's guard where it only just passed
+    (:func:`conditional_fieller`); the mean is UNUSABLE, with a reason, when the count is
+    not clearly positive: ``min(D̂, max_count) > q·se`` fails (D̂ within the noise, or
+    even ``max_count`` reporters too few to tell from it). Mixed noise laws use the
+    Laplace quantile (never below the Gaussian one).
+    """
+    lo_b, hi_b = (float(b) for b in bounds)
+    if not (math.isfinite(lo_b) and math.isfinite(hi_b) and lo_b < hi_b):
+        raise InvalidInput(f"bounds must be finite with low < high, got {bounds!r}")
+    if isinstance(max_count, bool) or not (max_count > 0):
+        raise InvalidInput(f"max_count must be > 0, got {max_count!r}")
+    check_options(level, "delta", distribution=sum_distribution)
+    check_options(level, "delta", distribution=count_distribution)
+    n_hat = as_finite(np.asarray(noisy_sum, dtype=np.float64).reshape(-1), "noisy_sum")
+    r = n_hat.shape[0]
+    d_hat = as_finite(np.asarray(noisy_count, dtype=np.float64).reshape(-1), "noisy_count")
+    if d_hat.shape != (r,):
+        raise InvalidInput(f"one noisy count per noisy sum ({r}), got {d_hat.shape[0]}")
+    sd_n = noise_std(sum_scale, r, sum_distribution)  # one scale, or one per release
+    sd_d = noise_std(count_scale, r, count_distribution)
+    dist: MechanismKind = (
+        "gaussian" if sum_distribution == count_distribution == "gaussian" else "laplace"
+    )
+    zero = np.zeros(r)
+    w_num = np.stack([sd_n, zero], axis=1)
+    w_den = np.stack([zero, sd_d], axis=1)
+    den = Linear.of(d_hat, w_den, level, dist)
+    guard = Guard(REPORTED, float(max_count))
+    base, moved = conditional_fieller(n_hat, den, w_num, w_den, guard, level, dist, (lo_b, hi_b))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        theta = n_hat / d_hat
+        w = (w_num - theta[:, None] * w_den) / d_hat[:, None]  # ∂θ/∂x · sd, at the release
+    mean = Linear.of(theta, np.nan_to_num(w), level, dist)
+    cov = {MEAN: {REPORTED: np.sum(np.nan_to_num(w) * w_den, axis=-1)}}
+    return assemble(
+        {MEAN: mean}, {REPORTED: den}, cov, level=level, ranges={MEAN: (lo_b, hi_b)},
+        guards={MEAN: (guard,)}, methods={MEAN: method_name("fieller", dist)},
+        base={MEAN: base}, adjusted={MEAN: moved}, conditional=(MEAN,),
+    )  # fmt: skip
