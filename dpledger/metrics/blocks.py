@@ -243,12 +243,37 @@ def capped_units(grid: FixedPoint, counts: IntArray, factor: FloatArray) -> IntA
     return _encode(grid, counts * factor[:, None], owned=True)
 
 
-def _capped_units_reused(grid: FixedPoint, counts: IntArray, factor: FloatArray) -> IntArray:
-    """:func:`capped_units` in reused buffers (``_scratch``): valid until the next call."""
+_NORMAL_FACTOR = 2.0**-960  # a factor at least this: no fl(k·f·2^m), k ≥ 1, m ≥ 0, is subnormal
+
+
+def _capped_units_reused(
+    grid: FixedPoint, counts: IntArray, factor: FloatArray, most: IntArray
+) -> IntArray:
+    """:func:`capped_units` bit for bit, in reused buffers (``_scratch``): valid until the
+    next call. ``most`` bounds each row's counts (the client's sample count).
+
+    Every entry is fl(k·f) with 0 ≤ k ≤ n, so it lies in [0, fl(n·f)] (rounding is
+    monotone): when every fl(n·f) ≤ high and low ≤ 0, no clamp applies, so the two
+    reductions over the rows are not needed. Scaling by 1/quantum = 2^m (m ≥ 0) commutes
+    with rounding away from subnormals, so fl(k·f)·2^m = fl(k·(f·2^m)): one product per
+    entry gives its grid value, and the cast truncates it, as :func:`encode` does.
+    """
     size = counts.size
     scaled = empty("tally.scaled", size, np.float64).reshape(counts.shape)
-    np.multiply(counts, factor[:, None], out=scaled)  # as counts * factor[:, None]
     out = empty("tally.units", size, np.int64).reshape(counts.shape)
+    inverse = 1.0 / grid.quantum
+    if (
+        size
+        and math.isfinite(inverse)
+        and inverse >= 1.0
+        and grid.low <= 0.0
+        and float(factor.min()) >= _NORMAL_FACTOR
+        and float((most * factor).max()) <= grid.high
+    ):
+        np.multiply(counts, (factor * inverse)[:, None], out=scaled)
+        np.copyto(out, scaled, casting="unsafe")  # astype's cast: toward zero
+        return out
+    np.multiply(counts, factor[:, None], out=scaled)  # as counts * factor[:, None]
     return _encode(grid, scaled, owned=True, out=out)
 
 
@@ -285,7 +310,8 @@ def _add_tally(
     table = np.bincount(key, minlength=(n_capped + acc.shape[0]) * w).reshape(-1, w)
     if capped is not None and n_capped:
         assert counts.factor is not None
-        units = _capped_units_reused(grid, table[:n_capped], counts.factor[capped])
+        most = seg.lengths[capped]
+        units = _capped_units_reused(grid, table[:n_capped], counts.factor[capped], most)
         mine = here[capped]
         for g in present:
             acc[g] += units.sum(axis=0) if len(present) == 1 else units[mine == g].sum(axis=0)
