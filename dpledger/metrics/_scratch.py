@@ -3,8 +3,11 @@
 A fleet evaluated in blocks (:mod:`dpledger.metrics.blocks`) allocates the same few
 block-sized temporaries (a square, a product, a cast) for every block and every metric.
 glibc serves a temporary of about a megabyte from fresh pages (``mmap``, or heap grown
-again after a trim), and the kernel zeroes each page on first touch: measured, that was
-15% of a cold per-region sums call. Inside :func:`reusing` (which
+again after a trim), and the kernel zeroes each page on first touch. That depends on
+malloc's history: in a process that has not yet freed large arrays (its thresholds still
+low) a cold per-region sums call took ~80 k page faults per 10 M samples, 15% of its CPU,
+and ~4 k with these buffers; in the benchmark's process, after generating its fleet, the
+call took no page faults either way and the same CPU time. Inside :func:`reusing` (which
 :func:`~dpledger.metrics.blocks.sums_in_blocks` and
 :func:`~dpledger.metrics.blocks.rows_in_blocks` enter), :func:`empty` hands out the same
 buffer for the same ``key`` block after block, so its pages are touched once per call.
