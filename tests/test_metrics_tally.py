@@ -172,6 +172,11 @@ def test_capped_units_equal_encoding_the_scaled_rows(
     got = blocks.capped_units(grid, counts, factor)
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
+    # the summing path's form: reused buffers, no reductions when no clamp can apply
+    most = counts.max(axis=1, initial=0) + rng.integers(0, 3, n_rows)
+    reused = blocks._capped_units_reused(grid, counts, factor, most)
+    assert reused.dtype == want.dtype
+    np.testing.assert_array_equal(reused, want)
 
 
 def test_coverage_sums_from_one_bucket_per_client(taken: list[bool]) -> None:
@@ -188,3 +193,24 @@ def test_coverage_sums_from_one_bucket_per_client(taken: list[bool]) -> None:
         np.testing.assert_array_equal(sums[g], exact_sum(rows[groups == g], cover.grid(job.bounds)))
     assert taken
     assert all(taken)
+
+
+@pytest.mark.parametrize(
+    ("counts", "most", "factor"),
+    [
+        ([[147, 0], [3, 144]], [147, 147], 40.0 / 147),  # fl(147·fl(40/147)) > 40: encode
+        ([[41, 0], [20, 21]], [41, 41], 40.0 / 41),  # no clamp: the one-product path
+        ([[0, 0], [0, 0]], [50, 50], 40.0 / 50),  # all zero
+        ([[1, 2], [0, 5]], [9, 9], 1e-300),  # all through the one-product path
+    ],
+)
+def test_reused_capped_units_at_the_clamp_and_tiny_factors(
+    counts: list[list[int]], most: list[int], factor: float
+) -> None:
+    grid = FixedPoint.for_cap(40.0)
+    c = np.array(counts, dtype=np.int64)
+    f = np.full(c.shape[0], factor)
+    want = blocks.capped_units(grid, c, f)
+    got = blocks._capped_units_reused(grid, c, f, np.array(most, dtype=np.int64))
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == want.dtype

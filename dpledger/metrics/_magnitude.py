@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpledger.errors import InvalidInput
+from dpledger.metrics._scratch import empty
 from dpledger.metrics._segments import (
     FloatArray,
     as_finite,
@@ -82,9 +83,10 @@ def magnitude_buckets(
     a, b = as_float(along, "along"), as_float(across, "across")
     if a.shape != b.shape:
         return None
+    n = a.shape[0]
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        squared = a * a
-        squared += b * b
+        squared = np.multiply(a, a, out=empty("magnitude.squared", n, np.float64))
+        squared += np.multiply(b, b, out=empty("magnitude.across", n, np.float64))
     if squared.size and not float(squared.max()) <= 1e300:  # NaN, inf or huge: full path
         return None
     return bucket_of(squared, root_thresholds(tuple(e.tolist())))

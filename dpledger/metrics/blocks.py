@@ -33,6 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpledger.errors import InvalidInput
+from dpledger.metrics._scratch import empty, reusing
 from dpledger.metrics._segments import CellCounts, FloatArray, IntArray, Segments, segments_for
 from dpledger.metrics.secure_sum import FixedPoint
 
@@ -119,16 +120,17 @@ def rows_in_blocks(
     before any work, so it raises at once.
     """
     out: npt.NDArray[Any] | None = None
-    for c0, c1 in block_ranges(seg):
-        views, part = _slices(arrays, seg, c0, c1)
-        try:
-            rows = compute(views, part)
-        except InvalidInput:
-            whole()
-            raise
-        if out is None:
-            out = np.empty((seg.n_clients, *rows.shape[1:]), dtype=rows.dtype)
-        out[c0:c1] = rows
+    with reusing():
+        for c0, c1 in block_ranges(seg):
+            views, part = _slices(arrays, seg, c0, c1)
+            try:
+                rows = compute(views, part)
+            except InvalidInput:
+                whole()
+                raise
+            if out is None:
+                out = np.empty((seg.n_clients, *rows.shape[1:]), dtype=rows.dtype)
+            out[c0:c1] = rows
     if out is None:
         return np.asarray(whole())
     return out
@@ -193,8 +195,11 @@ def encode(grid: FixedPoint, rows: FloatArray) -> IntArray:
     return _encode(grid, rows, owned=False)
 
 
-def _encode(grid: FixedPoint, rows: FloatArray, *, owned: bool) -> IntArray:
-    """:func:`encode`; ``owned`` rows (a temporary of the caller) are scaled in place."""
+def _encode(
+    grid: FixedPoint, rows: FloatArray, *, owned: bool, out: IntArray | None = None
+) -> IntArray:
+    """:func:`encode`; ``owned`` rows (a temporary of the caller) are scaled in place, and
+    cast into ``out`` (same shape) when given."""
     inverse = 1.0 / grid.quantum  # a power of two: multiplying by it is exact
     if (
         rows.size
@@ -205,6 +210,9 @@ def _encode(grid: FixedPoint, rows: FloatArray, *, owned: bool) -> IntArray:
     ):
         if owned:
             rows *= inverse
+            if out is not None:
+                np.copyto(out, rows, casting="unsafe")  # astype's cast: toward zero
+                return out
             return rows.astype(np.int64)  # the cast truncates toward zero
         return (rows * inverse).astype(np.int64)
     return grid.encode(rows)
@@ -233,6 +241,40 @@ def capped_units(grid: FixedPoint, counts: IntArray, factor: FloatArray) -> IntA
     by index, was measured slower: building the index costs a pass of its own.)
     """
     return _encode(grid, counts * factor[:, None], owned=True)
+
+
+_NORMAL_FACTOR = 2.0**-960  # a factor at least this: no fl(k·f·2^m), k ≥ 1, m ≥ 0, is subnormal
+
+
+def _capped_units_reused(
+    grid: FixedPoint, counts: IntArray, factor: FloatArray, most: IntArray
+) -> IntArray:
+    """:func:`capped_units` bit for bit, in reused buffers (``_scratch``): valid until the
+    next call. ``most`` bounds each row's counts (the client's sample count).
+
+    Every entry is fl(k·f) with 0 ≤ k ≤ n, so it lies in [0, fl(n·f)] (rounding is
+    monotone): when every fl(n·f) ≤ high and low ≤ 0, no clamp applies, so the two
+    reductions over the rows are not needed. Scaling by 1/quantum = 2^m (m ≥ 0) commutes
+    with rounding away from subnormals, so fl(k·f)·2^m = fl(k·(f·2^m)): one product per
+    entry gives its grid value, and the cast truncates it, as :func:`encode` does.
+    """
+    size = counts.size
+    scaled = empty("tally.scaled", size, np.float64).reshape(counts.shape)
+    out = empty("tally.units", size, np.int64).reshape(counts.shape)
+    inverse = 1.0 / grid.quantum
+    if (
+        size
+        and math.isfinite(inverse)
+        and inverse >= 1.0
+        and grid.low <= 0.0
+        and float(factor.min()) >= _NORMAL_FACTOR
+        and float((most * factor).max()) <= grid.high
+    ):
+        np.multiply(counts, (factor * inverse)[:, None], out=scaled)
+        np.copyto(out, scaled, casting="unsafe")  # astype's cast: toward zero
+        return out
+    np.multiply(counts, factor[:, None], out=scaled)  # as counts * factor[:, None]
+    return _encode(grid, scaled, owned=True, out=out)
 
 
 def _add_tally(
@@ -268,7 +310,8 @@ def _add_tally(
     table = np.bincount(key, minlength=(n_capped + acc.shape[0]) * w).reshape(-1, w)
     if capped is not None and n_capped:
         assert counts.factor is not None
-        units = capped_units(grid, table[:n_capped], counts.factor[capped])
+        most = seg.lengths[capped]
+        units = _capped_units_reused(grid, table[:n_capped], counts.factor[capped], most)
         mine = here[capped]
         for g in present:
             acc[g] += units.sum(axis=0) if len(present) == 1 else units[mine == g].sum(axis=0)
@@ -367,13 +410,16 @@ def sums_in_blocks(
     sums: dict[str, IntArray] = {}
     partial: dict[str, list[FloatArray]] = {name: [] for name in jobs}
     shapes: dict[str, tuple[int, ...]] = {}
-    for c0, c1 in block_ranges(seg):
-        views, part = _slices(arrays, seg, c0, c1)
-        here = labels[c0:c1]
-        one = bool(here[0] == here[-1]) and bool(np.all(here == here[0]))
-        present = [int(here[0])] if one else [int(x) for x in np.unique(here)]
-        for name, job in jobs.items():
-            shapes[name] = _add_block(name, job, views, part, here, present, sums, partial[name], k)
+    with reusing():
+        for c0, c1 in block_ranges(seg):
+            views, part = _slices(arrays, seg, c0, c1)
+            here = labels[c0:c1]
+            one = bool(here[0] == here[-1]) and bool(np.all(here == here[0]))
+            present = [int(here[0])] if one else [int(x) for x in np.unique(here)]
+            for name, job in jobs.items():
+                shapes[name] = _add_block(
+                    name, job, views, part, here, present, sums, partial[name], k
+                )
     out: dict[str, FloatArray] = {}
     for name, job in jobs.items():
         if name not in shapes:  # no clients: the shape comes from an unblocked call

@@ -27,6 +27,7 @@ import numpy.typing as npt
 from dpledger.errors import InvalidInput
 from dpledger.metrics._distinct import distinct_cells
 from dpledger.metrics._magnitude import error_magnitude, magnitude_buckets
+from dpledger.metrics._scratch import empty
 from dpledger.metrics._segments import (
     CellCounts,
     ClientOffsets,
@@ -143,7 +144,7 @@ def along_across_ratio(
         check_same_length(along=a, across=b)
     seg = segments_for(offsets, a.shape[0])
     with np.errstate(over="ignore", invalid="ignore"):
-        square = a * a
+        square = np.multiply(a, a, out=empty("ratio.square", a.shape[0], np.float64))
         sum_a = seg.sum(square)
         np.multiply(b, b, out=square)
         sum_b = seg.sum(square)
@@ -364,13 +365,17 @@ def calibration_gap(
     seg = segments_for(offsets, p.shape[0])
     k = int(buckets)
     narrow: type[np.integer[Any]] = np.int8 if k <= 127 else np.int64
-    bucket: npt.NDArray[np.integer[Any]] = (p * k).astype(narrow)  # truncation = floor, p ≥ 0
+    n = p.shape[0]
+    scaled = np.multiply(p, k, out=empty("calibration.float", n, np.float64))
+    bucket = empty("calibration.bucket", n, narrow)
+    np.copyto(bucket, scaled, casting="unsafe")  # astype's cast: truncation = floor, p ≥ 0
     np.minimum(bucket, k - 1, out=bucket)
     flat = seg.tags(k)
     flat += bucket
     size = seg.n_clients * k
     rows = np.empty((seg.n_clients, 2 * k))
-    rows[:, :k] = np.bincount(flat, weights=p - y, minlength=size).reshape(seg.n_clients, k)
+    gap = np.subtract(p, y, out=scaled)  # p·k is dead: its buffer takes p − y
+    rows[:, :k] = np.bincount(flat, weights=gap, minlength=size).reshape(seg.n_clients, k)
     rows[:, k:] = np.bincount(flat, minlength=size).reshape(seg.n_clients, k)
     # L1 norm: Σ|gap sums| + the sample count (the counts' sum), one factor per client
     norm = np.abs(rows[:, :k]).sum(axis=1)
