@@ -12,6 +12,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
 import psycopg
 import pytest
 
@@ -169,3 +170,69 @@ def test_writes_held_back_for_the_commit_die_with_a_transaction_that_fails(
     finally:
         store.close()
     assert _tables(pg_url) == before
+
+
+def _counted(store: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The store's round trips from now on: each pipeline and each plain statement."""
+    trips: list[str] = []
+    run, execute = store._run_pipeline, store._execute
+
+    def counted_run(commands: Any, meanwhile: Any = None) -> Any:
+        trips.append(f"pipeline of {len(commands)}")
+        return run(commands, meanwhile)
+
+    def counted_execute(sql: str, params: Any = ()) -> Any:
+        trips.append(sql)
+        return execute(sql, params)
+
+    monkeypatch.setattr(store, "_run_pipeline", counted_run)
+    monkeypatch.setattr(store, "_execute", counted_execute)
+    return trips
+
+
+def test_a_release_id_is_read_under_the_lock_in_the_round_trip_that_takes_it(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Ledger.open(pg_url, CONTRACT, mode="create") as ledger:
+        for _ in range(2):  # the session has seen its policy and epoch 0 recorded
+            ledger.release(_loss(), 30.0)
+        trips = _counted(ledger._store, monkeypatch)
+        ledger.release(_loss().model_copy(update={"release_id": "r-1"}), 30.0)
+        # the retry lookup without the lock; BEGIN, lock, state and the ids' entries;
+        # the writes and COMMIT
+        assert trips == [ledger._store.sql.releases, "pipeline of 4", "pipeline of 2"]
+        trips.clear()
+        items = [(_loss().model_copy(update={"release_id": f"q-{r}"}), 30.0) for r in "ab"]
+        ledger.release_round(items)
+        assert trips == [ledger._store.sql.releases, "pipeline of 4", "pipeline of 2"]
+        assert ledger.verify().ok
+
+
+@pytest.mark.parametrize("rid", ['a"b', "c\\d", "{e,f}", "NULL", '\\"}{,'])
+def test_a_twin_committed_between_the_retry_lookup_and_the_lock_is_replayed(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, rid: str
+) -> None:
+    # the release id is looked up again under the lock, in the round trip that takes it
+    # (text[] literal syntax in the id must not change what is looked up)
+    request = _loss().model_copy(update={"release_id": rid})
+    with (
+        Ledger.open(pg_url, CONTRACT, mode="create") as first,
+        Ledger.open(pg_url, CONTRACT, mode="create") as second,
+    ):
+        first.release(_loss(), 30.0)
+        lookup = second._store.find_releases
+        committed = []
+
+        def then_the_twin_commits(ids: Any) -> Any:
+            found = lookup(ids)
+            assert found == {}
+            committed.append(first.release(request, 30.0))
+            return found
+
+        monkeypatch.setattr(second._store, "find_releases", then_the_twin_commits)
+        replayed = second.release(request, 30.0)
+        assert replayed.entry_id == committed[0].entry_id == 2
+        assert np.array_equal(replayed.noisy_sum, committed[0].noisy_sum)
+        assert len(second) == 2
+        assert second.spent(0, "a").amount == Fraction(2, 10)
+        assert second.verify().ok

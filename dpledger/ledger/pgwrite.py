@@ -4,7 +4,8 @@
 that talks to the server while the ledger lock is wanted or held:
 
 1. ``BEGIN``, ``pg_advisory_xact_lock`` and the read of the chain head and the spend of
-   the transaction's epochs, as prepared statements in one pipeline
+   the transaction's epochs (and of the entries under its release ids, when the store
+   knows them), as prepared statements in one pipeline
    (:meth:`~PipelinedWrites._begin_locked`); the caller's ``meanwhile`` work (a
    release's noise, which needs no ledger state) runs while that round trip is under
    way;
@@ -38,6 +39,7 @@ from dpledger.ledger.pgpipe import (
     lost,
     rows_of,
     succeeded,
+    text_array,
 )
 from dpledger.ledger.schema import COLUMNS
 
@@ -53,6 +55,7 @@ class PipelinedWrites:
 
     lock_key: int  # the ledger-wide advisory lock
     state_sql: str  # (epochs as one text-format bigint[] $1) -> the ``state`` rows
+    releases_sql: str  # (release ids as one text-format text[] $1) -> their entries' rows
     _conn: psycopg.Connection[TupleRow]
     _pipeline: Pipeline
     _pending: list[tuple[str, list[Any]]]  # writes sent with the COMMIT
@@ -96,13 +99,20 @@ class PipelinedWrites:
         self._pending.append((sql, params))
 
     def _begin_locked(
-        self, begin: str, epochs: Sequence[int], meanwhile: Callable[[], object] | None
-    ) -> list[tuple[Any, ...]]:
+        self,
+        begin: str,
+        epochs: Sequence[int],
+        meanwhile: Callable[[], object] | None,
+        release_ids: Sequence[str] = (),
+    ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]] | None]:
         """BEGIN, the ledger lock, then the head and ``epochs``' spend: one round trip.
 
-        ``meanwhile`` runs once, while that round trip is under way. A session that failed
-        since (or during) this call is replaced once: nothing was done in it yet, and
-        BEGIN, the lock and a read are safe to send again.
+        With ``release_ids``, the entries recorded under them are read in the same round
+        trip, after the lock. Returns the ``state`` rows (none without ``epochs``) and the
+        ``releases`` rows (None without ``release_ids``). ``meanwhile`` runs once, while
+        that round trip is under way. A session that failed since (or during) this call
+        is replaced once: nothing was done in it yet, and BEGIN, the lock and a read are
+        safe to send again.
         """
         ran = False
 
@@ -119,6 +129,9 @@ class PipelinedWrites:
         if epochs:
             listed = ",".join(str(int(e)) for e in epochs)
             commands.append((self.state_sql, [f"{{{listed}}}".encode()]))
+        if release_ids:
+            listed_ids = text_array(release_ids).encode(self._conn.info.encoding)
+            commands.append((self.releases_sql, [listed_ids]))
         self._connection()
         try:
             try:
@@ -136,10 +149,9 @@ class PipelinedWrites:
             if not succeeded(res):  # e.g. the lock wait timed out
                 error = error_of(res, encoding)
                 raise self._error(error) from error
-        if not epochs:
-            return []
-        return [(None if e is None else int(e), k, m, v)
-                for e, k, m, v in rows_of(results[-1], encoding)]  # fmt: skip
+        state = rows_of(self._conn, results[2]) if epochs else []
+        found = rows_of(self._conn, results[-1]) if release_ids else None
+        return state, found
 
     def _run_pipeline(
         self, commands: Sequence[Command], meanwhile: Callable[[], object] | None = None

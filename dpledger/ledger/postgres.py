@@ -44,7 +44,8 @@ triggers a :class:`RuntimeWarning`: it could lose committed spend in a crash.
 
 **Two round trips per write transaction** (:mod:`~dpledger.ledger.pgpipe`, libpq
 pipeline mode, statements prepared once per session): ``BEGIN``, the lock and the read
-of the head and spend in the first; the entries, spend and head in one statement plus
+of the head, the spend and the entries of the release ids the writer looked up without
+the lock (a retry's check) in the first; the entries, spend and head in one statement plus
 ``COMMIT`` in the second. A write the server refuses there means ``COMMIT`` never ran;
 a ``COMMIT`` not seen to succeed is the unknown outcome above.
 
@@ -67,6 +68,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from dpledger.errors import LedgerNotFound, StoreError
+from dpledger.ledger.records import Entry
 from dpledger.ledger.schema import (
     COLUMNS,
     EPOCH_INDEX,
@@ -77,6 +79,7 @@ from dpledger.ledger.schema import (
     SPEND_TABLE,
     Schema1,
     Statements,
+    row_to_entry,
 )
 from dpledger.ledger.store import SqlStore
 from dpledger.types import Mode
@@ -220,6 +223,7 @@ class PostgresStore(PipelinedWrites, SqlStore):
     schema_3_upgrade = SCHEMA_3_UPGRADE
     lock_key = LOCK_KEY
     state_sql = SQL.state.replace("%s", "$1")
+    releases_sql = SQL.releases.replace("%s", "$1")
 
     def __init__(self, url: str, mode: Mode = "write", *, timeout_s: float = 60.0) -> None:
         super().__init__(mode)
@@ -247,8 +251,10 @@ class PostgresStore(PipelinedWrites, SqlStore):
         self._closed = False
         self._in_txn = False
         self._prefetched: tuple[tuple[int, ...], list[tuple[Any, ...]]] | None = None
+        self._prefound: tuple[frozenset[str], list[tuple[Any, ...]]] | None = None
+        self._ids_hint: tuple[str, ...] = ()  # ids the next write transaction reads first
         self._pending: list[tuple[str, list[Any]]] = []  # writes sent with the COMMIT
-        self._pipeline = pgpipe.Pipeline()  # its prepared statements: this session's
+        self._pipeline = pgpipe.Pipeline(frozenset([self.releases_sql]))  # planned per ids
         self._exists = False
         self._conn = self._connect()
         if not self.exists() and mode != "create":
@@ -397,24 +403,44 @@ class PostgresStore(PipelinedWrites, SqlStore):
     ) -> Iterator[None]:
         # with ``epochs``, their spend and the head are read in the same round trip as
         # BEGIN and the lock (after the lock: READ COMMITTED gives each statement a fresh
-        # snapshot), and kept for the transaction's first _state_rows; ``meanwhile``
-        # runs while that round trip is under way
+        # snapshot), and kept for the transaction's first _state_rows; so are the entries
+        # of the release ids the last find_releases asked for (the ids a writer looks up
+        # without the lock, then again under it); ``meanwhile`` runs while that round
+        # trip is under way
+        ids, self._ids_hint = self._ids_hint, ()
         try:
             with self._transaction(
                 "BEGIN ISOLATION LEVEL READ COMMITTED", lock=True, epochs=epochs,
-                meanwhile=meanwhile,
-            ) as rows:  # fmt: skip
+                meanwhile=meanwhile, release_ids=ids,
+            ) as (rows, found):  # fmt: skip
                 if epochs:
                     self._prefetched = (tuple(epochs), rows)
+                if found is not None:
+                    self._prefound = (frozenset(ids), found)
                 yield
         finally:
             self._prefetched = None
+            self._prefound = None
 
     def _state_rows(self, epochs: Sequence[int]) -> list[tuple[Any, ...]]:
         held, self._prefetched = self._prefetched, None
         if held is not None and held[0] == tuple(epochs):
             return held[1]
         return super()._state_rows(epochs)
+
+    def find_releases(self, release_ids: Sequence[str]) -> dict[str, Entry]:
+        """:meth:`SqlStore.find_releases`; the next write reads them again with its lock."""
+        with self._lock:  # a writer looks ids up without the lock (a retry needs no
+            self._ids_hint = tuple(sorted(set(release_ids)))  # noise), then under it
+            return super().find_releases(release_ids)
+
+    def _find_releases(self, release_ids: Sequence[str]) -> dict[str, Entry]:
+        held = self._prefound
+        if held is None or not held[0].issuperset(release_ids):
+            return super()._find_releases(release_ids)
+        wanted = set(release_ids)  # read under this transaction's lock: answers any subset
+        entries = [row_to_entry(r) for r in held[1]]
+        return {rid: e for e in entries if (rid := e.draft.release_id) in wanted}
 
     @contextmanager
     def _read_transaction(self) -> Iterator[None]:
@@ -430,17 +456,22 @@ class PostgresStore(PipelinedWrites, SqlStore):
         lock: bool,
         epochs: Sequence[int] = (),
         meanwhile: Callable[[], object] | None = None,
-    ) -> Iterator[list[tuple[Any, ...]]]:
-        # BEGIN, the lock and the state of ``epochs`` in one round trip; yields those rows
+        release_ids: Sequence[str] = (),
+    ) -> Iterator[tuple[list[tuple[Any, ...]], list[tuple[Any, ...]] | None]]:
+        # BEGIN, the lock, the state of ``epochs`` and the entries of ``release_ids`` in
+        # one round trip; yields those rows
         self._pending = []  # writes are only ever sent with their own transaction's COMMIT
         try:
-            rows = self._begin_locked(begin, epochs, meanwhile) if lock else self._execute(begin)
+            if lock:
+                rows, found = self._begin_locked(begin, epochs, meanwhile, release_ids)
+            else:
+                rows, found = self._execute(begin), None
         except BaseException:
             self._rollback_quietly()  # e.g. the lock wait timed out after BEGIN
             raise
         self._in_txn = True
         try:
-            yield rows
+            yield rows, found
         except BaseException:
             self._rollback_quietly()
             raise
