@@ -17,13 +17,14 @@ import psycopg
 import pytest
 
 from dpledger.approval import ReleaseRequest
-from dpledger.errors import BudgetExceeded, StoreError
+from dpledger.errors import BudgetExceeded, PolicyMismatch, StoreError
 from dpledger.ledger import Ledger
+from dpledger.policy import Policy
 
 try:
-    from ._stores import CONTRACT
+    from ._stores import CONTRACT, CONTRACT_POLICY
 except ImportError:  # pytest's rootdir-relative import mode
-    from _stores import CONTRACT
+    from _stores import CONTRACT, CONTRACT_POLICY
 
 pytestmark = pytest.mark.postgres
 
@@ -190,21 +191,32 @@ def _counted(store: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return trips
 
 
-def test_a_release_id_is_read_under_the_lock_in_the_round_trip_that_takes_it(
+def test_what_a_write_reads_under_the_lock_comes_in_the_round_trip_that_takes_it(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with Ledger.open(pg_url, CONTRACT, mode="create") as ledger:
-        for _ in range(2):  # the session has seen its policy and epoch 0 recorded
+        for _ in range(2):  # the session has seen its policy recorded
             ledger.release(_loss(), 30.0)
+        releases = ledger._store.sql.releases
         trips = _counted(ledger._store, monkeypatch)
-        ledger.release(_loss().model_copy(update={"release_id": "r-1"}), 30.0)
-        # the retry lookup without the lock; BEGIN, lock, state and the ids' entries;
-        # the writes and COMMIT
-        assert trips == [ledger._store.sql.releases, "pipeline of 4", "pipeline of 2"]
+        ledger.release(_loss(), 30.0)  # BEGIN, lock, state; the writes and COMMIT
+        assert trips == ["pipeline of 3", "pipeline of 2"]
         trips.clear()
-        items = [(_loss().model_copy(update={"release_id": f"q-{r}"}), 30.0) for r in "ab"]
+        ledger.release(_loss(1), 30.0)  # a new epoch: its policy binding too
+        assert trips == ["pipeline of 4", "pipeline of 2"]
+        trips.clear()
+        # the retry lookup without the lock; then the ids' entries under it (and epoch
+        # 1's binding again: the last read found none, it had no entry yet)
+        ledger.release(_loss(1).model_copy(update={"release_id": "r-1"}), 30.0)
+        assert trips == [releases, "pipeline of 5", "pipeline of 2"]
+        trips.clear()
+        ledger.release(_loss(1).model_copy(update={"release_id": "r-2"}), 30.0)
+        assert trips == [releases, "pipeline of 4", "pipeline of 2"]
+        trips.clear()
+        items = [(_loss(2).model_copy(update={"release_id": f"q-{r}"}), 30.0) for r in "ab"]
         ledger.release_round(items)
-        assert trips == [ledger._store.sql.releases, "pipeline of 4", "pipeline of 2"]
+        assert trips == [releases, "pipeline of 5", "pipeline of 2"]
+        assert [e.entry_id for e in ledger.entries(epoch=2)] == [7, 8]
         assert ledger.verify().ok
 
 
@@ -236,3 +248,21 @@ def test_a_twin_committed_between_the_retry_lookup_and_the_lock_is_replayed(
         assert len(second) == 2
         assert second.spent(0, "a").amount == Fraction(2, 10)
         assert second.verify().ok
+
+
+def test_an_epoch_bound_by_another_writer_s_policy_is_refused_by_the_binding_read_with_the_lock(
+    pg_url: str,
+) -> None:
+    v2 = Policy.from_toml(CONTRACT_POLICY.replace('version = "1"', 'version = "2"'))
+    with (
+        Ledger.open(pg_url, CONTRACT, mode="create") as v1_writer,
+        Ledger.open(pg_url, v2, mode="create") as v2_writer,
+    ):
+        v2_writer.release(_loss(1), 30.0)  # its session knows epoch 1, not epoch 0
+        v1_writer.release(_loss(0), 30.0)  # epoch 0 is bound to version 1 from now on
+        before = _tables(pg_url)
+        with pytest.raises(PolicyMismatch) as refused:
+            v2_writer.release(_loss(0), 30.0)
+        assert refused.value.verdict.failures[0].name == "epoch_policy"
+        assert _tables(pg_url) == before
+        assert v2_writer.release(_loss(1), 30.0).entry_id == 3

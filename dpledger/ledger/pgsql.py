@@ -17,7 +17,7 @@ from dpledger.ledger.schema import (
     Statements,
 )
 
-__all__ = ["APPEND_ONLY", "SCHEMA_1", "SCHEMA_3_UPGRADE", "SQL"]
+__all__ = ["APPEND_ONLY", "EPOCH_POLICIES", "RELEASES", "SCHEMA_1", "SCHEMA_3_UPGRADE", "SQL"]
 
 SQL = Statements(
     epoch_policy="SELECT policy_hash, policy_version FROM dpl_entries WHERE epoch = %s "
@@ -39,6 +39,16 @@ SQL = Statements(
     **PARAMETERLESS,
 )
 """The store's statements, in PostgreSQL's dialect (``%s`` parameters, arrays for lists)."""
+
+RELEASES = SQL.releases.replace("%s", "$1")
+"""(release ids as one text-format ``text[]``) -> their entries' rows, in a pipeline."""
+
+EPOCH_POLICIES = (
+    "SELECT DISTINCT ON (epoch) epoch, policy_hash, policy_version FROM dpl_entries "
+    "WHERE epoch = ANY($1::bigint[]) ORDER BY epoch, seq"
+)
+"""(epochs as one text-format ``bigint[]``) -> each epoch's policy binding (its first
+entry's policy), for epochs that have entries; in a pipeline."""
 
 SCHEMA_1 = Schema1(
     entries=f"SELECT {SCHEMA_1_COLUMNS} FROM dpl_entries WHERE seq > %s ORDER BY seq LIMIT %s",

@@ -4,8 +4,8 @@
 that talks to the server while the ledger lock is wanted or held:
 
 1. ``BEGIN``, ``pg_advisory_xact_lock`` and the read of the chain head and the spend of
-   the transaction's epochs (and of the entries under its release ids, when the store
-   knows them), as prepared statements in one pipeline
+   the transaction's epochs (and of what else the store knows it will read: entries
+   under release ids, epochs' policy bindings), in one pipeline
    (:meth:`~PipelinedWrites._begin_locked`); the caller's ``meanwhile`` work (a
    release's noise, which needs no ledger state) runs while that round trip is under
    way;
@@ -39,7 +39,6 @@ from dpledger.ledger.pgpipe import (
     lost,
     rows_of,
     succeeded,
-    text_array,
 )
 from dpledger.ledger.schema import COLUMNS
 
@@ -54,8 +53,6 @@ class PipelinedWrites:
     """A write transaction's round trips; mixed into the PostgreSQL store."""
 
     lock_key: int  # the ledger-wide advisory lock
-    state_sql: str  # (epochs as one text-format bigint[] $1) -> the ``state`` rows
-    releases_sql: str  # (release ids as one text-format text[] $1) -> their entries' rows
     _conn: psycopg.Connection[TupleRow]
     _pipeline: Pipeline
     _pending: list[tuple[str, list[Any]]]  # writes sent with the COMMIT
@@ -99,20 +96,15 @@ class PipelinedWrites:
         self._pending.append((sql, params))
 
     def _begin_locked(
-        self,
-        begin: str,
-        epochs: Sequence[int],
-        meanwhile: Callable[[], object] | None,
-        release_ids: Sequence[str] = (),
-    ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]] | None]:
-        """BEGIN, the ledger lock, then the head and ``epochs``' spend: one round trip.
+        self, begin: str, reads: Sequence[Command], meanwhile: Callable[[], object] | None
+    ) -> list[list[tuple[Any, ...]]]:
+        """BEGIN, the ledger lock, then ``reads``: one round trip; the rows of each read.
 
-        With ``release_ids``, the entries recorded under them are read in the same round
-        trip, after the lock. Returns the ``state`` rows (none without ``epochs``) and the
-        ``releases`` rows (None without ``release_ids``). ``meanwhile`` runs once, while
-        that round trip is under way. A session that failed since (or during) this call
-        is replaced once: nothing was done in it yet, and BEGIN, the lock and a read are
-        safe to send again.
+        The reads run after the lock is granted, each with a fresh snapshot (READ
+        COMMITTED): what they return is the state this transaction writes on.
+        ``meanwhile`` runs once, while that round trip is under way. A session that
+        failed since (or during) this call is replaced once: nothing was done in it yet,
+        and BEGIN, the lock and a read are safe to send again.
         """
         ran = False
 
@@ -125,13 +117,8 @@ class PipelinedWrites:
         commands: list[Command] = [
             (begin, []),
             ("SELECT pg_advisory_xact_lock($1)", [str(self.lock_key).encode()]),
+            *reads,
         ]
-        if epochs:
-            listed = ",".join(str(int(e)) for e in epochs)
-            commands.append((self.state_sql, [f"{{{listed}}}".encode()]))
-        if release_ids:
-            listed_ids = text_array(release_ids).encode(self._conn.info.encoding)
-            commands.append((self.releases_sql, [listed_ids]))
         self._connection()
         try:
             try:
@@ -149,9 +136,7 @@ class PipelinedWrites:
             if not succeeded(res):  # e.g. the lock wait timed out
                 error = error_of(res, encoding)
                 raise self._error(error) from error
-        state = rows_of(self._conn, results[2]) if epochs else []
-        found = rows_of(self._conn, results[-1]) if release_ids else None
-        return state, found
+        return [rows_of(self._conn, r) for r in results[2:]]
 
     def _run_pipeline(
         self, commands: Sequence[Command], meanwhile: Callable[[], object] | None = None

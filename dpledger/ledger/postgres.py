@@ -69,7 +69,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from dpledger.errors import LedgerNotFound, StoreError
 from dpledger.ledger.pgsql import APPEND_ONLY as _APPEND_ONLY
-from dpledger.ledger.pgsql import SCHEMA_1, SCHEMA_3_UPGRADE, SQL
+from dpledger.ledger.pgsql import EPOCH_POLICIES, RELEASES, SCHEMA_1, SCHEMA_3_UPGRADE, SQL
 from dpledger.ledger.records import Entry
 from dpledger.ledger.schema import SCHEMA, SCHEMA_VERSION, row_to_entry
 from dpledger.ledger.store import SqlStore
@@ -106,6 +106,11 @@ LOCK_KEY = int.from_bytes(hashlib.sha256(b"dpledger").digest()[:8], "big", signe
 _LOCK_NOT_AVAILABLE = "55P03"
 
 
+def _bigints(values: Sequence[int]) -> bytes:
+    """A text-format ``bigint[]`` parameter."""
+    return ("{" + ",".join(str(int(v)) for v in values) + "}").encode()
+
+
 def _redact(url: str) -> str:
     """``url`` without its password (in the user info or a ``password=`` parameter)."""
     try:
@@ -134,7 +139,6 @@ class PostgresStore(PipelinedWrites, SqlStore):
     schema_3_upgrade = SCHEMA_3_UPGRADE
     lock_key = LOCK_KEY
     state_sql = SQL.state.replace("%s", "$1")
-    releases_sql = SQL.releases.replace("%s", "$1")
 
     def __init__(self, url: str, mode: Mode = "write", *, timeout_s: float = 60.0) -> None:
         super().__init__(mode)
@@ -163,9 +167,10 @@ class PostgresStore(PipelinedWrites, SqlStore):
         self._in_txn = False
         self._prefetched: tuple[tuple[int, ...], list[tuple[Any, ...]]] | None = None
         self._prefound: tuple[frozenset[str], list[tuple[Any, ...]]] | None = None
+        self._prebound: dict[int, tuple[str, str] | None] | None = None
         self._ids_hint: tuple[str, ...] = ()  # ids the next write transaction reads first
         self._pending: list[tuple[str, list[Any]]] = []  # writes sent with the COMMIT
-        self._pipeline = pgpipe.Pipeline(frozenset([self.releases_sql]))  # planned per ids
+        self._pipeline = pgpipe.Pipeline(frozenset([RELEASES, EPOCH_POLICIES]))
         self._exists = False
         self._conn = self._connect()
         if not self.exists() and mode != "create":
@@ -312,26 +317,35 @@ class PostgresStore(PipelinedWrites, SqlStore):
     def _begin_write(
         self, epochs: Sequence[int], meanwhile: Callable[[], object] | None
     ) -> Iterator[None]:
-        # with ``epochs``, their spend and the head are read in the same round trip as
-        # BEGIN and the lock (after the lock: READ COMMITTED gives each statement a fresh
-        # snapshot), and kept for the transaction's first _state_rows; so are the entries
-        # of the release ids the last find_releases asked for (the ids a writer looks up
-        # without the lock, then again under it); ``meanwhile`` runs while that round
-        # trip is under way
+        # what the transaction will read first is read in the same round trip as BEGIN
+        # and the lock, after the lock (READ COMMITTED: each statement a fresh snapshot):
+        # the head and ``epochs``' spend, the entries of the release ids the last
+        # find_releases asked for (a writer looks ids up without the lock, to answer a
+        # retry without noise, then under it) and the policy binding of epochs not seen
+        # bound yet; ``meanwhile`` runs while that round trip is under way
         ids, self._ids_hint = self._ids_hint, ()
+        unbound = [e for e in epochs if e not in self._bound]
+        reads: list[pgpipe.Command] = [(self.state_sql, [_bigints(epochs)])] if epochs else []
+        if ids and all(i.isascii() for i in ids):  # as ReleaseRequest's: any encoding's bytes
+            reads.append((RELEASES, [pgpipe.text_array(ids).encode()]))
+        else:
+            ids = ()
+        if unbound:
+            reads.append((EPOCH_POLICIES, [_bigints(unbound)]))
+        begin = "BEGIN ISOLATION LEVEL READ COMMITTED"
         try:
-            with self._transaction(
-                "BEGIN ISOLATION LEVEL READ COMMITTED", lock=True, epochs=epochs,
-                meanwhile=meanwhile, release_ids=ids,
-            ) as (rows, found):  # fmt: skip
+            with self._transaction(begin, lock=True, reads=reads, meanwhile=meanwhile) as rows:
+                got = iter(rows)
                 if epochs:
-                    self._prefetched = (tuple(epochs), rows)
-                if found is not None:
-                    self._prefound = (frozenset(ids), found)
+                    self._prefetched = (tuple(epochs), next(got))
+                if ids:
+                    self._prefound = (frozenset(ids), next(got))
+                if unbound:
+                    found = {int(e): (str(h), str(v)) for e, h, v in next(got)}
+                    self._prebound = {e: found.get(e) for e in unbound}
                 yield
         finally:
-            self._prefetched = None
-            self._prefound = None
+            self._prefetched = self._prefound = self._prebound = None
 
     def _state_rows(self, epochs: Sequence[int]) -> list[tuple[Any, ...]]:
         held, self._prefetched = self._prefetched, None
@@ -344,6 +358,15 @@ class PostgresStore(PipelinedWrites, SqlStore):
         with self._lock:  # a writer looks ids up without the lock (a retry needs no
             self._ids_hint = tuple(sorted(set(release_ids)))  # noise), then under it
             return super().find_releases(release_ids)
+
+    def _epoch_policy(self, epoch: int) -> tuple[str, str] | None:
+        held = self._prebound
+        if held is None or epoch not in held:
+            return super()._epoch_policy(epoch)
+        binding = held[epoch]  # read under this transaction's lock
+        if binding is not None:
+            self._bound[epoch] = binding  # an epoch's first entry never changes
+        return binding
 
     def _find_releases(self, release_ids: Sequence[str]) -> dict[str, Entry]:
         held = self._prefound
@@ -366,23 +389,21 @@ class PostgresStore(PipelinedWrites, SqlStore):
         *,
         lock: bool,
         epochs: Sequence[int] = (),
+        reads: Sequence[pgpipe.Command] = (),
         meanwhile: Callable[[], object] | None = None,
-        release_ids: Sequence[str] = (),
-    ) -> Iterator[tuple[list[tuple[Any, ...]], list[tuple[Any, ...]] | None]]:
-        # BEGIN, the lock, the state of ``epochs`` and the entries of ``release_ids`` in
-        # one round trip; yields those rows
+    ) -> Iterator[list[list[tuple[Any, ...]]]]:
+        # BEGIN, the lock and ``reads`` in one round trip; yields each read's rows
         self._pending = []  # writes are only ever sent with their own transaction's COMMIT
         try:
-            if lock:
-                rows, found = self._begin_locked(begin, epochs, meanwhile, release_ids)
-            else:
-                rows, found = self._execute(begin), None
+            rows = self._begin_locked(begin, reads, meanwhile) if lock else []
+            if not lock:
+                self._execute(begin)
         except BaseException:
             self._rollback_quietly()  # e.g. the lock wait timed out after BEGIN
             raise
         self._in_txn = True
         try:
-            yield rows, found
+            yield rows
         except BaseException:
             self._rollback_quietly()
             raise
