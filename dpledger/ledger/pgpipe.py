@@ -58,9 +58,15 @@ _NO_STATEMENT = b"26000"  # invalid_sql_statement_name
 def encode(values: Sequence[Any], encoding: str) -> list[bytes | None]:
     """Text-format parameters: ``None`` is NULL, anything else its ``str`` encoded.
 
-    Raises :class:`UnicodeEncodeError` for text the session's encoding cannot carry.
+    Raises :class:`UnicodeEncodeError` for text the session's encoding cannot carry, and
+    :class:`ValueError` for a NUL character: libpq reads a text-format parameter as a C
+    string, so the server would store the text cut at the NUL (PostgreSQL's text cannot
+    hold one), not the text the caller hashed.
     """
-    return [None if v is None else str(v).encode(encoding) for v in values]
+    out = [None if v is None else str(v).encode(encoding) for v in values]
+    if b"\0" in b"".join(b for b in out if b is not None):
+        raise ValueError("PostgreSQL text cannot hold a NUL character (0x00)")
+    return out
 
 
 def succeeded(result: PGresult) -> bool:

@@ -180,10 +180,10 @@ class PipelinedWrites:
         encoding = self._conn.info.encoding
         try:
             commands = [(sql, encode(params, encoding)) for sql, params in writes]
-        except UnicodeEncodeError as e:  # before anything is sent: nothing recorded
+        except ValueError as e:  # before anything is sent: nothing recorded
             self._rollback_quietly()
             raise StoreError(
-                f"PostgreSQL ledger {self._location}: a value cannot be sent in the "
+                f"PostgreSQL ledger {self._location}: a value cannot be stored in the "
                 f"session's encoding {encoding} ({e}); nothing was recorded"
             ) from e
         try:
