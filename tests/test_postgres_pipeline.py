@@ -12,17 +12,19 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
 import psycopg
 import pytest
 
 from dpledger.approval import ReleaseRequest
-from dpledger.errors import BudgetExceeded, StoreError
+from dpledger.errors import BudgetExceeded, PolicyMismatch, StoreError
 from dpledger.ledger import Ledger
+from dpledger.policy import Policy
 
 try:
-    from ._stores import CONTRACT
+    from ._stores import CONTRACT, CONTRACT_POLICY
 except ImportError:  # pytest's rootdir-relative import mode
-    from _stores import CONTRACT
+    from _stores import CONTRACT, CONTRACT_POLICY
 
 pytestmark = pytest.mark.postgres
 
@@ -169,3 +171,118 @@ def test_writes_held_back_for_the_commit_die_with_a_transaction_that_fails(
     finally:
         store.close()
     assert _tables(pg_url) == before
+
+
+def _counted(store: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The store's round trips from now on: each pipeline and each plain statement."""
+    trips: list[str] = []
+    run, execute = store._run_pipeline, store._execute
+
+    def counted_run(commands: Any, meanwhile: Any = None) -> Any:
+        trips.append(f"pipeline of {len(commands)}")
+        return run(commands, meanwhile)
+
+    def counted_execute(sql: str, params: Any = ()) -> Any:
+        trips.append(sql)
+        return execute(sql, params)
+
+    monkeypatch.setattr(store, "_run_pipeline", counted_run)
+    monkeypatch.setattr(store, "_execute", counted_execute)
+    return trips
+
+
+def test_what_a_write_reads_under_the_lock_comes_in_the_round_trip_that_takes_it(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Ledger.open(pg_url, CONTRACT, mode="create") as ledger:
+        for _ in range(2):  # the session has seen its policy recorded
+            ledger.release(_loss(), 30.0)
+        releases = ledger._store.sql.releases
+        trips = _counted(ledger._store, monkeypatch)
+        ledger.release(_loss(), 30.0)  # BEGIN, lock, state; the writes and COMMIT
+        assert trips == ["pipeline of 3", "pipeline of 2"]
+        trips.clear()
+        ledger.release(_loss(1), 30.0)  # a new epoch: its policy binding too
+        assert trips == ["pipeline of 4", "pipeline of 2"]
+        trips.clear()
+        # the retry lookup without the lock; then the ids' entries under it (and epoch
+        # 1's binding again: the last read found none, it had no entry yet)
+        ledger.release(_loss(1).model_copy(update={"release_id": "r-1"}), 30.0)
+        assert trips == [releases, "pipeline of 5", "pipeline of 2"]
+        trips.clear()
+        ledger.release(_loss(1).model_copy(update={"release_id": "r-2"}), 30.0)
+        assert trips == [releases, "pipeline of 4", "pipeline of 2"]
+        trips.clear()
+        items = [(_loss(2).model_copy(update={"release_id": f"q-{r}"}), 30.0) for r in "ab"]
+        ledger.release_round(items)
+        assert trips == [releases, "pipeline of 5", "pipeline of 2"]
+        assert [e.entry_id for e in ledger.entries(epoch=2)] == [7, 8]
+        assert ledger.verify().ok
+
+
+@pytest.mark.parametrize("rid", ['a"b', "c\\d", "{e,f}", "NULL", '\\"}{,'])
+def test_a_twin_committed_between_the_retry_lookup_and_the_lock_is_replayed(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, rid: str
+) -> None:
+    # the release id is looked up again under the lock, in the round trip that takes it
+    # (text[] literal syntax in the id must not change what is looked up)
+    request = _loss().model_copy(update={"release_id": rid})
+    with (
+        Ledger.open(pg_url, CONTRACT, mode="create") as first,
+        Ledger.open(pg_url, CONTRACT, mode="create") as second,
+    ):
+        first.release(_loss(), 30.0)
+        lookup = second._store.find_releases
+        committed = []
+
+        def then_the_twin_commits(ids: Any) -> Any:
+            found = lookup(ids)
+            assert found == {}
+            committed.append(first.release(request, 30.0))
+            return found
+
+        monkeypatch.setattr(second._store, "find_releases", then_the_twin_commits)
+        replayed = second.release(request, 30.0)
+        assert replayed.entry_id == committed[0].entry_id == 2
+        assert np.array_equal(replayed.noisy_sum, committed[0].noisy_sum)
+        assert len(second) == 2
+        assert second.spent(0, "a").amount == Fraction(2, 10)
+        assert second.verify().ok
+
+
+def test_an_epoch_bound_by_another_writer_s_policy_is_refused_by_the_binding_read_with_the_lock(
+    pg_url: str,
+) -> None:
+    v2 = Policy.from_toml(CONTRACT_POLICY.replace('version = "1"', 'version = "2"'))
+    with (
+        Ledger.open(pg_url, CONTRACT, mode="create") as v1_writer,
+        Ledger.open(pg_url, v2, mode="create") as v2_writer,
+    ):
+        v2_writer.release(_loss(1), 30.0)  # its session knows epoch 1, not epoch 0
+        v1_writer.release(_loss(0), 30.0)  # epoch 0 is bound to version 1 from now on
+        before = _tables(pg_url)
+        with pytest.raises(PolicyMismatch) as refused:
+            v2_writer.release(_loss(0), 30.0)
+        assert refused.value.verdict.failures[0].name == "epoch_policy"
+        assert _tables(pg_url) == before
+        assert v2_writer.release(_loss(1), 30.0).entry_id == 3
+
+
+def test_text_with_a_nul_character_is_refused_not_stored_cut_short(pg_url: str) -> None:
+    # libpq sends a text parameter as a C string: the server would have stored the text
+    # up to the NUL while the chain hashed all of it (the policy's edges_version has no
+    # pattern; PostgreSQL's text cannot hold a NUL)
+    toml = CONTRACT_POLICY.replace('edges_version = "h5/v1"', 'edges_version = "h5\\u0000v1"')
+    policy = Policy.from_toml(toml)
+    hist = ReleaseRequest(
+        epoch=0, metric="hist5", region="a", cohort=1000, edges_version="h5\x00v1"
+    )
+    with Ledger.open(pg_url, policy, mode="create") as ledger:
+        ledger.release(_loss(), 30.0)
+        before = _tables(pg_url)
+        with pytest.raises(StoreError, match="NUL") as refused:
+            ledger.release(hist, [100.0, 200.0, 300.0, 200.0, 100.0])
+        assert "nothing was recorded" in str(refused.value)
+        assert _tables(pg_url) == before
+        assert ledger.release(_loss(), 30.0).entry_id == 2
+        assert ledger.verify().ok

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import generators, pq
+from psycopg.adapt import Transformer
 
 if TYPE_CHECKING:
     from psycopg.abc import PQGen
@@ -41,6 +42,7 @@ __all__ = [
     "lost",
     "rows_of",
     "succeeded",
+    "text_array",
 ]
 
 PREPARED_MAX = 64
@@ -56,9 +58,15 @@ _NO_STATEMENT = b"26000"  # invalid_sql_statement_name
 def encode(values: Sequence[Any], encoding: str) -> list[bytes | None]:
     """Text-format parameters: ``None`` is NULL, anything else its ``str`` encoded.
 
-    Raises :class:`UnicodeEncodeError` for text the session's encoding cannot carry.
+    Raises :class:`UnicodeEncodeError` for text the session's encoding cannot carry, and
+    :class:`ValueError` for a NUL character: libpq reads a text-format parameter as a C
+    string, so the server would store the text cut at the NUL (PostgreSQL's text cannot
+    hold one), not the text the caller hashed.
     """
-    return [None if v is None else str(v).encode(encoding) for v in values]
+    out = [None if v is None else str(v).encode(encoding) for v in values]
+    if b"\0" in b"".join(b for b in out if b is not None):
+        raise ValueError("PostgreSQL text cannot hold a NUL character (0x00)")
+    return out
 
 
 def succeeded(result: PGresult) -> bool:
@@ -78,21 +86,35 @@ def lost(result: PGresult) -> bool:
     return result.error_field(pq.DiagnosticField.SQLSTATE) == _NO_STATEMENT
 
 
-def rows_of(result: PGresult, encoding: str) -> list[tuple[str | None, ...]]:
-    """A row set's values as text (``None`` for NULL), in the session's encoding."""
-    width = result.nfields
-    rows = []
-    for i in range(result.ntuples):
-        values = (result.get_value(i, j) for j in range(width))
-        rows.append(tuple(None if v is None else bytes(v).decode(encoding) for v in values))
-    return rows
+def rows_of(conn: psycopg.Connection[TupleRow], result: PGresult) -> list[tuple[Any, ...]]:
+    """A row set's values as ``conn.execute`` would return them (bigint as int, NULL as None).
+
+    Loaded by psycopg's own loaders for the result's column types, so a row read through
+    a pipeline is the same Python value as one read through a plain query.
+    """
+    loader = Transformer.from_context(conn)
+    loader.set_pgresult(result)
+    return loader.load_rows(0, result.ntuples, tuple)
+
+
+def text_array(values: Sequence[str]) -> str:
+    """A text-format PostgreSQL ``text[]`` literal: every element quoted and escaped."""
+    quoted = ('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values)
+    return "{" + ",".join(quoted) + "}"
 
 
 class Pipeline:
     """Runs groups of statements in one round trip each on one session's connection."""
 
-    def __init__(self) -> None:
+    def __init__(self, adhoc: frozenset[str] = frozenset()) -> None:
+        """``adhoc``: statements never prepared, planned for their values every time.
+
+        A prepared statement's generic plan is made once, for the table as it was then:
+        a lookup whose best plan changes as the table grows (an index scan once there
+        are more than a few entries) must not keep the plan of an empty ledger.
+        """
         self._names: dict[str, bytes] = {}  # statement text -> its prepared name
+        self._adhoc = adhoc
 
     def forget(self) -> None:
         """Forget every prepared statement (the session they lived in is gone)."""
@@ -136,8 +158,10 @@ class Pipeline:
         prepares: list[str | None] = []  # per command: the text it prepares first, if any
         for sql, values in commands:
             name = self._names.get(sql) or fresh.get(sql)
-            if name is None and len(self._names) + len(fresh) >= PREPARED_MAX:
-                pg.send_query_params(sql.encode(), values)  # a rare shape: not kept
+            if name is None and (
+                sql in self._adhoc or len(self._names) + len(fresh) >= PREPARED_MAX
+            ):
+                pg.send_query_params(sql.encode(), values)  # ad hoc, or a rare shape
                 prepares.append(None)
                 continue
             prepares.append(None if name is not None else sql)

@@ -4,7 +4,8 @@
 that talks to the server while the ledger lock is wanted or held:
 
 1. ``BEGIN``, ``pg_advisory_xact_lock`` and the read of the chain head and the spend of
-   the transaction's epochs, as prepared statements in one pipeline
+   the transaction's epochs (and of what else the store knows it will read: entries
+   under release ids, epochs' policy bindings), in one pipeline
    (:meth:`~PipelinedWrites._begin_locked`); the caller's ``meanwhile`` work (a
    release's noise, which needs no ledger state) runs while that round trip is under
    way;
@@ -22,6 +23,7 @@ unknown and raises, so no value is returned for a commit not seen to succeed.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -51,7 +53,6 @@ class PipelinedWrites:
     """A write transaction's round trips; mixed into the PostgreSQL store."""
 
     lock_key: int  # the ledger-wide advisory lock
-    state_sql: str  # (epochs as one text-format bigint[] $1) -> the ``state`` rows
     _conn: psycopg.Connection[TupleRow]
     _pipeline: Pipeline
     _pending: list[tuple[str, list[Any]]]  # writes sent with the COMMIT
@@ -87,19 +88,7 @@ class PipelinedWrites:
         the flush and the commit, and an error in it still surfaces before any value is
         returned (see :meth:`_pipelined_commit`).
         """
-        width = len(entries[0])
-        n = iter(range(1, 1 + width * len(entries) + 4 * len(spend) + 2))
-        entry_values = ", ".join(
-            "(" + ", ".join(f"${next(n)}" for _ in range(width)) + ")" for _ in entries
-        )
-        spend_values = ", ".join(f"(${next(n)}, ${next(n)}, ${next(n)}, ${next(n)})" for _ in spend)
-        sql = (
-            f"WITH e AS (INSERT INTO dpl_entries ({COLUMNS}) VALUES {entry_values}), "
-            f"s AS (INSERT INTO dpl_spend (epoch, scope, metric, total) VALUES {spend_values} "
-            "ON CONFLICT (epoch, scope, metric) DO UPDATE SET total = excluded.total) "
-            f"INSERT INTO dpl_meta (key, value) VALUES ('head_seq', ${next(n)}), "
-            f"('head_hash', ${next(n)}) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
-        )
+        sql = _write_sql(len(entries[0]), len(entries), len(spend))
         params = [*(x for row in entries for x in row), *(x for row in spend for x in row),
                   str(head[0]), head[1]]  # fmt: skip
         if not self._in_txn:
@@ -107,13 +96,15 @@ class PipelinedWrites:
         self._pending.append((sql, params))
 
     def _begin_locked(
-        self, begin: str, epochs: Sequence[int], meanwhile: Callable[[], object] | None
-    ) -> list[tuple[Any, ...]]:
-        """BEGIN, the ledger lock, then the head and ``epochs``' spend: one round trip.
+        self, begin: str, reads: Sequence[Command], meanwhile: Callable[[], object] | None
+    ) -> list[list[tuple[Any, ...]]]:
+        """BEGIN, the ledger lock, then ``reads``: one round trip; the rows of each read.
 
-        ``meanwhile`` runs once, while that round trip is under way. A session that failed
-        since (or during) this call is replaced once: nothing was done in it yet, and
-        BEGIN, the lock and a read are safe to send again.
+        The reads run after the lock is granted, each with a fresh snapshot (READ
+        COMMITTED): what they return is the state this transaction writes on.
+        ``meanwhile`` runs once, while that round trip is under way. A session that
+        failed since (or during) this call is replaced once: nothing was done in it yet,
+        and BEGIN, the lock and a read are safe to send again.
         """
         ran = False
 
@@ -126,10 +117,8 @@ class PipelinedWrites:
         commands: list[Command] = [
             (begin, []),
             ("SELECT pg_advisory_xact_lock($1)", [str(self.lock_key).encode()]),
+            *reads,
         ]
-        if epochs:
-            listed = ",".join(str(int(e)) for e in epochs)
-            commands.append((self.state_sql, [f"{{{listed}}}".encode()]))
         self._connection()
         try:
             try:
@@ -147,10 +136,7 @@ class PipelinedWrites:
             if not succeeded(res):  # e.g. the lock wait timed out
                 error = error_of(res, encoding)
                 raise self._error(error) from error
-        if not epochs:
-            return []
-        return [(None if e is None else int(e), k, m, v)
-                for e, k, m, v in rows_of(results[-1], encoding)]  # fmt: skip
+        return [rows_of(self._conn, r) for r in results[2:]]
 
     def _run_pipeline(
         self, commands: Sequence[Command], meanwhile: Callable[[], object] | None = None
@@ -194,10 +180,10 @@ class PipelinedWrites:
         encoding = self._conn.info.encoding
         try:
             commands = [(sql, encode(params, encoding)) for sql, params in writes]
-        except UnicodeEncodeError as e:  # before anything is sent: nothing recorded
+        except ValueError as e:  # before anything is sent: nothing recorded
             self._rollback_quietly()
             raise StoreError(
-                f"PostgreSQL ledger {self._location}: a value cannot be sent in the "
+                f"PostgreSQL ledger {self._location}: a value cannot be stored in the "
                 f"session's encoding {encoding} ({e}); nothing was recorded"
             ) from e
         try:
@@ -214,3 +200,27 @@ class PipelinedWrites:
             with contextlib.suppress(psycopg.Error):
                 self._conn.close()  # not seen to commit: start the next call afresh
             raise self._commit_failed(error) from error
+
+
+@functools.lru_cache(maxsize=64)
+def _write_sql(width: int, entries: int, spend: int) -> str:
+    """The write of ``entries`` rows of ``width`` columns, ``spend`` totals and the head.
+
+    One text per shape (a single release, a round of 20, ...), built once: the text is
+    also the prepared statement's key, and building its ~500 placeholders took longer
+    than the rest of a round's client-side write.
+    """
+    n = iter(range(1, 1 + width * entries + 4 * spend + 2))
+    entry_values = ", ".join(
+        "(" + ", ".join(f"${next(n)}" for _ in range(width)) + ")" for _ in range(entries)
+    )
+    spend_values = ", ".join(
+        f"(${next(n)}, ${next(n)}, ${next(n)}, ${next(n)})" for _ in range(spend)
+    )
+    return (
+        f"WITH e AS (INSERT INTO dpl_entries ({COLUMNS}) VALUES {entry_values}), "
+        f"s AS (INSERT INTO dpl_spend (epoch, scope, metric, total) VALUES {spend_values} "
+        "ON CONFLICT (epoch, scope, metric) DO UPDATE SET total = excluded.total) "
+        f"INSERT INTO dpl_meta (key, value) VALUES ('head_seq', ${next(n)}), "
+        f"('head_hash', ${next(n)}) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+    )

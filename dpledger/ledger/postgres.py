@@ -44,7 +44,8 @@ triggers a :class:`RuntimeWarning`: it could lose committed spend in a crash.
 
 **Two round trips per write transaction** (:mod:`~dpledger.ledger.pgpipe`, libpq
 pipeline mode, statements prepared once per session): ``BEGIN``, the lock and the read
-of the head and spend in the first; the entries, spend and head in one statement plus
+of the head, the spend and the entries of the release ids the writer looked up without
+the lock (a retry's check) in the first; the entries, spend and head in one statement plus
 ``COMMIT`` in the second. A write the server refuses there means ``COMMIT`` never ran;
 a ``COMMIT`` not seen to succeed is the unknown outcome above.
 
@@ -67,17 +68,10 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from dpledger.errors import LedgerNotFound, StoreError
-from dpledger.ledger.schema import (
-    COLUMNS,
-    EPOCH_INDEX,
-    PARAMETERLESS,
-    SCHEMA,
-    SCHEMA_1_COLUMNS,
-    SCHEMA_VERSION,
-    SPEND_TABLE,
-    Schema1,
-    Statements,
-)
+from dpledger.ledger.pgsql import APPEND_ONLY as _APPEND_ONLY
+from dpledger.ledger.pgsql import EPOCH_POLICIES, RELEASES, SCHEMA_1, SCHEMA_3_UPGRADE, SQL
+from dpledger.ledger.records import Entry
+from dpledger.ledger.schema import SCHEMA, SCHEMA_VERSION, row_to_entry
 from dpledger.ledger.store import SqlStore
 from dpledger.types import Mode
 
@@ -106,90 +100,15 @@ if TYPE_CHECKING:
 
 __all__ = ["LOCK_KEY", "PostgresStore"]
 
-SQL = Statements(
-    epoch_policy="SELECT policy_hash, policy_version FROM dpl_entries WHERE epoch = %s "
-    "ORDER BY seq LIMIT 1",
-    releases=f"SELECT {COLUMNS} FROM dpl_entries WHERE release_id = ANY(%s::text[])",
-    policy_hashes="SELECT hash FROM dpl_policies WHERE version = %s",
-    insert_policy="INSERT INTO dpl_policies (hash, name, version, body) VALUES (%s, %s, %s, %s)",
-    state="SELECT NULL::bigint, key, NULL, value FROM dpl_meta "
-    "WHERE key IN ('head_seq', 'head_hash') "
-    "UNION ALL SELECT epoch, scope, metric, total FROM dpl_spend "
-    "WHERE epoch = ANY(%s::bigint[])",
-    spend="SELECT scope, metric, total FROM dpl_spend WHERE epoch = %s",
-    policy_body="SELECT body FROM dpl_policies WHERE hash = %s",
-    set_meta="INSERT INTO dpl_meta (key, value) VALUES (%s, %s) "
-    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-    entries=f"SELECT {COLUMNS} FROM dpl_entries WHERE seq > %s "
-    "AND (%s::bigint IS NULL OR epoch = %s) AND (%s::text IS NULL OR scope = %s) "
-    "AND (%s::text IS NULL OR metric = %s) ORDER BY seq LIMIT %s",
-    **PARAMETERLESS,
-)
-"""The store's statements, in PostgreSQL's dialect (``%s`` parameters, arrays for lists)."""
-
-SCHEMA_1 = Schema1(
-    entries=f"SELECT {SCHEMA_1_COLUMNS} FROM dpl_entries WHERE seq > %s ORDER BY seq LIMIT %s",
-    spend="SELECT epoch, scope, total FROM dpl_spend ORDER BY epoch, scope",
-    upgrade=(
-        "ALTER TABLE dpl_entries ADD COLUMN release_id TEXT UNIQUE, "
-        "ADD COLUMN request_hash TEXT, ADD COLUMN principal TEXT",
-        "ALTER TABLE dpl_policies ADD COLUMN name TEXT NOT NULL DEFAULT ''",
-        "UPDATE dpl_policies SET name = body::json->>'name'",
-        "DROP TABLE dpl_spend",
-        SPEND_TABLE,
-    ),
-    insert_spend="INSERT INTO dpl_spend (epoch, scope, metric, total) VALUES (%s, %s, %s, %s)",
-)
-"""How this store reads and upgrades a schema-1 ledger (PostgreSQL's DDL is transactional)."""
-
-SCHEMA_3_UPGRADE = (
-    # the unique constraint on entries.hash, whatever it was named when it was created
-    """DO $dpl$
-    DECLARE name text;
-    BEGIN
-        FOR name IN SELECT c.conname FROM pg_constraint c
-                JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attname = 'hash'
-                WHERE c.conrelid = 'dpl_entries'::regclass AND c.contype = 'u'
-                AND c.conkey = ARRAY[a.attnum] LOOP
-            EXECUTE format('ALTER TABLE dpl_entries DROP CONSTRAINT %I', name);
-        END LOOP;
-    END
-    $dpl$""",
-    "DROP INDEX IF EXISTS dpl_entries_epoch",
-    EPOCH_INDEX,
-)
-"""Schema 2 to 3: no unique index on entries' hashes, the epoch index ordered by seq."""
-
-
 LOCK_KEY = int.from_bytes(hashlib.sha256(b"dpledger").digest()[:8], "big", signed=True)
 """The ledger-wide advisory lock key: the first 8 bytes of SHA-256("dpledger"), signed."""
 
-_APPEND_ONLY = """
-DO $dpl$
-BEGIN
-    IF to_regprocedure('dpl_entries_append_only()') IS NULL THEN
-        CREATE FUNCTION dpl_entries_append_only() RETURNS trigger
-        LANGUAGE plpgsql AS $fn$
-        BEGIN
-            RAISE EXCEPTION 'dpledger entries are append-only: % refused', TG_OP;
-        END
-        $fn$;
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'dpl_entries'::regclass
-                   AND tgname = 'dpl_entries_no_change') THEN
-        CREATE TRIGGER dpl_entries_no_change BEFORE UPDATE OR DELETE ON dpl_entries
-            FOR EACH ROW EXECUTE FUNCTION dpl_entries_append_only();
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'dpl_entries'::regclass
-                   AND tgname = 'dpl_entries_no_truncate') THEN
-        CREATE TRIGGER dpl_entries_no_truncate BEFORE TRUNCATE ON dpl_entries
-            FOR EACH STATEMENT EXECUTE FUNCTION dpl_entries_append_only();
-    END IF;
-END
-$dpl$
-"""
-
 _LOCK_NOT_AVAILABLE = "55P03"
+
+
+def _bigints(values: Sequence[int]) -> bytes:
+    """A text-format ``bigint[]`` parameter."""
+    return ("{" + ",".join(str(int(v)) for v in values) + "}").encode()
 
 
 def _redact(url: str) -> str:
@@ -247,8 +166,11 @@ class PostgresStore(PipelinedWrites, SqlStore):
         self._closed = False
         self._in_txn = False
         self._prefetched: tuple[tuple[int, ...], list[tuple[Any, ...]]] | None = None
+        self._prefound: tuple[frozenset[str], list[tuple[Any, ...]]] | None = None
+        self._prebound: dict[int, tuple[str, str] | None] | None = None
+        self._ids_hint: tuple[str, ...] = ()  # ids the next write transaction reads first
         self._pending: list[tuple[str, list[Any]]] = []  # writes sent with the COMMIT
-        self._pipeline = pgpipe.Pipeline()  # its prepared statements: this session's
+        self._pipeline = pgpipe.Pipeline(frozenset([RELEASES, EPOCH_POLICIES]))
         self._exists = False
         self._conn = self._connect()
         if not self.exists() and mode != "create":
@@ -395,26 +317,64 @@ class PostgresStore(PipelinedWrites, SqlStore):
     def _begin_write(
         self, epochs: Sequence[int], meanwhile: Callable[[], object] | None
     ) -> Iterator[None]:
-        # with ``epochs``, their spend and the head are read in the same round trip as
-        # BEGIN and the lock (after the lock: READ COMMITTED gives each statement a fresh
-        # snapshot), and kept for the transaction's first _state_rows; ``meanwhile``
-        # runs while that round trip is under way
+        # what the transaction will read first is read in the same round trip as BEGIN
+        # and the lock, after the lock (READ COMMITTED: each statement a fresh snapshot):
+        # the head and ``epochs``' spend, the entries of the release ids the last
+        # find_releases asked for (a writer looks ids up without the lock, to answer a
+        # retry without noise, then under it) and the policy binding of epochs not seen
+        # bound yet; ``meanwhile`` runs while that round trip is under way
+        ids, self._ids_hint = self._ids_hint, ()
+        unbound = [e for e in epochs if e not in self._bound]
+        reads: list[pgpipe.Command] = [(self.state_sql, [_bigints(epochs)])] if epochs else []
+        if ids and all(i.isascii() for i in ids):  # as ReleaseRequest's: any encoding's bytes
+            reads.append((RELEASES, [pgpipe.text_array(ids).encode()]))
+        else:
+            ids = ()
+        if unbound:
+            reads.append((EPOCH_POLICIES, [_bigints(unbound)]))
+        begin = "BEGIN ISOLATION LEVEL READ COMMITTED"
         try:
-            with self._transaction(
-                "BEGIN ISOLATION LEVEL READ COMMITTED", lock=True, epochs=epochs,
-                meanwhile=meanwhile,
-            ) as rows:  # fmt: skip
+            with self._transaction(begin, lock=True, reads=reads, meanwhile=meanwhile) as rows:
+                got = iter(rows)
                 if epochs:
-                    self._prefetched = (tuple(epochs), rows)
+                    self._prefetched = (tuple(epochs), next(got))
+                if ids:
+                    self._prefound = (frozenset(ids), next(got))
+                if unbound:
+                    found = {int(e): (str(h), str(v)) for e, h, v in next(got)}
+                    self._prebound = {e: found.get(e) for e in unbound}
                 yield
         finally:
-            self._prefetched = None
+            self._prefetched = self._prefound = self._prebound = None
 
     def _state_rows(self, epochs: Sequence[int]) -> list[tuple[Any, ...]]:
         held, self._prefetched = self._prefetched, None
         if held is not None and held[0] == tuple(epochs):
             return held[1]
         return super()._state_rows(epochs)
+
+    def find_releases(self, release_ids: Sequence[str]) -> dict[str, Entry]:
+        """:meth:`SqlStore.find_releases`; the next write reads them again with its lock."""
+        with self._lock:  # a writer looks ids up without the lock (a retry needs no
+            self._ids_hint = tuple(sorted(set(release_ids)))  # noise), then under it
+            return super().find_releases(release_ids)
+
+    def _epoch_policy(self, epoch: int) -> tuple[str, str] | None:
+        held = self._prebound
+        if held is None or epoch not in held:
+            return super()._epoch_policy(epoch)
+        binding = held[epoch]  # read under this transaction's lock
+        if binding is not None:
+            self._bound[epoch] = binding  # an epoch's first entry never changes
+        return binding
+
+    def _find_releases(self, release_ids: Sequence[str]) -> dict[str, Entry]:
+        held = self._prefound
+        if held is None or not held[0].issuperset(release_ids):
+            return super()._find_releases(release_ids)
+        wanted = set(release_ids)  # read under this transaction's lock: answers any subset
+        entries = [row_to_entry(r) for r in held[1]]
+        return {rid: e for e in entries if (rid := e.draft.release_id) in wanted}
 
     @contextmanager
     def _read_transaction(self) -> Iterator[None]:
@@ -429,12 +389,15 @@ class PostgresStore(PipelinedWrites, SqlStore):
         *,
         lock: bool,
         epochs: Sequence[int] = (),
+        reads: Sequence[pgpipe.Command] = (),
         meanwhile: Callable[[], object] | None = None,
-    ) -> Iterator[list[tuple[Any, ...]]]:
-        # BEGIN, the lock and the state of ``epochs`` in one round trip; yields those rows
+    ) -> Iterator[list[list[tuple[Any, ...]]]]:
+        # BEGIN, the lock and ``reads`` in one round trip; yields each read's rows
         self._pending = []  # writes are only ever sent with their own transaction's COMMIT
         try:
-            rows = self._begin_locked(begin, epochs, meanwhile) if lock else self._execute(begin)
+            rows = self._begin_locked(begin, reads, meanwhile) if lock else []
+            if not lock:
+                self._execute(begin)
         except BaseException:
             self._rollback_quietly()  # e.g. the lock wait timed out after BEGIN
             raise

@@ -1,0 +1,111 @@
+"""The PostgreSQL store's SQL: its dialect of the shared statements, and its own DDL.
+
+``%s`` parameters and arrays for lists (psycopg); the write path's pipelined statements
+use ``$n`` (:mod:`~dpledger.ledger.pgwrite`). Kept apart from the store's logic
+(:mod:`~dpledger.ledger.postgres`) so that each stays readable.
+"""
+
+from __future__ import annotations
+
+from dpledger.ledger.schema import (
+    COLUMNS,
+    EPOCH_INDEX,
+    PARAMETERLESS,
+    SCHEMA_1_COLUMNS,
+    SPEND_TABLE,
+    Schema1,
+    Statements,
+)
+
+__all__ = ["APPEND_ONLY", "EPOCH_POLICIES", "RELEASES", "SCHEMA_1", "SCHEMA_3_UPGRADE", "SQL"]
+
+SQL = Statements(
+    epoch_policy="SELECT policy_hash, policy_version FROM dpl_entries WHERE epoch = %s "
+    "ORDER BY seq LIMIT 1",
+    releases=f"SELECT {COLUMNS} FROM dpl_entries WHERE release_id = ANY(%s::text[])",
+    policy_hashes="SELECT hash FROM dpl_policies WHERE version = %s",
+    insert_policy="INSERT INTO dpl_policies (hash, name, version, body) VALUES (%s, %s, %s, %s)",
+    state="SELECT NULL::bigint, key, NULL, value FROM dpl_meta "
+    "WHERE key IN ('head_seq', 'head_hash') "
+    "UNION ALL SELECT epoch, scope, metric, total FROM dpl_spend "
+    "WHERE epoch = ANY(%s::bigint[])",
+    spend="SELECT scope, metric, total FROM dpl_spend WHERE epoch = %s",
+    policy_body="SELECT body FROM dpl_policies WHERE hash = %s",
+    set_meta="INSERT INTO dpl_meta (key, value) VALUES (%s, %s) "
+    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+    entries=f"SELECT {COLUMNS} FROM dpl_entries WHERE seq > %s "
+    "AND (%s::bigint IS NULL OR epoch = %s) AND (%s::text IS NULL OR scope = %s) "
+    "AND (%s::text IS NULL OR metric = %s) ORDER BY seq LIMIT %s",
+    **PARAMETERLESS,
+)
+"""The store's statements, in PostgreSQL's dialect (``%s`` parameters, arrays for lists)."""
+
+RELEASES = SQL.releases.replace("%s", "$1")
+"""(release ids as one text-format ``text[]``) -> their entries' rows, in a pipeline."""
+
+EPOCH_POLICIES = (
+    "SELECT DISTINCT ON (epoch) epoch, policy_hash, policy_version FROM dpl_entries "
+    "WHERE epoch = ANY($1::bigint[]) ORDER BY epoch, seq"
+)
+"""(epochs as one text-format ``bigint[]``) -> each epoch's policy binding (its first
+entry's policy), for epochs that have entries; in a pipeline."""
+
+SCHEMA_1 = Schema1(
+    entries=f"SELECT {SCHEMA_1_COLUMNS} FROM dpl_entries WHERE seq > %s ORDER BY seq LIMIT %s",
+    spend="SELECT epoch, scope, total FROM dpl_spend ORDER BY epoch, scope",
+    upgrade=(
+        "ALTER TABLE dpl_entries ADD COLUMN release_id TEXT UNIQUE, "
+        "ADD COLUMN request_hash TEXT, ADD COLUMN principal TEXT",
+        "ALTER TABLE dpl_policies ADD COLUMN name TEXT NOT NULL DEFAULT ''",
+        "UPDATE dpl_policies SET name = body::json->>'name'",
+        "DROP TABLE dpl_spend",
+        SPEND_TABLE,
+    ),
+    insert_spend="INSERT INTO dpl_spend (epoch, scope, metric, total) VALUES (%s, %s, %s, %s)",
+)
+"""How this store reads and upgrades a schema-1 ledger (PostgreSQL's DDL is transactional)."""
+
+SCHEMA_3_UPGRADE = (
+    # the unique constraint on entries.hash, whatever it was named when it was created
+    """DO $dpl$
+    DECLARE name text;
+    BEGIN
+        FOR name IN SELECT c.conname FROM pg_constraint c
+                JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attname = 'hash'
+                WHERE c.conrelid = 'dpl_entries'::regclass AND c.contype = 'u'
+                AND c.conkey = ARRAY[a.attnum] LOOP
+            EXECUTE format('ALTER TABLE dpl_entries DROP CONSTRAINT %I', name);
+        END LOOP;
+    END
+    $dpl$""",
+    "DROP INDEX IF EXISTS dpl_entries_epoch",
+    EPOCH_INDEX,
+)
+"""Schema 2 to 3: no unique index on entries' hashes, the epoch index ordered by seq."""
+
+APPEND_ONLY = """
+DO $dpl$
+BEGIN
+    IF to_regprocedure('dpl_entries_append_only()') IS NULL THEN
+        CREATE FUNCTION dpl_entries_append_only() RETURNS trigger
+        LANGUAGE plpgsql AS $fn$
+        BEGIN
+            RAISE EXCEPTION 'dpledger entries are append-only: % refused', TG_OP;
+        END
+        $fn$;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'dpl_entries'::regclass
+                   AND tgname = 'dpl_entries_no_change') THEN
+        CREATE TRIGGER dpl_entries_no_change BEFORE UPDATE OR DELETE ON dpl_entries
+            FOR EACH ROW EXECUTE FUNCTION dpl_entries_append_only();
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'dpl_entries'::regclass
+                   AND tgname = 'dpl_entries_no_truncate') THEN
+        CREATE TRIGGER dpl_entries_no_truncate BEFORE TRUNCATE ON dpl_entries
+            FOR EACH STATEMENT EXECUTE FUNCTION dpl_entries_append_only();
+    END IF;
+END
+$dpl$
+"""
+"""The append-only guards on ``dpl_entries``: a row trigger refusing ``UPDATE`` and
+``DELETE``, a statement trigger refusing ``TRUNCATE`` (created once, idempotently)."""
