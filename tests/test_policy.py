@@ -155,3 +155,27 @@ def test_vector_sums_are_signed_unless_declared_and_histograms_are_counts() -> N
     p = policy()
     assert p.metrics["gap"].is_nonnegative is False
     assert p.metrics["hist5"].is_nonnegative is True
+
+
+@pytest.mark.parametrize(
+    ("version", "why"),
+    [
+        ("h5\\u0000v1", "control character"),
+        ("h5\\nv1", "control character"),
+        ("h5\\u007fv1", "control character"),
+        ("x" * 129, "at most 128"),
+        ("", "at least 1"),
+    ],
+)
+def test_an_edges_version_is_short_printable_text(version: str, why: str) -> None:
+    # it is stored in every entry and sent in every request: a NUL would be cut short by
+    # PostgreSQL, more than 128 characters could never be requested
+    toml = policy_text_with(f'edges_version = "{version}"')
+    with pytest.raises(PolicyError, match=why):
+        Policy.from_toml(toml)
+
+
+def policy_text_with(edges_version_line: str) -> str:
+    from factories import policy_text
+
+    return policy_text().replace('edges_version = "h5/v1"', edges_version_line)

@@ -268,21 +268,17 @@ def test_an_epoch_bound_by_another_writer_s_policy_is_refused_by_the_binding_rea
         assert v2_writer.release(_loss(1), 30.0).entry_id == 3
 
 
-def test_text_with_a_nul_character_is_refused_not_stored_cut_short(pg_url: str) -> None:
-    # libpq sends a text parameter as a C string: the server would have stored the text
-    # up to the NUL while the chain hashed all of it (the policy's edges_version has no
-    # pattern; PostgreSQL's text cannot hold a NUL)
+def test_text_with_a_nul_character_never_reaches_the_server() -> None:
+    # libpq sends a text parameter as a C string: the server would store the text up to
+    # the NUL while the chain hashed all of it. The policy refuses such an edges_version
+    # (the one free text a release stores), and the pipeline refuses a NUL in any
+    # parameter as a second line of defence.
+    from dpledger.errors import PolicyError
+    from dpledger.ledger.pgpipe import encode
+
     toml = CONTRACT_POLICY.replace('edges_version = "h5/v1"', 'edges_version = "h5\\u0000v1"')
-    policy = Policy.from_toml(toml)
-    hist = ReleaseRequest(
-        epoch=0, metric="hist5", region="a", cohort=1000, edges_version="h5\x00v1"
-    )
-    with Ledger.open(pg_url, policy, mode="create") as ledger:
-        ledger.release(_loss(), 30.0)
-        before = _tables(pg_url)
-        with pytest.raises(StoreError, match="NUL") as refused:
-            ledger.release(hist, [100.0, 200.0, 300.0, 200.0, 100.0])
-        assert "nothing was recorded" in str(refused.value)
-        assert _tables(pg_url) == before
-        assert ledger.release(_loss(), 30.0).entry_id == 2
-        assert ledger.verify().ok
+    with pytest.raises(PolicyError, match="control character"):
+        Policy.from_toml(toml)
+    with pytest.raises(ValueError, match="NUL"):
+        encode([1, "h5\x00v1", None], "utf-8")
+    assert encode([1, "h5/v1", None], "utf-8") == [b"1", b"h5/v1", None]

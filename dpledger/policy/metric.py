@@ -43,7 +43,12 @@ class MetricSpec(FrozenModel):
     description: str = ""
     clip: Clip | None = None
     edges: tuple[float, ...] | None = None
-    edges_version: str | None = None
+    edges_version: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=128,  # what a ReleaseRequest can carry
+        description="the version of the edges (or layout) a client must bucket with",
+    )
     dimension: int | None = Field(default=None, ge=1, le=100_000)
     cap_per_client: PositiveDecimal | None = None
     cap_per_record: PositiveDecimal | None = None
@@ -56,6 +61,16 @@ class MetricSpec(FrozenModel):
     target: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     bar: BarKind = "ci95"
     mechanism: MechanismKind | None = None
+
+    @field_validator("edges_version")
+    @classmethod
+    def _printable_version(cls, v: str | None) -> str | None:
+        if v is not None and any(ord(c) < 0x20 or ord(c) == 0x7F for c in v):
+            raise ValueError(
+                f"edges_version {v!r} holds a control character: it is stored in every "
+                "entry (PostgreSQL cannot store NUL); use printable text such as 'h5/v1'"
+            )
+        return v
 
     @field_validator("edges")
     @classmethod
