@@ -63,9 +63,9 @@ from dpledger.metrics._assemble import (
     Linear,
     assemble,
     clear,
-    monte_carlo,
 )
 from dpledger.metrics._confusion_linear import FAMILY, cell_weights, classification_gradients
+from dpledger.metrics._flam_monte_carlo import MONTE_CARLO, classification_monte_carlo
 from dpledger.metrics._intervals import (
     Guard,
     check_options,
@@ -77,7 +77,7 @@ from dpledger.metrics._intervals import (
 )
 from dpledger.metrics._segments import FloatArray, as_finite
 from dpledger.metrics._selective import selective_ratio
-from dpledger.metrics.flam import CLASSIFICATION_KEYS, classification_metrics_rows
+from dpledger.metrics.flam import CLASSIFICATION_KEYS
 from dpledger.types import IntervalMethod, Labels, MechanismKind
 
 __all__ = [
@@ -360,18 +360,16 @@ def classification_batch(
     both = {k: flag[k] + select.get(k, ()) for k in CLASSIFICATION_KEYS}
     lin, cov = _classification_moments(m, std, labels, level, distribution, both, include)
     methods = dict.fromkeys(CLASSIFICATION_KEYS, method_name("delta", distribution))
-    base = {}
+    base: dict[str, Base] = {}
     adjusted: dict[str, BoolArray] = {}
     conditional: tuple[str, ...] = ()
     if method == "monte_carlo":
-
-        def rows(stack: FloatArray) -> Mapping[str, FloatArray]:
-            return classification_metrics_rows(stack.reshape(-1, c, c), labels=labels)
-
-        base = monte_carlo(rows, x, std.reshape(-1), level=level, distribution=distribution,
-                           draws=draws, seed=seed)  # fmt: skip
-        methods = dict.fromkeys(CLASSIFICATION_KEYS, "monte_carlo")
-    elif labels == "all":  # trace / total: Fieller's interval
+        base = classification_monte_carlo(
+            m, std, labels=labels, include=include, level=level, distribution=distribution,
+            draws=draws, seed=seed,
+        )  # fmt: skip
+        methods = dict.fromkeys(CLASSIFICATION_KEYS, MONTE_CARLO)
+    if labels == "all":  # trace / total: Fieller's interval, under monte_carlo too (see there)
         diag = np.zeros((c, c))
         diag[np.arange(c), np.arange(c)] = 1.0
         w_hits = np.broadcast_to((std * diag).reshape(-1), (r, c * c))
@@ -381,7 +379,7 @@ def classification_batch(
         interval, moved = _conditional_fieller(
             hits, dens[TOTAL], w_hits, w_total, guard, level, distribution
         )
-        base = dict.fromkeys(_ACCURACY_LIKE, interval)
+        base |= dict.fromkeys(_ACCURACY_LIKE, interval)
         adjusted = dict.fromkeys(_ACCURACY_LIKE, moved)
         conditional = _ACCURACY_LIKE
         methods |= dict.fromkeys(_ACCURACY_LIKE, method_name("fieller", distribution))
