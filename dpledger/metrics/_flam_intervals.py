@@ -15,7 +15,10 @@ overall and among the releases not flagged; README, "Derived metrics"):
   second-order bias from the public cell variances (0.77–0.91 covered at 50–100
   classes without it: ``tests/test_coverage_many_classes.py``);
 * every other interval widened for selection where a guard only just passed
-  (:mod:`._assemble`).
+  (:mod:`._assemble`);
+* with ``method="monte_carlo"``, the metrics other than accuracy's get the redraws'
+  percentile interval corrected for its median bias (:mod:`._flam_monte_carlo`), with
+  the same guards, class bounds and selection widening.
 
 Which classes a per-class average measures is decided by a public rule on the release:
 class k is measured when its count (true count for recall and balanced accuracy,
