@@ -146,7 +146,13 @@ def _noise(rng: np.random.Generator, dist: str, scale: float, shape: tuple[int, 
 
 
 def _release(
-    truth_m: np.ndarray, scale: float, dist: str, releases: int, seed: int, max_total: float
+    truth_m: np.ndarray,
+    scale: float,
+    dist: str,
+    releases: int,
+    seed: int,
+    max_total: float,
+    **options: object,
 ) -> tuple[dict[str, float], Batch]:
     truth = flam.classification_metrics(truth_m, labels="all")
     rng = np.random.default_rng(seed)
@@ -158,6 +164,7 @@ def _release(
         labels="all",
         distribution=dist,  # type: ignore[arg-type]
         max_total=max_total,
+        **options,  # type: ignore[arg-type]
     )
     return truth, batch
 
@@ -171,20 +178,21 @@ def classification_case(
 
 
 def marginal_case(
-    accuracy: float, n: float, dist: str, releases: int, seed: int
+    accuracy: float, n: float, dist: str, releases: int, seed: int, **options: object
 ) -> tuple[dict[str, float], Batch]:
     """Truth and estimates/intervals of the grid's matrix at total ``n`` (public max 2n)."""
-    return _release(true_confusion(accuracy, n), SCALE, dist, releases, seed, 2.0 * n)
+    return _release(true_confusion(accuracy, n), SCALE, dist, releases, seed, 2.0 * n, **options)
 
 
 def hard_classification_case(
-    regime: tuple[int, str, float, float], dist: str, releases: int, seed: int
+    regime: tuple[int, str, float, float], dist: str, releases: int, seed: int, **options: object
 ) -> tuple[dict[str, float], Batch]:
-    """Truth and estimates/intervals in a hard regime (n = 10⁶, public maximum n)."""
+    """Truth and estimates/intervals in a hard regime (n = 10⁶, public maximum n);
+    ``options`` go to ``classification_batch`` (e.g. ``method="monte_carlo"``)."""
     classes, priors, accuracy, noise = regime
     n = 1e6
     truth_m = hard_confusion(classes, priors, accuracy, n)
-    return _release(truth_m, noise * n / classes**2, dist, releases, seed, n)
+    return _release(truth_m, noise * n / classes**2, dist, releases, seed, n, **options)
 
 
 def regression_sums(r2: float, n: float, mean: float = 3.0, sd: float = 15.0) -> np.ndarray:

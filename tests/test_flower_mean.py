@@ -194,7 +194,12 @@ def test_add_remove_publishes_the_mean_over_reporters_not_over_the_planned_cohor
     for region, n in (("north", 16), ("south", 20)):
         want = _reporters_mean(fleet, p, region)
         assert record[f"{region}/loss"] == pytest.approx(want, abs=1e-3)
-        assert record[f"{region}/loss/ci95-low"] <= want <= record[f"{region}/loss/ci95-high"]
+        # one real (unseedable) OpenDP release: its 95% interval misses 5% of the time, so
+        # this checks where the interval lies, not its coverage (the seeded test above
+        # does): within 4 widths of the truth fails with probability < 1e-9 (Laplace tails)
+        low, high = record[f"{region}/loss/ci95-low"], record[f"{region}/loss/ci95-high"]
+        assert low < high
+        assert low - 4 * (high - low) <= want <= high + 4 * (high - low)
         assert f"{region}/loss/ci95" not in record  # Fieller's interval is not symmetric
         assert f"{region}/loss/unusable" not in record
         assert record[f"{region}/loss/per-selected"] == pytest.approx(want * n / 20, abs=1e-3)

@@ -30,7 +30,8 @@ Every rule reads only the release, its public scale and public bounds.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,9 +63,11 @@ __all__ = [
     "assemble",
     "batch_intervals",
     "clear",
+    "draw_interval",
     "estimates",
     "method_of",
     "monte_carlo",
+    "redraws",
     "to_intervals",
 ]
 
@@ -257,6 +260,51 @@ def assemble(
     )  # fmt: skip
 
 
+def redraws(
+    x: FloatArray, std: FloatArray, *, distribution: MechanismKind, draws: int, seed: int
+) -> Iterator[tuple[slice, FloatArray]]:
+    """Chunks of releases and their redraws x̂ + η*, η* at the public scale (seeded numpy).
+
+    Yields ``(rows, stack)``: a slice of the releases and their redrawn vectors, shape
+    (rows · draws, d), release-major. Post-processing of public values for the error
+    bar, never release noise.
+    """
+    rng = np.random.default_rng(seed)
+    r, d = x.shape
+    chunk = max(1, _BLOCK_FLOATS // (draws * d))  # releases redrawn per vectorised call
+    for r0 in range(0, r, chunk):
+        xs = x[r0 : r0 + chunk]
+        shape = (xs.shape[0], draws, d)
+        if distribution == "laplace":
+            noise = rng.laplace(0.0, std / math.sqrt(2.0), size=shape)
+        else:
+            noise = rng.normal(0.0, std, size=shape)
+        yield slice(r0, r0 + xs.shape[0]), (xs[:, None, :] + noise).reshape(-1, d)
+
+
+def draw_interval(
+    sims: FloatArray, level: float, centre: FloatArray | None = None
+) -> tuple[FloatArray, FloatArray]:
+    """Interval from redrawn values (rows, draws): percentile, or bias-corrected with ``centre``.
+
+    The percentile interval [q_{α/2}, q_{1−α/2}] of redraws about the plug-in θ̂ is
+    centred where they are: their median bias β = median(θ*) − θ̂ is also θ̂'s own (to
+    leading order), so it lies about 2β from θ. With ``centre`` = θ̂ it is shifted by −2β.
+    The shift keeps the percentile interval's shape (a ratio over a noisy denominator is
+    skewed, and its redraws' quantiles follow the skew the right way round; the basic,
+    reflected interval 2θ̂ − q turns it the wrong way: accuracy at 10 classes, noise at
+    the mean cell, covered 0.89–0.90 with it).
+    """
+    alpha = (1.0 - level) / 2.0
+    with warnings.catch_warnings():  # a row of NaN (undefined metric) gives NaN: flagged
+        warnings.simplefilter("ignore", RuntimeWarning)
+        lo_q, mid, hi_q = np.nanquantile(sims, [alpha, 0.5, 1.0 - alpha], axis=1)
+    if centre is None:
+        return lo_q, hi_q
+    shift = 2.0 * (mid - centre)
+    return lo_q - shift, hi_q - shift
+
+
 def monte_carlo(
     f_rows: RowsFn,
     x: FloatArray,
@@ -267,30 +315,16 @@ def monte_carlo(
     draws: int,
     seed: int,
 ) -> dict[str, Base]:
-    """Percentile intervals of f(x̂ + η*), η* redrawn at the public scale (seeded numpy).
-
-    Post-processing of public values for the error bar, never release noise.
-    """
-    rng = np.random.default_rng(seed)
-    r, d = x.shape
-    alpha = (1.0 - level) / 2.0
+    """Percentile intervals of f(x̂ + η*), η* redrawn at the public scale (:func:`redraws`)."""
+    r = x.shape[0]
     low: dict[str, FloatArray] = {}
     high: dict[str, FloatArray] = {}
-    chunk = max(1, _BLOCK_FLOATS // (draws * d))  # releases redrawn per vectorised call
-    for r0 in range(0, r, chunk):
-        xs = x[r0 : r0 + chunk]
-        shape = (xs.shape[0], draws, d)
-        if distribution == "laplace":
-            noise = rng.laplace(0.0, std / math.sqrt(2.0), size=shape)
-        else:
-            noise = rng.normal(0.0, std, size=shape)
-        sims = f_rows((xs[:, None, :] + noise).reshape(-1, d))
-        for key, v in sims.items():
-            vv = np.asarray(v, dtype=np.float64).reshape(xs.shape[0], draws)
-            with np.errstate(invalid="ignore"):
-                lo_q, hi_q = np.nanquantile(vv, [alpha, 1.0 - alpha], axis=1)
-            low.setdefault(key, np.empty(r))[r0 : r0 + xs.shape[0]] = lo_q
-            high.setdefault(key, np.empty(r))[r0 : r0 + xs.shape[0]] = hi_q
+    for rows, stack in redraws(x, std, distribution=distribution, draws=draws, seed=seed):
+        for key, v in f_rows(stack).items():
+            vv = np.asarray(v, dtype=np.float64).reshape(-1, draws)
+            lo_q, hi_q = draw_interval(vv, level)
+            low.setdefault(key, np.empty(r))[rows] = lo_q
+            high.setdefault(key, np.empty(r))[rows] = hi_q
     return {k: (low[k], high[k], np.ones(r, dtype=bool)) for k in low}
 
 

@@ -15,7 +15,10 @@ overall and among the releases not flagged; README, "Derived metrics"):
   second-order bias from the public cell variances (0.77–0.91 covered at 50–100
   classes without it: ``tests/test_coverage_many_classes.py``);
 * every other interval widened for selection where a guard only just passed
-  (:mod:`._assemble`).
+  (:mod:`._assemble`);
+* with ``method="monte_carlo"``, the metrics other than accuracy's get the redraws'
+  percentile interval corrected for its median bias (:mod:`._flam_monte_carlo`), with
+  the same guards, class bounds and selection widening.
 
 Which classes a per-class average measures is decided by a public rule on the release:
 class k is measured when its count (true count for recall and balanced accuracy,
@@ -57,14 +60,15 @@ import numpy.typing as npt
 from dpledger.errors import InvalidInput
 from dpledger.metrics._assemble import (
     FEW_CLASSES,
+    Base,
     Batch,
     BoolArray,
     Linear,
     assemble,
     clear,
-    monte_carlo,
 )
 from dpledger.metrics._confusion_linear import FAMILY, cell_weights, classification_gradients
+from dpledger.metrics._flam_monte_carlo import MONTE_CARLO, classification_monte_carlo
 from dpledger.metrics._intervals import (
     Guard,
     check_options,
@@ -74,7 +78,7 @@ from dpledger.metrics._intervals import (
 )
 from dpledger.metrics._ratio import conditional_fieller
 from dpledger.metrics._segments import FloatArray, as_finite
-from dpledger.metrics.flam import CLASSIFICATION_KEYS, classification_metrics_rows
+from dpledger.metrics.flam import CLASSIFICATION_KEYS
 from dpledger.types import IntervalMethod, Labels, MechanismKind
 
 __all__ = [
@@ -321,18 +325,16 @@ def classification_batch(
     both = {k: flag[k] + select.get(k, ()) for k in CLASSIFICATION_KEYS}
     lin, cov = _classification_moments(m, std, labels, level, distribution, both, include)
     methods = dict.fromkeys(CLASSIFICATION_KEYS, method_name("delta", distribution))
-    base = {}
+    base: dict[str, Base] = {}
     adjusted: dict[str, BoolArray] = {}
     conditional: tuple[str, ...] = ()
     if method == "monte_carlo":
-
-        def rows(stack: FloatArray) -> Mapping[str, FloatArray]:
-            return classification_metrics_rows(stack.reshape(-1, c, c), labels=labels)
-
-        base = monte_carlo(rows, x, std.reshape(-1), level=level, distribution=distribution,
-                           draws=draws, seed=seed)  # fmt: skip
-        methods = dict.fromkeys(CLASSIFICATION_KEYS, "monte_carlo")
-    elif labels == "all":  # trace / total: Fieller's interval
+        base = classification_monte_carlo(
+            m, std, labels=labels, include=include, level=level, distribution=distribution,
+            draws=draws, seed=seed,
+        )  # fmt: skip
+        methods = dict.fromkeys(CLASSIFICATION_KEYS, MONTE_CARLO)
+    if labels == "all":  # trace / total: Fieller's interval, under monte_carlo too (see there)
         diag = np.zeros((c, c))
         diag[np.arange(c), np.arange(c)] = 1.0
         w_hits = np.broadcast_to((std * diag).reshape(-1), (r, c * c))
@@ -342,7 +344,7 @@ def classification_batch(
         interval, moved = conditional_fieller(
             hits, dens[TOTAL], w_hits, w_total, guard, level, distribution, (0.0, 1.0)
         )
-        base = dict.fromkeys(_ACCURACY_LIKE, interval)
+        base |= dict.fromkeys(_ACCURACY_LIKE, interval)
         adjusted = dict.fromkeys(_ACCURACY_LIKE, moved)
         conditional = _ACCURACY_LIKE
         methods |= dict.fromkeys(_ACCURACY_LIKE, method_name("fieller", distribution))
