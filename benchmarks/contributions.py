@@ -25,6 +25,7 @@ the kernel's peak-RSS mark.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -44,13 +45,26 @@ from benchmarks._harness import (
     reset_peak_rss,
     traced_peak,
 )
+from dpledger.metrics.blocks import DEFAULT_WORKERS
 from dpledger.metrics.declarations import DECLARATIONS, Bounds, Contribution, sum_contributions
 from dpledger.metrics.secure_sum import exact_sum
 from dpledger.policy import Policy
 from dpledger.sim.demo import DEMO_METRICS, bounds_of
 from dpledger.sim.fleet import Fleet
 
-__all__ = ["CONFUSION_CAP", "FIELDS", "client_rows", "jobs", "params", "region_sums", "run"]
+__all__ = [
+    "CONFUSION_CAP",
+    "FIELDS",
+    "WORKERS",
+    "client_rows",
+    "jobs",
+    "params",
+    "region_sums",
+    "run",
+]
+
+WORKERS = DEFAULT_WORKERS
+"""Threads of the timed per-region sums call: the library's default (named in the row)."""
 
 CONFUSION_CAP = 40.0
 """L1 cap of a client's confusion matrix (samples), as the error histogram's."""
@@ -134,15 +148,25 @@ def _fresh(fleet: Fleet) -> tuple[Arrays, npt.NDArray[np.int64], Any]:
     return data, np.array(fleet.offsets), np.array(fleet.client_region)
 
 
-def _cold(call: Callable[[Arrays, Any, Any], object], fleet: Fleet, repeats: int) -> list[float]:
-    """Seconds of the first call on fresh arrays, once per repeat (fresh copies each time)."""
-    times = []
+def _cold(
+    call: Callable[[Arrays, Any, Any], object], fleet: Fleet, repeats: int
+) -> tuple[list[float], list[float]]:
+    """Wall seconds of the first call on fresh arrays, once per repeat (fresh copies each
+    time), and the process CPU seconds of each call (all threads)."""
+    times: list[float] = []
+    cpu: list[float] = []
     for _ in range(max(1, repeats)):
         data, off, groups = _fresh(fleet)
-        t, _ = median_time(lambda d=data, o=off, g=groups: call(d, o, g), 1)
+
+        def once(d: Arrays = data, o: Any = off, g: Any = groups) -> None:
+            c0 = time.process_time()
+            call(d, o, g)
+            cpu.append(time.process_time() - c0)
+
+        t, _ = median_time(once, 1)
         times.append(t)
         del data, off, groups
-    return times
+    return times, cpu
 
 
 def _memory(call: Callable[[Arrays, Any, Any], object], fleet: Fleet) -> dict[str, int]:
@@ -195,15 +219,17 @@ def _agreement(
 
 def _rows_for(
     form: str,
-    seconds: list[float],
+    timed: tuple[list[float], list[float]],
     memory: dict[str, int],
     base: tuple[float, int],
     limit_s: float,
     fleet: Fleet,
     agree: bool,
     agreement: str,
+    threads: str,
 ) -> list[Row]:
-    """The throughput row and the peak-memory row of one form."""
+    """The throughput row and the peak-memory row of one form (``threads``: how it ran)."""
+    seconds, cpu = timed
     t = float(np.median(seconds))
     rate, base_rate, limit_rate = fleet.n_samples / t, base[1] / base[0], fleet.n_samples / limit_s
     ratio = rate / base_rate
@@ -211,6 +237,7 @@ def _rows_for(
     mem_ratio = (inputs + traced) / inputs
     size = f"{fleet.n_clients:,} clients x {fleet.n_samples / fleet.n_clients:.0f} samples"
     shown = ", ".join(f"{s:.2f}" for s in seconds)
+    shown_cpu = ", ".join(f"{s:.2f}" for s in cpu)
     return [
         Row(
             case=1,
@@ -228,10 +255,12 @@ def _rows_for(
                 "baseline_samples_per_s": base_rate,
                 "limit_samples_per_s": limit_rate,
                 "cold_seconds": seconds,
+                "cold_cpu_seconds": cpu,
             },
-            note=f"spatial set + 10-class confusion capped at {CONFUSION_CAP:g}; each of "
-            f"{len(seconds)} repeats times ONE call on fresh copies of the input arrays "
-            f"(median; seconds {shown}), the segment index built inside it; {agreement}"
+            note=f"spatial set + 10-class confusion capped at {CONFUSION_CAP:g}; {threads}; "
+            f"each of {len(seconds)} repeats times ONE call on fresh copies of the input arrays "
+            f"(median; seconds {shown}; process CPU seconds {shown_cpu}), the segment index "
+            f"built inside it; {agreement}"
             + ("" if agree else " -- MISMATCH, ratio not comparable"),
         ),
         Row(
@@ -272,7 +301,7 @@ def run(fleet: Fleet, policy: Policy, sizes: Sizes) -> list[Row]:
     n_groups = len(fleet.regions)
 
     def sums(d: Arrays, o: Any, g: Any) -> object:
-        return sum_contributions(work, d, offsets=o, groups=g, n_groups=n_groups)
+        return sum_contributions(work, d, offsets=o, groups=g, n_groups=n_groups, workers=WORKERS)
 
     def rows(d: Arrays, o: Any, g: Any) -> object:
         return client_rows(d, o, work)
@@ -281,9 +310,24 @@ def run(fleet: Fleet, policy: Policy, sizes: Sizes) -> list[Row]:
     limit_s = read_seconds(list(data.values()), sizes.repeats)
     del data
     out: list[Row] = []
+    threads = {
+        "per-region exact sums": f"blocks on workers={WORKERS} threads (the default; bit-identical "
+        "sums for any count; the Python loop runs on one)",
+        "per-client rows": "one thread",
+    }
     for form, call in (("per-region exact sums", sums), ("per-client rows", rows)):
         log(f"case 1: {form} over {fleet.n_clients:,} clients ({fleet.n_samples:,} samples)")
-        seconds = _cold(call, fleet, sizes.repeats)
+        timed = _cold(call, fleet, sizes.repeats)
         memory = _memory(call, fleet)
-        out += _rows_for(form, seconds, memory, (t_base, n_slice), limit_s, fleet, agree, agreement)
+        out += _rows_for(
+            form,
+            timed,
+            memory,
+            (t_base, n_slice),
+            limit_s,
+            fleet,
+            agree,
+            agreement,
+            threads[form],
+        )
     return out

@@ -51,9 +51,10 @@ _ACTIVE: ContextVar[_Workspace | None] = ContextVar("dpledger_metrics_scratch", 
 
 
 @contextmanager
-def reusing() -> Iterator[None]:
-    """Reuse :func:`empty`'s buffers until the block leaves (nested: the outer workspace)."""
-    if _ACTIVE.get() is not None:
+def reusing(*, fresh: bool = False) -> Iterator[None]:
+    """Reuse :func:`empty`'s buffers until the block leaves (nested: the outer workspace,
+    unless ``fresh``: a new one, e.g. in a pool thread that may have inherited a context)."""
+    if not fresh and _ACTIVE.get() is not None:
         yield
         return
     token = _ACTIVE.set(_Workspace())

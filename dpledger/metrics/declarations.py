@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from dpledger.errors import InvalidInput
 from dpledger.metrics import blocks, flam, flam_regression, spatial
+from dpledger.metrics._pool import check_workers
 from dpledger.metrics._segments import (
     CellCounts,
     ClientOffsets,
@@ -140,6 +141,7 @@ class MetricDeclaration:
         groups: npt.ArrayLike | None = None,
         n_groups: int | None = None,
         grid: FixedPoint | None = None,
+        workers: int = blocks.DEFAULT_WORKERS,
         **params: Any,
     ) -> FloatArray:
         """Per-group EXACT sums of every client's contribution, without every client's row.
@@ -147,11 +149,11 @@ class MetricDeclaration:
         Equal bit for bit to ``exact_sum(self.contribute(...)[groups == g], grid)`` for each
         group g (``groups``: each client's label in ``[0, n_groups)``, e.g. its region;
         without it, the one total). ``grid`` defaults to :meth:`grid`. Shape (groups, d),
-        or (d,) without ``groups``.
+        or (d,) without ``groups``. ``workers``: threads, as in :func:`sum_contributions`.
         """
         job = Contribution(self, bounds, params, grid)
         sums = sum_contributions({self.metric: job}, data, offsets=offsets, groups=groups,
-                                 n_groups=n_groups)  # fmt: skip
+                                 n_groups=n_groups, workers=workers)  # fmt: skip
         return sums[self.metric]
 
     def grid(self, bounds: Bounds) -> FixedPoint:
@@ -205,6 +207,7 @@ def sum_contributions(
     offsets: ClientOffsets,
     groups: npt.ArrayLike | None = None,
     n_groups: int | None = None,
+    workers: int = blocks.DEFAULT_WORKERS,
 ) -> dict[str, FloatArray]:
     """Per-group EXACT sums of several metrics over one fleet, in one pass of blocks.
 
@@ -214,7 +217,13 @@ def sum_contributions(
     (:mod:`dpledger.metrics.blocks`) so no metric's per-client rows exist for the whole
     fleet, every block's samples are read once for all metrics, and ``offsets`` is
     validated once. ``data`` holds every per-sample array the metrics read.
+
+    ``workers`` (an int ≥ 1, default :data:`~dpledger.metrics.blocks.DEFAULT_WORKERS`:
+    the usable CPUs, at most 4) threads compute blocks at once, each with its own
+    buffers; the sums are bit for bit the same for any number of workers, and so is the
+    error a bad sample raises. ``workers=1`` runs in the calling thread only.
     """
+    check_workers(workers)
     if not isinstance(jobs, Mapping) or not jobs:
         raise InvalidInput(
             "no metrics given: pass a mapping name -> Contribution with at least one metric"
@@ -238,7 +247,9 @@ def sum_contributions(
     for name, job in jobs.items():
         grid = job.grid if job.grid is not None else job.declaration.grid(job.bounds)
         computes[name] = _block_job(job, names, gathered[name], seg, grid)
-    return blocks.sums_in_blocks(computes, columns, seg, groups=groups, n_groups=n_groups)
+    return blocks.sums_in_blocks(
+        computes, columns, seg, groups=groups, n_groups=n_groups, workers=workers
+    )
 
 
 def _block_job(
