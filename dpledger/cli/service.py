@@ -68,7 +68,9 @@ def _recorded_policy(location: str) -> Policy | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # its warnings were shown when it was in use
-            return Policy.from_mapping(json.loads(body), source=f"policy recorded in {where}")
+            return Policy.from_mapping(
+                json.loads(body), source=f"policy recorded in {where}", recorded=True
+            )
     except (ValueError, RecursionError) as e:
         raise LedgerCorrupted(
             f"the policy recorded in {where} is unreadable ({e}); run `dpledger ledger verify`"

@@ -107,7 +107,7 @@ def _check_policies(a: _Audit, rows: Iterable[tuple[Any, ...]]) -> None:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # its warnings were shown when it was in use
-                policy = Policy.from_mapping(json.loads(body), source=label)
+                policy = Policy.from_mapping(json.loads(body), source=label, recorded=True)
         except (ValueError, TypeError, RecursionError, DpLedgerError) as e:
             a.problems.append(f"{label}: body is unreadable ({type(e).__name__}: {e})")
             a.policies[str(h)] = None

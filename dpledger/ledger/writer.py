@@ -339,7 +339,9 @@ class Writer:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # its warnings were shown when it was in use
                 data = json.loads(body)
-                return Policy.from_mapping(data, source=f"recorded policy {policy_hash[:12]}")
+                return Policy.from_mapping(
+                    data, source=f"recorded policy {policy_hash[:12]}", recorded=True
+                )
         except (ValueError, RecursionError) as e:
             raise LedgerCorrupted(
                 f"the recorded policy {policy_hash[:12]}… in {location} is unreadable "

@@ -32,6 +32,7 @@ from dpledger.types import Budget, fraction_text
 
 __all__ = [
     "NAME",
+    "RECORDED",
     "BudgetValue",
     "ExactDecimal",
     "FrozenModel",
@@ -124,6 +125,11 @@ def describe_validation_error(e: ValidationError) -> str:
 
 
 _DEPTH: ContextVar[int] = ContextVar("dpledger_validation_depth", default=0)
+
+RECORDED: ContextVar[bool] = ContextVar("dpledger_reading_recorded_policy", default=False)
+"""True while a policy read back from a ledger is validated: rules added for new policies
+since it was recorded are not applied to it (pydantic's validation context does not reach
+models with their own ``__init__``, so this is a context variable)."""
 
 
 class FrozenModel(BaseModel):

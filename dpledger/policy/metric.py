@@ -16,7 +16,7 @@ from pydantic import Field, field_validator, model_validator
 from dpledger.errors import InvalidInput
 from dpledger.metrics.codec import VectorSumCodec
 from dpledger.metrics.records import record_regression_codec
-from dpledger.policy.base import ExactDecimal, FrozenModel, PositiveDecimal
+from dpledger.policy.base import RECORDED, ExactDecimal, FrozenModel, PositiveDecimal
 from dpledger.types import BarKind, MechanismKind, MetricKind
 
 __all__ = ["Clip", "MetricSpec"]
@@ -45,9 +45,8 @@ class MetricSpec(FrozenModel):
     edges: tuple[float, ...] | None = None
     edges_version: str | None = Field(
         default=None,
-        min_length=1,
-        max_length=128,  # what a ReleaseRequest can carry
-        description="the version of the edges (or layout) a client must bucket with",
+        description="the version of the edges (or layout) a client must bucket with: 1-128 "
+        "characters without control characters",
     )
     dimension: int | None = Field(default=None, ge=1, le=100_000)
     cap_per_client: PositiveDecimal | None = None
@@ -65,7 +64,16 @@ class MetricSpec(FrozenModel):
     @field_validator("edges_version")
     @classmethod
     def _printable_version(cls, v: str | None) -> str | None:
-        if v is not None and any(ord(c) < 0x20 or ord(c) == 0x7F for c in v):
+        """A new policy's edges_version: 1-128 characters (what a request can carry) without
+        control characters (stored in every entry; PostgreSQL cannot store NUL). A policy
+        recorded in a ledger is read as it was accepted then (:data:`RECORDED`)."""
+        if v is None or RECORDED.get():
+            return v
+        if not 1 <= len(v) <= 128:
+            raise ValueError(
+                f"edges_version must be 1-128 characters (a request carries it), got {len(v)}"
+            )
+        if any(ord(c) < 0x20 or ord(c) == 0x7F for c in v):
             raise ValueError(
                 f"edges_version {v!r} holds a control character: it is stored in every "
                 "entry (PostgreSQL cannot store NUL); use printable text such as 'h5/v1'"

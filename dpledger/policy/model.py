@@ -20,7 +20,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field, PlainSerializer, field_validator, model_validator
 
 from dpledger.errors import DpLedgerError, PolicyError
-from dpledger.policy.base import NAME, ExactDecimal, FrozenModel, PositiveDecimal
+from dpledger.policy.base import NAME, RECORDED, ExactDecimal, FrozenModel, PositiveDecimal
 from dpledger.policy.hashing import content_hash
 from dpledger.policy.loading import parse_toml, read_policy_text
 from dpledger.policy.metric import MetricSpec
@@ -161,16 +161,26 @@ class Policy(FrozenModel):
         return cls.from_mapping(parse_toml(text, source=source), source=source)
 
     @classmethod
-    def from_mapping(cls, data: dict[str, Any], *, source: str = "<mapping>") -> Policy:
-        """Validate a policy from a parsed mapping; raise :class:`PolicyError`."""
+    def from_mapping(
+        cls, data: dict[str, Any], *, source: str = "<mapping>", recorded: bool = False
+    ) -> Policy:
+        """Validate a policy from a parsed mapping; raise :class:`PolicyError`.
+
+        ``recorded``: the policy was read back from a ledger, where an earlier dpledger
+        accepted it; rules added since for new policies (e.g. on ``edges_version``) are
+        not applied to it, so an older ledger still reads and verifies.
+        """
         if not isinstance(data, Mapping):
             raise PolicyError(
                 f"expected a table of fields, got {type(data).__name__}", source=source
             )
+        token = RECORDED.set(recorded)
         try:
             policy = cls.model_validate({**data, "source": source})
         except PolicyError as e:
             raise PolicyError(e.problem, source=source) from None
+        finally:
+            RECORDED.reset(token)
         lo, hi = EVAL_FRACTION_ADVISED
         if not lo <= policy.eval_fraction <= hi:
             warnings.warn(
