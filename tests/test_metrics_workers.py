@@ -237,3 +237,28 @@ def test_exact_grid_sums_do_not_depend_on_the_order_of_workers() -> None:
                                  n_classes=4, workers=4)  # fmt: skip
     assert np.array_equal(alone, sums[1].reshape(alone.shape))
     assert isinstance(_jobs()["confusion_matrix"], Contribution)
+
+
+def test_numpys_call_error_mode_reaches_every_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    # np.seterr(all="call") with a callback: the pool threads must see the caller's
+    # callback (without it a worker fails where one worker succeeds)
+    from dpledger.metrics import spatial
+
+    monkeypatch.setattr(blocks, "BLOCK_SAMPLES", 16)
+    rng = np.random.default_rng(0)
+    along, across = rng.normal(size=400), rng.normal(size=400)
+    along[::37] = 1e200  # overflows when squared: the callback fires
+    offsets = np.arange(0, 401, 10)
+    results = []
+    for workers in (1, 2, 4):
+        seen: list[str] = []
+        old_call = np.seterrcall(lambda kind, flag, s=seen: s.append(kind))
+        try:
+            with np.errstate(all="call"):
+                results.append(blocks.group_sums(spatial.along_across_ratio, along, across,
+                                                 offsets=offsets, grid=None, workers=workers,
+                                                 clip=10.0))  # fmt: skip
+        finally:
+            np.seterrcall(old_call)
+        assert seen  # the overflow was reported to the caller's callback
+    assert results[0] == results[1] == results[2]

@@ -13,7 +13,8 @@ out of the result:
 * blocks are handed out in increasing order, and a failed block stops the hand-out past
   it, so every block before the first failure still runs; the error raised is that of
   the FIRST failing block, the one the sequential loop would have raised;
-* workers run with the caller's numpy floating-point error settings (``np.errstate``).
+* workers run with the caller's numpy floating-point error settings and callback
+  (``np.errstate``, ``np.seterrcall``).
 
 With one worker (or one block) the blocks run in the calling thread, in order.
 """
@@ -69,6 +70,7 @@ class _Run(Generic[S, T]):
         self.stop = n  # no block at or past this index is handed out
         self.states: list[S] = []
         self.settings = np.geterr()
+        self.errcall = np.geterrcall()  # for the 'call' and 'log' modes
 
     def take(self) -> int | None:
         with self.lock:
@@ -79,7 +81,7 @@ class _Run(Generic[S, T]):
             return i
 
     def work(self, fresh: bool) -> None:
-        with np.errstate(**self.settings), reusing(fresh=fresh):
+        with np.errstate(call=self.errcall, **self.settings), reusing(fresh=fresh):
             state = self.start()
             with self.lock:
                 self.states.append(state)
