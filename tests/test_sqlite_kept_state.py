@@ -93,3 +93,24 @@ def test_a_refused_or_failed_transaction_keeps_nothing_stale(tmp_path: Path) -> 
         with Ledger.open(path, POLICY, mode="write") as b:
             assert b.spent(0, "south").amount == a.spent(0, "south").amount
         assert a.verify().ok
+
+
+def test_a_read_after_a_flush_in_the_same_transaction_sees_the_flush(tmp_path: Path) -> None:
+    # the writer flushes once per transaction; a store user that reads state again after
+    # a flush (here: a release-id lookup) must get the new head, not the kept one
+    import dataclasses
+
+    path = tmp_path / "l.db"
+    with Ledger.open(path, POLICY, mode="create") as a:
+        _release(a)
+        _release(a, epoch=1)  # a keeps the state of epochs 0 and 1
+        store = a._store
+        draft = a.entries()[-1].draft
+        with store.write([0]) as txn:
+            txn.stage(dataclasses.replace(draft, epoch=0, release_id="r1"))
+            txn.flush()
+            assert txn.find_release("r-other") is None  # a read after the flush
+            txn.stage(dataclasses.replace(draft, epoch=0, release_id="r2"))
+            txn.flush()  # chained after r1: the kept head would reuse its seq
+        assert a.verify().ok
+        assert [e.entry_id for e in a.entries()] == [1, 2, 3, 4]

@@ -408,6 +408,7 @@ class SqliteStore(SqlStore):
         if len(totals) > _KEPT_EPOCHS:
             totals = dict(sorted(totals.items())[-_KEPT_EPOCHS:])
         self._pending = _Kept(self._version, head, totals)
+        self._kept = None  # a read later in this transaction must see what it just wrote
 
     def _load_state(self, epochs: Sequence[int], release_ids: Sequence[str]) -> TxnState:
         """The kept state when no other connection has written since, else a fresh read."""
