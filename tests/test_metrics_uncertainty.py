@@ -184,3 +184,30 @@ def test_bad_scale_is_refused() -> None:
         uncertainty.derived_interval(lambda v: float(v[0]), [1.0, 2.0], [1.0, 2.0, 3.0])
     with pytest.raises(InvalidInput, match="≥ 0"):
         uncertainty.derived_interval(lambda v: float(v[0]), [1.0, 2.0], -1.0)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"noisy_sum": "x"},
+        {"noisy_sum": None},
+        {"noisy_sum": [1.0, 2.0], "noisy_count": [5.0, 5.0]},  # one release per call
+        {"noisy_count": True},
+        {"max_count": "10"},
+        {"max_count": float("nan")},
+        {"max_count": float("inf")},
+        {"bounds": ("a", "b")},
+        {"bounds": (0, 1, 2)},
+        {"bounds": None},
+    ],
+)
+def test_the_mean_over_a_noisy_count_refuses_bad_input_with_a_typed_error(
+    bad: dict[str, object],
+) -> None:
+    from dpledger.errors import InvalidInput
+    from dpledger.metrics import mean_over_noisy_count
+
+    args: dict[str, object] = dict(noisy_sum=1.0, sum_scale=1.0, noisy_count=5.0,
+                                   count_scale=1.0, bounds=(0.0, 1.0), max_count=10)  # fmt: skip
+    with pytest.raises(InvalidInput):
+        mean_over_noisy_count(**{**args, **bad})  # type: ignore[arg-type]

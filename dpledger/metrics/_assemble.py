@@ -396,7 +396,10 @@ def _reason(batch: Batch, key: str, row: int) -> str | None:
             f"range [{lo:g}, {hi:g}] and says nothing about the metric"
         )
     if code == _UNDEFINED:
-        return "undefined at the released values (a denominator is 0 or negative)"
+        return (
+            "undefined at the released values (a denominator is 0, negative, or too small "
+            "to divide by)"
+        )
     if code == FEW_CLASSES:
         u, c = int(batch.bounded[key][row]), batch.classes[key]
         if 2 * u > c:

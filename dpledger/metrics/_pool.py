@@ -81,7 +81,8 @@ class _Run(Generic[S, T]):
             return i
 
     def work(self, fresh: bool) -> None:
-        with np.errstate(call=self.errcall, **self.settings), reusing(fresh=fresh):
+        call = {} if self.errcall is None else {"call": self.errcall}
+        with np.errstate(**call, **self.settings), reusing(fresh=fresh):  # type: ignore[arg-type]
             state = self.start()
             with self.lock:
                 self.states.append(state)

@@ -116,16 +116,23 @@ def mean_over_noisy_count_batch(
     even ``max_count`` reporters too few to tell from it). Mixed noise laws use the
     Laplace quantile (never below the Gaussian one).
     """
-    lo_b, hi_b = (float(b) for b in bounds)
+    try:
+        lo_b, hi_b = (float(b) for b in bounds)
+    except (TypeError, ValueError):
+        raise InvalidInput(f"bounds must be two numbers (low, high), got {bounds!r}") from None
     if not (math.isfinite(lo_b) and math.isfinite(hi_b) and lo_b < hi_b):
         raise InvalidInput(f"bounds must be finite with low < high, got {bounds!r}")
-    if isinstance(max_count, bool) or not (max_count > 0):
-        raise InvalidInput(f"max_count must be > 0, got {max_count!r}")
+    if (
+        isinstance(max_count, bool)
+        or not isinstance(max_count, int | float | np.integer | np.floating)
+        or not (0 < max_count < math.inf)
+    ):
+        raise InvalidInput(f"max_count must be a finite number > 0, got {max_count!r}")
     check_options(level, "delta", distribution=sum_distribution)
     check_options(level, "delta", distribution=count_distribution)
-    n_hat = as_finite(np.asarray(noisy_sum, dtype=np.float64).reshape(-1), "noisy_sum")
+    n_hat = as_finite(_reals(noisy_sum, "noisy_sum"), "noisy_sum")
     r = n_hat.shape[0]
-    d_hat = as_finite(np.asarray(noisy_count, dtype=np.float64).reshape(-1), "noisy_count")
+    d_hat = as_finite(_reals(noisy_count, "noisy_count"), "noisy_count")
     if d_hat.shape != (r,):
         raise InvalidInput(f"one noisy count per noisy sum ({r}), got {d_hat.shape[0]}")
     sd_n = noise_std(sum_scale, r, sum_distribution)  # one scale, or one per release
@@ -149,3 +156,11 @@ def mean_over_noisy_count_batch(
         guards={MEAN: (guard,)}, methods={MEAN: method_name("fieller", dist)},
         base={MEAN: base}, adjusted={MEAN: moved}, conditional=(MEAN,),
     )  # fmt: skip
+
+
+def _reals(values: npt.ArrayLike, name: str) -> npt.NDArray[np.float64]:
+    """``values`` as a flat float64 array, or :class:`InvalidInput` naming ``name``."""
+    try:
+        return np.asarray(values, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        raise InvalidInput(f"{name} must be real numbers, got {values!r:.60}") from None

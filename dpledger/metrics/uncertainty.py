@@ -40,6 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from dpledger.errors import InvalidInput
 from dpledger.metrics._assemble import Batch, Estimates, batch_intervals, estimates, to_intervals
 from dpledger.metrics._flam_intervals import CLASSIFICATION_RANGES, classification_batch
 from dpledger.metrics._intervals import Guard, Interval, RowsFn, check_options, noise_std
@@ -266,6 +267,12 @@ def mean_over_noisy_count(
     whole range, with a reason) when the count is not clearly positive
     (:func:`~dpledger.metrics._ratio.mean_over_noisy_count_batch`). Post-processing.
     """
+    for name, value in (("noisy_sum", noisy_sum), ("noisy_count", noisy_count)):
+        if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+            raise InvalidInput(
+                f"{name} must be one real number (one release; call once per release), "
+                f"got {value!r:.60}"
+            )
     batch = mean_over_noisy_count_batch(
         [noisy_sum], sum_scale, [noisy_count], count_scale, bounds=bounds,
         max_count=max_count, level=level, sum_distribution=sum_distribution,
