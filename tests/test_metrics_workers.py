@@ -7,6 +7,7 @@ many blocks and every worker gets several.
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 from typing import Any
@@ -149,7 +150,28 @@ def test_bad_workers_are_typed_errors(bad: Any) -> None:
 
 def test_numpy_integer_workers_are_accepted() -> None:
     assert _pool.check_workers(np.int64(3)) == 3
-    assert 1 <= blocks.DEFAULT_WORKERS <= 4
+
+
+def test_a_sums_call_without_workers_runs_on_the_default_threads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the default is the usable CPUs up to 4, and every public entry point passes it on
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert min(4, cpus or 1) == blocks.DEFAULT_WORKERS
+    seen: list[int] = []
+    real = blocks.run_ordered
+
+    def spy(n: int, start: Any, step: Any, workers: int) -> Any:
+        seen.append(workers)
+        return real(n, start, step, workers)
+
+    monkeypatch.setattr(blocks, "run_ordered", spy)
+    lengths = [5, 6]
+    data = fleet(lengths, 0)
+    job = _jobs()["clipped_loss"]
+    sum_contributions({"loss": job}, data, offsets=offsets_of(lengths))
+    job.declaration.contribute_sums(data, job.bounds, offsets=offsets_of(lengths))
+    assert seen == [blocks.DEFAULT_WORKERS] * 2
 
 
 @pytest.mark.parametrize("workers", WORKERS)
