@@ -2,17 +2,17 @@
 
 dpledger's figure is ``Ledger.release`` of a 7-bucket histogram, end to end: approval
 checks, the budget re-check under ``BEGIN IMMEDIATE``, OpenDP noise, the hash-chained
-entry, the spend update and the durable commit. The baseline is the least any durable
-ledger must do per release on the same kind of file: a raw ``sqlite3`` loop of
-``BEGIN IMMEDIATE`` + select + insert + ``COMMIT`` with the same pragmas (WAL,
-synchronous=FULL). The two, and each stage of the breakdown, are timed round-robin,
-one operation each in turn, so the disk's swings in fsync latency hit all of them alike.
+entry, the spend update and the durable commit. The baseline is the least this ledger
+must do per release on the same kind of file: a raw ``sqlite3`` loop sending the
+ledger's own transaction (``BEGIN IMMEDIATE``, the entry row a real release wrote, its
+spend and head upserts, ``COMMIT``; :mod:`benchmarks._raw_ledger`) with the same schema
+and pragmas (WAL, synchronous=FULL). The two, and each stage of the breakdown, are timed
+round-robin, one operation each in turn, so the disk's swings in fsync latency hit all
+of them alike.
 """
 
 from __future__ import annotations
 
-import json
-import sqlite3
 import tempfile
 import time
 from collections.abc import Callable
@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks._harness import FsyncLoop, Row, Sizes, fmt_rate, fmt_seconds, log
+from benchmarks._raw_ledger import RawLedgerTxn, captured_rows
 from dpledger import mechanisms as mech
 from dpledger.accounting import EpochSpend
 from dpledger.approval import ReleaseRequest, evaluate
@@ -94,37 +95,6 @@ _RAW_NOISE = "raw + noise"
 _FSYNC = "fsync"
 _IN_RELEASE_PATH = (_APPROVAL, _NOISE, _STORE)  # build and map are cached in a release
 
-_RAW_SCHEMA = (
-    "CREATE TABLE entries (seq INTEGER PRIMARY KEY, epoch INTEGER NOT NULL, "
-    "scope TEXT NOT NULL, output TEXT NOT NULL, hash TEXT NOT NULL)"
-)
-
-
-class _RawLoop:
-    """The baseline: one raw durable transaction per call on its own file (same pragmas)."""
-
-    def __init__(self, path: Path) -> None:
-        self._conn = sqlite3.connect(path, isolation_level=None)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=FULL")
-        self._conn.execute(_RAW_SCHEMA)
-        self._output = json.dumps(list(AGGREGATE))
-
-    def __call__(self, i: int) -> None:
-        """BEGIN IMMEDIATE, select the head, insert an entry-sized row, COMMIT."""
-        c = self._conn
-        c.execute("BEGIN IMMEDIATE")
-        c.execute("SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1").fetchall()
-        c.execute(
-            "INSERT INTO entries (epoch, scope, output, hash) VALUES (?, ?, ?, ?)",
-            (i // PER_EPOCH, "r0", self._output, "0" * 64),
-        )
-        c.execute("COMMIT")
-
-    def close(self) -> None:
-        """Close the connection."""
-        self._conn.close()
-
 
 def _facts(policy: Policy) -> mech.MechanismFacts:
     """The mechanism of the benchmark's release (it must be approved)."""
@@ -164,8 +134,9 @@ def _interleaved(tmp: Path, policy: Policy, n: int) -> dict[str, float]:
     """
     agg = np.asarray(AGGREGATE)
     facts = _facts(policy)
-    raw = _RawLoop(tmp / "raw.db")
-    raw_noised = _RawLoop(tmp / "raw-noised.db")
+    entries, spend = captured_rows(policy, lambda ledger: ledger.release(request(0), agg))
+    raw = RawLedgerTxn(tmp / "raw.db", entries, spend)
+    raw_noised = RawLedgerTxn(tmp / "raw-noised.db", entries, spend)
     disk = FsyncLoop(tmp / "fsync.bin")
     write = _store_writer(policy, tmp / "store.db", facts)
     ops: dict[str, Callable[[int], object]] = {
