@@ -69,3 +69,32 @@ def test_every_targeted_row_says_whether_its_target_is_met(
     targeted = [r for r in doc["rows"] if r["target"] not in {"-", "report"}]
     assert {r["case"] for r in targeted} == {1, 2, 3, 4, 6}
     assert all(r["met"] in {"yes", "NO"} and r["ratio"] is not None for r in targeted)
+
+
+def test_the_sqlite_floor_replays_the_ledgers_own_rows(tmp_path: Path) -> None:
+    """The raw floor writes what the ledger wrote: same columns, values, spend and head.
+
+    A floor lighter than the ledger's transaction would count SQLite's cost of storing
+    real entries as dpledger's own time (the narrow-row loops it replaced did).
+    """
+    sys.path.insert(0, str(ROOT))
+    import sqlite3
+
+    from benchmarks._raw_ledger import RawLedgerTxn, captured_rows
+    from benchmarks.rounds import round_items, round_policy
+
+    policy = round_policy()
+    entries, spend = captured_rows(policy, lambda led: led.release_round(round_items(policy, 0)))
+    assert len(entries) == len(round_items(policy, 0))
+    assert len(spend) == len(entries)
+    raw = RawLedgerTxn(tmp_path / "raw.db", entries, spend)
+    raw(1)
+    raw(2)
+    raw.close()
+    conn = sqlite3.connect(tmp_path / "raw.db")
+    written = conn.execute("SELECT * FROM dpl_entries ORDER BY seq").fetchall()
+    head = dict(conn.execute("SELECT key, value FROM dpl_meta").fetchall())
+    conn.close()
+    assert [w[0] for w in written] == list(range(1, 2 * len(entries) + 1))
+    assert [w[1:] for w in written[: len(entries)]] == [e[1:] for e in entries]
+    assert head == {"head_seq": str(2 * len(entries)), "head_hash": entries[-1][-1]}
