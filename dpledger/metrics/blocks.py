@@ -10,12 +10,15 @@ bit for bit, as the whole-fleet computation (a client's row depends on its own s
 
 Two forms:
 
-* per-client rows (every batch function of :mod:`dpledger.metrics` runs this way when given
-  many samples: the :func:`blockwise` decorator), and
+* per-client rows (:func:`rows_in_blocks`; every batch function of :mod:`dpledger.metrics`
+  runs this way, in the calling thread, when given many samples: :func:`blockwise`), and
 * per-group EXACT sums (:func:`group_sums`, :func:`sums_in_blocks`): what an aggregator
   delivers per region, equal bit for bit to
   :func:`~dpledger.metrics.secure_sum.exact_sum` of the group's per-client rows, without ever
   holding every client's row — only one block's.
+
+Both take ``workers=``: blocks on a small thread pool (:mod:`dpledger.metrics._pool`),
+with the same results, bit for bit, and the same errors as on one thread.
 
 :func:`client_segments` validates ``offsets`` once into a :class:`Segments` that every
 metric of a fleet can share (pass it as ``offsets=``).
@@ -122,17 +125,15 @@ def rows_in_blocks(
     """Per-client rows of ``compute`` over the fleet, one block of clients at a time.
 
     ``compute(block_arrays, block_segments)`` returns one row per client of the block.
-    Block 0 runs first, in the calling thread: its rows fix the output's dtype and row
-    shape, and the output is allocated once. The other blocks then run on ``workers``
-    threads (:func:`~dpledger.metrics._pool.run_ordered`; an int ≥ 1, default
-    :data:`DEFAULT_WORKERS`), each assigning its rows into its own slice of that output,
-    as the one-thread loop does — so the rows and dtype are bit for bit the same for any
-    number of workers, and besides the output only one block's rows per thread exist.
-
-    If a block raises, the error is the FIRST failing block's (the blocks before it have
-    run), as with one worker; if it is :class:`InvalidInput` (a bad sample), ``whole()``
-    — the same computation unblocked — is run once, in the calling thread, so the error
-    names whole-fleet indices; its checks run before any work, so it raises at once.
+    Block 0 runs first, in the calling thread; its rows fix the dtype and row shape of the
+    one output. The other blocks run on ``workers`` threads (an int ≥ 1; default
+    :data:`DEFAULT_WORKERS`), each assigning its rows to its own slice of the output as
+    the one-thread loop does: the same rows and dtype, bit for bit, for any number of
+    workers, and besides the output only one block's rows per thread. A failure raises
+    the FIRST failing block's error (:func:`~dpledger.metrics._pool.run_ordered`); for
+    :class:`InvalidInput` (a bad sample), ``whole()`` — the same computation unblocked,
+    whose checks run before any work — is run once, in the calling thread, so the error
+    names whole-fleet indices.
     """
     threads = check_workers(workers)
     ranges = block_ranges(seg)
