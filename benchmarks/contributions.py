@@ -64,7 +64,8 @@ __all__ = [
 ]
 
 WORKERS = DEFAULT_WORKERS
-"""Threads of the timed per-region sums call: the library's default (named in the row)."""
+"""Threads of both timed calls (per-region sums and per-client rows): the library's
+default (named in each row's note)."""
 
 CONFUSION_CAP = 40.0
 """L1 cap of a client's confusion matrix (samples), as the error histogram's."""
@@ -128,9 +129,12 @@ def region_sums(
 def client_rows(
     data: Arrays, offsets: npt.NDArray[np.int64], work: dict[str, Contribution]
 ) -> dict[str, npt.NDArray[np.float64]]:
-    """Every client's row of every contribution (the batch form)."""
+    """Every client's row of every contribution (the batch form), on :data:`WORKERS`
+    threads."""
     return {
-        name: job.declaration.contribute(data, job.bounds, offsets=offsets, **job.settings)
+        name: job.declaration.contribute(
+            data, job.bounds, offsets=offsets, workers=WORKERS, **job.settings
+        )
         for name, job in work.items()
     }
 
@@ -311,9 +315,9 @@ def run(fleet: Fleet, policy: Policy, sizes: Sizes) -> list[Row]:
     del data
     out: list[Row] = []
     threads = {
-        "per-region exact sums": f"blocks on workers={WORKERS} threads (the default; bit-identical "
-        "sums for any count; the Python loop runs on one)",
-        "per-client rows": "one thread",
+        form: f"blocks on workers={WORKERS} threads (the default; bit-identical {what} for any "
+        "count; the Python loop runs on one)"
+        for form, what in (("per-region exact sums", "sums"), ("per-client rows", "rows"))
     }
     for form, call in (("per-region exact sums", sums), ("per-client rows", rows)):
         log(f"case 1: {form} over {fleet.n_clients:,} clients ({fleet.n_samples:,} samples)")

@@ -43,7 +43,7 @@ def _cpus() -> int:
 
 
 DEFAULT_WORKERS = max(1, min(4, _cpus()))
-"""Threads per sums call by default: the CPUs this process may use, at most 4."""
+"""Threads per sums or rows call by default: the CPUs this process may use, at most 4."""
 
 S = TypeVar("S")
 T = TypeVar("T")

@@ -10,12 +10,15 @@ bit for bit, as the whole-fleet computation (a client's row depends on its own s
 
 Two forms:
 
-* per-client rows (every batch function of :mod:`dpledger.metrics` runs this way when given
-  many samples: the :func:`blockwise` decorator), and
+* per-client rows (:func:`rows_in_blocks`; every batch function of :mod:`dpledger.metrics`
+  runs this way, in the calling thread, when given many samples: :func:`blockwise`), and
 * per-group EXACT sums (:func:`group_sums`, :func:`sums_in_blocks`): what an aggregator
   delivers per region, equal bit for bit to
   :func:`~dpledger.metrics.secure_sum.exact_sum` of the group's per-client rows, without ever
   holding every client's row — only one block's.
+
+Both take ``workers=``: blocks on a small thread pool (:mod:`dpledger.metrics._pool`),
+with the same results, bit for bit, and the same errors as on one thread.
 
 :func:`client_segments` validates ``offsets`` once into a :class:`Segments` that every
 metric of a fleet can share (pass it as ``offsets=``).
@@ -112,29 +115,45 @@ def _slices(arrays: Arrays, seg: Segments, c0: int, c1: int) -> tuple[list[Any],
 
 
 def rows_in_blocks(
-    compute: Compute, arrays: Arrays, seg: Segments, whole: Callable[[], object]
+    compute: Compute,
+    arrays: Arrays,
+    seg: Segments,
+    whole: Callable[[], object],
+    *,
+    workers: int = DEFAULT_WORKERS,
 ) -> npt.NDArray[Any]:
     """Per-client rows of ``compute`` over the fleet, one block of clients at a time.
 
     ``compute(block_arrays, block_segments)`` returns one row per client of the block.
-    If a block raises :class:`InvalidInput` (a bad sample), ``whole()`` — the same
-    computation unblocked — is run so the error names whole-fleet indices; its checks run
-    before any work, so it raises at once.
+    Block 0 runs first, in the calling thread; its rows fix the dtype and row shape of the
+    one output. The other blocks run on ``workers`` threads (an int ≥ 1; default
+    :data:`DEFAULT_WORKERS`), each assigning its rows to its own slice of the output as
+    the one-thread loop does: the same rows and dtype, bit for bit, for any number of
+    workers, and besides the output only one block's rows per thread. A failure raises
+    the FIRST failing block's error (:func:`~dpledger.metrics._pool.run_ordered`); for
+    :class:`InvalidInput` (a bad sample), ``whole()`` — the same computation unblocked,
+    whose checks run before any work — is run once, in the calling thread, so the error
+    names whole-fleet indices.
     """
-    out: npt.NDArray[Any] | None = None
-    with reusing():
-        for c0, c1 in block_ranges(seg):
-            views, part = _slices(arrays, seg, c0, c1)
-            try:
-                rows = compute(views, part)
-            except InvalidInput:
-                whole()
-                raise
-            if out is None:
-                out = np.empty((seg.n_clients, *rows.shape[1:]), dtype=rows.dtype)
-            out[c0:c1] = rows
-    if out is None:
+    threads = check_workers(workers)
+    ranges = block_ranges(seg)
+    if not ranges:
         return np.asarray(whole())
+    with reusing():
+        try:
+            first = compute(*_slices(arrays, seg, *ranges[0]))
+            out = np.empty((seg.n_clients, *first.shape[1:]), dtype=first.dtype)
+            out[: ranges[0][1]] = first
+            del first
+
+            def step(_: None, i: int) -> None:
+                c0, c1 = ranges[i + 1]
+                out[c0:c1] = compute(*_slices(arrays, seg, c0, c1))
+
+            run_ordered(len(ranges) - 1, lambda: None, step, threads)
+        except InvalidInput:
+            whole()
+            raise
     return out
 
 
@@ -158,7 +177,9 @@ def blockwise(fn: Callable[P, R]) -> Callable[P, R]:
 
     Inputs that are not plain equal-length 1-D arrays larger than one block, or whose
     ``offsets`` do not validate, go to ``fn`` unchanged, so every error is the one ``fn``
-    raises; so do single-client calls (``offsets=None``).
+    raises; so do single-client calls (``offsets=None``). The blocks run in the calling
+    thread (the batch functions take no ``workers=``; the threaded entry point is
+    :meth:`~dpledger.metrics.declarations.MetricDeclaration.contribute`).
     """
 
     @functools.wraps(fn)
@@ -180,7 +201,7 @@ def blockwise(fn: Callable[P, R]) -> Callable[P, R]:
         def whole() -> R:
             return call(*args, offsets=seg, **settings)
 
-        return rows_in_blocks(compute, args, seg, whole)  # type: ignore[arg-type,return-value]
+        return rows_in_blocks(compute, args, seg, whole, workers=1)  # type: ignore[arg-type,return-value]
 
     return run
 

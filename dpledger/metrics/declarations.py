@@ -101,6 +101,7 @@ class MetricDeclaration:
         bounds: Bounds,
         *,
         offsets: ClientOffsets | None = None,
+        workers: int = blocks.DEFAULT_WORKERS,
         **params: Any,
     ) -> FloatArray:
         """Each client's bounded contribution, one row per client: shape (clients, d).
@@ -108,7 +109,15 @@ class MetricDeclaration:
         ``data`` holds the per-sample arrays named by :attr:`inputs`; ``offsets`` the
         start of each client's samples (None: one client). ``params`` are the function's
         own settings that no policy states (e.g. ``n_classes``).
+
+        A fleet of many samples is computed in blocks of clients
+        (:func:`~dpledger.metrics.blocks.rows_in_blocks`) on ``workers`` threads (an int
+        ≥ 1, default :data:`~dpledger.metrics.blocks.DEFAULT_WORKERS`: the usable CPUs,
+        at most 4), each block writing its own slice of one output: the rows, their dtype
+        and the error a bad sample raises are bit for bit the same for any number of
+        workers. ``workers=1`` runs in the calling thread only.
         """
+        check_workers(workers)
         if not isinstance(bounds, Bounds):
             raise InvalidInput(
                 f"{self.metric}: bounds must be a Bounds, got {type(bounds).__name__}"
@@ -129,7 +138,7 @@ class MetricDeclaration:
         def whole() -> FloatArray:
             return self._rows(arrays, bounds, seg, params)
 
-        out: FloatArray = blocks.rows_in_blocks(compute, columns, seg, whole)
+        out: FloatArray = blocks.rows_in_blocks(compute, columns, seg, whole, workers=workers)
         return out
 
     def contribute_sums(
