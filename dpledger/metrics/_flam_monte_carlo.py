@@ -59,8 +59,8 @@ def classification_monte_carlo(
     ``std`` (C, C) is the public noise s.d. per cell; ``include[family]`` (R, C) the
     classes each release measures (see :data:`~._confusion_linear.FAMILY`), held fixed
     across the redraws of that release; ``macro_include``, when given, replaces it for
-    the macro averages and balanced accuracy (at 2 classes a class only just past its
-    cut is bounded there, not in the weighted averages: see
+    the macro averages and balanced accuracy (at 2 classes a class whose count's interval
+    reaches its threshold is bounded there, not in the weighted averages: see
     :func:`~._flam_intervals.classification_batch`).
     """
     r, c = m.shape[0], m.shape[-1]
