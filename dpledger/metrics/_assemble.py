@@ -79,7 +79,8 @@ OUTSIDE = -2
 """Code of an interval lying wholly outside the metric's range (an extreme noise draw)."""
 FEW_CLASSES = -3
 """Code of a per-class average with fewer than half of its classes clear of the noise (or,
-for a macro average, a class within the noise and at most 2 measured)."""
+for a macro average over 3 or more classes, a class within the noise and at most 2
+measured; at 2 classes, both classes bounded)."""
 UNBOUNDED = -4
 """Code of an interval with an infinite end (R²'s low end at −∞): the metric's whole range."""
 _NOTICE = 0.01  # a widening below 1% of the half-width is not worth naming
@@ -402,6 +403,11 @@ def _reason(batch: Batch, key: str, row: int) -> str | None:
         )
     if code == FEW_CLASSES:
         u, c = int(batch.bounded[key][row]), batch.classes[key]
+        if c == 2 and u == 2:
+            return (
+                "noise swamps it: neither of its 2 classes has a count whose interval lies "
+                "above its threshold, so both are bounded in [0, 1] and so is the average"
+            )
         if 2 * u > c:
             return (
                 f"noise swamps it: {u} of its {c} classes have a count within the noise "
@@ -410,7 +416,7 @@ def _reason(batch: Batch, key: str, row: int) -> str | None:
             )
         return (
             f"noise swamps it: {u} of its {c} classes have a count within the noise and at "
-            f"most 2 are measured (at 2 classes: one only just clear of the noise); a class "
+            f"most 2 are measured (at 1 class: not clear of twice its threshold); a class "
             f"that only just passed did so because noise inflated its count, and one or two "
             f"are too few to average that selection out (such averages covered 0.55-0.88)"
         )
@@ -438,7 +444,10 @@ def method_of(batch: Batch, key: str, row: int) -> str:
     if batch.edge[key][row]:
         words.append("clipped at the range's edge, keeping half its width")
     u = int(batch.bounded[key][row])
-    if u:
+    if u and key == "mcc":  # 2 classes, one bounded: see _flam_intervals._mcc_two_classes
+        words = ["hull of sign·√(J·Mk) over balanced accuracy's and precision_macro's "
+                 "intervals, a class bounded in [0, 1]"]  # fmt: skip
+    elif u:
         words.append(f"{u} class{'es' if u > 1 else ''} within the noise bounded, not measured")
     return ", ".join(words)
 

@@ -36,11 +36,18 @@ are bounded by their classes' true counts. Flags: the total count not clear of t
 noise (every metric); fewer than half of the classes measured (a per-class average: it
 would be mostly bound, and the few classes that pass are those whose noise inflated
 their count — measured among such releases, 0.83–0.86 covered), or, for a macro
-average, a class bounded with at most :data:`FEW_MEASURED` classes measured (at 2
-classes, a class only just measured); and, for MCC, either term of its denominator
-product, N² − Σp² and N² − Σt², not above 3 × q·se of its own noise
-(:data:`SPREAD_FACTOR`; a 2-class model with a 10% minority class within 2–4 s.e. of the
-noise covered 0.87–0.92 among usable releases with per-class count guards alone). MCC
+average at 3 or more classes, a class bounded with at most :data:`FEW_MEASURED` classes
+measured; and, for MCC, either term of its denominator product, N² − Σp² and N² − Σt²,
+not above 3 × q·se of its own noise (:data:`SPREAD_FACTOR`; a 2-class model with a 10%
+minority class within 2–4 s.e. of the noise covered 0.87–0.92 among usable releases with
+per-class count guards alone).
+
+At 2 classes a hard cut selects (cls2, cls3): a macro average measures a class only
+when its count's own interval lies above its threshold (:data:`TWO_CLASS_FACTOR`) and
+BOUNDS every other class, published with that bound rather than flagged (flagged only
+when both classes are bounded); MCC there is the hull of √(J·Mk) over the intervals of
+balanced accuracy and precision_macro, which carry those bounds
+(:func:`_two_class_measured`, :func:`_mcc_two_classes`). MCC
 no longer needs every class's count clear (statistics review, D5): that flagged it
 whenever a class was absent or never predicted, at any noise, although MCC is defined
 and measured there; without it every cell of a 960-cell grid (2–10 classes; rare,
@@ -87,6 +94,7 @@ __all__ = [
     "FEW_MEASURED",
     "SECURE",
     "SPREAD_FACTOR",
+    "TWO_CLASS_FACTOR",
     "classification_batch",
 ]
 
@@ -103,22 +111,31 @@ SPREAD_FACTOR = 3.0
 """MCC needs each term of its denominator's product, N² − Σp² and N² − Σt², above this
 many times q·se of its own linearised noise."""
 FEW_MEASURED = 2
-"""A macro average (or balanced accuracy) is unusable when a class is bounded and at most
-this many are measured, and at 2 classes when either class is not clear of
-:data:`SECURE` × its threshold. A class that only just passed was selected by noise that
-inflated its count, which deflates its ratio, and one or two such ratios are not
-averaged out: among published releases they covered 0.84–0.88 (2 classes, one bounded),
-0.90–0.93 (3 classes, one bounded), 0.92 (4 classes, two bounded) and 0.55–0.85 (2
-classes, the minority class only just measured), against 0.93–0.95 with 3 measured (4
-classes, one bounded) and ≥ 0.957 at 10 classes (statistics review, D2). A weighted
-average bounds its unmeasured terms by their classes' counts and covered ≥ 0.999 there."""
+"""At 3 or more classes a macro average (or balanced accuracy) is unusable when a class
+is bounded and at most this many are measured. A class that only just passed was
+selected by noise that inflated its count, which deflates its ratio, and one or two such
+ratios are not averaged out: among published releases they covered 0.84–0.88 (2
+classes, one bounded), 0.90–0.93 (3 classes, one bounded), 0.92 (4 classes, two bounded)
+and 0.55–0.85 (2 classes, the minority class only just measured), against 0.93–0.95
+with 3 measured (4 classes, one bounded) and ≥ 0.957 at 10 classes (statistics review,
+D2). At 2 classes the rule is :data:`TWO_CLASS_FACTOR`'s instead: flagging there was
+itself a cut that selected (cls2). A weighted average bounds its unmeasured terms by
+their classes' counts and covered ≥ 0.999 there."""
 SECURE = 2.0
-"""A class is clearly measured when its count exceeds this many times its threshold."""
+"""A 1-class matrix's macro averages need its count clear of this many times its
+threshold (at 2 classes this cut, with a flag below it, selected deflated precision:
+0.61–0.90 covered among published releases; cls2)."""
+TWO_CLASS_FACTOR = CLASS_FACTOR + 1.0
+"""At 2 classes a macro average (and balanced accuracy) measures a class only when its
+count exceeds this many times q·se, that is when the count's own interval (at the
+metric's level) lies wholly above its threshold :data:`CLASS_FACTOR` × q·se; every other
+class is bounded in [0, 1], not flagged (see :func:`_two_class_measured`)."""
 SPREAD_P = "MCC's predicted-class spread N² − Σp²"
 SPREAD_T = "MCC's true-class spread N² − Σt²"
 """A class is measured when its count exceeds this many times q·se (see the module doc)."""
 # With labels="all" these equal Σ diagonal / Σ all: a ratio of two linear sums.
 _ACCURACY_LIKE = ("accuracy", "precision_micro", "recall_micro", "f1_micro", "recall_weighted")
+_MACRO = tuple(k for k in FAMILY if not k.endswith("_weighted"))
 _BLOCK = 1 << 21  # floats per (R, C, C) weight array: bounds memory at ~16 MB
 
 
@@ -238,9 +255,51 @@ def _classification_moments(
     return {k: Linear(value[k], se[k], q[k]) for k in CLASSIFICATION_KEYS}, cov
 
 
+def _two_class_measured(
+    dens: Mapping[str, Linear], select: Mapping[str, tuple[Guard, ...]]
+) -> dict[str, BoolArray]:
+    """At 2 classes, per family (R, C): the classes a macro average measures.
+
+    Class k is measured when its count D̂ (capped at its public maximum) passed its
+    threshold s = CLASS_FACTOR·q·se by more than q·se, its own noise quantile at the
+    metric's level: the count's interval lies above s (:data:`TWO_CLASS_FACTOR`). Every
+    other class is BOUNDED in [0, 1] and the average published with that bound.
+
+    Why (cls2, cls3): at 2 classes a hard cut on a class's count publishes, where the
+    true count lies below the cut, only the releases whose noise carried it over, and
+    Laplace noise (memoryless) carries that excess in ONE cell; when that is the
+    false-positive cell the class's precision is deflated far beyond its delta interval
+    (precision_macro covered 0.61–0.90 among published releases under the former
+    SECURE cut at 2 × this threshold, flagged below it; a higher cut only moved the
+    failure). Given that the count passed s, its overshoot o = D̂ − s carries little
+    evidence against a true count far below s: for a true count D ≤ s and a log-concave
+    noise law (Laplace, Gaussian, their sums) P(o > m | D̂ > s) is largest at D = s,
+    where it is P(η > m)/P(η > 0) = α for m = q·se (one-sided α/2 quantile, α = 1 −
+    level: 5% at level 0.95; under Laplace in one cell m = b·ln(1/α), the memoryless
+    tail's; sums of cells are dominated by the largest weight × scale, 2b for F1's t + p,
+    and q is their Cornish–Fisher quantile; Gaussian: m = z·σ_D). A class below s + m is
+    therefore consistent with any ratio in [0, 1] and is bounded; at most α of the
+    releases in which a class whose true count is ≤ s passes s measure it. Bounding,
+    not flagging, matters: a flag is another cut, and the releases passing it would be
+    selected again. The average is flagged only when both classes are bounded (its
+    interval would be [0, 1]). Measured (cls3, 2 balanced classes, accuracy 0.55–0.7,
+    noise 0.06–0.15 of a cell, both laws, 3,000 releases per cell): every macro average
+    covers 0.946–1.00 among published releases and precision_macro is published in
+    ≥ 99% of releases (was 0–2% at noise ≥ 0.1); its interval is 0.26–0.6 wide where
+    its minority class is bounded. Left: where almost every release has both classes
+    bounded (Laplace, accuracy 0.8, noise 0.25–0.3, ≤ 5% published) the flag selects
+    again and recall_macro covered 0.87–0.90 among the few published.
+    """
+    return {
+        fam: np.stack([clear(dens[g.key], replace(g, factor=TWO_CLASS_FACTOR))
+                       for g in select[key]], axis=1)
+        for key, fam in FAMILY.items()
+    }  # fmt: skip
+
+
 def _bound_unclear(
-    batch: Batch, m: FloatArray, include: Mapping[str, FloatArray], dens: Mapping[str, Linear],
-    labels: Labels, secure: Mapping[str, BoolArray],
+    batch: Batch, m: FloatArray, include: Mapping[str, Mapping[str, FloatArray]],
+    dens: Mapping[str, Linear], labels: Labels, secure: Mapping[str, BoolArray],
 ) -> Batch:  # fmt: skip
     """Widen each per-class average by the classes within the noise (a bound, not a guess).
 
@@ -258,7 +317,7 @@ def _bound_unclear(
     low, high, est = dict(batch.low), dict(batch.high), dict(batch.estimate)
     code, bounded = dict(batch.code), dict(batch.bounded)
     for key, fam in FAMILY.items():
-        inc = include[fam]
+        inc = include[key][fam]
         u = c - inc.sum(axis=-1)
         ok = batch.code[key] == 0
         if key.endswith("_weighted"):
@@ -276,10 +335,12 @@ def _bound_unclear(
             low[key] = np.where(ok, batch.low[key] * k_in / c, batch.low[key])
             high[key] = np.where(ok, (batch.high[key] * k_in + u) / c, batch.high[key])
         few = 2 * u > c
-        if not key.endswith("_weighted"):  # see FEW_MEASURED
+        if key.endswith("_weighted") or c == 2:
+            pass  # 2 classes: a class not measured is bounded (_two_class_measured)
+        elif c == 1:  # its class must be clear of SECURE × its threshold
+            few = few | (u > 0) | (secure[fam].sum(axis=-1) < c)
+        else:  # see FEW_MEASURED
             few = few | ((u > 0) & (c - u <= FEW_MEASURED))
-            if c <= FEW_MEASURED:  # 2 classes: each must be clear of SECURE × threshold
-                few = few | (secure[fam].sum(axis=-1) < c)
         code[key] = np.where((batch.code[key] <= 0) & few, FEW_CLASSES, batch.code[key])
         low[key], high[key] = np.clip(low[key], 0.0, 1.0), np.clip(high[key], 0.0, 1.0)
         usable = code[key] == 0
@@ -290,6 +351,51 @@ def _bound_unclear(
     classes = {**batch.classes, **dict.fromkeys(FAMILY, int(c))}
     return replace(batch, low=low, high=high, estimate=est, code=code, bounded=bounded,
                    classes=classes)  # fmt: skip
+
+
+def _mcc_two_classes(batch: Batch, macro: Mapping[str, FloatArray]) -> Batch:
+    """At 2 classes, MCC from balanced accuracy and precision_macro where a class is bounded.
+
+    For a 2×2 matrix MCC = sign·√(J·Mk), with informedness J = 2·BA − 1 and markedness
+    Mk = 2·PM − 1 of the same sign (both det/(product of two margins)). MCC is increasing
+    in each on the quadrants J·Mk ≥ 0 the truth lies in, so the hull of sign·√(J·Mk) over
+    the box of their intervals misses only if one of them misses on the same side.
+    Where a true or predicted class is bounded (:func:`_two_class_measured`), its
+    average's interval carries that bound and MCC's delta interval cannot: MCC's spread
+    guard selects the same minority count (at 2 classes N² − Σp² = 2·p₀·p₁), and among
+    published releases it covered 0.54–0.93 (cls2). There MCC's interval is that hull,
+    usable wherever both averages are (its spread guards no longer flag: the classes'
+    rule decides instead). Elsewhere (every class measured) it is the delta interval.
+    """
+    rows = (macro["true"].sum(axis=-1) < 2) | (macro["predicted"].sum(axis=-1) < 2)
+    ok = (batch.code["balanced_accuracy"] == 0) & (batch.code["precision_macro"] == 0)
+    j_lo, j_hi = (
+        2.0 * batch.low["balanced_accuracy"] - 1.0,
+        2.0 * batch.high["balanced_accuracy"] - 1.0,
+    )
+    m_lo, m_hi = 2.0 * batch.low["precision_macro"] - 1.0, 2.0 * batch.high["precision_macro"] - 1.0
+    pos = np.sqrt(np.maximum(j_lo, 0.0) * np.maximum(m_lo, 0.0))
+    lo = np.where((j_lo < 0) & (m_lo < 0), -np.sqrt(np.abs(j_lo * m_lo)), pos)
+    neg = -np.sqrt(np.maximum(-j_hi, 0.0) * np.maximum(-m_hi, 0.0))
+    hi = np.where((j_hi > 0) & (m_hi > 0), np.sqrt(np.abs(j_hi * m_hi)), neg)
+    key = "mcc"
+    first = batch.code[key] == 1  # the total's guard: nothing is measured
+    code = np.where(rows & ~first, np.where(ok, 0, FEW_CLASSES), batch.code[key])
+    usable = code == 0
+    low = np.where(rows, np.where(usable, lo, -1.0), batch.low[key])
+    high = np.where(rows, np.where(usable, hi, 1.0), batch.high[key])
+    est = np.clip(np.nan_to_num(batch.estimate[key]), low, high)
+    # classes bounded in the more bounded of J and Mk (for the method and the reason)
+    n_bounded = 2 - np.minimum(macro["true"].sum(axis=-1), macro["predicted"].sum(axis=-1))
+    return replace(
+        batch,
+        low={**batch.low, key: low}, high={**batch.high, key: high},
+        estimate={**batch.estimate, key: est}, code={**batch.code, key: code},
+        bounded={**batch.bounded, key: np.where(rows, n_bounded, 0).astype(np.int64)},
+        classes={**batch.classes, key: 2},
+        adjusted={**batch.adjusted, key: batch.adjusted[key] & ~rows},
+        edge={**batch.edge, key: batch.edge[key] & ~rows},
+    )  # fmt: skip
 
 
 def classification_batch(
@@ -322,8 +428,23 @@ def classification_batch(
         f: np.stack([clear(dens[g.key], g) for g in select[key]], axis=1).astype(np.float64)
         for key, f in FAMILY.items()
     }
+    secure = {  # classes clear of twice their threshold (a 1-class matrix needs it)
+        f: np.stack([clear(dens[g.key], replace(g, factor=SECURE * g.factor))
+                     for g in select[key]], axis=1)
+        for key, f in FAMILY.items()
+    }  # fmt: skip
+    macro = dict(include)  # the classes the macro averages measure
+    if c == 2:  # a class whose count's interval reaches its threshold is bounded
+        macro = {f: v.astype(np.float64) for f, v in _two_class_measured(dens, select).items()}
+    if c == 2:  # a class a macro average measures was selected by the higher cut
+        select = {k: tuple(replace(g, factor=TWO_CLASS_FACTOR) for g in gs)
+                  if k in _MACRO else gs for k, gs in select.items()}  # fmt: skip
     both = {k: flag[k] + select.get(k, ()) for k in CLASSIFICATION_KEYS}
     lin, cov = _classification_moments(m, std, labels, level, distribution, both, include)
+    if c == 2:
+        lin_m, cov_m = _classification_moments(m, std, labels, level, distribution, both, macro)
+        for key in _MACRO:
+            lin[key], cov[key] = lin_m[key], cov_m[key]
     methods = dict.fromkeys(CLASSIFICATION_KEYS, method_name("delta", distribution))
     base: dict[str, Base] = {}
     adjusted: dict[str, BoolArray] = {}
@@ -331,7 +452,7 @@ def classification_batch(
     if method == "monte_carlo":
         base = classification_monte_carlo(
             m, std, labels=labels, include=include, level=level, distribution=distribution,
-            draws=draws, seed=seed,
+            draws=draws, seed=seed, macro_include=macro if c == 2 else None,
         )  # fmt: skip
         methods = dict.fromkeys(CLASSIFICATION_KEYS, MONTE_CARLO)
     if labels == "all":  # trace / total: Fieller's interval, under monte_carlo too (see there)
@@ -351,9 +472,6 @@ def classification_batch(
     batch = assemble(lin, dens, cov, level=level, ranges=CLASSIFICATION_RANGES, guards=flag,
                      select=select, methods=methods, base=base, adjusted=adjusted,
                      conditional=conditional)  # fmt: skip
-    secure = {  # classes clear of twice their threshold: measured, not just selected
-        f: np.stack([clear(dens[g.key], replace(g, factor=SECURE * g.factor))
-                     for g in select[key]], axis=1)
-        for key, f in FAMILY.items()
-    }  # fmt: skip
-    return _bound_unclear(batch, m, include, dens, labels, secure)
+    classes = {k: include if k.endswith("_weighted") else macro for k in FAMILY}
+    batch = _bound_unclear(batch, m, classes, dens, labels, secure)
+    return _mcc_two_classes(batch, macro) if c == 2 else batch

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from dpledger.metrics._assemble import Base, draw_interval, redraws
-from dpledger.metrics._confusion_linear import classification_gradients
+from dpledger.metrics._confusion_linear import FAMILY, classification_gradients
 from dpledger.metrics._segments import FloatArray
 from dpledger.types import Labels, MechanismKind
 
@@ -52,23 +52,41 @@ def classification_monte_carlo(
     distribution: MechanismKind,
     draws: int,
     seed: int,
+    macro_include: Mapping[str, FloatArray] | None = None,
 ) -> dict[str, Base]:
     """Bias-corrected percentile intervals of every classification metric of R releases m (R, C, C).
 
     ``std`` (C, C) is the public noise s.d. per cell; ``include[family]`` (R, C) the
     classes each release measures (see :data:`~._confusion_linear.FAMILY`), held fixed
-    across the redraws of that release.
+    across the redraws of that release; ``macro_include``, when given, replaces it for
+    the macro averages and balanced accuracy (at 2 classes a class whose count's interval
+    reaches its threshold is bounded there, not in the weighted averages: see
+    :func:`~._flam_intervals.classification_batch`).
     """
     r, c = m.shape[0], m.shape[-1]
-    theta = {k: v for k, (v, _) in classification_gradients(m, labels, include).items()}
+    macro = dict(macro_include) if macro_include is not None else None
+
+    def values(stack: FloatArray, inc: Mapping[str, FloatArray],
+               inc_m: Mapping[str, FloatArray] | None) -> dict[str, FloatArray]:  # fmt: skip
+        out = {k: v for k, (v, _) in classification_gradients(stack, labels, inc).items()}
+        if inc_m is not None:
+            for k, (v, _) in classification_gradients(stack, labels, inc_m).items():
+                if k in FAMILY and not k.endswith("_weighted"):
+                    out[k] = v
+        return out
+
+    theta = values(m, include, macro)
     low = {k: np.empty(r) for k in theta}
     high = {k: np.empty(r) for k in theta}
     x = m.reshape(r, c * c)
     for rows, stack in redraws(x, std.reshape(-1), distribution=distribution, draws=draws,
                                seed=seed):  # fmt: skip
         inc = {f: np.repeat(v[rows], draws, axis=0) for f, v in include.items()}
-        sims = classification_gradients(stack.reshape(-1, c, c), labels, inc)
-        for key, (v, _) in sims.items():
+        inc_m = None if macro is None else {
+            f: np.repeat(v[rows], draws, axis=0) for f, v in macro.items()
+        }  # fmt: skip
+        sims = values(stack.reshape(-1, c, c), inc, inc_m)
+        for key, v in sims.items():
             low[key][rows], high[key][rows] = draw_interval(
                 v.reshape(-1, draws), level, theta[key][rows]
             )
