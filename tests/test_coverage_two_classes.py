@@ -65,3 +65,27 @@ def test_two_class_averages_cover_among_published_near_the_cut(
         if key in MAX_WIDTH:
             width = float((batch.high[key] - batch.low[key])[usable].mean())
             assert width <= MAX_WIDTH[key], (key, "mean width", width)
+
+
+STRESS = (2, "balanced", 0.8, 0.3)
+"""Known gap (cls3's leftover): accuracy 0.8, Laplace noise 0.3 × the mean cell. Both true
+counts sit near the measured threshold, so a macro average is flagged (both classes
+bounded) in ~98% of releases — and the ~2% published are those where noise carried ONE
+class's count over it, which deflates that class's ratio: with these seeds (10,000
+releases, 20,000 in the measurement) balanced accuracy and recall_macro cover 0.82–0.85,
+precision_macro 0.84–0.85 and MCC 0.66–0.71 among published. At noise 0.25 they cover
+0.92–0.96 (MCC 0.87). These cells were all flagged before cls3. A fix needs an interval
+for the measured class conditional on the other being bounded under the Laplace law."""
+
+
+@pytest.mark.xfail(strict=True, reason="cls3 leftover: both-bounded flag selects at noise 0.3")
+def test_two_class_stress_cell_covers_among_published() -> None:
+    """Strict xfail: it fails today, and a fix makes it XPASS, which fails the suite until the
+    marker goes. Same floor as above (false failure < 0.1% over its 7 checks at a true 0.95)."""
+    truth, batch = hard_classification_case(STRESS, "laplace", RELEASES, 7300)
+    for key in KEYS:
+        hit = (batch.low[key] <= truth[key]) & (truth[key] <= batch.high[key])
+        usable = batch.usable(key)
+        k = int(usable.sum())
+        if k >= 50:
+            assert hit[usable].mean() >= _floor(k), (key, "among usable", hit[usable].mean(), k)
