@@ -308,3 +308,46 @@ def test_node_statuses_read_like_a_tuple_of_node_status() -> None:
     assert list(nodes.health()) == ["south", "north"]
     with pytest.raises(ValueError, match="status code"):
         NodeStatuses(ids, ("south",), where * 0, bytes([4] * 5), {})
+
+
+FAULTS = [None, np.nan, np.inf, -np.inf, "over", "under", "negative"]
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_the_one_pass_bounds_check_agrees_with_the_full_check(
+    fault: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``PlainSum.check`` answers "all within" in one pass; it must never say so when the
+    row-by-row check would give a reason (a NaN or inf, a bound, a sign)."""
+    from test_flower import _plan
+
+    from dpledger.flower import aggregation
+
+    plan = _plan()
+    rng = np.random.default_rng(7)
+    for name, m in plan.metrics.items():
+        b = m.bounds
+        if m.scalar:
+            x = rng.uniform(float(b.low), float(b.high), (50, 1))
+        else:
+            x = rng.uniform(0.0 if m.nonnegative else -1.0, 1.0, (50, m.size))
+            x *= float(b.cap) / np.abs(x).sum(axis=1, keepdims=True)  # on the cap itself
+        if fault == "over":
+            x[17, 0] = float(b.high) * 1.01 if m.scalar else x[17, 0] + np.sign(x[17, 0]) * 0.1
+        elif fault == "under":
+            x[17, 0] = float(b.low) - 0.1 if m.scalar else x[17, 0]  # no lower bound
+        elif fault == "negative":
+            x[17, 0] = -1e-9
+        elif fault is not None:
+            x[17, -1] = fault
+        fast = PlainSum().check(m, x)
+        monkeypatch.setattr(aggregation, "_all_within", lambda *a: False)
+        full = PlainSum().check(m, x)
+        monkeypatch.undo()
+        assert fast == full, (name, fault)
+        harmless = (
+            fault is None
+            or (fault == "under" and not m.scalar)  # a vector has no lower bound to break
+            or (fault == "negative" and not m.scalar and not m.nonnegative)
+        )
+        assert (full[17] is None) == harmless, (name, fault, full[17])  # a real fault
