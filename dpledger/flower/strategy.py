@@ -9,7 +9,8 @@ untouched and owns evaluation:
   bounds, edges) into every instruction;
 - ``aggregate_evaluate`` sorts replies into reported, failed (error replies), dropped
   (selected, no reply) and rejected (wrong schema, out of bounds, wrong edges version) per
-  region — a bad reply is counted, never ends the run — sums each region's contributions
+  region (:func:`~dpledger.flower.intake.sort_replies`) — a bad reply is counted, never
+  ends the run — sums each region's contributions
   with the aggregator hook (:mod:`dpledger.flower.aggregation`), releases every (region,
   metric) of the round through :meth:`Ledger.release_round` (one transaction), derives the
   FLAM metrics of confusion matrices and regression measures, and returns the public
