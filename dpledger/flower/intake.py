@@ -132,7 +132,7 @@ def sort_replies(
     answered = np.asarray(sound, dtype=np.intp)
     keep = status[answered] != REJECTED
     status[answered[keep]] = REPORTED
-    kept = answered[keep]  # the accepted rows by region, in arrival order within each
+    kept = answered[keep]  # the accepted rows by region, in reading order within each
     order = np.flatnonzero(keep)[np.argsort(where[kept], kind="stable")]
     cut = np.searchsorted(where[answered[order]], np.arange(len(regions) + 1)).tolist()
     grouped = {name: r[order] for name, r in rows.items()}
