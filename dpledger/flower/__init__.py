@@ -20,9 +20,11 @@ Client: :func:`contribution_reply` in the evaluate handler, and
 :func:`answer_region_queries` so the server can ask each node its region once.
 
 Modules: ``strategy`` (the wrapper), ``client`` (the client helper), ``wire`` (the plan and
-reply records), ``registry`` (node → region), ``aggregation`` (the sum hook), ``report``
-(round reports and the public record), ``means`` (a scalar's mean over the reporters
-under ``add_remove``), ``testing`` (``LocalGrid``, a Grid without Ray).
+reply records), ``npy`` (an Array's ``.npy`` bytes against its declared dtype and shape),
+``intake`` (a round's replies sorted into node statuses and each region's rows),
+``registry`` (node → region), ``aggregation`` (the sum hook), ``report`` (round reports and
+the public record), ``means`` (a scalar's mean over the reporters under ``add_remove``),
+``testing`` (``LocalGrid``, a Grid without Ray).
 This package is the only part of dpledger that imports ``flwr``. Set
 ``FLWR_TELEMETRY_ENABLED=0`` before importing flwr to keep Flower's telemetry off.
 """

@@ -22,6 +22,7 @@ passed as ``LedgerEvaluation(..., aggregator=...)``; the wrapper is unchanged.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Protocol
 
 import numpy as np
@@ -77,9 +78,13 @@ class PlainSum:
         """Per row, why a clear contribution breaks its policy bounds (clip, L1 cap, sign).
 
         Float rounding on the client is allowed :data:`ROUNDING_SLACK` (relative), the
-        slack the ledger's sensitivities are widened by. Vectorised over the rows.
+        slack the ledger's sensitivities are widened by. Vectorised over the rows; a round
+        where every row is within its bounds (the usual case) is one pass
+        (:func:`_all_within`), the reasons are only worked out when one is not.
         """
         x = np.asarray(rows, dtype=np.float64).reshape(len(rows), metric.size)
+        if _all_within(metric, x):
+            return [None] * len(x)
         b = metric.bounds
         name = metric.metric
         finite = np.asarray(np.isfinite(x).all(axis=1), dtype=bool)
@@ -109,3 +114,24 @@ class PlainSum:
         x = np.asarray(rows, dtype=np.float64).reshape(-1, metric.size)
         out: npt.NDArray[np.float64] = exact_sum(x, self.grid(metric)).reshape(metric.size)
         return out
+
+
+def _all_within(metric: MetricPlan, x: npt.NDArray[np.float64]) -> bool:
+    """Whether every row of ``x`` is finite and within ``metric``'s bounds, with the fewest
+    numpy passes: a comparison with NaN is False and finite bounds exclude ±inf, so no
+    separate finiteness pass is needed (non-finite bounds: False, the full check decides)."""
+    b = metric.bounds
+    if metric.scalar:
+        low, high = float(b.low or 0.0), float(b.high or 0.0)
+        slack = ROUNDING_SLACK * max(abs(low), abs(high))
+        lo, hi = low - slack, high + slack
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            return False
+        column = x[:, 0]
+        return bool(((column >= lo) & (column <= hi)).all())
+    cap = float(b.cap or 0.0) * (1 + ROUNDING_SLACK)
+    if not math.isfinite(cap):
+        return False
+    if metric.nonnegative and not bool((x >= 0).all()):
+        return False
+    return bool((np.abs(x).sum(axis=1) <= cap).all())

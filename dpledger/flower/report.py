@@ -52,9 +52,12 @@ Keys of the published record (Flower's ``Result.evaluate_metrics_clientapp[round
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, overload
+
+import numpy as np
+import numpy.typing as npt
 
 from dpledger.approval import Verdict
 from dpledger.flower.means import ReporterMean
@@ -64,8 +67,10 @@ from dpledger.mechanisms import bar_factor
 
 __all__ = [
     "HEALTH_FIELDS",
+    "STATUSES",
     "Health",
     "NodeStatus",
+    "NodeStatuses",
     "NotReleased",
     "RoundReport",
     "published",
@@ -74,6 +79,9 @@ __all__ = [
 ]
 
 Status = Literal["reported", "failed", "dropped", "rejected"]
+STATUSES: tuple[Status, ...] = ("reported", "failed", "dropped", "rejected")
+"""A node's possible statuses; :class:`NodeStatuses` keeps each as its index here."""
+DROPPED_REASON = "no reply before the timeout"
 HEALTH_FIELDS = ("reported", "failed", "rejected")
 """The coordinates of a health release: one-hot per client that answered (dropped = the
 planned cohort minus their total, post-processing)."""
@@ -101,6 +109,86 @@ class NodeStatus:
     reason: str = ""
 
 
+class NodeStatuses(Sequence[NodeStatus]):
+    """Every selected node's :class:`NodeStatus` in one round, in selection order.
+
+    Kept as columns — node ids, each node's region (an index into ``regions``), its
+    status (an index into :data:`STATUSES`, one byte per node) and the reasons of the
+    nodes that failed or were rejected — and made into :class:`NodeStatus` objects only
+    when read: a round of thousands of nodes builds none, and :meth:`health` counts them
+    in one numpy call. A dropped node's reason is :data:`DROPPED_REASON`.
+    """
+
+    __slots__ = ("_codes", "_ids", "_reasons", "_regions", "_where")
+
+    def __init__(
+        self,
+        node_ids: Sequence[int],
+        regions: Sequence[str],
+        where: npt.NDArray[np.intp],
+        codes: bytes,
+        reasons: Mapping[int, str],
+    ) -> None:
+        if not len(node_ids) == len(where) == len(codes):
+            raise ValueError("NodeStatuses: node ids, regions and statuses differ in length")
+        if len(codes) and max(codes) >= len(STATUSES):
+            raise ValueError("NodeStatuses: a status code outside STATUSES")
+        self._ids = tuple(node_ids)
+        self._regions = tuple(regions)
+        self._where = np.array(where, dtype=np.intp)  # a copy: the report is immutable
+        self._codes = bytes(codes)
+        self._reasons = dict(reasons)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    @overload
+    def __getitem__(self, i: int) -> NodeStatus: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> tuple[NodeStatus, ...]: ...
+
+    def __getitem__(self, i: int | slice) -> NodeStatus | tuple[NodeStatus, ...]:
+        if isinstance(i, slice):
+            return tuple(self._at(k) for k in range(*i.indices(len(self))))
+        k = range(len(self))[i]  # negative indices, and IndexError out of range
+        return self._at(k)
+
+    def __iter__(self) -> Iterator[NodeStatus]:
+        return (self._at(k) for k in range(len(self)))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        counts = {s: self._codes.count(k) for k, s in enumerate(STATUSES)}
+        shown = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+        return f"NodeStatuses({len(self)} nodes: {shown or 'none'})"
+
+    def _at(self, k: int) -> NodeStatus:
+        status = STATUSES[self._codes[k]]
+        reason = self._reasons.get(k, DROPPED_REASON if status == "dropped" else "")
+        return NodeStatus(self._ids[k], self._regions[int(self._where[k])], status, reason)
+
+    def health(self) -> dict[str, Health]:
+        """Each region's :class:`Health` (regions in the order given)."""
+        n = len(STATUSES)
+        codes = np.frombuffer(self._codes, dtype=np.uint8).astype(np.intp)
+        counts: list[list[int]] = (
+            np.bincount(self._where * n + codes, minlength=n * len(self._regions))
+            .reshape(len(self._regions), n)
+            .tolist()
+        )
+        return {
+            region: Health(sum(c), **dict(zip(STATUSES, c, strict=True)))
+            for region, c in zip(self._regions, counts, strict=True)
+        }
+
+
 @dataclass(frozen=True)
 class NotReleased:
     """A (region, metric) the round did not send to the ledger, and why."""
@@ -121,7 +209,8 @@ class RoundReport:
     epoch: int
     neighbouring: str
     health: Mapping[str, Health]
-    nodes: tuple[NodeStatus, ...]
+    nodes: Sequence[NodeStatus]
+    """Every selected node's status (a :class:`NodeStatuses` from the wrapper)."""
     outcomes: Mapping[tuple[str, str], Outcome]
     derived: Mapping[tuple[str, str], DerivedRelease] = field(default_factory=dict)
     derive_errors: Mapping[tuple[str, str], str] = field(default_factory=dict)

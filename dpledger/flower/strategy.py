@@ -9,7 +9,8 @@ untouched and owns evaluation:
   bounds, edges) into every instruction;
 - ``aggregate_evaluate`` sorts replies into reported, failed (error replies), dropped
   (selected, no reply) and rejected (wrong schema, out of bounds, wrong edges version) per
-  region — a bad reply is counted, never ends the run — sums each region's contributions
+  region (:func:`~dpledger.flower.intake.sort_replies`) — a bad reply is counted, never
+  ends the run — sums each region's contributions
   with the aggregator hook (:mod:`dpledger.flower.aggregation`), releases every (region,
   metric) of the round through :meth:`Ledger.release_round` (one transaction), derives the
   FLAM metrics of confusion matrices and regression measures, and returns the public
@@ -43,8 +44,9 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Result, Strategy
 
 from dpledger.approval import ReleaseRequest, Verdict
-from dpledger.errors import DpLedgerError, InternalError, InvalidInput, StoreError
+from dpledger.errors import DpLedgerError, InvalidInput, StoreError
 from dpledger.flower.aggregation import Aggregator, PlainSum
+from dpledger.flower.intake import Intake, sort_replies
 from dpledger.flower.means import reporter_means
 from dpledger.flower.plans import (
     DERIVED,
@@ -57,24 +59,12 @@ from dpledger.flower.plans import (
 from dpledger.flower.registry import NodeRegistry, QueryRegistry
 from dpledger.flower.report import (
     HEALTH_FIELDS,
-    Health,
-    NodeStatus,
     NotReleased,
     Outcome,
     RoundReport,
     published,
-    short_reason,
-    tally_health,
 )
-from dpledger.flower.wire import (
-    PACKED_RECORD,
-    PLAN_RECORD,
-    MetricPlan,
-    RoundPlan,
-    packed_blob,
-    read_packed,
-    read_reply,
-)
+from dpledger.flower.wire import PLAN_RECORD, MetricPlan, RoundPlan
 from dpledger.ledger import Ledger, Release
 from dpledger.ledger.derived import DerivedRelease, release_confusion, release_regression
 from dpledger.policy import ALL
@@ -262,9 +252,8 @@ class LedgerEvaluation(Strategy):
         planned = self._pending.pop(server_round, None)
         if planned is None:
             return None
-        nodes, payloads, unexpected = self._sort(planned, replies)
-        health = tally_health(planned.selected, nodes)
-        report = self._release(planned, health, nodes, payloads, unexpected)
+        got = sort_replies(planned.plan, planned.selected, replies, self.aggregator)
+        report = self._release(planned, got)
         self.rounds[server_round] = report
         if self._on_round is not None:
             self._on_round(report)
@@ -276,110 +265,6 @@ class LedgerEvaluation(Strategy):
         return MetricRecord(published(report, health_public=public))  # type: ignore[arg-type]
 
     # -- the round ------------------------------------------------------------------------
-
-    def _sort(
-        self, planned: _Planned, replies: list[Message]
-    ) -> tuple[list[NodeStatus], dict[str, dict[str, npt.NDArray[Any]]], int]:
-        """Each selected node's status, and each region's accepted rows per metric.
-
-        Structure first (one reply at a time), then, for all structurally sound replies at
-        once, a packed reply's header (:func:`~dpledger.flower.wire.read_packed`) and
-        every payload's finiteness and bounds (the aggregator's check, one array per
-        metric): a node rejected for any metric contributes to none.
-        """
-        plan, selected = planned.plan, planned.selected
-        width = plan.packed.width
-        unexpected = 0
-        status: dict[int, NodeStatus] = {}
-        records: list[tuple[int, dict[str, Any]]] = []  # the three-record format
-        packed: list[int] = []
-        blobs: list[bytes | memoryview] = []
-        seen: set[int] = set()
-        for reply in replies:  # one pass: the first reply of each selected node counts
-            node = reply.metadata.src_node_id
-            region = selected.get(node)
-            if region is None or node in seen:
-                unexpected += 1
-                continue
-            seen.add(node)
-            if reply.has_error():
-                e = reply.error
-                status[node] = NodeStatus(
-                    node, region, "failed", short_reason(f"error {e.code}: {e.reason}")
-                )
-                continue
-            got, problem = self._read(plan, reply, width)
-            if problem is not None:
-                status[node] = NodeStatus(node, region, "rejected", short_reason(problem))
-            elif isinstance(got, dict):
-                records.append((node, got))
-            else:
-                packed.append(node)
-                blobs.append(got)
-        for node, region in selected.items():
-            if node not in seen:
-                status[node] = NodeStatus(node, region, "dropped", "no reply before the timeout")
-        matrix, heads = read_packed(plan, blobs)
-        bad: dict[int, str] = {n: why for n, why in zip(packed, heads, strict=True) if why}
-        sound = [node for node, _ in records] + packed
-        rows = {
-            name: self._rows(m, [got[name] for _, got in records], matrix[:, a:b])
-            for name, m in plan.metrics.items()
-            for a, b in [plan.packed.spans[name]]
-        }
-        for name, m in plan.metrics.items():
-            checked = self.aggregator.check(m, rows[name])
-            if len(checked) != len(sound):
-                raise InternalError(
-                    f"the aggregator's check gave {len(checked)} verdicts for {len(sound)} rows"
-                )
-            if checked.count(None) == len(checked):
-                continue  # the usual case: every row within its bounds
-            for node, reason in zip(sound, checked, strict=True):
-                if reason is not None and node not in bad:
-                    bad[node] = reason
-        keep = np.asarray([node not in bad for node in sound], dtype=bool)
-        where = np.asarray([selected[node] for node in sound], dtype=object)
-        for node in sound:
-            region = selected[node]
-            found = bad.get(node)
-            status[node] = (
-                NodeStatus(node, region, "reported")
-                if found is None
-                else NodeStatus(node, region, "rejected", short_reason(found))
-            )
-        accepted: dict[str, dict[str, npt.NDArray[Any]]] = {}
-        for region in set(selected.values()):
-            mask = keep & (where == region) if len(sound) else keep
-            accepted[region] = {name: r[mask] for name, r in rows.items()}
-        ordered = [status[node] for node in selected]
-        return ordered, accepted, unexpected
-
-    @staticmethod
-    def _rows(m: MetricPlan, values: list[Any], packed: npt.NDArray[Any]) -> npt.NDArray[Any]:
-        """One metric's rows: the three-record replies' payloads, then the packed ones."""
-        if not values:
-            return packed
-        stacked = (
-            np.asarray(values, dtype=np.float64).reshape(-1, 1) if m.scalar else np.stack(values)
-        )
-        return np.concatenate([stacked, packed]) if len(packed) else stacked
-
-    def _read(
-        self, plan: RoundPlan, reply: Message, width: int
-    ) -> tuple[dict[str, Any] | bytes | memoryview, str | None]:
-        """A reply's payloads (a packed reply's raw row), or why it is rejected; whatever
-        it holds, never raises."""
-        try:
-            content = reply.content
-            try:
-                record = content[PACKED_RECORD]
-            except KeyError:
-                return read_reply(plan, content)
-            blob = packed_blob(record, width)
-            return (b"", blob) if isinstance(blob, str) else (blob, None)
-        except Exception as e:  # a hostile or broken reply is counted, never ends the run
-            return {}, f"unreadable reply ({type(e).__name__})"
 
     def _request(self, r: int, epoch: int, region: str, metric: str, n: int) -> ReleaseRequest:
         run = f"{self.release_prefix}/{self.run_tag}"
@@ -394,15 +279,8 @@ class LedgerEvaluation(Strategy):
             release_id=rid,
         )  # fmt: skip
 
-    def _release(
-        self,
-        planned: _Planned,
-        health: dict[str, Health],
-        nodes: list[NodeStatus],
-        payloads: dict[str, dict[str, npt.NDArray[Any]]],
-        unexpected: int,
-    ) -> RoundReport:
-        plan = planned.plan
+    def _release(self, planned: _Planned, got: Intake) -> RoundReport:
+        plan, health, payloads = planned.plan, got.health, got.accepted
         r, epoch = plan.server_round, plan.epoch
         replace = self.policy.neighbouring == "replace"
         items: list[tuple[ReleaseRequest, npt.NDArray[np.float64]]] = []
@@ -440,11 +318,11 @@ class LedgerEvaluation(Strategy):
         means = {} if replace else reporter_means(outcomes, health_releases, self.plans, at)
         return RoundReport(
             server_round=r, epoch=epoch, neighbouring=self.policy.neighbouring,
-            health=MappingProxyType(health), nodes=tuple(nodes),
+            health=MappingProxyType(health), nodes=got.nodes,
             outcomes=MappingProxyType(outcomes), derived=MappingProxyType(derived),
             derive_errors=MappingProxyType(errors),
             health_releases=MappingProxyType(health_releases), means=MappingProxyType(means),
-            unregistered=planned.unregistered, unexpected_replies=unexpected,
+            unregistered=planned.unregistered, unexpected_replies=got.unexpected,
         )  # fmt: skip
 
     def _derive(

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import io
 import json
 import math
 from collections.abc import Mapping
@@ -47,6 +46,7 @@ from flwr.app.typing import ConfigRecordValues, MetricRecordValues
 from flwr.common.constant import SType
 
 from dpledger.errors import DpLedgerError, InvalidInput
+from dpledger.flower.npy import npy_disagrees
 from dpledger.metrics.declarations import DECLARATIONS, Bounds
 
 __all__ = [
@@ -66,6 +66,7 @@ __all__ = [
     "pack",
     "pack_packed",
     "packed_blob",
+    "packed_heads",
     "read_packed",
     "read_reply",
 ]
@@ -316,7 +317,7 @@ def packed_blob(record: object, width: int) -> bytes | memoryview | str:
     nbytes = width * 8
     if not isinstance(data, bytes) or len(data) < nbytes:
         return "packed: truncated data"
-    problem = _npy_disagrees(data, _FLOAT64, width)
+    problem = npy_disagrees(data, _FLOAT64, width)
     if problem is not None:
         return f"packed: {problem}"
     return memoryview(data)[len(data) - nbytes :]
@@ -326,20 +327,26 @@ def read_packed(
     plan: RoundPlan, blobs: list[bytes | memoryview]
 ) -> tuple[npt.NDArray[np.float64], list[str | None]]:
     """The round's packed replies as one ``(n, width)`` matrix, and per row why its header
-    is wrong (layout version, round, digest) or None. Finiteness and bounds of the
-    contributions are the aggregator's check."""
+    is wrong (:func:`packed_heads`) or None. Finiteness and bounds of the contributions
+    are the aggregator's check."""
     layout = plan.packed
     if not blobs:
         return np.zeros((0, layout.width), dtype=np.float64), []
     x = np.frombuffer(b"".join(blobs), dtype=_FLOAT64).reshape(len(blobs), layout.width)
+    return x, packed_heads(plan, x)
+
+
+def packed_heads(plan: RoundPlan, x: npt.NDArray[np.float64]) -> list[str | None]:
+    """Per row of a matrix of packed replies, why its header (layout version, round,
+    digest) is not the plan's, or None: one vectorised comparison for the round."""
     head = x[:, :HEADER_SIZE]
     ok = (
         (head[:, 0] == PACKED_LAYOUT)
         & (head[:, 1] == plan.server_round)
-        & (head[:, 2] == float(layout.digest))
+        & (head[:, 2] == float(plan.packed.digest))
     )
     if ok.all():
-        return x, [None] * len(blobs)
+        return [None] * len(x)
     reasons: list[str | None] = []
     for good, (version, r, _) in zip(ok.tolist(), head.tolist(), strict=True):
         if good:
@@ -353,7 +360,7 @@ def read_packed(
                 "packed: layout digest differs from the plan's (policy version, metric "
                 "layout or edges versions differ)"
             )
-    return x, reasons
+    return reasons
 
 
 def _number(value: object) -> float | None:
@@ -374,7 +381,8 @@ def _vector(array: object, size: int) -> npt.NDArray[Any] | str:
     Decoded from the ``.npy`` bytes Flower carries (a 1-D array's data is the last
     ``size × itemsize`` bytes, whatever its memory order), after checking the declared
     dtype and shape, and that the bytes' own header agrees with them
-    (:func:`_npy_disagrees`: a reply whose bytes say otherwise is rejected).
+    (:func:`~dpledger.flower.npy.npy_disagrees`: a reply whose bytes say otherwise is
+    rejected).
     """
     if not isinstance(array, Array) or array.stype != SType.NUMPY:
         return "not a numpy Array"
@@ -391,53 +399,10 @@ def _vector(array: object, size: int) -> npt.NDArray[Any] | str:
     nbytes = size * dtype.itemsize
     if not isinstance(data, bytes) or len(data) < nbytes:
         return "truncated data"
-    problem = _npy_disagrees(data, dtype, size)
+    problem = npy_disagrees(data, dtype, size)
     if problem is not None:
         return problem
     return np.frombuffer(data, dtype=dtype, count=size, offset=len(data) - nbytes)
-
-
-@functools.lru_cache(maxsize=256)
-def _npy_header(dtype: np.dtype[Any], size: int) -> bytes:
-    """The ``.npy`` header ``np.save`` (what Flower's ``Array(ndarray)`` calls) writes for
-    a 1-D array of ``size`` elements of ``dtype``."""
-    out = io.BytesIO()
-    np.save(out, np.zeros(size, dtype=dtype), allow_pickle=False)
-    raw = out.getvalue()
-    return raw[: len(raw) - size * dtype.itemsize]
-
-
-def _npy_disagrees(data: bytes, dtype: np.dtype[Any], size: int) -> str | None:
-    """Why an Array's ``.npy`` bytes disagree with its declared dtype and shape (None if
-    they agree), so that what the ledger sums is what ``Array.numpy()`` would decode.
-
-    Flower's ``Array`` keeps ``dtype``/``shape`` beside the bytes and checks neither
-    against them; only ``numpy()`` parses the header (~50 µs per array here). The header
-    ``np.save`` writes is compared byte for byte first (< 1 µs); a header written
-    otherwise (another numpy) is parsed with numpy's own reader (~35 µs, no pickle).
-    """
-    head = _npy_header(dtype, size)
-    if len(data) == len(head) + size * dtype.itemsize and data.startswith(head):
-        return None
-    f = io.BytesIO(data)
-    try:
-        version = np.lib.format.read_magic(f)
-        if version == (1, 0):
-            shape, _, got = np.lib.format.read_array_header_1_0(f)
-        elif version == (2, 0):
-            shape, _, got = np.lib.format.read_array_header_2_0(f)
-        else:
-            return f"the .npy header's version {version} is not supported"
-    except (ValueError, TypeError, SyntaxError, OverflowError) as e:
-        return f"the data is not a readable .npy array ({type(e).__name__})"
-    if got != dtype or tuple(shape) != (size,):
-        return (
-            f"the .npy header says dtype {got.str} shape {tuple(shape)}, the Array declares "
-            f"{dtype.str} ({size},)"
-        )
-    if len(data) - f.tell() != size * dtype.itemsize:
-        return f"{len(data) - f.tell()} data bytes, the header's array has {size * dtype.itemsize}"
-    return None
 
 
 def read_reply(plan: RoundPlan, content: RecordDict) -> tuple[dict[str, Any], str | None]:
