@@ -599,6 +599,47 @@ def test_a_client_reply_carries_scalars_vectors_and_edges_versions(fleet: Fleet)
     assert meta["round"] == 1
 
 
+class _OwnContents(FedAvg):
+    """FedAvg that gives every instruction its own RecordDict (FedAvg shares one)."""
+
+    def configure_evaluate(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Any
+    ) -> list[Message]:
+        return [
+            Message(content=RecordDict({"config": ConfigRecord({"k": i})}),
+                    message_type=m.metadata.message_type, dst_node_id=m.metadata.dst_node_id)
+            for i, m in enumerate(super().configure_evaluate(server_round, arrays, config, grid))
+        ]  # fmt: skip
+
+
+@pytest.mark.parametrize("inner", [FedAvg, _OwnContents])
+def test_every_instruction_carries_the_plan_whether_contents_are_shared_or_not(
+    inner: type[FedAvg],
+) -> None:
+    """The plan is set once per distinct content: every message sent must still carry it."""
+    from dpledger.flower.wire import PLAN_RECORD
+
+    grid = LocalGrid(lambda m, c: m, 6)
+    grid.activate()
+    try:
+        with Ledger.open(":memory:", exact(), mode="create") as ledger:
+            regions = dict(zip(grid.node_ids, ["north", "south", "*", "north", "south", "south"],
+                               strict=True))  # fmt: skip
+            s = LedgerEvaluation(
+                inner(fraction_train=0.0, min_available_nodes=6, min_evaluate_nodes=6),
+                ledger, metrics=METRICS, params=PARAMS, registry=StaticRegistry(regions),
+            )  # fmt: skip
+            msgs = list(s.configure_evaluate(1, ArrayRecord(), ConfigRecord(), grid))
+    finally:
+        grid.deactivate()
+    assert sorted(m.metadata.dst_node_id for m in msgs) == sorted(
+        n for n, r in regions.items() if r != "*"
+    )
+    plans = {m.content.config_records[PLAN_RECORD]["plan"] for m in msgs}
+    assert len(plans) == 1
+    assert len({id(m.content) for m in msgs}) == (1 if inner is FedAvg else 5)
+
+
 def test_no_module_outside_dpledger_flower_imports_flwr() -> None:
     import ast
 

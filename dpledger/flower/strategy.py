@@ -225,14 +225,18 @@ class LedgerEvaluation(Strategy):
         selected: dict[int, str] = {}
         unregistered: list[int] = []
         out = []
-        for m in messages:
-            node, region = m.metadata.dst_node_id, regions.get(m.metadata.dst_node_id)
+        planned: set[int] = set()  # ids of the contents given the plan (all alive here)
+        for m, node in zip(messages, nodes, strict=True):
+            region = regions.get(node)
             if region is None or region == ALL or not self.policy.regions.admits(region):
                 unregistered.append(node)
                 continue
             if node in selected:
                 continue
-            m.content[PLAN_RECORD] = record
+            content = m.content  # strategies such as FedAvg share one RecordDict: set it once
+            if id(content) not in planned:
+                content[PLAN_RECORD] = record
+                planned.add(id(content))
             selected[node] = region
             out.append(m)
         if unregistered:
