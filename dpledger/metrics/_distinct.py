@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpledger.errors import InvalidInput
+from dpledger.metrics._blockwise import blockwise
 from dpledger.metrics._segments import (
     ClientOffsets,
     FloatArray,
@@ -20,7 +21,6 @@ from dpledger.metrics._segments import (
     Segments,
     segments_for,
 )
-from dpledger.metrics.blocks import blockwise
 
 __all__ = ["distinct_cells"]
 

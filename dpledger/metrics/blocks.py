@@ -11,7 +11,8 @@ bit for bit, as the whole-fleet computation (a client's row depends on its own s
 Two forms:
 
 * per-client rows (:func:`rows_in_blocks`; every batch function of :mod:`dpledger.metrics`
-  runs this way, in the calling thread, when given many samples: :func:`blockwise`), and
+  runs this way, in the calling thread, when given many samples:
+  :func:`~dpledger.metrics._blockwise.blockwise`), and
 * per-group EXACT sums (:func:`group_sums`, :func:`sums_in_blocks`): what an aggregator
   delivers per region, equal bit for bit to
   :func:`~dpledger.metrics.secure_sum.exact_sum` of the group's per-client rows, without ever
@@ -26,11 +27,10 @@ metric of a fleet can share (pass it as ``offsets=``).
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple, ParamSpec, TypeVar
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -47,7 +47,6 @@ __all__ = [
     "BlockJob",
     "Segments",
     "block_ranges",
-    "blockwise",
     "capped_units",
     "client_segments",
     "encode",
@@ -61,8 +60,6 @@ BLOCK_SAMPLES = 1 << 17
 """Samples per block (about 1 MiB per float64 temporary): whole clients, so a client larger
 than this is a block of its own."""
 
-P = ParamSpec("P")
-R = TypeVar("R")
 Arrays = Sequence[npt.NDArray[Any]]
 Compute = Callable[[Arrays, Segments], npt.NDArray[Any]]
 Tally = Callable[[Arrays, Segments], CellCounts]
@@ -161,49 +158,6 @@ def worth_blocking(n_samples: int) -> bool:
     """True when ``n_samples`` is more than two blocks. A block of whole clients may run a
     client past :data:`BLOCK_SAMPLES`, so a metric called on one block is never cut again."""
     return n_samples > 2 * BLOCK_SAMPLES
-
-
-def _is_blockable(arrays: Sequence[object]) -> int | None:
-    """The common sample count if every array is 1-D, equally long and worth blocking."""
-    lengths = {a.shape[0] if isinstance(a, np.ndarray) and a.ndim == 1 else -1 for a in arrays}
-    if len(lengths) != 1:
-        return None
-    n = int(lengths.pop())
-    return n if worth_blocking(n) else None
-
-
-def blockwise(fn: Callable[P, R]) -> Callable[P, R]:
-    """Run a batch function (per-sample arrays positional, ``offsets=`` keyword) in blocks.
-
-    Inputs that are not plain equal-length 1-D arrays larger than one block, or whose
-    ``offsets`` do not validate, go to ``fn`` unchanged, so every error is the one ``fn``
-    raises; so do single-client calls (``offsets=None``). The blocks run in the calling
-    thread (the batch functions take no ``workers=``; the threaded entry point is
-    :meth:`~dpledger.metrics.declarations.MetricDeclaration.contribute`).
-    """
-
-    @functools.wraps(fn)
-    def run(*args: P.args, **kwargs: P.kwargs) -> R:
-        offsets = kwargs.get("offsets")
-        n = None if offsets is None else _is_blockable(args)
-        if n is None:
-            return fn(*args, **kwargs)
-        try:
-            seg = segments_for(offsets, n)  # type: ignore[arg-type]
-        except InvalidInput:
-            return fn(*args, **kwargs)
-        settings = {k: v for k, v in kwargs.items() if k != "offsets"}
-        call: Callable[..., R] = fn
-
-        def compute(views: Arrays, part: Segments) -> npt.NDArray[Any]:
-            return np.asarray(call(*views, offsets=part, **settings))
-
-        def whole() -> R:
-            return call(*args, offsets=seg, **settings)
-
-        return rows_in_blocks(compute, args, seg, whole, workers=1)  # type: ignore[arg-type,return-value]
-
-    return run
 
 
 def encode(grid: FixedPoint, rows: FloatArray) -> IntArray:

@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpledger.errors import InvalidInput
+from dpledger.metrics._blockwise import blockwise
 from dpledger.metrics._segments import (
     CellCounts,
     ClientOffsets,
@@ -35,7 +36,6 @@ from dpledger.metrics._segments import (
     check_same_length,
     segments_for,
 )
-from dpledger.metrics.blocks import blockwise
 from dpledger.metrics.flam_regression import regression_measures, regression_metrics_rows
 from dpledger.types import Labels
 

@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpledger.errors import InvalidInput
+from dpledger.metrics._blockwise import blockwise
 from dpledger.metrics._segments import (
     ClientOffsets,
     FloatArray,
@@ -22,7 +23,6 @@ from dpledger.metrics._segments import (
     check_same_length,
     segments_for,
 )
-from dpledger.metrics.blocks import blockwise
 from dpledger.metrics.codec import VectorSumCodec
 
 __all__ = [

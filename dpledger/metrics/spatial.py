@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpledger.errors import InvalidInput
+from dpledger.metrics._blockwise import blockwise
 from dpledger.metrics._distinct import distinct_cells
 from dpledger.metrics._magnitude import error_magnitude, magnitude_buckets
 from dpledger.metrics._scratch import empty
@@ -43,7 +44,6 @@ from dpledger.metrics._segments import (
     edges_array,
     segments_for,
 )
-from dpledger.metrics.blocks import blockwise
 from dpledger.metrics.codec import VectorSumCodec
 
 __all__ = [
