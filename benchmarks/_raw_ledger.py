@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from dpledger.ledger import Ledger
-from dpledger.ledger.schema import COLUMNS, SCHEMA
+from dpledger.ledger.schema import COLUMNS
 from dpledger.ledger.sqlite import _INSERT_ENTRY, _UPSERT_SPEND, SQL
 from dpledger.policy import Policy
 
@@ -48,12 +48,11 @@ def captured_rows(policy: Policy, release: Callable[[Ledger], object]) -> tuple[
 class RawLedgerTxn:
     """One raw durable write transaction per call: the ledger's statements and rows."""
 
-    def __init__(self, path: Path, entries: Rows, spend: Rows) -> None:
+    def __init__(self, path: Path, policy: Policy, entries: Rows, spend: Rows) -> None:
+        with Ledger.open(path, policy, mode="create") as ledger:  # the SQLite store's own
+            ledger.init()  # schema (seq is the rowid: no extra index) and WAL journal
         self._conn = sqlite3.connect(path, isolation_level=None)
-        self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=FULL")
-        for ddl in SCHEMA:
-            self._conn.execute(ddl)
         self._entries = entries
         self._spend = spend
         self._seq = 0

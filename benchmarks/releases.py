@@ -135,8 +135,8 @@ def _interleaved(tmp: Path, policy: Policy, n: int) -> dict[str, float]:
     agg = np.asarray(AGGREGATE)
     facts = _facts(policy)
     entries, spend = captured_rows(policy, lambda ledger: ledger.release(request(0), agg))
-    raw = RawLedgerTxn(tmp / "raw.db", entries, spend)
-    raw_noised = RawLedgerTxn(tmp / "raw-noised.db", entries, spend)
+    raw = RawLedgerTxn(tmp / "raw.db", policy, entries, spend)
+    raw_noised = RawLedgerTxn(tmp / "raw-noised.db", policy, entries, spend)
     disk = FsyncLoop(tmp / "fsync.bin")
     write = _store_writer(policy, tmp / "store.db", facts)
     ops: dict[str, Callable[[int], object]] = {

@@ -119,7 +119,7 @@ def _interleaved(tmp: Path, policy: Policy, n: int) -> dict[str, float]:
     entries, spend = captured_rows(
         policy, lambda ledger: ledger.release_round(round_items(policy, 0))
     )
-    raw = RawLedgerTxn(tmp / "raw.db", entries, spend)
+    raw = RawLedgerTxn(tmp / "raw.db", policy, entries, spend)
     disk = FsyncLoop(tmp / "fsync.bin")
     totals = dict.fromkeys([_ROUND, _SINGLE, _NOISE, _RAW, _FSYNC], 0.0)
     try:

@@ -82,19 +82,33 @@ def test_the_sqlite_floor_replays_the_ledgers_own_rows(tmp_path: Path) -> None:
 
     from benchmarks._raw_ledger import RawLedgerTxn, captured_rows
     from benchmarks.rounds import round_items, round_policy
+    from dpledger.ledger import Ledger
 
     policy = round_policy()
     entries, spend = captured_rows(policy, lambda led: led.release_round(round_items(policy, 0)))
     assert len(entries) == len(round_items(policy, 0))
     assert len(spend) == len(entries)
-    raw = RawLedgerTxn(tmp_path / "raw.db", entries, spend)
+    raw = RawLedgerTxn(tmp_path / "raw.db", policy, entries, spend)
     raw(1)
     raw(2)
     raw.close()
     conn = sqlite3.connect(tmp_path / "raw.db")
     written = conn.execute("SELECT * FROM dpl_entries ORDER BY seq").fetchall()
-    head = dict(conn.execute("SELECT key, value FROM dpl_meta").fetchall())
+    head = dict(conn.execute("SELECT key, value FROM dpl_meta WHERE key LIKE 'head_%'"))
+    floor_schema = conn.execute(
+        "SELECT type, name, sql FROM sqlite_master ORDER BY name"
+    ).fetchall()
+    (journal,) = conn.execute("PRAGMA journal_mode").fetchone()
     conn.close()
+    with Ledger.open(tmp_path / "ledger.db", policy, mode="create") as ledger:
+        ledger.release_round(round_items(policy, 0))
+    conn = sqlite3.connect(tmp_path / "ledger.db")
+    ledger_schema = conn.execute(
+        "SELECT type, name, sql FROM sqlite_master ORDER BY name"
+    ).fetchall()
+    conn.close()
+    assert floor_schema == ledger_schema  # the same tables, indexes and triggers
+    assert journal == "wal"
     assert [w[0] for w in written] == list(range(1, 2 * len(entries) + 1))
     assert [w[1:] for w in written[: len(entries)]] == [e[1:] for e in entries]
     assert head == {"head_seq": str(2 * len(entries)), "head_hash": entries[-1][-1]}
