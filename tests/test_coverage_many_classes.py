@@ -22,6 +22,8 @@ import numpy as np
 import pytest
 from coverage_cases import FEW_MEASURED_CLASSIFICATION, MANY_CLASSES, hard_classification_case
 
+from dpledger.metrics._assemble import FEW_CLASSES, _reason
+
 RELEASES = 1000
 PER_CLASS = ("balanced_accuracy", "precision_macro", "recall_macro", "f1_macro",
              "precision_weighted", "f1_weighted")  # fmt: skip
@@ -103,3 +105,8 @@ def test_macro_averages_with_few_measured_classes_cover_among_published(
             bounded = batch.bounded[key]
             assert not (usable & (bounded > 0) & (classes - bounded <= 2)).any(), key
             assert (batch.code[key][(bounded > 0) & (classes - bounded <= 2)] != 0).all()
+            few = np.flatnonzero(batch.code[key] == FEW_CLASSES)
+            for row in few[:3]:  # the reason speaks of this many classes, not of one
+                why = _reason(batch, key, int(row)) or ""
+                assert "1 class" not in why, why
+                assert f"of its {classes} classes" in why or "neither of its 2" in why, why

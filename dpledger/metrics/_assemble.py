@@ -414,11 +414,16 @@ def _reason(batch: Batch, key: str, row: int) -> str | None:
                 f"(more than half), so the average would be mostly the bound [0, 1] of "
                 f"those classes"
             )
+        if c == 1:
+            return (
+                "noise swamps it: its one class's count is not clear of twice its threshold; "
+                "a class that only just passed did so because noise inflated its count"
+            )
         return (
             f"noise swamps it: {u} of its {c} classes have a count within the noise and at "
-            f"most 2 are measured (at 1 class: not clear of twice its threshold); a class "
-            f"that only just passed did so because noise inflated its count, and one or two "
-            f"are too few to average that selection out (such averages covered 0.55-0.88)"
+            f"most 2 are measured; a class that only just passed did so because noise "
+            f"inflated its count, and one or two are too few to average that selection out "
+            f"(such averages covered 0.55-0.88)"
         )
     g = batch.guards[key][code - 1]
     value, se, q = (float(a[g.key][row]) for a in (batch.den, batch.den_se, batch.den_q))
