@@ -130,14 +130,17 @@ def _confusion(
 
 def hard_confusion(classes: int, priors: str, accuracy: float, n: float) -> np.ndarray:
     """A hard regime's true matrix: ``priors`` is balanced, rare (one class 0.2% of
-    samples), 1% (one class 1%), dominant (one class 90%) or absent (one class never
-    occurs)."""
+    samples), 1% (one class 1%), 70/30 (one class 70%), dominant (one class 90%) or
+    absent (one class never occurs)."""
     if priors == "dominant":
         prior = np.full(classes, 0.1 / (classes - 1))
         prior[0] = 0.9
     elif priors == "rare":
         prior = np.full(classes, 0.998 / (classes - 1))
         prior[-1] = 0.002
+    elif priors == "70/30":
+        prior = np.full(classes, 0.3 / (classes - 1))
+        prior[0] = 0.7
     elif priors == "1%":
         prior = np.full(classes, 0.99 / (classes - 1))
         prior[-1] = 0.01
