@@ -308,6 +308,12 @@ def test_node_statuses_read_like_a_tuple_of_node_status() -> None:
     assert list(nodes.health()) == ["south", "north"]
     with pytest.raises(ValueError, match="status code"):
         NodeStatuses(ids, ("south",), where * 0, bytes([4] * 5), {})
+    assert nodes + want[:1] == (*want, want[0])  # concatenation gives a tuple, as before
+    assert want[:1] + nodes == (want[0], *want)
+    assert isinstance(nodes + (), tuple)  # noqa: RUF005 (the operator is what is tested)
+    for bad in (where * 0 - 1, where + 1):  # a region index outside regions
+        with pytest.raises(ValueError, match="region index"):
+            NodeStatuses(ids, ("south", "north"), bad, codes, {})
 
 
 FAULTS = [None, np.nan, np.inf, -np.inf, "over", "under", "negative"]

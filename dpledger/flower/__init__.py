@@ -38,7 +38,14 @@ from dpledger.flower.client import (
 )
 from dpledger.flower.means import ReporterMean
 from dpledger.flower.registry import NodeRegistry, QueryRegistry, StaticRegistry
-from dpledger.flower.report import Health, NodeStatus, NotReleased, RoundReport, published
+from dpledger.flower.report import (
+    Health,
+    NodeStatus,
+    NodeStatuses,
+    NotReleased,
+    RoundReport,
+    published,
+)
 from dpledger.flower.strategy import LedgerEvaluation
 from dpledger.flower.wire import MetricPlan, RoundPlan
 
@@ -49,6 +56,7 @@ __all__ = [
     "MetricPlan",
     "NodeRegistry",
     "NodeStatus",
+    "NodeStatuses",
     "NotReleased",
     "PlainSum",
     "QueryRegistry",

@@ -133,6 +133,8 @@ class NodeStatuses(Sequence[NodeStatus]):
             raise ValueError("NodeStatuses: node ids, regions and statuses differ in length")
         if len(codes) and max(codes) >= len(STATUSES):
             raise ValueError("NodeStatuses: a status code outside STATUSES")
+        if len(where) and not (int(np.min(where)) >= 0 and int(np.max(where)) < len(regions)):
+            raise ValueError("NodeStatuses: a region index outside regions")
         self._ids = tuple(node_ids)
         self._regions = tuple(regions)
         self._where = np.array(where, dtype=np.intp)  # a copy: the report is immutable
@@ -163,6 +165,17 @@ class NodeStatuses(Sequence[NodeStatus]):
         return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
 
     __hash__ = None  # type: ignore[assignment]
+
+    def __add__(self, other: object) -> tuple[NodeStatus, ...]:
+        """Concatenation gives a tuple, as the tuple this replaced did."""
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        return (*self, *other)
+
+    def __radd__(self, other: object) -> tuple[NodeStatus, ...]:
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        return (*other, *self)
 
     def __repr__(self) -> str:
         counts = {s: self._codes.count(k) for k, s in enumerate(STATUSES)}
