@@ -208,7 +208,7 @@ def test_any_exception_of_a_worker_propagates(workers: int) -> None:
     assert f.whole_calls == []
 
 
-@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2", None, np.float64(2.0)])
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2", None, np.float64(2.0), 257, 10**6])
 def test_bad_workers_are_typed_errors(bad: Any) -> None:
     job = _jobs()["clipped_loss"]
     for lengths in ([5, 6], [30] * 4):  # one block (no pool), and many

@@ -133,7 +133,7 @@ def test_float_sums_are_combined_in_block_order() -> None:
         assert sums[w].dtype == want.dtype
 
 
-@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2", None, np.float64(2.0)])
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2", None, np.float64(2.0), 257, 10**6])
 def test_bad_workers_are_typed_errors(bad: Any) -> None:
     lengths = [5, 6]
     data = fleet(lengths, 0)

@@ -32,7 +32,7 @@ import numpy as np
 from dpledger.errors import InvalidInput
 from dpledger.metrics._scratch import reusing
 
-__all__ = ["DEFAULT_WORKERS", "check_workers", "run_ordered"]
+__all__ = ["DEFAULT_WORKERS", "MAX_WORKERS", "check_workers", "run_ordered"]
 
 
 def _cpus() -> int:
@@ -49,12 +49,22 @@ S = TypeVar("S")
 T = TypeVar("T")
 
 
+MAX_WORKERS = 256
+"""The most threads a call may ask for: each has its own scratch workspace (~1 MiB), so
+an absurd count (``10**6``) is a mistake to name, not threads and memory to spend."""
+
+
 def check_workers(workers: object) -> int:
-    """``workers`` as an int ≥ 1, or :class:`InvalidInput`."""
+    """``workers`` as an int in [1, :data:`MAX_WORKERS`], or :class:`InvalidInput`."""
     if isinstance(workers, bool) or not isinstance(workers, int | np.integer):
         raise InvalidInput(f"workers must be an integer ≥ 1, got {workers!r}")
     if workers < 1:
         raise InvalidInput(f"workers must be ≥ 1, got {workers}")
+    if workers > MAX_WORKERS:
+        raise InvalidInput(
+            f"workers must be ≤ {MAX_WORKERS} (each thread has its own scratch memory), got "
+            f"{workers}; the default is the usable CPUs up to 4"
+        )
     return int(workers)
 
 
