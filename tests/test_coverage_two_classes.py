@@ -32,6 +32,7 @@ changes.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 from coverage_cases import TWO_CLASS_SELECTION, hard_classification_case
@@ -48,6 +49,16 @@ def _floor(k: int) -> float:
     return min(0.93, 0.95 - 3.72 * math.sqrt(0.95 * 0.05 / k))
 
 
+def _covered_among_usable(truth: dict[str, float], batch: Any, key: str) -> Any:
+    """Assert ``key`` covers at :func:`_floor` among usable releases (k ≥ 50); the usable mask."""
+    hit = (batch.low[key] <= truth[key]) & (truth[key] <= batch.high[key])
+    usable = batch.usable(key)
+    k = int(usable.sum())
+    if k >= 50:
+        assert hit[usable].mean() >= _floor(k), (key, "among usable", hit[usable].mean(), k)
+    return usable
+
+
 @pytest.mark.parametrize("dist", ["laplace", "gaussian"])
 @pytest.mark.parametrize("regime", TWO_CLASS_SELECTION)
 def test_two_class_averages_cover_among_published_near_the_cut(
@@ -56,11 +67,7 @@ def test_two_class_averages_cover_among_published_near_the_cut(
     seed = 7000 + TWO_CLASS_SELECTION.index(regime) + 100 * (dist == "gaussian")
     truth, batch = hard_classification_case(regime, dist, RELEASES, seed)
     for key in KEYS:
-        hit = (batch.low[key] <= truth[key]) & (truth[key] <= batch.high[key])
-        usable = batch.usable(key)
-        k = int(usable.sum())
-        if k >= 50:
-            assert hit[usable].mean() >= _floor(k), (key, "among usable", hit[usable].mean(), k)
+        usable = _covered_among_usable(truth, batch, key)
         assert usable.mean() >= MIN_USABLE_SHARE, (key, "usable share", usable.mean())
         if key in MAX_WIDTH:
             width = float((batch.high[key] - batch.low[key])[usable].mean())
@@ -98,8 +105,4 @@ def test_two_class_stress_cells_cover_among_published(
         regime, dist, RELEASES, 7300 + STRESS.index((regime, dist))
     )
     for key in KEYS:
-        hit = (batch.low[key] <= truth[key]) & (truth[key] <= batch.high[key])
-        usable = batch.usable(key)
-        k = int(usable.sum())
-        if k >= 50:
-            assert hit[usable].mean() >= _floor(k), (key, "among usable", hit[usable].mean(), k)
+        _covered_among_usable(truth, batch, key)
