@@ -201,12 +201,14 @@ def marginal_case(
 def hard_classification_case(
     regime: tuple[int, str, float, float], dist: str, releases: int, seed: int, **options: object
 ) -> tuple[dict[str, float], Batch]:
-    """Truth and estimates/intervals in a hard regime (n = 10⁶, public maximum n);
-    ``options`` go to ``classification_batch`` (e.g. ``method="monte_carlo"``)."""
+    """Truth and estimates/intervals in a hard regime (n = 10⁶, public maximum n unless
+    ``max_total=`` says otherwise); other ``options`` go to ``classification_batch`` (e.g.
+    ``method="monte_carlo"``)."""
     classes, priors, accuracy, noise = regime
     n = 1e6
     truth_m = hard_confusion(classes, priors, accuracy, n)
-    return _release(truth_m, noise * n / classes**2, dist, releases, seed, n, **options)
+    most = float(options.pop("max_total", n))  # type: ignore[arg-type]
+    return _release(truth_m, noise * n / classes**2, dist, releases, seed, most, **options)
 
 
 def regression_sums(r2: float, n: float, mean: float = 3.0, sd: float = 15.0) -> np.ndarray:

@@ -54,6 +54,7 @@ from dpledger.types import IntervalMethod, MechanismKind
 __all__ = [
     "FEW_CLASSES",
     "OUTSIDE",
+    "TOO_NOISY",
     "UNBOUNDED",
     "Base",
     "Batch",
@@ -83,6 +84,9 @@ for a macro average over 3 or more classes, a class within the noise and at most
 measured; at 2 classes, both classes bounded)."""
 UNBOUNDED = -4
 """Code of an interval with an infinite end (R²'s low end at −∞): the metric's whole range."""
+TOO_NOISY = -5
+"""Code of a 2-class macro average or MCC whose noise is too large for the class rule, by a
+public rule (``_flam_intervals.TWO_CLASS_MAX_NOISE``): it reads no released value."""
 _NOTICE = 0.01  # a widening below 1% of the half-width is not worth naming
 
 
@@ -400,6 +404,14 @@ def _reason(batch: Batch, key: str, row: int) -> str | None:
         return (
             "undefined at the released values (a denominator is 0, negative, or too small "
             "to divide by)"
+        )
+    if code == TOO_NOISY:
+        return (
+            "noise swamps it: at 2 classes the noise scale is above 0.15 of a cell of the "
+            "largest matrix the cohort allows (cohort × cap / 4); there a binary model's "
+            "per-class counts pass their rules mostly by noise and the published releases "
+            "under-covered (0.80-0.93), so none is published (a public rule: it reads no "
+            "released value)"
         )
     if code == FEW_CLASSES:
         u, c = int(batch.bounded[key][row]), batch.classes[key]

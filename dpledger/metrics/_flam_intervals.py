@@ -67,6 +67,7 @@ import numpy.typing as npt
 from dpledger.errors import InvalidInput
 from dpledger.metrics._assemble import (
     FEW_CLASSES,
+    TOO_NOISY,
     Base,
     Batch,
     BoolArray,
@@ -95,6 +96,7 @@ __all__ = [
     "SECURE",
     "SPREAD_FACTOR",
     "TWO_CLASS_FACTOR",
+    "TWO_CLASS_MAX_NOISE",
     "classification_batch",
 ]
 
@@ -136,6 +138,16 @@ SPREAD_T = "MCC's true-class spread N² − Σt²"
 # With labels="all" these equal Σ diagonal / Σ all: a ratio of two linear sums.
 _ACCURACY_LIKE = ("accuracy", "precision_micro", "recall_micro", "f1_micro", "recall_weighted")
 _MACRO = tuple(k for k in FAMILY if not k.endswith("_weighted"))
+TWO_CLASS_MAX_NOISE = 0.15
+"""At 2 classes the macro averages, balanced accuracy and MCC are not published when the
+noise scale (Laplace b, or σ/√2) exceeds this fraction of a cell of the largest matrix the
+cohort allows (``max_total`` / 4). A public rule — it reads no released value, so it
+selects nothing. Why: with a good model the off-diagonal counts are small, and above it a
+class's count passes its rule mostly by noise; among published releases, balanced
+accuracy covered 0.88–0.93 and MCC 0.80–0.90 at noise 0.2 of a cell (accuracy 0.9–0.99,
+10,000 releases; 13–35% published), 0.82–0.89 at 0.3, while every cell at ≤ 0.15 covered
+≥ 0.949 (accuracy 0.55–0.99, both laws). Without a public maximum (``max_total`` = inf)
+the rule cannot apply; a maximum far above the true total applies it late."""
 _BLOCK = 1 << 21  # floats per (R, C, C) weight array: bounds memory at ~16 MB
 
 
@@ -286,9 +298,9 @@ def _two_class_measured(
     noise 0.06–0.15 of a cell, both laws, 3,000 releases per cell): every macro average
     covers 0.946–1.00 among published releases and precision_macro is published in
     ≥ 99% of releases (was 0–2% at noise ≥ 0.1); its interval is 0.26–0.6 wide where
-    its minority class is bounded. Left: where almost every release has both classes
-    bounded (Laplace, accuracy 0.8, noise 0.25–0.3, ≤ 5% published) the flag selects
-    again and recall_macro covered 0.87–0.90 among the few published.
+    its minority class is bounded. Where almost every release has both classes bounded
+    (a good model, noise ~0.2–0.3 of a cell) the flag selects again; those releases are not
+    published, by the public rule :data:`TWO_CLASS_MAX_NOISE`.
     """
     return {
         fam: np.stack([clear(dens[g.key], replace(g, factor=TWO_CLASS_FACTOR))
@@ -474,4 +486,23 @@ def classification_batch(
                      conditional=conditional)  # fmt: skip
     classes = {k: include if k.endswith("_weighted") else macro for k in FAMILY}
     batch = _bound_unclear(batch, m, classes, dens, labels, secure)
-    return _mcc_two_classes(batch, macro) if c == 2 else batch
+    if c != 2:
+        return batch
+    return _too_noisy(_mcc_two_classes(batch, macro), std, float(max_total))
+
+
+def _too_noisy(batch: Batch, std: FloatArray, max_total: float) -> Batch:
+    """At 2 classes, every macro average and MCC flagged :data:`TOO_NOISY` (whole range) when
+    the public noise exceeds :data:`TWO_CLASS_MAX_NOISE` of the largest possible cell."""
+    scale = float(np.max(std)) / math.sqrt(2.0)  # Laplace b; σ/√2 for Gaussian noise
+    if not scale > TWO_CLASS_MAX_NOISE * max_total / 4.0:  # inf max_total: never
+        return batch
+    code, low, high, est = dict(batch.code), dict(batch.low), dict(batch.high), dict(batch.estimate)
+    for key in (*_MACRO, "mcc"):
+        lo, hi = CLASSIFICATION_RANGES[key]
+        hit = (batch.code[key] == 0) | (batch.code[key] == FEW_CLASSES)
+        code[key] = np.where(hit, TOO_NOISY, batch.code[key])
+        low[key] = np.where(hit, lo, batch.low[key])
+        high[key] = np.where(hit, hi, batch.high[key])
+        est[key] = np.clip(batch.estimate[key], low[key], high[key])
+    return replace(batch, code=code, low=low, high=high, estimate=est)
