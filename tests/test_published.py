@@ -105,7 +105,12 @@ def test_regression_release_derives_r2_mse_rmse_mae_in_one_round(tmp_path: Path)
     assert set(out.metrics) == {"r2", "mse", "rmse", "mae"}
     for key in out.metrics:
         assert out.intervals[key].low <= out.metrics[key] <= out.intervals[key].high
-    assert abs(out.metrics["r2"] - exact["r2"]) < 0.1
+    # one real (unseedable) OpenDP release: its estimate may miss the truth by more than a
+    # fixed 0.1 (it did, 1 run in ~20: 0.11); it lies within 4 interval widths of the truth
+    # except with probability < 1e-9 (Laplace tails; coverage is the seeded tests' job)
+    r2 = out.intervals["r2"]
+    assert abs(out.metrics["r2"] - exact["r2"]) <= 4 * (r2.high - r2.low)
+    assert r2.high - r2.low < 0.5  # and the interval says something at this budget
 
 
 SMALL = """
