@@ -86,7 +86,7 @@ UNBOUNDED = -4
 """Code of an interval with an infinite end (R²'s low end at −∞): the metric's whole range."""
 TOO_NOISY = -5
 """Code of a 2-class macro average or MCC whose noise is too large for the class rule, by a
-public rule (``_flam_intervals.TWO_CLASS_MAX_NOISE``): it reads no released value."""
+public rule (``_two_class.TWO_CLASS_MAX_NOISE``): it reads no released value."""
 _NOTICE = 0.01  # a widening below 1% of the half-width is not worth naming
 
 
@@ -461,7 +461,7 @@ def method_of(batch: Batch, key: str, row: int) -> str:
     if batch.edge[key][row]:
         words.append("clipped at the range's edge, keeping half its width")
     u = int(batch.bounded[key][row])
-    if u and key == "mcc":  # 2 classes, one bounded: see _flam_intervals._mcc_two_classes
+    if u and key == "mcc":  # 2 classes, one bounded: see _two_class.mcc_two_classes
         words = ["hull of sign·√(J·Mk) over balanced accuracy's and precision_macro's "
                  "intervals, a class bounded in [0, 1]"]  # fmt: skip
     elif u:

@@ -47,7 +47,7 @@ when its count's own interval lies above its threshold (:data:`TWO_CLASS_FACTOR`
 BOUNDS every other class, published with that bound rather than flagged (flagged only
 when both classes are bounded); MCC there is the hull of √(J·Mk) over the intervals of
 balanced accuracy and precision_macro, which carry those bounds
-(:func:`_two_class_measured`, :func:`_mcc_two_classes`). MCC
+(:func:`_two_class_measured`, :func:`~._two_class.mcc_two_classes`). MCC
 no longer needs every class's count clear (statistics review, D5): that flagged it
 whenever a class was absent or never predicted, at any noise, although MCC is defined
 and measured there; without it every cell of a 960-cell grid (2–10 classes; rare,
@@ -67,7 +67,6 @@ import numpy.typing as npt
 from dpledger.errors import InvalidInput
 from dpledger.metrics._assemble import (
     FEW_CLASSES,
-    TOO_NOISY,
     Base,
     Batch,
     BoolArray,
@@ -86,6 +85,12 @@ from dpledger.metrics._intervals import (
 )
 from dpledger.metrics._ratio import conditional_fieller
 from dpledger.metrics._segments import FloatArray, as_finite
+from dpledger.metrics._two_class import (
+    MACRO_KEYS,
+    TWO_CLASS_MAX_NOISE,
+    mcc_two_classes,
+    too_noisy,
+)
 from dpledger.metrics.flam import CLASSIFICATION_KEYS
 from dpledger.types import IntervalMethod, Labels, MechanismKind
 
@@ -137,17 +142,6 @@ SPREAD_T = "MCC's true-class spread N² − Σt²"
 """A class is measured when its count exceeds this many times q·se (see the module doc)."""
 # With labels="all" these equal Σ diagonal / Σ all: a ratio of two linear sums.
 _ACCURACY_LIKE = ("accuracy", "precision_micro", "recall_micro", "f1_micro", "recall_weighted")
-_MACRO = tuple(k for k in FAMILY if not k.endswith("_weighted"))
-TWO_CLASS_MAX_NOISE = 0.15
-"""At 2 classes the macro averages, balanced accuracy and MCC are not published when the
-noise scale (Laplace b, or σ/√2) exceeds this fraction of a cell of the largest matrix the
-cohort allows (``max_total`` / 4). A public rule — it reads no released value, so it
-selects nothing. Why: with a good model the off-diagonal counts are small, and above it a
-class's count passes its rule mostly by noise; among published releases, balanced
-accuracy covered 0.88–0.93 and MCC 0.80–0.90 at noise 0.2 of a cell (accuracy 0.9–0.99,
-10,000 releases; 13–35% published), 0.82–0.89 at 0.3, while every cell at ≤ 0.15 covered
-≥ 0.949 (accuracy 0.55–0.99, both laws). Without a public maximum (``max_total`` = inf)
-the rule cannot apply; a maximum far above the true total applies it late."""
 _BLOCK = 1 << 21  # floats per (R, C, C) weight array: bounds memory at ~16 MB
 
 
@@ -365,51 +359,6 @@ def _bound_unclear(
                    classes=classes)  # fmt: skip
 
 
-def _mcc_two_classes(batch: Batch, macro: Mapping[str, FloatArray]) -> Batch:
-    """At 2 classes, MCC from balanced accuracy and precision_macro where a class is bounded.
-
-    For a 2×2 matrix MCC = sign·√(J·Mk), with informedness J = 2·BA − 1 and markedness
-    Mk = 2·PM − 1 of the same sign (both det/(product of two margins)). MCC is increasing
-    in each on the quadrants J·Mk ≥ 0 the truth lies in, so the hull of sign·√(J·Mk) over
-    the box of their intervals misses only if one of them misses on the same side.
-    Where a true or predicted class is bounded (:func:`_two_class_measured`), its
-    average's interval carries that bound and MCC's delta interval cannot: MCC's spread
-    guard selects the same minority count (at 2 classes N² − Σp² = 2·p₀·p₁), and among
-    published releases it covered 0.54–0.93 (cls2). There MCC's interval is that hull,
-    usable wherever both averages are (its spread guards no longer flag: the classes'
-    rule decides instead). Elsewhere (every class measured) it is the delta interval.
-    """
-    rows = (macro["true"].sum(axis=-1) < 2) | (macro["predicted"].sum(axis=-1) < 2)
-    ok = (batch.code["balanced_accuracy"] == 0) & (batch.code["precision_macro"] == 0)
-    j_lo, j_hi = (
-        2.0 * batch.low["balanced_accuracy"] - 1.0,
-        2.0 * batch.high["balanced_accuracy"] - 1.0,
-    )
-    m_lo, m_hi = 2.0 * batch.low["precision_macro"] - 1.0, 2.0 * batch.high["precision_macro"] - 1.0
-    pos = np.sqrt(np.maximum(j_lo, 0.0) * np.maximum(m_lo, 0.0))
-    lo = np.where((j_lo < 0) & (m_lo < 0), -np.sqrt(np.abs(j_lo * m_lo)), pos)
-    neg = -np.sqrt(np.maximum(-j_hi, 0.0) * np.maximum(-m_hi, 0.0))
-    hi = np.where((j_hi > 0) & (m_hi > 0), np.sqrt(np.abs(j_hi * m_hi)), neg)
-    key = "mcc"
-    first = batch.code[key] == 1  # the total's guard: nothing is measured
-    code = np.where(rows & ~first, np.where(ok, 0, FEW_CLASSES), batch.code[key])
-    usable = code == 0
-    low = np.where(rows, np.where(usable, lo, -1.0), batch.low[key])
-    high = np.where(rows, np.where(usable, hi, 1.0), batch.high[key])
-    est = np.clip(np.nan_to_num(batch.estimate[key]), low, high)
-    # classes bounded in the more bounded of J and Mk (for the method and the reason)
-    n_bounded = 2 - np.minimum(macro["true"].sum(axis=-1), macro["predicted"].sum(axis=-1))
-    return replace(
-        batch,
-        low={**batch.low, key: low}, high={**batch.high, key: high},
-        estimate={**batch.estimate, key: est}, code={**batch.code, key: code},
-        bounded={**batch.bounded, key: np.where(rows, n_bounded, 0).astype(np.int64)},
-        classes={**batch.classes, key: 2},
-        adjusted={**batch.adjusted, key: batch.adjusted[key] & ~rows},
-        edge={**batch.edge, key: batch.edge[key] & ~rows},
-    )  # fmt: skip
-
-
 def classification_batch(
     released: npt.ArrayLike,
     scale: float | npt.ArrayLike,
@@ -450,12 +399,12 @@ def classification_batch(
         macro = {f: v.astype(np.float64) for f, v in _two_class_measured(dens, select).items()}
     if c == 2:  # a class a macro average measures was selected by the higher cut
         select = {k: tuple(replace(g, factor=TWO_CLASS_FACTOR) for g in gs)
-                  if k in _MACRO else gs for k, gs in select.items()}  # fmt: skip
+                  if k in MACRO_KEYS else gs for k, gs in select.items()}  # fmt: skip
     both = {k: flag[k] + select.get(k, ()) for k in CLASSIFICATION_KEYS}
     lin, cov = _classification_moments(m, std, labels, level, distribution, both, include)
     if c == 2:
         lin_m, cov_m = _classification_moments(m, std, labels, level, distribution, both, macro)
-        for key in _MACRO:
+        for key in MACRO_KEYS:
             lin[key], cov[key] = lin_m[key], cov_m[key]
     methods = dict.fromkeys(CLASSIFICATION_KEYS, method_name("delta", distribution))
     base: dict[str, Base] = {}
@@ -488,21 +437,4 @@ def classification_batch(
     batch = _bound_unclear(batch, m, classes, dens, labels, secure)
     if c != 2:
         return batch
-    return _too_noisy(_mcc_two_classes(batch, macro), std, float(max_total))
-
-
-def _too_noisy(batch: Batch, std: FloatArray, max_total: float) -> Batch:
-    """At 2 classes, every macro average and MCC flagged :data:`TOO_NOISY` (whole range) when
-    the public noise exceeds :data:`TWO_CLASS_MAX_NOISE` of the largest possible cell."""
-    scale = float(np.max(std)) / math.sqrt(2.0)  # Laplace b; σ/√2 for Gaussian noise
-    if not scale > TWO_CLASS_MAX_NOISE * max_total / 4.0:  # inf max_total: never
-        return batch
-    code, low, high, est = dict(batch.code), dict(batch.low), dict(batch.high), dict(batch.estimate)
-    for key in (*_MACRO, "mcc"):
-        lo, hi = CLASSIFICATION_RANGES[key]
-        hit = (batch.code[key] == 0) | (batch.code[key] == FEW_CLASSES)
-        code[key] = np.where(hit, TOO_NOISY, batch.code[key])
-        low[key] = np.where(hit, lo, batch.low[key])
-        high[key] = np.where(hit, hi, batch.high[key])
-        est[key] = np.clip(batch.estimate[key], low[key], high[key])
-    return replace(batch, code=code, low=low, high=high, estimate=est)
+    return too_noisy(mcc_two_classes(batch, macro), std, float(max_total))

@@ -1,0 +1,98 @@
+"""At 2 classes: MCC from the two averages where a class is bounded, and the public noise rule.
+
+The class rule itself (which class is measured, which bounded) is
+:func:`~._flam_intervals._two_class_measured`; this module finishes a 2-class batch from
+it: :func:`mcc_two_classes` takes MCC's interval from balanced accuracy's and
+precision_macro's where a class is bounded, and :func:`too_noisy` withholds the macro
+averages and MCC above :data:`TWO_CLASS_MAX_NOISE` (a rule on public quantities only).
+Post-processing of released values and public scales, like the rest of the intervals.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import replace
+
+import numpy as np
+
+from dpledger.metrics._assemble import FEW_CLASSES, TOO_NOISY, Batch
+from dpledger.metrics._confusion_linear import FAMILY
+from dpledger.metrics._segments import FloatArray
+
+__all__ = ["MACRO_KEYS", "TWO_CLASS_MAX_NOISE", "mcc_two_classes", "too_noisy"]
+
+MACRO_KEYS = tuple(k for k in FAMILY if not k.endswith("_weighted"))
+"""The per-class averages that are not weighted: balanced accuracy and the macro averages."""
+TWO_CLASS_MAX_NOISE = 0.15
+"""At 2 classes the macro averages, balanced accuracy and MCC are not published when the
+noise scale (Laplace b, or σ/√2) exceeds this fraction of a cell of the largest matrix the
+cohort allows (``max_total`` / 4). A public rule — it reads no released value, so it
+selects nothing. Why: with a good model the off-diagonal counts are small, and above it a
+class's count passes its rule mostly by noise; among published releases, balanced
+accuracy covered 0.88–0.93 and MCC 0.80–0.90 at noise 0.2 of a cell (accuracy 0.9–0.99,
+10,000 releases; 13–35% published), 0.82–0.89 at 0.3, while every cell at ≤ 0.15 covered
+≥ 0.949 (accuracy 0.55–0.99, both laws). Without a public maximum (``max_total`` = inf)
+the rule cannot apply; a maximum far above the true total applies it late."""
+
+
+def mcc_two_classes(batch: Batch, macro: Mapping[str, FloatArray]) -> Batch:
+    """At 2 classes, MCC from balanced accuracy and precision_macro where a class is bounded.
+
+    For a 2×2 matrix MCC = sign·√(J·Mk), with informedness J = 2·BA − 1 and markedness
+    Mk = 2·PM − 1 of the same sign (both det/(product of two margins)). MCC is increasing
+    in each on the quadrants J·Mk ≥ 0 the truth lies in, so the hull of sign·√(J·Mk) over
+    the box of their intervals misses only if one of them misses on the same side.
+    Where a true or predicted class is bounded (:func:`_two_class_measured`), its
+    average's interval carries that bound and MCC's delta interval cannot: MCC's spread
+    guard selects the same minority count (at 2 classes N² − Σp² = 2·p₀·p₁), and among
+    published releases it covered 0.54–0.93 (cls2). There MCC's interval is that hull,
+    usable wherever both averages are (its spread guards no longer flag: the classes'
+    rule decides instead). Elsewhere (every class measured) it is the delta interval.
+    """
+    rows = (macro["true"].sum(axis=-1) < 2) | (macro["predicted"].sum(axis=-1) < 2)
+    ok = (batch.code["balanced_accuracy"] == 0) & (batch.code["precision_macro"] == 0)
+    j_lo, j_hi = (
+        2.0 * batch.low["balanced_accuracy"] - 1.0,
+        2.0 * batch.high["balanced_accuracy"] - 1.0,
+    )
+    m_lo, m_hi = 2.0 * batch.low["precision_macro"] - 1.0, 2.0 * batch.high["precision_macro"] - 1.0
+    pos = np.sqrt(np.maximum(j_lo, 0.0) * np.maximum(m_lo, 0.0))
+    lo = np.where((j_lo < 0) & (m_lo < 0), -np.sqrt(np.abs(j_lo * m_lo)), pos)
+    neg = -np.sqrt(np.maximum(-j_hi, 0.0) * np.maximum(-m_hi, 0.0))
+    hi = np.where((j_hi > 0) & (m_hi > 0), np.sqrt(np.abs(j_hi * m_hi)), neg)
+    key = "mcc"
+    first = batch.code[key] == 1  # the total's guard: nothing is measured
+    code = np.where(rows & ~first, np.where(ok, 0, FEW_CLASSES), batch.code[key])
+    usable = code == 0
+    low = np.where(rows, np.where(usable, lo, -1.0), batch.low[key])
+    high = np.where(rows, np.where(usable, hi, 1.0), batch.high[key])
+    est = np.clip(np.nan_to_num(batch.estimate[key]), low, high)
+    # classes bounded in the more bounded of J and Mk (for the method and the reason)
+    n_bounded = 2 - np.minimum(macro["true"].sum(axis=-1), macro["predicted"].sum(axis=-1))
+    return replace(
+        batch,
+        low={**batch.low, key: low}, high={**batch.high, key: high},
+        estimate={**batch.estimate, key: est}, code={**batch.code, key: code},
+        bounded={**batch.bounded, key: np.where(rows, n_bounded, 0).astype(np.int64)},
+        classes={**batch.classes, key: 2},
+        adjusted={**batch.adjusted, key: batch.adjusted[key] & ~rows},
+        edge={**batch.edge, key: batch.edge[key] & ~rows},
+    )  # fmt: skip
+
+
+def too_noisy(batch: Batch, std: FloatArray, max_total: float) -> Batch:
+    """At 2 classes, every macro average and MCC flagged :data:`TOO_NOISY` (whole range) when
+    the public noise exceeds :data:`TWO_CLASS_MAX_NOISE` of the largest possible cell."""
+    scale = float(np.max(std)) / math.sqrt(2.0)  # Laplace b; σ/√2 for Gaussian noise
+    if not scale > TWO_CLASS_MAX_NOISE * max_total / 4.0:  # inf max_total: never
+        return batch
+    code, low, high, est = dict(batch.code), dict(batch.low), dict(batch.high), dict(batch.estimate)
+    for key in (*MACRO_KEYS, "mcc"):
+        lo, hi = batch.ranges[key]
+        hit = (batch.code[key] == 0) | (batch.code[key] == FEW_CLASSES)
+        code[key] = np.where(hit, TOO_NOISY, batch.code[key])
+        low[key] = np.where(hit, lo, batch.low[key])
+        high[key] = np.where(hit, hi, batch.high[key])
+        est[key] = np.clip(batch.estimate[key], low[key], high[key])
+    return replace(batch, code=code, low=low, high=high, estimate=est)
