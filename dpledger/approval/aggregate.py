@@ -9,6 +9,7 @@ aggregate must never reach a verdict, a log or a review.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -23,6 +24,7 @@ __all__ = [
     "as_float64",
     "each_aggregate_check",
     "inside",
+    "l1_mass",
     "passes",
 ]
 
@@ -34,6 +36,7 @@ the client module's clip), so a sum exceeding ``high·n`` by a few ulps is not r
 """
 
 _EXACT_INT = 2**53
+_SMALL = 64  # vectors up to this length are checked as Python floats
 
 
 def as_float64(aggregate: object) -> tuple[npt.NDArray[np.float64] | None, str]:
@@ -67,15 +70,56 @@ def aggregate_checks(
 
 
 def passes(spec: MetricSpec, arr: npt.NDArray[np.float64], n: int, policy: Policy) -> bool:
-    """Whether every aggregate check passes (:func:`each_aggregate_check`'s decisions)."""
-    want = () if spec.kind == "scalar_mean" else (spec.size,)
-    signed = spec.kind == "scalar_mean" or not spec.is_nonnegative
-    return (
-        arr.shape in (want, want if want else (1,))
-        and bool(np.isfinite(arr).all())
-        and (signed or not bool((arr < 0).any()))
-        and _within_bounds(spec, arr, n, policy)
-    )
+    """Whether every aggregate check passes (:func:`each_aggregate_check`'s decisions).
+
+    One pass: a vector's L1 mass (:func:`l1_mass`) is finite only if every value is, so it
+    decides finiteness and the bounds together; a small vector is read as Python floats
+    once (a release's hot path: ~1 µs instead of five numpy calls).
+    """
+    if spec.kind == "scalar_mean":
+        return (
+            arr.shape in ((), (1,))
+            and math.isfinite(float(arr.reshape(-1)[0]))
+            and _within_bounds(spec, arr, n, policy)
+        )
+    if arr.shape != (spec.size,):
+        return False
+    if arr.size <= _SMALL:
+        values = arr.tolist()
+        mass = _fsum_abs(values)
+        negative = min(values) < 0
+    else:
+        mass = l1_mass(arr)
+        negative = bool((arr < 0).any())
+    if not math.isfinite(mass) or (negative and spec.is_nonnegative):
+        return False
+    return mass <= _l1_limit(spec, n)
+
+
+def l1_mass(arr: npt.NDArray[np.float64]) -> float:
+    """``Σ|x|`` of an aggregate, correctly rounded up to :data:`_SMALL` values (``math.fsum``).
+
+    NaN when a value is NaN; inf when a value is infinite or the mass overflows. The one
+    definition the bounds check uses on every path, so a dry run and a release decide alike.
+    """
+    if arr.size <= _SMALL:
+        return _fsum_abs(arr.reshape(-1).tolist())
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflowing mass is inf
+        return float(np.abs(arr).sum())
+
+
+def _fsum_abs(values: list[float]) -> float:
+    try:
+        return math.fsum(map(abs, values))
+    except OverflowError:  # finite values whose exact sum exceeds the largest double
+        return math.inf
+    except ValueError:  # inf and -inf (abs makes both inf: unreachable, kept safe)
+        return math.nan
+
+
+def _l1_limit(spec: MetricSpec, n: int) -> float:
+    """The largest L1 mass ``n`` capped units can sum to, with the rounding slack."""
+    return float(spec.cap or 0) * n * (1 + AGGREGATE_TOLERANCE)
 
 
 def inside(
@@ -143,9 +187,7 @@ def _within_bounds(spec: MetricSpec, arr: npt.NDArray[np.float64], n: int, polic
         lo, hi = _scalar_range(policy, spec.clip, n)
         x = float(arr.reshape(-1)[0])
         return lo - abs(lo) * AGGREGATE_TOLERANCE <= x <= hi + abs(hi) * AGGREGATE_TOLERANCE
-    with np.errstate(over="ignore"):  # an overflowing mass is inf: refused below
-        mass = float(np.abs(arr).sum())
-    return mass <= float(spec.cap or 0) * n * (1 + AGGREGATE_TOLERANCE)
+    return l1_mass(arr) <= _l1_limit(spec, n)  # NaN compares False: refused
 
 
 def _scalar_range(policy: Policy, clip: Clip, n: int) -> tuple[float, float]:
