@@ -213,8 +213,8 @@ def chain_hash_v1(
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _readonly(a: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    a = np.array(a, dtype=np.float64, copy=True)
+def _readonly(a: npt.NDArray[np.float64] | tuple[float, ...]) -> npt.NDArray[np.float64]:
+    a = np.array(a, dtype=np.float64)  # always a copy: the caller's array stays its own
     a.setflags(write=False)
     return a
 
@@ -251,7 +251,7 @@ class Release:
         request: ReleaseRequest,
         entry_id: int,
         entry_hash: str,
-        noisy_sum: npt.NDArray[np.float64],
+        noisy_sum: npt.NDArray[np.float64] | tuple[float, ...],
         bar: BarKind,
         bar_factor: float,
         charge: Budget,

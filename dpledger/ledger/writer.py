@@ -375,7 +375,7 @@ def to_release(request: ReleaseRequest, spec: MetricSpec, entry: Entry) -> Relea
         request=request,
         entry_id=entry.entry_id,
         entry_hash=entry.hash,
-        noisy_sum=np.asarray(entry.draft.output, dtype=np.float64),
+        noisy_sum=entry.draft.output,  # copied once, read-only, by Release.make
         bar=spec.bar,
         bar_factor=mech.bar_factor(spec.bar, facts.mechanism),
         charge=entry.draft.charge,

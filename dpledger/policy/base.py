@@ -161,8 +161,17 @@ class FrozenModel(BaseModel):
             _DEPTH.reset(token)
 
     def __init__(self, **data: Any) -> None:
-        with self._typed_errors():
+        # :meth:`_typed_errors` inline: every request, spec and policy is built here, and a
+        # generator context manager costs more than pydantic's own check of a request
+        token = _DEPTH.set(_DEPTH.get() + 1)
+        try:
             super().__init__(**data)
+        except ValidationError as e:
+            if _DEPTH.get() > 1:
+                raise
+            raise self._invalid(describe_validation_error(e)) from None
+        finally:
+            _DEPTH.reset(token)
 
     @classmethod
     def model_validate_json(cls, json_data: str | bytes | bytearray, **kwargs: Any) -> Self:
