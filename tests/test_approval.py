@@ -323,3 +323,90 @@ def test_the_shared_verdict_of_a_passing_request_is_the_full_evaluation(
         assert fast.prepared.spec == full.prepared.spec
         assert np.array_equal(fast.prepared.values, full.prepared.values)
         assert fast.prepared.values.shape == full.prepared.values.shape
+
+
+_BIG = P.metric("hist5").cap or Fraction(0)  # one client's L1 cap (counts)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    metric=st.sampled_from(["loss", "hist5", "gap"]),
+    cohort=st.sampled_from([1, 7, 100]),
+    data=st.data(),
+)
+@example(metric="hist5", cohort=100, data=None)  # type: ignore[arg-type]
+def test_the_one_pass_aggregate_check_decides_as_each_check(
+    metric: str, cohort: int, data: st.DataObject | None
+) -> None:
+    # passes() decides finiteness, sign and bounds from one L1 mass; it must agree with
+    # running each check in turn on every aggregate: NaN/inf, -0.0, overflowing masses,
+    # masses on the rounding slack's edge, wrong shapes
+    from dpledger.approval.aggregate import AGGREGATE_TOLERANCE, each_aggregate_check, passes
+
+    spec = P.metric(metric)
+    size = 1 if spec.kind == "scalar_mean" else spec.size
+    limit = float(spec.cap or 0) * cohort
+    edge = [limit, limit * (1 + AGGREGATE_TOLERANCE), limit * (1 + 2 * AGGREGATE_TOLERANCE)]
+    values = _VALUES | st.sampled_from([*edge, -edge[1], 5e307, -5e307, 1e-320])
+    if data is None:  # the example: an exact-limit mass spread so its float sum rounds
+        arr = np.array([limit / 3, limit / 3, limit / 3, 0.0, 0.0])
+    else:
+        n = data.draw(st.sampled_from([size, size, size - 1, size + 1]))
+        arr = np.array(data.draw(st.lists(values, min_size=max(n, 0), max_size=max(n, 0))))
+        if spec.kind == "scalar_mean" and n == 1 and data.draw(st.booleans()):
+            arr = arr.reshape(())
+    with np.errstate(all="ignore"):
+        checks = each_aggregate_check(spec, arr, cohort, P, metric)
+        assert passes(spec, arr, cohort, P) == all(c.passed for c in checks)
+
+
+@pytest.mark.parametrize("size", [3, 64, 65, 500])
+def test_the_l1_mass_is_nan_or_inf_exactly_when_a_value_is_or_the_mass_overflows(
+    size: int,
+) -> None:
+    from dpledger.approval.aggregate import l1_mass
+
+    base = np.full(size, 1.5)
+    assert l1_mass(base) == pytest.approx(1.5 * size, rel=1e-15)
+    for bad, want in [(np.nan, "nan"), (np.inf, "inf"), (-np.inf, "inf")]:
+        arr = base.copy()
+        arr[size // 2] = bad
+        got = l1_mass(arr)
+        assert np.isnan(got) if want == "nan" else got == np.inf
+    huge = np.full(size, 1.7e308)  # finite values whose mass exceeds the largest double
+    with np.errstate(all="raise"):  # no FloatingPointError escapes either path
+        assert l1_mass(huge) == np.inf
+    assert l1_mass(-base) == l1_mass(base)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.text(min_size=1, max_size=12),
+    epoch=st.integers(0, 2**63 - 1),
+    cohort=st.integers(1, 10**9),
+    optional=st.sampled_from([None, "v/1", 'é\u2028"\\x']),
+    principal=st.sampled_from([None, "svc-key-1", "ü", 7]),
+)
+def test_the_request_fingerprint_is_the_sha256_of_its_compact_json_fields(
+    text: str, epoch: int, cohort: int, optional: str | None, principal: object
+) -> None:
+    # the fingerprint is recorded in every entry (inside the chain): its text is the
+    # compact JSON array of the fields in order, then the principal, however it is built
+    import hashlib
+    import json
+
+    from dpledger.approval import fingerprint
+
+    r = ReleaseRequest(
+        epoch=epoch,
+        metric=text,
+        region=text[::-1],
+        cohort=cohort,
+        edges_version=optional,
+        policy_version=optional,
+        release_id="id-1",
+    )
+    fields = [epoch, text, text[::-1], cohort, optional, optional, principal]
+    want = hashlib.sha256(json.dumps(fields, separators=(",", ":")).encode()).hexdigest()
+    assert fingerprint(r, principal) == want  # type: ignore[arg-type]
+    assert fingerprint(r.model_copy(update={"release_id": None}), principal) == want  # type: ignore[arg-type]
