@@ -165,6 +165,7 @@ class _Kept:
     version: int
     head: tuple[int, str]
     spend: dict[int, dict[tuple[str, str], Fraction]]
+    scopes: dict[int, dict[str, Fraction]]  # the same spend summed per scope
 
 
 class SqliteStore(SqlStore):
@@ -398,16 +399,22 @@ class SqliteStore(SqlStore):
         self._kept = pending  # only a committed flush is kept; any other write drops it
 
     def _flushed(
-        self, head: tuple[int, str], spend: dict[int, dict[tuple[str, str], Fraction]]
+        self,
+        head: tuple[int, str],
+        spend: dict[int, dict[tuple[str, str], Fraction]],
+        scopes: dict[int, dict[str, Fraction]],
     ) -> None:
         if self._version is None:
             return
         # epochs kept from earlier transactions are still valid (the version is unchanged)
-        totals = dict(self._kept.spend) if self._kept is not None else {}
+        kept = self._kept
+        totals = dict(kept.spend) if kept is not None else {}
         totals.update({e: dict(t) for e, t in spend.items()})
+        sums = dict(kept.scopes) if kept is not None else {}
+        sums.update({e: dict(scopes[e]) for e in spend})
         if len(totals) > _KEPT_EPOCHS:
             totals = dict(sorted(totals.items())[-_KEPT_EPOCHS:])
-        self._pending = _Kept(self._version, head, totals)
+        self._pending = _Kept(self._version, head, totals, {e: sums[e] for e in totals})
         self._kept = None  # a read later in this transaction must see what it just wrote
 
     def _load_state(self, epochs: Sequence[int], release_ids: Sequence[str]) -> TxnState:
@@ -420,7 +427,8 @@ class SqliteStore(SqlStore):
         ):
             return super()._load_state(epochs, release_ids)
         spend = {e: dict(kept.spend[e]) for e in epochs}
-        return TxnState(spend, kept.head, self._find_releases(release_ids))
+        scopes = {e: dict(kept.scopes[e]) for e in epochs}
+        return TxnState(spend, kept.head, self._find_releases(release_ids), scopes)
 
     @contextmanager
     def _read_transaction(self) -> Iterator[None]:

@@ -160,12 +160,16 @@ class SqlStore(ABC):
             self._recorded.add(policy_hash)  # committed by an earlier transaction
 
     def _flushed(
-        self, head: tuple[int, str], spend: dict[int, dict[tuple[str, str], Fraction]]
+        self,
+        head: tuple[int, str],
+        spend: dict[int, dict[tuple[str, str], Fraction]],
+        scopes: dict[int, dict[str, Fraction]],
     ) -> None:
         """The state a write transaction leaves if it commits: its head and the full spend
-        of the epochs it loaded. A store may keep it for its next transaction (SQLite does,
-        while no other connection has committed); by default it is not kept."""
-        del head, spend
+        of the epochs it loaded (per (scope, metric), and summed per scope). A store may
+        keep it for its next transaction (SQLite does, while no other connection has
+        committed); by default it is not kept."""
+        del head, spend, scopes
 
     def _load_state(self, epochs: Sequence[int], release_ids: Sequence[str]) -> TxnState:
         """The head and the epochs' spend in one query (plus one for release ids)."""

@@ -31,6 +31,8 @@ class TxnState:
     spend: dict[int, dict[tuple[str, str], Fraction]]  # epoch -> (scope, metric) -> total
     head: tuple[int, str]  # (seq, hash) of the chain's last entry
     found: dict[str, Entry]  # release id -> its committed entry
+    # epoch -> scope -> total over metrics, when the store kept it (else summed on load)
+    scopes: dict[int, dict[str, Fraction]] | None = None
 
 
 class WriteTxn:
@@ -58,7 +60,8 @@ class WriteTxn:
         for epoch in want:
             totals = state.spend.get(epoch, {})
             self._spend[epoch] = totals
-            self._scopes[epoch] = EpochSpend(totals).by_scope()
+            kept = state.scopes.get(epoch) if state.scopes is not None else None
+            self._scopes[epoch] = EpochSpend(totals).by_scope() if kept is None else kept
         for rid in ids:
             self._found[rid] = state.found.get(rid)
         self._head = state.head
@@ -140,6 +143,6 @@ class WriteTxn:
             spend.append((epoch, scope, metric, text))
         self._s._write_rows(rows, spend, (head_seq, head_hash))
         self._head = (head_seq, head_hash)
-        self._s._flushed(self._head, self._spend)
+        self._s._flushed(self._head, self._spend, self._scopes)
         self._staged = []
         return out
