@@ -112,3 +112,25 @@ def test_the_kept_per_scope_sums_are_the_sums_of_the_kept_spend(tmp_path: Path) 
                 assert kept.scopes[e] == EpochSpend(totals).by_scope(), (step, e)
             checked += 1
     assert checked >= 8
+
+
+def test_the_kept_state_holds_the_newest_epochs_and_reads_an_evicted_one_fresh(
+    tmp_path: Path,
+) -> None:
+    from dpledger.ledger.sqlite import _KEPT_EPOCHS
+
+    path = tmp_path / "l.db"
+    epochs = _KEPT_EPOCHS + 6
+    with Ledger.open(path, POLICY, mode="create") as a:
+        store = a._store
+        assert isinstance(store, SqliteStore)
+        for epoch in range(epochs):
+            _release(a, epoch=epoch)
+        kept = store._kept
+        assert kept is not None
+        assert sorted(kept.spend) == sorted(kept.scopes) == list(range(6, epochs))
+        for _ in range(9):  # epoch 0 was evicted: its 0.1 is read back, not forgotten
+            _release(a, epoch=0)
+        with pytest.raises(BudgetExceeded):
+            _release(a, epoch=0)
+        assert a.spent(0, "north").amount == 1

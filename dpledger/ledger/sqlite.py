@@ -406,15 +406,16 @@ class SqliteStore(SqlStore):
     ) -> None:
         if self._version is None:
             return
-        # epochs kept from earlier transactions are still valid (the version is unchanged)
+        # epochs kept from earlier transactions are still valid (the version is unchanged):
+        # extended in place, not copied (a transaction that fails drops the kept state whole)
         kept = self._kept
-        totals = dict(kept.spend) if kept is not None else {}
-        totals.update({e: dict(t) for e, t in spend.items()})
-        sums = dict(kept.scopes) if kept is not None else {}
-        sums.update({e: dict(scopes[e]) for e in spend})
-        if len(totals) > _KEPT_EPOCHS:
-            totals = dict(sorted(totals.items())[-_KEPT_EPOCHS:])
-        self._pending = _Kept(self._version, head, totals, {e: sums[e] for e in totals})
+        totals, sums = (kept.spend, kept.scopes) if kept is not None else ({}, {})
+        for e, t in spend.items():
+            totals[e], sums[e] = dict(t), dict(scopes[e])
+        while len(totals) > _KEPT_EPOCHS:  # the oldest epochs go first
+            oldest = min(totals)
+            del totals[oldest], sums[oldest]
+        self._pending = _Kept(self._version, head, totals, sums)
         self._kept = None  # a read later in this transaction must see what it just wrote
 
     def _load_state(self, epochs: Sequence[int], release_ids: Sequence[str]) -> TxnState:
