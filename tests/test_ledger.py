@@ -43,7 +43,9 @@ def ledger(tmp_path: Path) -> Ledger:
 def test_scalar_release_publishes_the_mean_with_its_ci95_bar(ledger: Ledger) -> None:
     r = ledger.release(req("loss"), 150.0)
     assert isinstance(r.value, float)
-    assert r.value == pytest.approx(r.noisy_sum[0] / 100)
+    assert r.value == float((r.noisy_sum / 100)[0])  # exactly the noisy sum / n
+    with pytest.raises(ValueError, match="read-only"):
+        r.noisy_sum[0] = 0.0
     assert r.scale == pytest.approx(2 / 0.1)
     assert r.error_bar == pytest.approx(math.log(20) * r.scale / 100)
     assert (r.charge, r.unit, r.entry_id, r.bar) == (

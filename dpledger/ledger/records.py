@@ -11,7 +11,7 @@ import hashlib
 import json
 import math
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -240,9 +240,6 @@ class Release:
     charge: Budget  # exact, in the policy's unit (ε, or ρ under zCDP)
     facts: MechanismFacts
     kind: str
-    _value: npt.NDArray[np.float64] = field(
-        repr=False, default_factory=lambda: _readonly(np.zeros(0))
-    )
 
     @classmethod
     def make(
@@ -260,28 +257,26 @@ class Release:
     ) -> Release:
         """Build from the committed noisy sum; means and bars are post-processing."""
         n = request.cohort
-        scalar = kind == "scalar_mean"
-        noisy = _readonly(noisy_sum)
-        value = _readonly(noisy / n) if scalar else noisy  # both read-only: one array serves
-        bar_value = bar_factor * facts.scale / (n if scalar else 1)
+        bar_value = bar_factor * facts.scale / (n if kind == "scalar_mean" else 1)
         return cls(
             request=request,
             entry_id=entry_id,
             entry_hash=entry_hash,
-            noisy_sum=noisy,
+            noisy_sum=_readonly(noisy_sum),
             scale=facts.scale,
             error_bar=bar_value,
             bar=bar,
             charge=charge,
             facts=facts,
             kind=kind,
-            _value=value,
         )
 
     @property
     def value(self) -> float | npt.NDArray[np.float64]:
         """The published value: a float (mean) or a read-only vector (sums)."""
-        return float(self._value[0]) if self.kind == "scalar_mean" else self._value
+        if self.kind == "scalar_mean":  # the mean: IEEE sum / n, as numpy's noisy_sum / n
+            return float(self.noisy_sum[0]) / self.request.cohort
+        return self.noisy_sum  # read-only
 
     @property
     def interval(
