@@ -220,7 +220,8 @@ def test_a_mixed_round_sorts_each_reply_as_the_per_reply_reference_does(
     paths = _read_all(plan, index, replies)  # the round mixes all three readers
     assert len(paths.npy) > 12
     assert len(paths.blobs) == 2  # the two agreeing other writers
-    assert len(paths.records) == 7  # and "a negative count", for the bounds check
+    assert len(paths.columns.kept) == 9  # the 6, "a negative count" (the bounds check's),
+    assert len(paths.records) == 0  # and "NaN loss" and "a short vector" (decode's misfits)
 
     got = sort_replies(plan, selected, replies, PlainSum())
 
