@@ -434,3 +434,26 @@ def test_a_strategy_round_of_hostile_replies_releases_the_per_reply_sums(
         runs.append((tuple(report.nodes), report.health, totals, len(report.releases), health))
     assert runs[0] == runs[1]
     assert len(runs[0][2]) == 2 * 5
+
+
+@pytest.mark.parametrize(("dtype", "size"), [("<f8", 7), ("<f4", 3), ("<i2", 5), ("<f8", 0)])
+def test_npy_column_decodes_np_saves_bytes_and_flags_every_other_string(
+    dtype: str, size: int
+) -> None:
+    from dpledger.flower.npy import npy_column
+
+    dt = np.dtype(dtype)
+    rows = (np.arange(6 * size).reshape(6, size) - 3).astype(dt)
+    saved = [_saved(r, dtype=str(dt)).data for r in rows]
+    lies = saved[1].replace(f"({size},)".encode(), f"({size + 1},)".encode())
+    assert len(lies) == len(saved[1])  # another shape, the same length
+    assert lies != saved[1]
+    strings: list[Any] = [saved[0], lies, saved[2] + b"\0", bytearray(saved[3]), None, saved[5]]
+    x, ok = npy_column(strings, dt, size)
+    assert ok.tolist() == [True, False, False, False, False, True]
+    assert x.dtype == dt
+    assert x.shape == (6, size)
+    assert x[ok].tobytes() == rows[ok].tobytes()
+    empty, none = npy_column([], dt, size)
+    assert empty.shape == (0, size)
+    assert none.shape == (0,)

@@ -78,11 +78,13 @@ def npy_column(
     if list(map(type, datas)).count(bytes) != n or list(map(len, datas)).count(width) != n:
         fit = [type(d) is bytes and len(d) == width for d in datas]
         datas = [d if f else bytes(width) for d, f in zip(datas, fit, strict=True)]
-    raw = np.frombuffer(b"".join(datas), dtype=np.uint8).reshape(n, width)
-    ok = np.asarray((raw[:, : len(head)] == np.frombuffer(head, dtype=np.uint8)).all(axis=1))
+    word = np.dtype("<u8") if len(head) % 8 == 0 == width % 8 else np.dtype(np.uint8)
+    raw = np.frombuffer(b"".join(datas), dtype=word).reshape(n, width // word.itemsize)
+    h = len(head) // word.itemsize  # the header compared as words (np.save pads it to 64)
+    ok = np.asarray((raw[:, :h] == np.frombuffer(head, dtype=word)).all(axis=1))
     if fit is not None:
         ok &= np.asarray(fit, dtype=bool)
-    return np.ascontiguousarray(raw[:, len(head) :]).view(dtype), ok
+    return np.ascontiguousarray(raw[:, h:]).view(dtype), ok
 
 
 def npy_rows(datas: list[bytes], dtype: np.dtype[Any], size: int) -> npt.NDArray[Any]:
