@@ -10,7 +10,8 @@ nobody asked for, a silent node — and each node's status and reason must be wh
 per-reply reference (``packed_blob``, ``read_packed``, ``read_reply``, the aggregator's
 check) says, and each accepted row what ``Array.numpy()`` of its own reply decodes, in
 its node's region. A row read at a wrong offset, in another region, or a lying header
-taken for np.save's would show.
+taken for np.save's would show. The same for three-record replies, read as columns:
+``test_flower_intake_records.py``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The default reply (:func:`~dpledger.flower.wire.pack`) holds a MetricRecord of scalars, an
 ArrayRecord of float64 vectors and a ConfigRecord of versions. :func:`~dpledger.flower.wire.
-read_reply` reads one such reply (~15 µs); for a round of thousands that per-reply work is
+read_reply` reads one such reply (~15 µs here); for a round of thousands that per-reply work is
 the cost. :class:`RecordColumns` instead keeps, during the intake's one pass, only what a
 reply in the expected form carries — its scalar values and its ``Array`` objects — and
 after the pass checks and decodes each metric's column for all of them at once.
@@ -17,10 +17,13 @@ a comparison of values the pass reads anyway:
   very comparison :func:`read_reply` makes);
 - each scalar is a finite ``float`` (its exact type);
 - each vector is an ``Array`` (its exact type) with stype ``numpy.ndarray`` and dtype
-  ``"float64"`` (exact ``str``), shape ``(size,)`` (an exact ``tuple`` of an ``int``) and
-  ``bytes`` data that are exactly what ``np.save``
-  writes for such an array (header compared byte for byte: :func:`~dpledger.flower.npy.
-  npy_column`), so its row is the bytes :func:`read_reply` would decode.
+  ``"float64"`` (exact ``str``s), shape ``(size,)`` (an exact ``tuple``) and ``bytes`` data
+  that are exactly what ``np.save`` writes for such an array (header compared as words:
+  :func:`~dpledger.flower.npy.npy_column`), so its row is the bytes :func:`read_reply`
+  would decode.
+
+The records are read through their public ``items()`` (:func:`entries`: the dict view's
+read-only ``mapping``, no copy) and the ``Array``'s public fields; no flwr internals.
 
 A reply in that form is one :func:`read_reply` accepts with these very payloads. Any other
 reply — a missing record or key, another type, dtype string or shape, a header that lies
