@@ -10,7 +10,8 @@ nobody asked for, a silent node — and each node's status and reason must be wh
 per-reply reference (``packed_blob``, ``read_packed``, ``read_reply``, the aggregator's
 check) says, and each accepted row what ``Array.numpy()`` of its own reply decodes, in
 its node's region. A row read at a wrong offset, in another region, or a lying header
-taken for np.save's would show.
+taken for np.save's would show. The same for three-record replies, read as columns:
+``test_flower_intake_records.py``.
 """
 
 from __future__ import annotations
@@ -220,7 +221,8 @@ def test_a_mixed_round_sorts_each_reply_as_the_per_reply_reference_does(
     paths = _read_all(plan, index, replies)  # the round mixes all three readers
     assert len(paths.npy) > 12
     assert len(paths.blobs) == 2  # the two agreeing other writers
-    assert len(paths.records) == 7  # and "a negative count", for the bounds check
+    assert len(paths.columns.kept) == 9  # the 6, "a negative count" (the bounds check's),
+    assert len(paths.records) == 0  # and "NaN loss" and "a short vector" (decode's misfits)
 
     got = sort_replies(plan, selected, replies, PlainSum())
 

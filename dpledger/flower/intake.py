@@ -10,8 +10,12 @@ It is built for rounds of thousands of replies, where per-reply Python work is t
 (the same sums released directly take a few milliseconds):
 
 - each Flower ``Message`` is touched once, through its public accessors
-  (``metadata.src_node_id``, ``has_error()``, ``content``, the record's ``items()``, the
+  (``metadata.src_node_id``, ``has_error()``, ``content``, the records' ``items()``, the
   ``Array``'s fields);
+- a three-record reply in the expected form keeps only its scalars and ``Array`` objects;
+  each metric's column is checked and decoded for all of them at once
+  (:class:`~dpledger.flower.columns.RecordColumns`). Any other three-record reply is read
+  by :func:`~dpledger.flower.wire.read_reply`, which gives its verdict and reason;
 - a packed reply whose ``.npy`` bytes are exactly what ``np.save`` writes for the plan's
   row (compared byte for byte) keeps only its bytes; all of them are decoded in one numpy
   call (:func:`~dpledger.flower.npy.npy_rows`). Any other reply takes the general path
@@ -33,11 +37,12 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from flwr.app import Array, ArrayRecord, Message
+from flwr.app import Array, ArrayRecord, Message, RecordDict
 from flwr.common.constant import SType
 
 from dpledger.errors import InternalError
 from dpledger.flower.aggregation import Aggregator
+from dpledger.flower.columns import RecordColumns, entries
 from dpledger.flower.npy import npy_header, npy_rows
 from dpledger.flower.report import STATUSES, Health, NodeStatuses, short_reason
 from dpledger.flower.wire import (
@@ -58,6 +63,7 @@ REPORTED, FAILED, DROPPED, REJECTED = (
 )
 _SOUND = len(STATUSES)  # answered, structurally sound: the round-wide checks decide
 _FLOAT64 = np.dtype("<f8")
+_NONE = object()
 
 
 @dataclass(frozen=True)
@@ -75,10 +81,12 @@ class Intake:
 class _Replies:
     """What one pass over the replies keeps, by node position (selection order)."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, plan: RoundPlan, n: int) -> None:
         self.status = bytearray([DROPPED]) * n
         self.reasons: dict[int, str] = {}
-        self.record_at: list[int] = []  # three-record replies
+        self.columns = RecordColumns(plan)  # three-record, the expected form: decoded together
+        self.record_at: list[int] = []  # three-record, read one by one (read_reply)
+        self.record_seq: list[int] = []  # their arrival numbers
         self.records: list[dict[str, Any]] = []
         self.npy_at: list[int] = []  # packed, the np.save header: decoded together
         self.npy: list[bytes] = []
@@ -89,6 +97,20 @@ class _Replies:
     def reject(self, at: int, reason: str) -> None:
         self.status[at] = REJECTED
         self.reasons[at] = short_reason(reason)
+
+    def read_records(self, plan: RoundPlan, seq: int, at: int, content: RecordDict) -> None:
+        """Reply number ``seq`` (node position ``at``) read alone: ``read_reply``'s verdict."""
+        try:
+            payloads, problem = read_reply(plan, content)
+        except Exception as e:  # read_reply never raises on content: this is a strange one
+            self.reject(at, f"unreadable reply ({type(e).__name__})")
+            return
+        if problem is not None:
+            self.reject(at, problem)
+        else:
+            self.record_at.append(at)
+            self.record_seq.append(seq)
+            self.records.append(payloads)
 
 
 def sort_replies(
@@ -104,6 +126,14 @@ def sort_replies(
     code = {r: k for k, r in enumerate(regions)}
     where = np.fromiter(map(code.__getitem__, selected.values()), dtype=np.intp, count=len(ids))
     got = _read_all(plan, dict(zip(ids, range(len(ids)), strict=True)), replies)
+    (fast_at, fast_seq, fast), misfits = got.columns.decode()
+    for seq, at, content in misfits:  # read alone: read_reply's verdict and reason
+        got.read_records(plan, seq, at, content)
+    record_at = fast_at + got.record_at
+    order = None  # the three-record rows in arrival order, as one reader gives them
+    if got.record_at:
+        order = np.argsort(np.asarray(fast_seq + got.record_seq, dtype=np.intp), kind="stable")
+        record_at = [record_at[i] for i in order.tolist()]
     matrix = _packed_matrix(plan, got)
     packed_at = got.npy_at + got.blob_at
     heads = packed_heads(plan, matrix)
@@ -111,12 +141,13 @@ def sort_replies(
         for at, why in zip(packed_at, heads, strict=True):
             if why is not None:
                 got.reject(at, why)
-    sound = got.record_at + packed_at
+    sound = record_at + packed_at
     rows = {
-        name: _rows(m, [r[name] for r in got.records], matrix[:, a:b])
+        name: _rows(_record_rows(m, fast[name], [r[name] for r in got.records], order),
+                    matrix[:, a:b])
         for name, m in plan.metrics.items()
         for a, b in [plan.packed.spans[name]]
-    }
+    }  # fmt: skip
     for name, m in plan.metrics.items():
         checked = aggregator.check(m, rows[name])
         if len(checked) != len(sound):
@@ -150,10 +181,11 @@ def _read_all(plan: RoundPlan, index: dict[int, int], replies: Iterable[Message]
     shape = (width,)
     head = npy_header(_FLOAT64, width)
     size = len(head) + 8 * width
-    got = _Replies(len(index))
+    got = _Replies(plan, len(index))
     status, numpy, position = got.status, SType.NUMPY, index.get
     npy_at, npy = got.npy_at.append, got.npy.append  # bound once: the loop runs per reply
-    for reply in replies:
+    take = got.columns.take
+    for seq, reply in enumerate(replies):
         at = position(reply.metadata.src_node_id, -1)
         if at < 0 or status[at] != DROPPED:  # not selected, or not its first reply
             got.unexpected += 1
@@ -166,16 +198,19 @@ def _read_all(plan: RoundPlan, index: dict[int, int], replies: Iterable[Message]
         status[at] = _SOUND
         try:
             content = reply.content
-            try:
-                record = content[PACKED_RECORD]
-            except KeyError:
-                payloads, problem = read_reply(plan, content)
-                if problem is not None:
-                    got.reject(at, problem)
-                else:
-                    got.record_at.append(at)
-                    got.records.append(payloads)
-                continue
+            if type(content) is RecordDict:  # flwr's own: items() is its dict's, never raises
+                records = entries(content)
+                record = records.get(PACKED_RECORD, _NONE)
+                if record is _NONE:
+                    if not take(seq, at, content, records):
+                        got.read_records(plan, seq, at, content)
+                    continue
+            else:
+                try:
+                    record = content[PACKED_RECORD]
+                except KeyError:
+                    got.read_records(plan, seq, at, content)
+                    continue
             if isinstance(record, ArrayRecord):  # the fast path: np.save's bytes of one row
                 items = record.items()
                 if len(items) == 1:
@@ -212,9 +247,19 @@ def _packed_matrix(plan: RoundPlan, got: _Replies) -> npt.NDArray[np.float64]:
     return np.concatenate([fast, other])
 
 
-def _rows(m: MetricPlan, values: list[Any], packed: npt.NDArray[Any]) -> npt.NDArray[Any]:
-    """One metric's rows: the three-record replies' payloads, then the packed ones."""
+def _record_rows(
+    m: MetricPlan, fast: npt.NDArray[Any], values: list[Any], order: npt.NDArray[np.intp] | None
+) -> npt.NDArray[Any]:
+    """One metric's three-record rows: the column's, then those read alone, put in ``order``."""
     if not values:
+        return fast
+    alone = np.asarray(values, dtype=np.float64).reshape(-1, 1) if m.scalar else np.stack(values)
+    x = np.concatenate([fast, alone]) if len(fast) else alone
+    return x if order is None else x[order]
+
+
+def _rows(records: npt.NDArray[Any], packed: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """One metric's rows: the three-record replies' payloads, then the packed ones."""
+    if not len(records):
         return packed
-    stacked = np.asarray(values, dtype=np.float64).reshape(-1, 1) if m.scalar else np.stack(values)
-    return np.concatenate([stacked, packed]) if len(packed) else stacked
+    return np.concatenate([records, packed]) if len(packed) else records

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["npy_disagrees", "npy_header", "npy_rows"]
+__all__ = ["npy_column", "npy_disagrees", "npy_header", "npy_rows"]
 
 
 @functools.lru_cache(maxsize=256)
@@ -61,6 +61,30 @@ def npy_disagrees(data: bytes, dtype: np.dtype[Any], size: int) -> str | None:
     if len(data) - f.tell() != size * dtype.itemsize:
         return f"{len(data) - f.tell()} data bytes, the header's array has {size * dtype.itemsize}"
     return None
+
+
+def npy_column(
+    datas: list[Any], dtype: np.dtype[Any], size: int
+) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
+    """Many Arrays' ``data`` decoded as one ``(len(datas), size)`` array in one numpy call,
+    and which of them are exactly :func:`npy_header` ``(dtype, size)`` then ``size``
+    elements (``bytes``, compared byte for byte). The other rows hold whatever their
+    bytes (or zeros) gave: the caller reads those replies one by one instead.
+    """
+    head = npy_header(dtype, size)
+    width = len(head) + size * dtype.itemsize
+    n = len(datas)
+    fit: list[bool] | None = None
+    if list(map(type, datas)).count(bytes) != n or list(map(len, datas)).count(width) != n:
+        fit = [type(d) is bytes and len(d) == width for d in datas]
+        datas = [d if f else bytes(width) for d, f in zip(datas, fit, strict=True)]
+    word = np.dtype("<u8") if len(head) % 8 == 0 == width % 8 else np.dtype(np.uint8)
+    raw = np.frombuffer(b"".join(datas), dtype=word).reshape(n, width // word.itemsize)
+    h = len(head) // word.itemsize  # the header compared as words (np.save pads it to 64)
+    ok = np.asarray((raw[:, :h] == np.frombuffer(head, dtype=word)).all(axis=1))
+    if fit is not None:
+        ok &= np.asarray(fit, dtype=bool)
+    return np.ascontiguousarray(raw[:, h:]).view(dtype), ok
 
 
 def npy_rows(datas: list[bytes], dtype: np.dtype[Any], size: int) -> npt.NDArray[Any]:
