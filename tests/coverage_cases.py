@@ -130,7 +130,7 @@ def _confusion(
 
 def hard_confusion(classes: int, priors: str, accuracy: float, n: float) -> np.ndarray:
     """A hard regime's true matrix: ``priors`` is balanced, rare (one class 0.2% of
-    samples), 1% (one class 1%), 70/30 (one class 70%), dominant (one class 90%) or
+    samples), 1% or 5% (one class 1% or 5%), 70/30 (one class 70%), dominant (one class 90%) or
     absent (one class never occurs)."""
     if priors == "dominant":
         prior = np.full(classes, 0.1 / (classes - 1))
@@ -141,9 +141,10 @@ def hard_confusion(classes: int, priors: str, accuracy: float, n: float) -> np.n
     elif priors == "70/30":
         prior = np.full(classes, 0.3 / (classes - 1))
         prior[0] = 0.7
-    elif priors == "1%":
-        prior = np.full(classes, 0.99 / (classes - 1))
-        prior[-1] = 0.01
+    elif priors in ("1%", "5%"):
+        share = float(priors.rstrip("%")) / 100.0
+        prior = np.full(classes, (1.0 - share) / (classes - 1))
+        prior[-1] = share
     else:
         prior = np.ones(classes)
     m = _confusion(prior, np.linspace(0.5, 1.5, classes), accuracy, n, clip=True)

@@ -79,14 +79,13 @@ _UNDEFINED = -1
 OUTSIDE = -2
 """Code of an interval lying wholly outside the metric's range (an extreme noise draw)."""
 FEW_CLASSES = -3
-"""Code of a per-class average with fewer than half of its classes clear of the noise (or,
-for a macro average over 3 or more classes, a class within the noise and at most 2
-measured; at 2 classes, both classes bounded)."""
+"""Code of a per-class average with fewer than half of its classes clear of the noise (at
+2 classes, both classes bounded)."""
 UNBOUNDED = -4
 """Code of an interval with an infinite end (R²'s low end at −∞): the metric's whole range."""
 TOO_NOISY = -5
-"""Code of a 2-class macro average or MCC whose noise is too large for the class rule, by a
-public rule (``_two_class.TWO_CLASS_MAX_NOISE``): it reads no released value."""
+"""Code of a macro average at 2–6 classes (or MCC at 2) whose noise is too large for the
+class rule, by a public rule (``_two_class.max_noise``): it reads no released value."""
 _NOTICE = 0.01  # a widening below 1% of the half-width is not worth naming
 
 
@@ -406,12 +405,15 @@ def _reason(batch: Batch, key: str, row: int) -> str | None:
             "to divide by)"
         )
     if code == TOO_NOISY:
+        from dpledger.metrics._two_class import max_noise  # imports this module
+
+        c = batch.classes[key]
         return (
-            "noise swamps it: at 2 classes the noise scale is above 0.15 of a cell of the "
-            "largest matrix the cohort allows (cohort × cap / 4); there a binary model's "
-            "per-class counts pass their rules mostly by noise and the published releases "
-            "under-covered (0.80-0.93), so none is published (a public rule: it reads no "
-            "released value)"
+            f"noise swamps it: at {c} classes the noise scale is above {max_noise(c) or 0:.3g} "
+            f"of a cell of the largest matrix the cohort allows (cohort × cap / {c * c}); "
+            f"there a good model's per-class counts pass their rules mostly by noise and the "
+            f"published releases under-covered (0.80-0.94), so none is published (a public "
+            f"rule: it reads no released value)"
         )
     if code == FEW_CLASSES:
         u, c = int(batch.bounded[key][row]), batch.classes[key]
@@ -426,16 +428,9 @@ def _reason(batch: Batch, key: str, row: int) -> str | None:
                 f"(more than half), so the average would be mostly the bound [0, 1] of "
                 f"those classes"
             )
-        if c == 1:
-            return (
-                "noise swamps it: its one class's count is not clear of twice its threshold; "
-                "a class that only just passed did so because noise inflated its count"
-            )
         return (
-            f"noise swamps it: {u} of its {c} classes have a count within the noise and at "
-            f"most 2 are measured; a class that only just passed did so because noise "
-            f"inflated its count, and one or two are too few to average that selection out "
-            f"(such averages covered 0.55-0.88)"
+            "noise swamps it: its one class's count is not clear of twice its threshold; "
+            "a class that only just passed did so because noise inflated its count"
         )
     g = batch.guards[key][code - 1]
     value, se, q = (float(a[g.key][row]) for a in (batch.den, batch.den_se, batch.den_q))

@@ -20,7 +20,15 @@ from dpledger.metrics._assemble import FEW_CLASSES, TOO_NOISY, Batch
 from dpledger.metrics._confusion_linear import FAMILY
 from dpledger.metrics._segments import FloatArray
 
-__all__ = ["MACRO_KEYS", "TWO_CLASS_MAX_NOISE", "mcc_two_classes", "too_noisy"]
+__all__ = [
+    "FEW_CLASS_MAX_NOISE",
+    "MACRO_KEYS",
+    "NOISE_RULE_MAX_CLASSES",
+    "TWO_CLASS_MAX_NOISE",
+    "max_noise",
+    "mcc_two_classes",
+    "too_noisy",
+]
 
 MACRO_KEYS = tuple(k for k in FAMILY if not k.endswith("_weighted"))
 """The per-class averages that are not weighted: balanced accuracy and the macro averages."""
@@ -34,6 +42,36 @@ accuracy covered 0.88–0.93 and MCC 0.80–0.90 at noise 0.2 of a cell (accurac
 10,000 releases; 13–35% published), 0.82–0.89 at 0.3, while every cell at ≤ 0.15 covered
 ≥ 0.949 (accuracy 0.55–0.99, both laws). Without a public maximum (``max_total`` = inf)
 the rule cannot apply; a maximum far above the true total applies it late."""
+FEW_CLASS_MAX_NOISE = 0.10
+"""At 3 to :data:`NOISE_RULE_MAX_CLASSES` classes the macro averages and balanced accuracy
+are not published when the noise s.e. of a class's count, b·√(2C), exceeds this fraction
+of a balanced class's count in the largest matrix the cohort allows (``max_total`` / C):
+a noise scale above 0.1·√(C/2) of its cell ``max_total`` / C² (0.122 at 3 classes, 0.141
+at 4, 0.158 at 5, 0.173 at 6; at 2 classes the same form with 0.15 is
+:data:`TWO_CLASS_MAX_NOISE`). Why (stats34): with a good model (accuracy ≥ 0.9) most
+class counts then sit near the measured threshold, and the releases whose noise carried
+classes over it are selected: among published releases balanced accuracy and the macro
+averages covered 0.88–0.94 (3 classes at 0.25–0.3 of a true cell, 4 at 0.3) and
+0.89–0.935 (4–6 classes at 0.5; 5–30% published), while every cell at ≤ 0.2 (3 classes),
+≤ 0.25 (4) and ≤ 0.3 (5–6) of a true cell covered ≥ 0.945 (4,000 releases per cell,
+accuracy 0.55–0.99, balanced / 5% / 1% classes, both laws). The limit is set so that a
+public maximum 1.5 × the true total still flags those cells (0.1 rather than 0.15: at
+3 classes 0.15·√1.5 = 0.18 of a cell, with a maximum 1.5 × the true total, let through
+0.25 of a true cell, covering 0.88–0.94). MCC, accuracy and the weighted averages
+covered in those cells and are not flagged."""
+NOISE_RULE_MAX_CLASSES = 6
+"""The largest class count the noise rule applies to (measured at 2–6 classes; from 10
+classes the per-class averages covered at 0.3–1.5 of a cell without it,
+``tests/test_coverage_many_classes.py``)."""
+
+
+def max_noise(c: int) -> float | None:
+    """The public noise limit at ``c`` classes, in cells of the largest matrix (None: no rule)."""
+    if c == 2:
+        return TWO_CLASS_MAX_NOISE
+    if 3 <= c <= NOISE_RULE_MAX_CLASSES:
+        return FEW_CLASS_MAX_NOISE * math.sqrt(c / 2.0)
+    return None
 
 
 def mcc_two_classes(batch: Batch, macro: Mapping[str, FloatArray]) -> Batch:
@@ -81,14 +119,16 @@ def mcc_two_classes(batch: Batch, macro: Mapping[str, FloatArray]) -> Batch:
     )  # fmt: skip
 
 
-def too_noisy(batch: Batch, std: FloatArray, max_total: float) -> Batch:
-    """At 2 classes, every macro average and MCC flagged :data:`TOO_NOISY` (whole range) when
-    the public noise exceeds :data:`TWO_CLASS_MAX_NOISE` of the largest possible cell."""
+def too_noisy(batch: Batch, std: FloatArray, max_total: float, c: int) -> Batch:
+    """Every macro average (and at 2 classes MCC) flagged :data:`TOO_NOISY` (whole range)
+    when the public noise scale exceeds :func:`max_noise` of the largest possible cell
+    ``max_total`` / C². Reads only public quantities: the scale, ``max_total`` and C."""
     scale = float(np.max(std)) / math.sqrt(2.0)  # Laplace b; σ/√2 for Gaussian noise
-    if not scale > TWO_CLASS_MAX_NOISE * max_total / 4.0:  # inf max_total: never
+    limit = max_noise(c)
+    if limit is None or not scale > limit * max_total / (c * c):  # inf max_total: never
         return batch
     code, low, high, est = dict(batch.code), dict(batch.low), dict(batch.high), dict(batch.estimate)
-    for key in (*MACRO_KEYS, "mcc"):
+    for key in (*MACRO_KEYS, "mcc") if c == 2 else MACRO_KEYS:
         lo, hi = batch.ranges[key]
         hit = (batch.code[key] == 0) | (batch.code[key] == FEW_CLASSES)
         code[key] = np.where(hit, TOO_NOISY, batch.code[key])
