@@ -132,7 +132,8 @@ noisy count of a rare class near its threshold: published only when noise carrie
 count over it, balanced accuracy covered 0.88–0.92 and precision/f1_macro 0.70–0.92
 among published releases (3 classes, a 5% or 1% class, accuracy 0.55–0.99, noise
 0.05–0.15 of a cell, both laws, 4,000 releases per cell; 5–48% published). With the
-stricter measure and the bound, ≥ 0.945 there (grid of ``research/stats34``). From 5
+stricter measure and the bound, ≥ 0.945 there (a 1,680-cell grid: 3–6 classes, accuracy
+0.55–0.99, balanced / 5% / 1% classes, noise 0.05–0.5 of a cell, both laws). From 5
 classes a class bounded with ≤ 2 measured is more than half of them: flagged, as before.
 Where noise is high for the class counts, :func:`~._two_class.too_noisy`'s public rule
 withholds the averages."""
