@@ -1,23 +1,25 @@
-"""3–6 classes (stats34): a rare class near its threshold, and good models in heavy noise.
-
-Before stats34 a macro average at 3–4 classes was flagged when a class was bounded and at
-most 2 were measured (``FEW_MEASURED``). That is a cut on a rare class's noisy count: with
-a 5% or 1% class near its threshold, the average was published only when noise carried
-that count over it, deflating the class's ratio. On ``main`` (ab35726), 4,000 releases
-per cell, among published releases (5–40% published): precision_macro 0.704 (k = 213)
-and f1_macro 0.775 (3 classes, 5%, accuracy 0.9, noise 0.1 of a cell, maximum 1.5 n,
-Laplace), f1_macro 0.915 (5%, 0.55, 0.1, maximum 1.5 n; 0.716 at 0.15) and 0.80 (1%,
-0.55, 0.1), balanced accuracy 0.882 (5%, 0.9, 0.05; k = 1,308), precision_macro 0.90
-(5%, 0.99, 0.05, Gaussian). Now at 2–4 classes a class is measured only when its
-count's interval clears its threshold, the rest bounded, and the average flagged only
-when more than half are bounded (``_flam_intervals.BOUND_MAX_CLASSES``): published in
-≥ 99% of these releases, covering ≥ 0.985.
+"""3–6 classes (stats34): good models in heavy noise, and a known gap with a rare class.
 
 Good models in heavy noise (:data:`NOISY`): most class counts then sit near the threshold
 and the releases whose noise carried some over it are selected: balanced accuracy and the
 macro averages covered 0.88–0.94 among the 5–30% published (3 classes at 0.25 of a true
 cell, 4 at 0.3, 5 at 0.5; a public maximum 1.5 n). Now flagged ``TOO_NOISY`` by a public
-rule (``_two_class.max_noise``: 0.1·√(C/2) of a cell of the largest matrix).
+rule (``_two_class.max_noise``: 0.1·√(C/2) of a cell of the largest matrix), which
+withholds a whole regime or nothing, so it cannot lower coverage among published releases.
+
+Known gap (:data:`RARE`, strict xfail): a macro average at 3–4 classes is flagged when a
+class is bounded and at most 2 are measured (``FEW_MEASURED``) — a cut on a rare class's
+noisy count: with a 5% or 1% class near its threshold the average is published only when
+noise carried that count over it, deflating the class's ratio. 4,000 releases per cell,
+among published releases (5–40% published): precision_macro 0.704 (k = 213) and f1_macro
+0.775 (3 classes, 5%, accuracy 0.9, noise 0.1 of a cell, maximum 1.5 n, Laplace),
+f1_macro 0.80 (1%, 0.55, 0.1), balanced accuracy 0.882 (5%, 0.9, 0.05; k = 1,308). A fix
+that measured a class only when its count's interval cleared its threshold and bounded
+the rest (the 2-class rule's form) covered these cells (≥ 0.985, ≥ 99% published) but
+was not kept: an outside review found it under-covering elsewhere — two rare classes
+(90/5/5, accuracy 0.99, noise 0.05): balanced accuracy 0.74–0.86 among published, where
+this rule gives 0.93–0.95 — and, with a public maximum 3 × the true total, heavy-noise
+cells the noise limit no longer catches at 0.89–0.94 (0.95 here).
 
 Each (cell, metric) with k ≥ 50 usable is held to ``min(0.93, 0.95 − 3.72·√(0.95·0.05/k))``
 and overall to 0.93 (false failure ≤ 1e-4 per check at a true 0.95; < 0.5% over the
@@ -47,7 +49,8 @@ RARE = (  # ((classes, priors, accuracy, noise / mean cell), law, public maximum
     ((3, "5%", 0.9, 0.05), "laplace", 1.0),
     ((3, "5%", 0.99, 0.05), "gaussian", 1.0),
 )
-"""The former FEW_MEASURED cut's worst cells (3 classes, a rare class near its threshold)."""
+"""The FEW_MEASURED cut's worst cells (3 classes, a rare class near its threshold): known
+to under-cover among published releases, not fixed (see the module doc)."""
 NOISY = (
     ((3, "balanced", 0.97, 0.25), "gaussian", 1.5),
     ((4, "balanced", 0.99, 0.3), "gaussian", 1.5),
@@ -65,12 +68,17 @@ def _hit(truth: dict[str, float], batch: Any, key: str) -> Any:
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap: FEW_MEASURED is a cut on a rare class's noisy count (0.70-0.92 among "
+    "published); the bound rule that fixed it under-covered elsewhere (README)",
+)
 @pytest.mark.parametrize(("regime", "dist", "most"), RARE)
 def test_macro_averages_cover_among_published_with_a_rare_class_near_its_threshold(
     regime: tuple[int, str, float, float], dist: str, most: float
 ) -> None:
-    """Every key covers overall and among published; the macro averages are published in
-    most releases (measured ≥ 99%), so the fix is not a flag."""
+    """What a fix must give: every key covers overall and among published, and the macro
+    averages are published in most releases (the bound rule gave ≥ 99%), not flagged."""
     seed = 8000 + RARE.index((regime, dist, most))
     truth, batch = hard_classification_case(regime, dist, RELEASES, seed, max_total=most * 1e6)
     for key in KEYS:

@@ -79,8 +79,9 @@ _UNDEFINED = -1
 OUTSIDE = -2
 """Code of an interval lying wholly outside the metric's range (an extreme noise draw)."""
 FEW_CLASSES = -3
-"""Code of a per-class average with fewer than half of its classes clear of the noise (at
-2 classes, both classes bounded)."""
+"""Code of a per-class average with fewer than half of its classes clear of the noise (or,
+for a macro average over 3 or more classes, a class within the noise and at most 2
+measured; at 2 classes, both classes bounded)."""
 UNBOUNDED = -4
 """Code of an interval with an infinite end (R²'s low end at −∞): the metric's whole range."""
 TOO_NOISY = -5
@@ -428,9 +429,16 @@ def _reason(batch: Batch, key: str, row: int) -> str | None:
                 f"(more than half), so the average would be mostly the bound [0, 1] of "
                 f"those classes"
             )
+        if c == 1:
+            return (
+                "noise swamps it: its one class's count is not clear of twice its threshold; "
+                "a class that only just passed did so because noise inflated its count"
+            )
         return (
-            "noise swamps it: its one class's count is not clear of twice its threshold; "
-            "a class that only just passed did so because noise inflated its count"
+            f"noise swamps it: {u} of its {c} classes have a count within the noise and at "
+            f"most 2 are measured; a class that only just passed did so because noise "
+            f"inflated its count, and one or two are too few to average that selection out "
+            f"(such averages covered 0.55-0.88)"
         )
     g = batch.guards[key][code - 1]
     value, se, q = (float(a[g.key][row]) for a in (batch.den, batch.den_se, batch.den_q))

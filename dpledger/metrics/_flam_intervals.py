@@ -35,20 +35,21 @@ balanced accuracy leave it out: the bound holds for either); a weighted average'
 are bounded by their classes' true counts. Flags: the total count not clear of the
 noise (every metric); fewer than half of the classes measured (a per-class average: it
 would be mostly bound, and the few classes that pass are those whose noise inflated
-their count — measured among such releases, 0.83–0.86 covered; from 2 to
-:data:`BOUND_MAX_CLASSES` classes see below); and, for MCC, either term of its
-denominator product, N² − Σp² and N² − Σt², not above 3 × q·se of its own noise
-(:data:`SPREAD_FACTOR`; a 2-class model with a 10% minority class within 2–4 s.e. of the
-noise covered 0.87–0.92 among usable releases with per-class count guards alone).
+their count — measured among such releases, 0.83–0.86 covered), or, for a macro
+average at 3 or more classes, a class bounded with at most :data:`FEW_MEASURED` classes
+measured (at 3–6 classes the macro averages are not published at all above a public
+noise limit, :data:`~._two_class.FEW_CLASS_MAX_NOISE`); and, for MCC, either term of its
+denominator product, N² − Σp² and N² − Σt²,
+not above 3 × q·se of its own noise (:data:`SPREAD_FACTOR`; a 2-class model with a 10%
+minority class within 2–4 s.e. of the noise covered 0.87–0.92 among usable releases with
+per-class count guards alone).
 
-At 2 to :data:`BOUND_MAX_CLASSES` classes a hard cut selects (cls2, cls3, stats34): a
-macro average measures a class only when its count's own interval lies above its
-threshold (:data:`TWO_CLASS_FACTOR`) and BOUNDS every other class, published with that
-bound rather than flagged (flagged only when more than half of the classes are bounded),
-and above a public noise limit (:func:`~._two_class.too_noisy`) it is not published; at
-2 classes MCC is the hull of √(J·Mk) over the intervals of
+At 2 classes a hard cut selects (cls2, cls3): a macro average measures a class only
+when its count's own interval lies above its threshold (:data:`TWO_CLASS_FACTOR`) and
+BOUNDS every other class, published with that bound rather than flagged (flagged only
+when both classes are bounded); MCC there is the hull of √(J·Mk) over the intervals of
 balanced accuracy and precision_macro, which carry those bounds
-(:func:`_few_class_measured`, :func:`~._two_class.mcc_two_classes`). MCC
+(:func:`_two_class_measured`, :func:`~._two_class.mcc_two_classes`). MCC
 no longer needs every class's count clear (statistics review, D5): that flagged it
 whenever a class was absent or never predicted, at any noise, although MCC is defined
 and measured there; without it every cell of a 960-cell grid (2–10 classes; rare,
@@ -87,6 +88,7 @@ from dpledger.metrics._intervals import (
 from dpledger.metrics._ratio import conditional_fieller
 from dpledger.metrics._segments import FloatArray, as_finite
 from dpledger.metrics._two_class import (
+    FEW_CLASS_MAX_NOISE,
     MACRO_KEYS,
     TWO_CLASS_MAX_NOISE,
     mcc_two_classes,
@@ -96,9 +98,10 @@ from dpledger.metrics.flam import CLASSIFICATION_KEYS
 from dpledger.types import IntervalMethod, Labels, MechanismKind
 
 __all__ = [
-    "BOUND_MAX_CLASSES",
     "CLASSIFICATION_RANGES",
     "CLASS_FACTOR",
+    "FEW_CLASS_MAX_NOISE",
+    "FEW_MEASURED",
     "SECURE",
     "SPREAD_FACTOR",
     "TWO_CLASS_FACTOR",
@@ -118,31 +121,26 @@ CLASS_FACTOR = 2.0
 SPREAD_FACTOR = 3.0
 """MCC needs each term of its denominator's product, N² − Σp² and N² − Σt², above this
 many times q·se of its own linearised noise."""
+FEW_MEASURED = 2
+"""At 3 or more classes a macro average (or balanced accuracy) is unusable when a class
+is bounded and at most this many are measured. A class that only just passed was
+selected by noise that inflated its count, which deflates its ratio, and one or two such
+ratios are not averaged out: among published releases they covered 0.84–0.88 (2
+classes, one bounded), 0.90–0.93 (3 classes, one bounded), 0.92 (4 classes, two bounded)
+and 0.55–0.85 (2 classes, the minority class only just measured), against 0.93–0.95
+with 3 measured (4 classes, one bounded) and ≥ 0.957 at 10 classes (statistics review,
+D2). At 2 classes the rule is :data:`TWO_CLASS_FACTOR`'s instead: flagging there was
+itself a cut that selected (cls2). A weighted average bounds its unmeasured terms by
+their classes' counts and covered ≥ 0.999 there."""
 SECURE = 2.0
 """A 1-class matrix's macro averages need its count clear of this many times its
 threshold (at 2 classes this cut, with a flag below it, selected deflated precision:
 0.61–0.90 covered among published releases; cls2)."""
-BOUND_MAX_CLASSES = 4
-"""From 2 to this many classes a macro average (and balanced accuracy) measures a class
-only when its count's interval lies above its threshold (:data:`TWO_CLASS_FACTOR`), bounds
-every other class and is flagged only when more than half are bounded
-(:func:`_few_class_measured`). Why (stats34): the former rule at 3–4 classes flagged an
-average with a class bounded and at most 2 measured (``FEW_MEASURED``) — a cut on the
-noisy count of a rare class near its threshold: published only when noise carried that
-count over it, balanced accuracy covered 0.88–0.92 and precision/f1_macro 0.70–0.92
-among published releases (3 classes, a 5% or 1% class, accuracy 0.55–0.99, noise
-0.05–0.15 of a cell, both laws, 4,000 releases per cell; 5–48% published). With the
-stricter measure and the bound, ≥ 0.945 there (a 1,680-cell grid: 3–6 classes, accuracy
-0.55–0.99, balanced / 5% / 1% classes, noise 0.05–0.5 of a cell, both laws). From 5
-classes a class bounded with ≤ 2 measured is more than half of them: flagged, as before.
-Where noise is high for the class counts, :func:`~._two_class.too_noisy`'s public rule
-withholds the averages."""
 TWO_CLASS_FACTOR = CLASS_FACTOR + 1.0
-"""At 2 to :data:`BOUND_MAX_CLASSES` classes a macro average (and balanced accuracy)
-measures a class only when its count exceeds this many times q·se, that is when the
-count's own interval (at the metric's level) lies wholly above its threshold
-:data:`CLASS_FACTOR` × q·se; every other class is bounded in [0, 1], not flagged (see
-:func:`_few_class_measured`)."""
+"""At 2 classes a macro average (and balanced accuracy) measures a class only when its
+count exceeds this many times q·se, that is when the count's own interval (at the
+metric's level) lies wholly above its threshold :data:`CLASS_FACTOR` × q·se; every other
+class is bounded in [0, 1], not flagged (see :func:`_two_class_measured`)."""
 SPREAD_P = "MCC's predicted-class spread N² − Σp²"
 SPREAD_T = "MCC's true-class spread N² − Σt²"
 """A class is measured when its count exceeds this many times q·se (see the module doc)."""
@@ -267,11 +265,10 @@ def _classification_moments(
     return {k: Linear(value[k], se[k], q[k]) for k in CLASSIFICATION_KEYS}, cov
 
 
-def _few_class_measured(
+def _two_class_measured(
     dens: Mapping[str, Linear], select: Mapping[str, tuple[Guard, ...]]
 ) -> dict[str, BoolArray]:
-    """At 2 to :data:`BOUND_MAX_CLASSES` classes, per family (R, C): the classes a macro
-    average measures.
+    """At 2 classes, per family (R, C): the classes a macro average measures.
 
     Class k is measured when its count D̂ (capped at its public maximum) passed its
     threshold s = CLASS_FACTOR·q·se by more than q·se, its own noise quantile at the
@@ -294,16 +291,14 @@ def _few_class_measured(
     therefore consistent with any ratio in [0, 1] and is bounded; at most α of the
     releases in which a class whose true count is ≤ s passes s measure it. Bounding,
     not flagging, matters: a flag is another cut, and the releases passing it would be
-    selected again. The average is flagged only when more than half of its classes are
-    bounded (at 2 classes both: its interval would be [0, 1]). Measured (cls3, 2
-    balanced classes, accuracy 0.55–0.7, noise 0.06–0.15 of a cell, both laws, 3,000
-    releases per cell): every macro average
+    selected again. The average is flagged only when both classes are bounded (its
+    interval would be [0, 1]). Measured (cls3, 2 balanced classes, accuracy 0.55–0.7,
+    noise 0.06–0.15 of a cell, both laws, 3,000 releases per cell): every macro average
     covers 0.946–1.00 among published releases and precision_macro is published in
     ≥ 99% of releases (was 0–2% at noise ≥ 0.1); its interval is 0.26–0.6 wide where
     its minority class is bounded. Where almost every release has both classes bounded
     (a good model, noise ~0.2–0.3 of a cell) the flag selects again; those releases are not
-    published, by the public rule of :func:`~._two_class.too_noisy`. The same holds at 3–4
-    classes (stats34; see :data:`BOUND_MAX_CLASSES`).
+    published, by the public rule :data:`TWO_CLASS_MAX_NOISE`.
     """
     return {
         fam: np.stack([clear(dens[g.key], replace(g, factor=TWO_CLASS_FACTOR))
@@ -350,8 +345,12 @@ def _bound_unclear(
             low[key] = np.where(ok, batch.low[key] * k_in / c, batch.low[key])
             high[key] = np.where(ok, (batch.high[key] * k_in + u) / c, batch.high[key])
         few = 2 * u > c
-        if c == 1 and not key.endswith("_weighted"):  # clear of SECURE × its threshold
+        if key.endswith("_weighted") or c == 2:
+            pass  # 2 classes: a class not measured is bounded (_two_class_measured)
+        elif c == 1:  # its class must be clear of SECURE × its threshold
             few = few | (u > 0) | (secure[fam].sum(axis=-1) < c)
+        else:  # see FEW_MEASURED
+            few = few | ((u > 0) & (c - u <= FEW_MEASURED))
         code[key] = np.where((batch.code[key] <= 0) & few, FEW_CLASSES, batch.code[key])
         low[key], high[key] = np.clip(low[key], 0.0, 1.0), np.clip(high[key], 0.0, 1.0)
         usable = code[key] == 0
@@ -400,15 +399,14 @@ def classification_batch(
         for key, f in FAMILY.items()
     }  # fmt: skip
     macro = dict(include)  # the classes the macro averages measure
-    small = 2 <= c <= BOUND_MAX_CLASSES
-    if small:  # a class whose count's interval reaches its threshold is bounded
-        macro = {f: v.astype(np.float64) for f, v in _few_class_measured(dens, select).items()}
-    if small:  # a class a macro average measures was selected by the higher cut
+    if c == 2:  # a class whose count's interval reaches its threshold is bounded
+        macro = {f: v.astype(np.float64) for f, v in _two_class_measured(dens, select).items()}
+    if c == 2:  # a class a macro average measures was selected by the higher cut
         select = {k: tuple(replace(g, factor=TWO_CLASS_FACTOR) for g in gs)
                   if k in MACRO_KEYS else gs for k, gs in select.items()}  # fmt: skip
     both = {k: flag[k] + select.get(k, ()) for k in CLASSIFICATION_KEYS}
     lin, cov = _classification_moments(m, std, labels, level, distribution, both, include)
-    if small:
+    if c == 2:
         lin_m, cov_m = _classification_moments(m, std, labels, level, distribution, both, macro)
         for key in MACRO_KEYS:
             lin[key], cov[key] = lin_m[key], cov_m[key]
@@ -419,7 +417,7 @@ def classification_batch(
     if method == "monte_carlo":
         base = classification_monte_carlo(
             m, std, labels=labels, include=include, level=level, distribution=distribution,
-            draws=draws, seed=seed, macro_include=macro if small else None,
+            draws=draws, seed=seed, macro_include=macro if c == 2 else None,
         )  # fmt: skip
         methods = dict.fromkeys(CLASSIFICATION_KEYS, MONTE_CARLO)
     if labels == "all":  # trace / total: Fieller's interval, under monte_carlo too (see there)
@@ -443,4 +441,4 @@ def classification_batch(
     batch = _bound_unclear(batch, m, classes, dens, labels, secure)
     if c == 2:
         batch = mcc_two_classes(batch, macro)
-    return too_noisy(batch, std, float(max_total), c)
+    return too_noisy(batch, std, float(max_total), c)  # a public rule at 2–6 classes

@@ -48,17 +48,14 @@ are not published when the noise s.e. of a class's count, b·√(2C), exceeds th
 of a balanced class's count in the largest matrix the cohort allows (``max_total`` / C):
 a noise scale above 0.1·√(C/2) of its cell ``max_total`` / C² (0.122 at 3 classes, 0.141
 at 4, 0.158 at 5, 0.173 at 6; at 2 classes the same form with 0.15 is
-:data:`TWO_CLASS_MAX_NOISE`). Why (stats34): with a good model (accuracy ≥ 0.9) most
-class counts then sit near the measured threshold, and the releases whose noise carried
-classes over it are selected: among published releases balanced accuracy and the macro
-averages covered 0.88–0.94 (3 classes at 0.25–0.3 of a true cell, 4 at 0.3) and
-0.89–0.935 (4–6 classes at 0.5; 5–30% published), while every cell at ≤ 0.2 (3 classes),
-≤ 0.25 (4) and ≤ 0.3 (5–6) of a true cell covered ≥ 0.945 (4,000 releases per cell,
-accuracy 0.55–0.99, balanced / 5% / 1% classes, both laws). The limit is set so that a
-public maximum 1.5 × the true total still flags those cells (0.1 rather than 0.15: at
-3 classes 0.15·√1.5 = 0.18 of a cell, with a maximum 1.5 × the true total, let through
-0.25 of a true cell, covering 0.88–0.94). MCC, accuracy and the weighted averages
-covered in those cells and are not flagged."""
+:data:`TWO_CLASS_MAX_NOISE`). A public rule: it withholds a whole regime or nothing, so it
+cannot lower coverage among published releases. Why (stats34): with a good model
+(accuracy ≥ 0.9) in heavy noise the classes that pass their rules do so by noise, and
+among published releases balanced accuracy and the macro averages covered 0.89–0.935
+(4–6 classes at 0.5 of a cell; 5–30% published). Set so that a public maximum 1.5 × the
+true total still withholds those cells; with a maximum several times the true total (the
+ledger passes cohort × cap) the rule applies late (README, "Three to six classes").
+MCC, accuracy and the weighted averages are not withheld by it."""
 NOISE_RULE_MAX_CLASSES = 6
 """The largest class count the noise rule applies to (measured at 2–6 classes; from 10
 classes the per-class averages covered at 0.3–1.5 of a cell without it,
