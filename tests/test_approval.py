@@ -410,3 +410,20 @@ def test_the_request_fingerprint_is_the_sha256_of_its_compact_json_fields(
     want = hashlib.sha256(json.dumps(fields, separators=(",", ":")).encode()).hexdigest()
     assert fingerprint(r, principal) == want  # type: ignore[arg-type]
     assert fingerprint(r.model_copy(update={"release_id": None}), principal) == want  # type: ignore[arg-type]
+
+
+def test_the_fingerprint_of_a_constructed_request_with_odd_field_types_is_its_json() -> None:
+    # model_construct skips validation: the fingerprint still hashes the compact JSON text
+    # (review s22: an int edges_version raised TypeError from the written-out path)
+    import hashlib
+    import json
+
+    from dpledger.approval import fingerprint
+
+    odd = ReleaseRequest.model_construct(
+        epoch=1, metric="loss", region="north", cohort=5, edges_version=3,  # type: ignore[arg-type]
+        policy_version=2.5, release_id=None,  # type: ignore[arg-type]
+    )  # fmt: skip
+    want = [1, "loss", "north", 5, 3, 2.5, None]
+    text = json.dumps(want, separators=(",", ":"))
+    assert fingerprint(odd) == hashlib.sha256(text.encode()).hexdigest()

@@ -82,9 +82,13 @@ def fingerprint(request: ReleaseRequest, principal: str | None = None) -> str:
     if (
         type(epoch) is int
         and type(cohort) is int
+        and isinstance(r.metric, str)
+        and isinstance(r.region, str)
+        and (ev is None or isinstance(ev, str))
+        and (pv is None or isinstance(pv, str))
         and (principal is None or isinstance(principal, str))
         and tuple(r.__dict__) == _FIELDS
-    ):
+    ):  # the types a validated request holds (model_construct can put any in)
         a = _ascii
         text = (
             f"[{epoch},{a(r.metric)},{a(r.region)},{cohort},"
