@@ -309,11 +309,6 @@ class PostgresStore(PipelinedWrites, SqlStore):
         self._exists = True
 
     @contextmanager
-    def _write_transaction(self, epochs: Sequence[int] = ()) -> Iterator[None]:
-        with self._begin_write(epochs, None):
-            yield
-
-    @contextmanager
     def _begin_write(
         self, epochs: Sequence[int], meanwhile: Callable[[], object] | None
     ) -> Iterator[None]:

@@ -370,16 +370,10 @@ class SqliteStore(SqlStore):
             raise StoreError(f"SQLite ledger {self._path}: {e}") from e
 
     @contextmanager
-    def _write_transaction(self, epochs: Sequence[int] = ()) -> Iterator[None]:
-        with self._begin_write(epochs, None):
-            yield
-
-    @contextmanager
     def _begin_write(
         self, epochs: Sequence[int], meanwhile: Callable[[], object] | None
     ) -> Iterator[None]:
-        # the transaction itself (one generator fewer on a release's path than the base's
-        # _begin_write around _write_transaction): ``meanwhile`` runs before the lock
+        # ``meanwhile`` runs before the lock
         del epochs  # an in-process read costs no round trip: loaded as usual
         if meanwhile is not None:
             meanwhile()

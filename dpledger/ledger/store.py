@@ -85,7 +85,6 @@ class SqlStore(ABC):
     ) -> None:
         """Insert entries (COLUMNS order), upsert spend totals, set the new head."""
 
-    @abstractmethod
     @contextmanager
     def _write_transaction(self, epochs: Sequence[int] = ()) -> Iterator[None]:
         """Begin a transaction holding the ledger-wide write lock; commit or roll back.
@@ -93,6 +92,8 @@ class SqlStore(ABC):
         ``epochs`` are those whose spend the transaction will load first: a store may
         read their state with the lock, in one round trip (:meth:`_state_rows`).
         """
+        with self._begin_write(epochs, None):
+            yield
 
     @abstractmethod
     @contextmanager
@@ -345,15 +346,14 @@ class SqlStore(ABC):
         with self._lock, self._begin_write(sorted(set(epochs)), meanwhile):
             yield WriteTxn(self)
 
+    @abstractmethod
     @contextmanager
     def _begin_write(
         self, epochs: Sequence[int], meanwhile: Callable[[], object] | None
     ) -> Iterator[None]:
-        """:meth:`_write_transaction` after ``meanwhile`` (a store may overlap the two)."""
-        if meanwhile is not None:
-            meanwhile()
-        with self._write_transaction(epochs):
-            yield
+        """The write transaction (:meth:`_write_transaction`), ``meanwhile`` run once before
+        its first read: SQLite runs it before taking the lock, PostgreSQL while the round
+        trip that takes it is under way. One generator per release, not two nested."""
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:
