@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from fractions import Fraction
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Self, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -125,6 +124,7 @@ def describe_validation_error(e: ValidationError) -> str:
 
 
 _DEPTH: ContextVar[int] = ContextVar("dpledger_validation_depth", default=0)
+_T = TypeVar("_T")
 
 RECORDED: ContextVar[bool] = ContextVar("dpledger_reading_recorded_policy", default=False)
 """True while a policy read back from a ledger is validated: rules added for new policies
@@ -147,12 +147,14 @@ class FrozenModel(BaseModel):
         return InvalidInput(f"invalid {cls.__name__}: {message}")
 
     @classmethod
-    @contextmanager
-    def _typed_errors(cls) -> Iterator[None]:
-        """Turn pydantic's error into :meth:`_invalid`'s at the outermost validation only."""
+    def _typed(cls, build: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        """``build(*args, **kwargs)``, pydantic's error turned into :meth:`_invalid`'s at the
+        outermost validation only. A plain call, not a context manager: every request, spec
+        and policy is built through it, and a generator context manager costs more than
+        pydantic's own check of a request."""
         token = _DEPTH.set(_DEPTH.get() + 1)
         try:
-            yield
+            return build(*args, **kwargs)
         except ValidationError as e:
             if _DEPTH.get() > 1:
                 raise
@@ -161,26 +163,14 @@ class FrozenModel(BaseModel):
             _DEPTH.reset(token)
 
     def __init__(self, **data: Any) -> None:
-        # :meth:`_typed_errors` inline: every request, spec and policy is built here, and a
-        # generator context manager costs more than pydantic's own check of a request
-        token = _DEPTH.set(_DEPTH.get() + 1)
-        try:
-            super().__init__(**data)
-        except ValidationError as e:
-            if _DEPTH.get() > 1:
-                raise
-            raise self._invalid(describe_validation_error(e)) from None
-        finally:
-            _DEPTH.reset(token)
+        type(self)._typed(super().__init__, **data)
 
     @classmethod
     def model_validate_json(cls, json_data: str | bytes | bytearray, **kwargs: Any) -> Self:
         """Validate JSON text; a :class:`DpLedgerError` (not pydantic's) when it is invalid."""
-        with cls._typed_errors():
-            return super().model_validate_json(json_data, **kwargs)
+        return cls._typed(super().model_validate_json, json_data, **kwargs)
 
     @classmethod
     def model_validate(cls, obj: Any, **kwargs: Any) -> Self:
         """Validate ``obj``; a :class:`DpLedgerError` (not pydantic's) when it is invalid."""
-        with cls._typed_errors():
-            return super().model_validate(obj, **kwargs)
+        return cls._typed(super().model_validate, obj, **kwargs)
