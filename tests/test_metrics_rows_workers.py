@@ -23,9 +23,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpledger.errors import InvalidInput
-from dpledger.metrics import _scratch, blocks, spatial
+from dpledger.metrics import blocks, spatial
 from dpledger.metrics.declarations import DECLARATIONS, Bounds
 from tests.test_metrics_blocks import _jobs, _sample_data, fleet, offsets_of
+from tests.test_metrics_workers import scratch_users
 
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 
@@ -244,19 +245,7 @@ def test_a_rows_call_without_workers_runs_on_the_default_threads(
 
 def test_no_scratch_buffer_is_shared_between_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each workspace (and so each buffer) is used by one thread; several threads ran."""
-    users: dict[int, set[int]] = {}
-    alive: list[Any] = []  # keeps every workspace alive, so no id is reused
-    lock = threading.Lock()
-    take = _scratch._Workspace.take
-
-    def spy(self: Any, key: str, n: int, dtype: Any) -> Any:
-        with lock:
-            alive.append(self)
-            users.setdefault(id(self), set()).add(threading.get_ident())
-        time.sleep(0.002)  # let the other threads take blocks too
-        return take(self, key, n, dtype)
-
-    monkeypatch.setattr(_scratch._Workspace, "take", spy)
+    users = scratch_users(monkeypatch)
     lengths = [60, 2, 55, 48, 0, 70, 41, 66] * 3  # confusion and histogram caps bind
     data = fleet(lengths, 9)
     offsets = offsets_of(lengths)

@@ -212,8 +212,10 @@ def test_any_exception_of_a_worker_propagates(workers: int) -> None:
         blocks.group_sums(boom, x, x, offsets=offsets_of(lengths), grid=None, workers=workers)
 
 
-def test_no_scratch_buffer_is_shared_between_threads(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each workspace (and so each buffer) is used by one thread; several threads ran."""
+def scratch_users(monkeypatch: pytest.MonkeyPatch) -> dict[int, set[int]]:
+    """Spy on the scratch workspaces: workspace id -> the threads that took a buffer from it
+    (each workspace kept alive, so no id is reused; each take slowed a little so that the
+    pool threads do take blocks)."""
     users: dict[int, set[int]] = {}
     alive: list[Any] = []  # keeps every workspace alive, so no id is reused
     lock = threading.Lock()
@@ -227,6 +229,12 @@ def test_no_scratch_buffer_is_shared_between_threads(monkeypatch: pytest.MonkeyP
         return take(self, key, n, dtype)
 
     monkeypatch.setattr(_scratch._Workspace, "take", spy)
+    return users
+
+
+def test_no_scratch_buffer_is_shared_between_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each workspace (and so each buffer) is used by one thread; several threads ran."""
+    users = scratch_users(monkeypatch)
     lengths = [60, 2, 55, 48, 0, 70, 41, 66] * 3  # confusion and histogram caps bind
     data = fleet(lengths, 9)
     offsets = offsets_of(lengths)
