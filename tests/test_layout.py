@@ -26,6 +26,7 @@ RANK = {
     "accounting": 3,
     "mechanisms": 2,
     "_sensitivity": 1.5,
+    "_invoke": 1.25,
     "_opendp": 1,
     "policy": 1,
     "metrics": 0.75,
@@ -35,8 +36,8 @@ RANK = {
 }
 """Layer of each top-level module or package: imports go to a lower layer (or stay inside
 their own package). cli → service / flower → sim → ledger / planning → approval →
-accounting → mechanisms → _sensitivity → policy → errors / types; metrics imports only
-errors, types and numpy. The command line is the outermost caller: it starts the service."""
+accounting → mechanisms → _sensitivity → _invoke → _opendp → policy → errors / types;
+metrics imports only errors, types and numpy. The command line is the outermost caller: it starts the service."""
 
 
 def _modules() -> list[Path]:

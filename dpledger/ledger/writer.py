@@ -308,7 +308,7 @@ class Writer:
         out: dict[int, tuple[float, ...]] = {}
         for facts, members in groups.items():
             noisy = mech.apply_many(facts, [prepared[i].values for i in members])
-            out.update({i: tuple(v.tolist()) for i, v in zip(members, noisy, strict=True)})
+            out.update(zip(members, noisy, strict=True))
         return out
 
     def replay(self, p: Prepared, hit: Entry, principal: str | None) -> Release:
