@@ -37,7 +37,8 @@ RANK = {
 """Layer of each top-level module or package: imports go to a lower layer (or stay inside
 their own package). cli → service / flower → sim → ledger / planning → approval →
 accounting → mechanisms → _sensitivity → _invoke → _opendp → policy → errors / types;
-metrics imports only errors, types and numpy. The command line is the outermost caller: it starts the service."""
+metrics imports only errors, types and numpy. The command line is the outermost caller: it
+starts the service."""
 
 
 def _modules() -> list[Path]:
