@@ -14,6 +14,7 @@ One process, seeded. Run from the repository root with its venv:
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -131,7 +132,7 @@ def table(before: str, after: str) -> None:
 
 def _straddle(kappa: float, cells: list[tuple[Any, ...]], releases: int, seed0: int) -> list[Any]:
     """Coverage of the macro averages with SAFE_FACTOR = kappa (a class near the switch)."""
-    cc = _use(".")
+    cc = _use(os.getcwd())
     import dpledger.metrics._simultaneous as sim
 
     sim.SAFE_FACTOR = kappa
