@@ -130,8 +130,9 @@ def _confusion(
 
 def hard_confusion(classes: int, priors: str, accuracy: float, n: float) -> np.ndarray:
     """A hard regime's true matrix: ``priors`` is balanced, rare (one class 0.2% of
-    samples), 1% or 5% (one class 1% or 5%), 70/30 (one class 70%), dominant (one class 90%) or
-    absent (one class never occurs)."""
+    samples), 1% or 5% (one class 1% or 5%), two 1% or two 5% (the last two classes 1% or
+    5% each), 70/30 (one class 70%), dominant (one class 90%) or absent (one class never
+    occurs)."""
     if priors == "dominant":
         prior = np.full(classes, 0.1 / (classes - 1))
         prior[0] = 0.9
@@ -141,6 +142,10 @@ def hard_confusion(classes: int, priors: str, accuracy: float, n: float) -> np.n
     elif priors == "70/30":
         prior = np.full(classes, 0.3 / (classes - 1))
         prior[0] = 0.7
+    elif priors in ("two 1%", "two 5%"):
+        share = float(priors[4:].rstrip("%")) / 100.0
+        prior = np.full(classes, (1.0 - 2.0 * share) / (classes - 2))
+        prior[-2:] = share
     elif priors in ("1%", "5%"):
         share = float(priors.rstrip("%")) / 100.0
         prior = np.full(classes, (1.0 - share) / (classes - 1))

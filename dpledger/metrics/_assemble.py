@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -81,7 +81,7 @@ OUTSIDE = -2
 FEW_CLASSES = -3
 """Code of a per-class average with fewer than half of its classes clear of the noise (or,
 for a macro average over 3 or more classes, a class within the noise and at most 2
-measured; at 2 classes, both classes bounded)."""
+measured, except at 3–4 classes with ``labels="all"``; at 2 classes, both classes bounded)."""
 UNBOUNDED = -4
 """Code of an interval with an infinite end (R²'s low end at −∞): the metric's whole range."""
 TOO_NOISY = -5
@@ -120,7 +120,8 @@ class Batch:
     ``adjusted[key]`` marks releases widened for selection, ``edge[key]`` those made
     one-sided at an edge of the range, ``bounded[key]`` counts the classes within the
     noise that a per-class average bounds rather than measures (``classes[key]`` of them
-    in all; 0 for a metric that is not a per-class average).
+    in all; 0 for a metric that is not a per-class average); ``per_class[key]`` names the
+    releases whose interval is the simultaneous per-class one (:mod:`._simultaneous`).
     """
 
     estimate: dict[str, FloatArray]
@@ -137,6 +138,7 @@ class Batch:
     edge: dict[str, BoolArray]
     bounded: dict[str, npt.NDArray[np.int64]]
     classes: dict[str, int]
+    per_class: dict[str, tuple[str, BoolArray]] = field(default_factory=dict)
 
     def usable(self, key: str) -> BoolArray:
         """Which releases give ``key`` a usable interval."""
@@ -458,7 +460,8 @@ def _reason(batch: Batch, key: str, row: int) -> str | None:
 
 def method_of(batch: Batch, key: str, row: int) -> str:
     """The interval method actually used for ``key`` at release ``row``, in words."""
-    words = [batch.method[key]]
+    name, rows = batch.per_class.get(key, ("", np.zeros(row + 1, dtype=bool)))
+    words = [name if rows[row] else batch.method[key]]
     if batch.adjusted[key][row]:
         words.append("selection-adjusted")
     if batch.edge[key][row]:
