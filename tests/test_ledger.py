@@ -20,7 +20,6 @@ from dpledger import (
     BudgetExceeded,
     InvalidInput,
     Ledger,
-    LedgerCorrupted,
     PolicyMismatch,
     ReleaseRequest,
 )
@@ -143,7 +142,7 @@ def test_entries_filter_and_verify_passes_on_an_honest_ledger(ledger: Ledger) ->
 def test_ledger_refuses_another_policys_name(tmp_path: Path) -> None:
     with Ledger.open(tmp_path / "l.db", policy(), mode="create") as ledger:
         ledger.init()
-    with pytest.raises(LedgerCorrupted, match="test-policy"):
+    with pytest.raises(PolicyMismatch, match="test-policy"):
         Ledger.open(tmp_path / "l.db", spatial())
 
 

@@ -27,7 +27,7 @@ from dpledger import (
     ReleaseRefused,
     ReleaseRequest,
 )
-from dpledger.errors import DpLedgerError, InvalidInput, LedgerCorrupted
+from dpledger.errors import DpLedgerError, InvalidInput
 from dpledger.ledger.records import chain_hash
 
 N = 100
@@ -400,7 +400,7 @@ def test_a_pending_ledger_checks_the_binding_of_one_created_meanwhile(
     assert not mine.exists
     other = Policy.from_toml(CONTRACT_POLICY.replace('name = "contract"', 'name = "other"'))
     store.open(other).release(loss(), 30.0)  # someone else creates it, for another policy
-    with pytest.raises(LedgerCorrupted, match="policy_name"):
+    with pytest.raises(PolicyMismatch, match="policy_name"):
         mine.release(loss(epoch=1), 30.0)
     assert len(store.open(other)) == 1
 

@@ -40,7 +40,6 @@ from dpledger.errors import (
     BudgetExceeded,
     CohortTooSmall,
     InvalidAggregate,
-    LedgerCorrupted,
     PolicyMismatch,
     ReleaseRefused,
     StoreError,
@@ -560,7 +559,7 @@ class TestStoreContract:
     def test_reopening_with_another_policy_is_refused(self, store: StoreUnderTest) -> None:
         store.open().release(loss(), 30.0)
         other = Policy.from_toml(CONTRACT_POLICY.replace('name = "contract"', 'name = "other"'))
-        with pytest.raises(LedgerCorrupted, match="policy_name"):
+        with pytest.raises(PolicyMismatch, match="policy_name"):
             store.open(other)
         assert len(store.open()) == 1
 

@@ -41,6 +41,8 @@ _SMALL = 64  # vectors up to this length are checked as Python floats
 
 def as_float64(aggregate: object) -> tuple[npt.NDArray[np.float64] | None, str]:
     """The aggregate as float64 if it widens exactly, else None and why."""
+    if isinstance(aggregate, np.ma.MaskedArray):  # np.asarray would unmask it silently
+        return None, "a masked array: its masked values would be used; send a plain array"
     try:
         arr = np.asarray(aggregate)
     except (ValueError, TypeError) as e:

@@ -15,7 +15,7 @@ from dpledger import mechanisms as mech
 from dpledger.accounting import EpochSpend, allocation_loss, budget_loss
 from dpledger.approval.aggregate import aggregate_checks, as_float64, inside, passes
 from dpledger.approval.checks import costing, request_checks, state_checks
-from dpledger.approval.request import ReleaseRequest
+from dpledger.approval.request import ReleaseRequest, well_formed
 from dpledger.approval.verdict import (
     STATE_CHECKS,
     Assessment,
@@ -46,6 +46,7 @@ def evaluate(
     ledger-state checks (:data:`STATE_CHECKS`) are deferred to :func:`recheck`, which a
     release runs under the write lock anyway. Nothing is mutated.
     """
+    request = well_formed(request)
     unit = policy.unit
     if spend is None:  # the release path: a passing request's verdict is shared
         arr, _ = as_float64(aggregate)

@@ -16,7 +16,7 @@ from pydantic import BeforeValidator, ConfigDict, Field
 
 from dpledger.policy import ALL, FrozenModel
 
-__all__ = ["MAX_COHORT", "MAX_EPOCH", "ReleaseRequest", "fingerprint"]
+__all__ = ["MAX_COHORT", "MAX_EPOCH", "ReleaseRequest", "fingerprint", "well_formed"]
 
 MAX_EPOCH = 2**63 - 1
 """The largest epoch number: what a signed 64-bit integer column (every store) holds."""
@@ -65,6 +65,26 @@ class ReleaseRequest(FrozenModel):
         description="caller-chosen idempotency key, unique per ledger: 1-128 printable "
         "ASCII characters without spaces (e.g. a UUID, or 'round-7/eu-west/loss')",
     )
+
+
+def well_formed(request: ReleaseRequest) -> ReleaseRequest:
+    """``request`` when its fields have the types and ranges validation gives them; else it
+    is validated now (one built by ``model_construct`` skipped validation): a typed error
+    names what is wrong, instead of a ``TypeError`` deep in a release."""
+    r = request
+    if (
+        type(r.epoch) is int
+        and 0 <= r.epoch <= MAX_EPOCH
+        and type(r.cohort) is int
+        and 1 <= r.cohort <= MAX_COHORT
+        and isinstance(r.metric, str)
+        and isinstance(r.region, str)
+        and (r.edges_version is None or isinstance(r.edges_version, str))
+        and (r.policy_version is None or isinstance(r.policy_version, str))
+        and (r.release_id is None or isinstance(r.release_id, str))
+    ):
+        return r
+    return ReleaseRequest.model_validate(dict(r))
 
 
 def fingerprint(request: ReleaseRequest, principal: str | None = None) -> str:

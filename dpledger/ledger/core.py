@@ -40,7 +40,7 @@ from dpledger.errors import (
 from dpledger.ledger import audit
 from dpledger.ledger.lifetime import Lifetime, lifetime_of
 from dpledger.ledger.records import GENESIS, Entry, Release, VerifyReport
-from dpledger.ledger.store import SqlStore, policy_conflict
+from dpledger.ledger.store import SqlStore, head_of, policy_conflict
 from dpledger.ledger.writer import RoundResult, Writer
 from dpledger.policy import ALL, Policy
 from dpledger.types import Budget, Mode, PrivacyUnit
@@ -59,7 +59,14 @@ def open_store(target: str | Path | None, mode: Mode) -> SqlStore:
         )
     if mode not in ("read", "write", "create"):
         raise InvalidInput(f"mode must be 'read', 'write' or 'create', got {mode!r}")
-    text = str(target)
+    if not isinstance(target, str | os.PathLike) or isinstance(target, bytes):
+        raise InvalidInput(
+            f"a ledger is a SQLite path (str or pathlib.Path) or a postgresql:// URL, "
+            f"got {type(target).__name__} {target!r:.60}"
+        )
+    text = os.fspath(target)
+    if not isinstance(text, str):  # a PathLike of bytes
+        raise InvalidInput(f"a ledger path must be text, got {text!r:.60}")
     if text.startswith(("postgresql://", "postgres://")):
         from dpledger.ledger.postgres import PostgresStore  # optional extra
 
@@ -389,10 +396,21 @@ class Ledger:
         after: int = 0,
         limit: int | None = None,
     ) -> list[Entry]:
-        """The audit trail in chain order, optionally filtered."""
+        """The audit trail in chain order, optionally filtered.
+
+        ``after``: entries with a larger seq (≥ 0); ``limit``: at most this many (≥ 1, or
+        None for all); ``region``/``metric``: exact names (text).
+        """
         for name, value in (("after", after), ("limit", limit)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
                 raise InvalidInput(f"{name} must be an integer, got {value!r}")
+        if not 0 <= after <= MAX_EPOCH:
+            raise InvalidInput(f"after must be a seq in [0, 2**63 - 1], got {after!r}")
+        if limit is not None and not 1 <= limit <= MAX_EPOCH:
+            raise InvalidInput(f"limit must be at least 1 (or None for all), got {limit!r}")
+        for name, text in (("region", region), ("metric", metric)):
+            if text is not None and not isinstance(text, str):
+                raise InvalidInput(f"{name} must be a name (text), got {text!r}")
         if not self._exists():
             return []
         return self._store.entries(
@@ -416,8 +434,7 @@ class Ledger:
         """``(last entry id, its hash)``; ``(0, GENESIS)`` for an empty ledger."""
         if not self._exists():
             return 0, GENESIS
-        meta = self._store.meta()
-        return int(meta.get("head_seq", 0)), meta.get("head_hash", GENESIS)
+        return head_of(self._store.meta(), self._store.location)
 
     # -- audit -----------------------------------------------------------------------
 
@@ -436,6 +453,7 @@ class Ledger:
             and isinstance(expected_head[0], int)
             and not isinstance(expected_head[0], bool)
             and isinstance(expected_head[1], str)
+            and 0 <= expected_head[0] <= MAX_EPOCH
         ):
             raise InvalidInput("expected_head must be an (entry_id, entry_hash) pair")
         if not self._exists(audit=True):

@@ -38,7 +38,7 @@ from dpledger.errors import DpLedgerError, MigrationRefused
 from dpledger.ledger.core import open_store
 from dpledger.ledger.records import GENESIS, chain_hash_v1
 from dpledger.ledger.schema import SCHEMA_VERSION, row_to_entry
-from dpledger.ledger.store import SqlStore
+from dpledger.ledger.store import SqlStore, head_of
 from dpledger.types import fraction_text
 
 __all__ = ["Migration", "migrate"]
@@ -85,7 +85,7 @@ def migrate(target: str | Path) -> Migration:
     try:
         meta = store.meta()
         version = meta.get("schema_version", "?")
-        head = (int(meta.get("head_seq", 0)), meta.get("head_hash", GENESIS))
+        head = head_of(meta, store.location)
         if version not in ("1", "2", SCHEMA_VERSION):
             raise MigrationRefused(
                 f"{store.location}: schema version {version!r} is not one this dpledger "

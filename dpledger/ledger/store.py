@@ -40,7 +40,7 @@ from dpledger.ledger.schema import (
 from dpledger.ledger.txn import TxnState, WriteTxn
 from dpledger.types import Mode
 
-__all__ = ["SqlStore", "policy_conflict"]
+__all__ = ["SqlStore", "head_of", "policy_conflict", "stored_int"]
 
 _NO_LIMIT = 2**62  # entries(limit=None): every row, as one fixed statement
 
@@ -186,8 +186,7 @@ class SqlStore(ABC):
                 f"{self.location}: a spend total is unreadable ({err}); run `dpledger ledger "
                 "verify` and restore the ledger from a backup"
             ) from err
-        seq, digest = int(head.get("head_seq", 0)), head.get("head_hash", GENESIS)
-        return TxnState(spend, (seq, digest), self._find_releases(release_ids))
+        return TxnState(spend, head_of(head, self.location), self._find_releases(release_ids))
 
     def _total(self, text: Any) -> Fraction:
         """A spend total's exact value, parsed once per distinct text.
@@ -197,10 +196,10 @@ class SqlStore(ABC):
         to the value it denotes: what is read is what is parsed, whoever wrote it).
         """
         if not isinstance(text, str):
-            return Fraction(text)  # not text: parsed as it is, and never cached
+            return _spent(text)  # not text: parsed as it is, and never cached
         value = self._totals.get(text)
         if value is None:
-            value = Fraction(text)  # unreadable text raises: the caller names the ledger
+            value = _spent(text)  # unreadable text raises: the caller names the ledger
             self._remember(text, value)
         return value
 
@@ -216,7 +215,7 @@ class SqlStore(ABC):
     def _read_spend(self, epoch: int) -> dict[tuple[str, str], Fraction]:
         rows = self._execute(self.sql.spend, (epoch,))
         try:
-            return {(str(scope), str(metric)): Fraction(total) for scope, metric, total in rows}
+            return {(str(scope), str(metric)): _spent(total) for scope, metric, total in rows}
         except (ValueError, TypeError, ZeroDivisionError) as e:
             raise LedgerCorrupted(
                 f"{self.location}: the spend of epoch {epoch} is unreadable ({e}); run "
@@ -278,7 +277,7 @@ class SqlStore(ABC):
             raise StoreError(f"{self.location} was opened for reading (mode='read')")
         with self._lock, self._write_transaction():
             found = dict(self._execute(self.sql.meta))
-            now = (int(found.get("head_seq", 0)), str(found.get("head_hash", GENESIS)))
+            now = head_of(found, self.location)
             if found.get("schema_version") != old or now != head:
                 raise StoreError(
                     f"{self.location} changed while it was being migrated (head {now[0]}, "
@@ -309,14 +308,17 @@ class SqlStore(ABC):
         """Validate an existing ledger's policy binding; return its meta.
 
         A ledger bound to another policy name or budget unit raises
-        :class:`LedgerCorrupted` (its spend would be read against the wrong budget).
+        :class:`PolicyMismatch` (its spend would be read against the wrong budget): the
+        caller brought the wrong policy; the ledger itself is sound.
         """
         meta = self.meta()
         for k, v in binding.items():
+            if meta.get(k) is None:
+                raise LedgerCorrupted(f"{self.location}: the ledger's {k} is not recorded")
             if meta.get(k) != v:
-                raise LedgerCorrupted(
-                    f"{self.location}: this ledger belongs to {k}={meta.get(k)!r}, not {v!r}; "
-                    "open it with its own policy, or start a new ledger"
+                raise PolicyMismatch(
+                    message=f"{self.location}: this ledger belongs to {k}={meta.get(k)!r}, "
+                    f"not {v!r}; open it with its own policy, or start a new ledger"
                 )
         return meta
 
@@ -435,17 +437,48 @@ class SqlStore(ABC):
         """``(first epoch, policy hash)`` of every policy entries were released under."""
         with self._lock:
             rows = self._execute(self.sql.policy_epochs)
-        return [(int(e), str(h)) for e, h in rows]
+        return [(stored_int(e, self.location, "an epoch"), str(h)) for e, h in rows]
 
     def epochs(self) -> list[int]:
         """Every epoch that has a committed release, ascending."""
         with self._lock:
-            return [int(e) for (e,) in self._execute(self.sql.epochs)]
+            rows = self._execute(self.sql.epochs)
+        return [stored_int(e, self.location, "an epoch") for (e,) in rows]
 
     def count(self) -> int:
         """Number of committed entries."""
         with self._lock:
-            return int(self._execute(self.sql.count)[0][0])
+            rows = self._execute(self.sql.count)
+        return stored_int(rows[0][0], self.location, "the entry count")
+
+
+def _spent(total: Any) -> Fraction:
+    """A stored spend total; a negative one raises ValueError (the caller: corrupted)."""
+    value = Fraction(total)
+    if value < 0:
+        raise ValueError(f"a negative spend total, {total!r}")
+    return value
+
+
+def stored_int(value: Any, location: str, what: str) -> int:
+    """An integer the ledger stored (a seq, an epoch, a count); unreadable: corrupted."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 19:
+        return int(value)
+    raise LedgerCorrupted(
+        f"{location}: {what} is unreadable ({str(value)[:40]!r}); run `dpledger ledger verify` "
+        "and restore the ledger from a backup"
+    )
+
+
+def head_of(meta: dict[str, Any], location: str) -> tuple[int, str]:
+    """``(head seq, head hash)`` from the meta table's rows; unreadable: corrupted."""
+    seq = stored_int(meta.get("head_seq", 0), location, "the chain head's seq")
+    digest = meta.get("head_hash", GENESIS)
+    if not isinstance(digest, str):
+        raise LedgerCorrupted(f"{location}: the chain head's hash is unreadable ({digest!r})")
+    return seq, digest
 
 
 def policy_conflict(location: str, name: str, version: str) -> str:

@@ -41,6 +41,7 @@ from dpledger.types import Labels
 
 __all__ = [
     "CLASSIFICATION_KEYS",
+    "MAX_CLASSES",
     "classification_metrics",
     "classification_metrics_rows",
     "confusion_cells",
@@ -124,6 +125,11 @@ def confusion_cells(
     return CellCounts(seg, cells, c * c, factor)
 
 
+MAX_CLASSES = 316
+"""The most classes a confusion matrix may have: C² cells within a ``vector_sum``
+metric's largest dimension (100,000), so a release of it can be declared at all."""
+
+
 def _checked(
     y_true: npt.ArrayLike,
     y_pred: npt.ArrayLike,
@@ -134,8 +140,11 @@ def _checked(
     """Validated (C, true labels, predicted labels, segments, cap factor or None)."""
     if isinstance(n_classes, bool) or not isinstance(n_classes, int | np.integer):
         raise InvalidInput(f"n_classes must be an integer, got {n_classes!r}")
-    if n_classes < 1:
-        raise InvalidInput(f"n_classes must be ≥ 1, got {n_classes}")
+    if not 1 <= n_classes <= MAX_CLASSES:
+        raise InvalidInput(
+            f"n_classes must lie in [1, {MAX_CLASSES}], got {n_classes}: a confusion matrix is "
+            "released as one vector of C² values, at most a policy's 100,000"
+        )
     c = int(n_classes)
     t = as_labels(y_true, "y_true", c)
     p = as_labels(y_pred, "y_pred", c)

@@ -116,7 +116,10 @@ def exact_sum(rows: npt.ArrayLike, grid: FixedPoint) -> FloatArray:
     decode once. Refuses more clients than :attr:`FixedPoint.max_clients` (a public
     bound, so the check depends on no client's data).
     """
-    arr = np.asarray(rows, dtype=np.float64)
+    try:
+        arr = np.asarray(rows, dtype=np.float64)
+    except (ValueError, TypeError) as e:  # ragged rows, text, objects
+        raise InvalidInput(f"contributions must be a (clients, d) array of numbers: {e}") from None
     if arr.ndim == 0:
         raise InvalidInput("contributions need one row per client")
     if arr.shape[0] > grid.max_clients:

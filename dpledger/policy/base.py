@@ -162,7 +162,12 @@ class FrozenModel(BaseModel):
         finally:
             _DEPTH.reset(token)
 
-    def __init__(self, **data: Any) -> None:
+    def __init__(self, *args: Any, **data: Any) -> None:
+        if args:  # Python's own TypeError otherwise: fields are named, never positional
+            raise type(self)._invalid(
+                f"takes keyword arguments only (e.g. {type(self).__name__}(name=value, ...)), "
+                f"got {len(args)} positional"
+            )
         type(self)._typed(super().__init__, **data)
 
     @classmethod

@@ -1,0 +1,148 @@
+"""Edges an outside audit found in the public API: each now a typed error, nothing written.
+
+Corrupted stored integers and negative spend totals are :class:`LedgerCorrupted` (not a
+``ValueError`` or "a budget is never negative"); arguments of the wrong type or range are
+:class:`InvalidInput` before anything is created; a masked aggregate is refused (NumPy
+would unmask it); a request built by ``model_construct`` is validated before it is used.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from dpledger import Ledger, Policy, ReleaseRequest
+from dpledger.errors import InvalidAggregate, InvalidInput, LedgerCorrupted, PolicyError
+from dpledger.metrics import secure_sum
+
+POLICY = Policy.load(Path(__file__).parent.parent / "policies" / "spatial-eval.toml")
+REQ = ReleaseRequest(epoch=0, metric="clipped_mean_loss", region="eu-west", cohort=2400)
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    """A ledger with one release."""
+    p = tmp_path / "l.db"
+    with Ledger.open(p, POLICY, mode="create") as ledger:
+        ledger.release(REQ, 1234.5)
+    return p
+
+
+def _tamper(path: Path, sql: str) -> bytes:
+    with sqlite3.connect(path) as conn:
+        conn.execute(sql)
+    return path.read_bytes()
+
+
+def test_an_unreadable_head_seq_is_a_corrupted_ledger(path: Path) -> None:
+    before = _tamper(path, "UPDATE dpl_meta SET value = 'xx' WHERE key = 'head_seq'")
+    with Ledger.open(path, POLICY, mode="write") as ledger:
+        with pytest.raises(LedgerCorrupted, match="head's seq is unreadable"):
+            ledger.head()
+        with pytest.raises(LedgerCorrupted, match="head's seq is unreadable"):
+            ledger.release(REQ, 1234.5)
+    assert path.read_bytes() == before
+
+
+def test_an_unreadable_epoch_is_a_corrupted_ledger(path: Path) -> None:
+    before = _tamper(path, "UPDATE dpl_spend SET epoch = 'x'")
+    with (
+        Ledger.open(path, POLICY, mode="read") as ledger,
+        pytest.raises(LedgerCorrupted, match="an epoch is unreadable"),
+    ):
+        ledger.epochs()
+    assert path.read_bytes() == before
+
+
+def test_a_negative_spend_total_is_a_corrupted_ledger_not_a_bad_input(path: Path) -> None:
+    before = _tamper(path, "UPDATE dpl_spend SET total = '-1'")
+    with Ledger.open(path, POLICY, mode="write") as ledger:
+        with pytest.raises(LedgerCorrupted, match="negative spend total"):
+            ledger.spent(0, "eu-west")
+        with pytest.raises(LedgerCorrupted, match="negative spend total"):
+            ledger.release(REQ, 1234.5)
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("target", [b"p.db", 5, 3.5, ["a"], object()])
+def test_a_ledger_target_that_is_no_path_is_refused_and_nothing_is_created(
+    target: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidInput, match="SQLite path"):
+        Ledger.open(target, POLICY, mode="create")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "says"),
+    [
+        ({"limit": 0}, "limit must be at least 1"),
+        ({"limit": -1}, "limit must be at least 1"),
+        ({"after": -1}, "after must be a seq"),
+        ({"after": 2**70}, "after must be a seq"),
+        ({"region": 5}, "region must be a name"),
+        ({"metric": b"m"}, "metric must be a name"),
+    ],
+)
+def test_entries_refuse_arguments_out_of_range(path: Path, kwargs: Any, says: str) -> None:
+    with Ledger.open(path, POLICY, mode="read") as ledger, pytest.raises(InvalidInput, match=says):
+        ledger.entries(**kwargs)
+
+
+def test_entries_with_a_limit_give_at_most_that_many(path: Path) -> None:
+    with Ledger.open(path, POLICY, mode="read") as ledger:
+        assert len(ledger.entries(limit=1)) == 1
+        assert ledger.entries(after=1) == []
+
+
+def test_an_expected_head_with_a_negative_id_is_bad_input(path: Path) -> None:
+    with Ledger.open(path, POLICY, mode="read") as ledger:
+        with pytest.raises(InvalidInput, match="expected_head"):
+            ledger.verify(expected_head=(-1, "0" * 64))
+        assert ledger.verify(expected_head=ledger.head()).ok
+
+
+def test_a_masked_aggregate_is_refused_before_any_noise(path: Path) -> None:
+    before = path.read_bytes()
+    hidden = np.ma.masked_array([1234.5], mask=[True])
+    with Ledger.open(path, POLICY, mode="write") as ledger:
+        with pytest.raises(InvalidAggregate, match="masked array"):
+            ledger.release(REQ, hidden)
+        assert not ledger.check(REQ, hidden).approved
+    assert path.read_bytes() == before
+
+
+def test_models_take_keyword_arguments_only_with_a_typed_error() -> None:
+    with pytest.raises(InvalidInput, match="keyword arguments only"):
+        ReleaseRequest(0, "clipped_mean_loss", "eu-west", 2400)  # type: ignore[misc]
+    with pytest.raises(PolicyError, match="keyword arguments only"):
+        Policy("x")  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("cohort", "2400"), ("cohort", 0), ("epoch", -1), ("metric", 7)]
+)
+def test_a_request_built_without_validation_is_validated_before_use(
+    path: Path, field: str, value: Any
+) -> None:
+    fields = {**REQ.model_dump(), field: value}
+    odd = ReleaseRequest.model_construct(**fields)
+    before = path.read_bytes()
+    with Ledger.open(path, POLICY, mode="write") as ledger:
+        with pytest.raises(InvalidInput, match=field):
+            ledger.release(odd, 1234.5)
+        with pytest.raises(InvalidInput, match=field):
+            ledger.check(odd, 1234.5)
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("rows", [[[1.0, 2.0], [3.0]], [["a", "b"]], [[object()]]])
+def test_secure_sum_refuses_rows_that_are_not_numbers(rows: Any) -> None:
+    grid = secure_sum.FixedPoint.for_cap(10.0)
+    with pytest.raises(InvalidInput, match="array of numbers"):
+        secure_sum.exact_sum(rows, grid)
