@@ -146,3 +146,26 @@ def test_secure_sum_refuses_rows_that_are_not_numbers(rows: Any) -> None:
     grid = secure_sum.FixedPoint.for_cap(10.0)
     with pytest.raises(InvalidInput, match="array of numbers"):
         secure_sum.exact_sum(rows, grid)
+
+
+def test_a_dry_run_of_a_recorded_release_id_says_what_a_release_would_do(path: Path) -> None:
+    """Retry: approved at no charge (a release returns the recorded value); another
+    aggregate under the same id: the conflict; a bad aggregate: its own refusal."""
+    rid = ReleaseRequest(**{**REQ.model_dump(), "epoch": 1, "release_id": "job-7/loss"})
+    with Ledger.open(path, POLICY, mode="write") as ledger:
+        first = ledger.release(rid, 1234.5)
+        spent = ledger.spent(1, "eu-west")
+        retry = ledger.check(rid, 1234.5)
+        assert retry.approved
+        assert retry.charge is not None
+        assert retry.charge.amount == 0
+        assert any(c.name == "release_id" and c.passed for c in retry.checks)
+        assert ledger.release(rid, 1234.5).entry_id == first.entry_id
+        other = ledger.check(rid, 5000.0)  # inside the clip bounds, far from the value
+        assert not other.approved
+        assert [c.name for c in other.failures] == ["release_id"]
+        assert "ReleaseIdConflict" in other.failures[0].reason
+        bad = ledger.check(rid, float("nan"))
+        assert not bad.approved
+        assert "release_id" not in [c.name for c in bad.checks]
+        assert ledger.spent(1, "eu-west") == spent

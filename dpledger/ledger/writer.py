@@ -24,6 +24,7 @@ are committed together.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -39,7 +40,9 @@ import numpy.typing as npt
 from dpledger import mechanisms as mech
 from dpledger.accounting import EpochSpend
 from dpledger.approval import (
+    STATE_CHECKS,
     Assessment,
+    Check,
     Prepared,
     ReleaseRequest,
     Verdict,
@@ -130,13 +133,50 @@ class Writer:
         if not self._exists():
             return evaluate(self.policy, request, aggregate, EpochSpend.empty(), None)
         epoch = request.epoch
-        return evaluate(
+        found = evaluate(
             self.policy,
             request,
             aggregate,
             self._store.epoch_spend(epoch),
             self._store.epoch_policy(epoch),
         )
+        rid = request.release_id
+        hit = self._store.find_releases([rid]).get(rid) if rid is not None else None
+        return found if hit is None else self._as_retry(request, aggregate, found, hit)
+
+    def _as_retry(
+        self, request: ReleaseRequest, aggregate: object, found: Assessment, hit: Entry
+    ) -> Assessment:
+        """The dry run of a request whose release id is recorded: what a release would do.
+
+        A retry (the same request, an aggregate the recorded value could come from: as
+        :meth:`replay` decides, with the recorded principal) is approved at no charge —
+        the release returns the recorded value; anything else fails as the conflict it is.
+        The budget checks are left out: a retry spends nothing.
+        """
+        early = evaluate(self.policy, request, aggregate, None).prepared  # no state checks
+        rest = tuple(c for c in found.verdict.checks if c.name not in STATE_CHECKS)
+        if early is None:  # refused on its own fields or aggregate, as a release would be
+            return Assessment(dataclasses.replace(found.verdict, checks=rest))
+        rid, entry = request.release_id, hit.entry_id
+        if hit.draft.request_hash == fingerprint(
+            early.verdict.request, hit.draft.principal
+        ) and _plausible(early.values, hit):
+            said = f"{rid!r} is entry {entry}: a release returns its value and charges nothing"
+            verdict = dataclasses.replace(
+                found.verdict,
+                checks=(*rest, Check("release_id", True, said)),
+                charge=Budget.zero(self.policy.unit),
+            )
+        else:
+            said = (
+                f"{rid!r} is entry {entry}, released for another request or aggregate: a "
+                "release raises ReleaseIdConflict; use a new release_id"
+            )
+            verdict = dataclasses.replace(
+                found.verdict, checks=(*rest, Check("release_id", False, said))
+            )
+        return Assessment(verdict)
 
     def release(
         self, items: Sequence[Item], *, partial: bool = False, principal: str | None = None
