@@ -205,3 +205,15 @@ def test_the_aggregator_stand_in_sums_exactly(tmp_path: Path) -> None:
     units = grid.encode(rows[r.start : r.stop])
     exact = [Fraction(int(u)) * Fraction(grid.quantum) for u in units.sum(axis=0, dtype=object)]
     assert [Fraction(float(x)) for x in sums["na"]] == exact
+
+
+def test_plots_without_matplotlib_refuse_before_anything_is_spent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The plotting extra is checked first: no ledger is created, exit 2 with the hint."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib: ImportError
+    db = tmp_path / "demo.db"
+    assert main(["demo", "--ledger", str(db), "--plots", str(tmp_path / "png")]) == 2
+    assert "matplotlib" in capsys.readouterr().err
+    assert not db.exists()
+    assert not (tmp_path / "png").exists()

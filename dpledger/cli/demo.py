@@ -16,6 +16,10 @@ __all__ = ["register"]
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    if args.plots:  # before anything is spent: a missing plotting extra refuses up front
+        from dpledger.planning.clip import require_pyplot
+
+        require_pyplot()
     result = run_demo(
         n_clients=args.clients,
         seed=args.seed,
