@@ -203,3 +203,41 @@ def test_a_ledger_recorded_under_an_older_rule_still_reads_and_verifies(tmp_path
         assert ledger.budget_changes() == ()
         assert len(ledger.entries()) == 2
     assert db.read_bytes() == before
+
+
+def test_a_policy_of_many_metrics_allocates_each_its_exact_share() -> None:
+    """300 weighted and 100 absolute metrics: every release budget and allocation equals
+    the definition (what the absolute ones leave, split by weight), summed once per policy
+    (per release it made a 1,000-metric check take seconds: O(metrics²))."""
+    lines = [
+        'name = "many"', 'version = "1"', 'neighbouring = "replace"', 'epoch_epsilon = "40"',
+        'eval_fraction = "0.25"', "rounds_per_epoch = 2", "[regions]", 'names = ["r"]',
+    ]  # fmt: skip
+    for i in range(400):
+        share = f'epsilon = "0.00{i % 7 + 1}"' if i % 4 == 0 else f'weight = "{i % 5 + 1}"'
+        lines += [
+            f"[metrics.m{i}]",
+            'kind = "scalar_mean"',
+            share,
+            'clip = { low = "0", high = "1", source = "t" }',
+        ]
+    p = Policy.from_toml("\n".join(lines))
+    absolute = sum(Fraction(f"0.00{i % 7 + 1}") for i in range(0, 400, 4))
+    weights = sum(Fraction(i % 5 + 1) for i in range(400) if i % 4)
+    free = Fraction(10) / 2 - absolute
+    for i in range(400):
+        want = Fraction(f"0.00{i % 7 + 1}") if i % 4 == 0 else free * (i % 5 + 1) / weights
+        assert p.release_budget(f"m{i}") == want
+        assert p.allocation_of(f"m{i}") == 2 * want
+    assert p.absolute_per_round() == absolute
+
+
+def test_an_error_lists_at_most_twelve_problems_and_counts_the_rest() -> None:
+    lines = ['name = "n"', 'version = "1"', 'neighbouring = "replace"', 'epoch_epsilon = "4"',
+             "[regions]", 'names = ["r"]']  # fmt: skip
+    for i in range(40):  # each metric misses its clip's source
+        lines += [f"[metrics.m{i}]", 'kind = "scalar_mean"', 'weight = "1"',
+                  'clip = { low = "0", high = "1" }']  # fmt: skip
+    with pytest.raises(PolicyError, match="and 28 more problems") as e:
+        Policy.from_toml("\n".join(lines))
+    assert str(e.value).count("clip.source") == 12

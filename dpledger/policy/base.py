@@ -111,7 +111,8 @@ def describe_validation_error(e: ValidationError) -> str:
     No pydantic documentation URLs, and inputs shown only as a short ``(got …)``.
     """
     parts = []
-    for err in e.errors(include_url=False):
+    errors = e.errors(include_url=False)
+    for err in errors[:_SHOWN_ERRORS]:
         field = ".".join(str(p) for p in err["loc"]) or "<root>"
         msg = str(err["msg"]).removeprefix("Value error, ")
         got = err.get("input")
@@ -120,7 +121,14 @@ def describe_validation_error(e: ValidationError) -> str:
             shown = repr(got)
             hint = f" (got {shown[:40]}{'…' if len(shown) > 40 else ''})"
         parts.append(f"{field}: {msg}{hint}")
+    if len(errors) > _SHOWN_ERRORS:
+        parts.append(f"and {len(errors) - _SHOWN_ERRORS} more problems")
     return "; ".join(parts)
+
+
+_SHOWN_ERRORS = 12
+"""The most problems one error message lists (a 400-metric policy missing one field in
+each gave a message of 400 parts)."""
 
 
 _DEPTH: ContextVar[int] = ContextVar("dpledger_validation_depth", default=0)

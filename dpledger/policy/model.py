@@ -266,10 +266,14 @@ class Policy(FrozenModel):
             return absolute
         rounds = rounds_per_epoch or self.rounds_per_epoch
         free = self.eval_budget / rounds - self.absolute_per_round()
-        weights = sum(
+        return max(free, Fraction(0)) * (spec.weight or Fraction(0)) / self._weight_total
+
+    @functools.cached_property
+    def _weight_total(self) -> Fraction:
+        """Sum of the weighted metrics' weights (once: every release budget divides by it)."""
+        return sum(
             (m.weight for m in self.metrics.values() if m.weight is not None), Fraction(0)
         )
-        return max(free, Fraction(0)) * (spec.weight or Fraction(0)) / weights
 
     def allocation_of(self, name: str) -> Fraction | None:
         """The exact share of an epoch's ``ε_eval`` metric ``name`` may spend, per client.
@@ -296,6 +300,12 @@ class Policy(FrozenModel):
 
     def absolute_per_round(self) -> Fraction:
         """Sum of the absolute per-release budgets (one release of each metric)."""
+        return self._absolute_total
+
+    @functools.cached_property
+    def _absolute_total(self) -> Fraction:
+        """:meth:`absolute_per_round`, summed once (a policy is frozen): the release budget
+        of every weighted metric reads it, so per call it made allocations O(metrics²)."""
         return sum(
             (m.epsilon if m.epsilon is not None else m.rho or Fraction(0))
             for m in self.metrics.values()
