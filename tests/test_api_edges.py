@@ -16,7 +16,13 @@ import numpy as np
 import pytest
 
 from dpledger import Ledger, Policy, ReleaseRequest
-from dpledger.errors import InvalidAggregate, InvalidInput, LedgerCorrupted, PolicyError
+from dpledger.errors import (
+    InvalidAggregate,
+    InvalidInput,
+    LedgerCorrupted,
+    PolicyError,
+    PolicyMismatch,
+)
 from dpledger.metrics import secure_sum
 
 POLICY = Policy.load(Path(__file__).parent.parent / "policies" / "spatial-eval.toml")
@@ -169,3 +175,15 @@ def test_a_dry_run_of_a_recorded_release_id_says_what_a_release_would_do(path: P
         assert not bad.approved
         assert "release_id" not in [c.name for c in bad.checks]
         assert ledger.spent(1, "eu-west") == spent
+
+
+def test_edges_named_for_a_metric_without_edges_are_refused_not_ignored(path: Path) -> None:
+    stated = ReleaseRequest(**{**REQ.model_dump(), "epoch": 2, "edges_version": "h/v1"})
+    before = path.read_bytes()
+    with Ledger.open(path, POLICY, mode="write") as ledger:
+        verdict = ledger.check(stated, 1234.5)
+        assert [c.name for c in verdict.failures] == ["edges_version"]
+        assert "no bucket edges" in verdict.failures[0].reason
+        with pytest.raises(PolicyMismatch, match="no bucket edges"):
+            ledger.release(stated, 1234.5)
+    assert path.read_bytes() == before

@@ -60,7 +60,16 @@ def request_checks(
             else f"client used {pv}, ledger has {policy.version}",
         )
     )
-    if spec.edges_version is None:
+    if spec.edges_version is None and edges_version is not None:
+        checks.append(
+            Check(
+                "edges_version",
+                False,
+                f"the request states edges {edges_version}, but this {spec.kind} metric has "
+                "no bucket edges: leave edges_version out (or name the histogram you meant)",
+            )
+        )
+    elif spec.edges_version is None:
         checks.append(Check("edges_version", True, "metric has no edges"))
     elif edges_version != spec.edges_version:
         got = edges_version or "none stated"
