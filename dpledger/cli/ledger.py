@@ -14,7 +14,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dpledger.cli.main import EXIT_OK, EXIT_REFUSED, emit, ledger_args, open_ledger
+from dpledger.cli.main import (
+    EXIT_OK,
+    EXIT_REFUSED,
+    emit,
+    ledger_args,
+    ledger_target,
+    open_ledger,
+)
 from dpledger.errors import InvalidInput, MigrationRefused
 from dpledger.ledger import Ledger
 from dpledger.ledger.lifetime import Lifetime
@@ -66,7 +73,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     from dpledger.ledger.migrate import migrate
 
     try:
-        done = migrate(args.ledger)
+        done = migrate(ledger_target(args))
     except MigrationRefused as e:  # it fails its own schema's checks: nothing was changed
         print(f"dpledger: migration refused: {e}", file=sys.stderr)
         return EXIT_REFUSED
@@ -166,7 +173,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 def _export_target(args: argparse.Namespace) -> Path:
     """Where ``--out`` may write: never the ledger, never an existing file without --force."""
     out = Path(args.out)
-    ledger_files = [Path(str(args.ledger) + s) for s in ("", "-wal", "-shm", "-journal")]
+    ledger = ledger_target(args)
+    ledger_files = [Path(ledger + s) for s in ("", "-wal", "-shm", "-journal")]
     try:
         if any(f.exists() and out.exists() and out.samefile(f) for f in ledger_files):
             raise InvalidInput(f"--out {out} is the ledger itself: choose another file")

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpledger._files import read_bounded
+from dpledger._files import check_path_text, read_bounded
 from dpledger.approval import ReleaseRequest, Verdict
 from dpledger.errors import (
     DpLedgerError,
@@ -56,11 +56,39 @@ def emit(data: Any, as_json: bool, text: str) -> None:
     print(json.dumps(data, indent=2, sort_keys=True) if as_json else text)
 
 
+NO_LEDGER = "no ledger: pass --ledger PATH_OR_URL or set DPLEDGER_URL"
+
+
+def check_ledger_target(target: str) -> str:
+    """``target`` if a command may use it as its ledger; else :class:`InvalidInput`.
+
+    An in-memory SQLite database (``:memory:``, or an SQLite ``file:`` URI) is refused:
+    each run would spend from a fresh, throwaway budget, so a release could be repeated
+    with new noise and nothing would be recorded. So is a path with a NUL byte or one that
+    is not UTF-8 (SQLite cannot open it), before anything is created.
+    """
+    if target.strip() == ":memory:" or target.startswith("file:"):
+        raise InvalidInput(
+            f"--ledger {target!r} is an in-memory database or an SQLite URI, refused: each "
+            "run would spend from a fresh, throwaway budget and record nothing; pass a "
+            "ledger file path or a postgresql:// URL"
+        )
+    return check_path_text(target, "--ledger path")
+
+
+def ledger_target(args: argparse.Namespace) -> str:
+    """The ledger ``--ledger`` (or ``$DPLEDGER_URL``) names; there is no default ledger."""
+    if not args.ledger:
+        raise InvalidInput(NO_LEDGER)
+    return check_ledger_target(str(args.ledger))
+
+
 def open_ledger(args: argparse.Namespace, mode: Mode) -> Ledger:
     """The ledger at ``--ledger`` under ``--policy``; ``mode`` "read" never creates one."""
+    target = ledger_target(args)
     if not args.policy:
         raise InvalidInput("no policy: pass --policy FILE or set DPLEDGER_POLICY")
-    return Ledger.open(args.ledger, Policy.load(args.policy), mode=mode)
+    return Ledger.open(target, Policy.load(args.policy), mode=mode)
 
 
 def _read_file(path: str, what: str, limit: int) -> bytes:
@@ -197,8 +225,8 @@ def ledger_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--ledger",
-        default=os.environ.get("DPLEDGER_URL", "dpledger.db"),
-        help="SQLite path or postgresql:// URL (or $DPLEDGER_URL)",
+        default=os.environ.get("DPLEDGER_URL") or None,
+        help="SQLite path or postgresql:// URL (or $DPLEDGER_URL; required)",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -268,6 +296,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     shown = warnings.showwarning
     warnings.showwarning = _warn
     try:
+        if getattr(args, "ledger", None):  # every command's --ledger, before it is used
+            check_ledger_target(str(args.ledger))
         code: int = args.func(args)
     except ReleaseRefused as e:
         if e.verdict is None:

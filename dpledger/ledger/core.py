@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
+from dpledger._files import check_path_text
 from dpledger.accounting import EpochSpend, client_loss
 from dpledger.approval import (
     MAX_EPOCH,
@@ -59,7 +60,7 @@ def open_store(target: str | Path | None, mode: Mode) -> SqlStore:
         )
     if mode not in ("read", "write", "create"):
         raise InvalidInput(f"mode must be 'read', 'write' or 'create', got {mode!r}")
-    text = str(target)
+    text = check_path_text(target, "ledger path or URL")
     if text.startswith(("postgresql://", "postgres://")):
         from dpledger.ledger.postgres import PostgresStore  # optional extra
 

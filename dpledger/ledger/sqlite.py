@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote
 
+from dpledger._files import check_path_text
 from dpledger.errors import LedgerCorrupted, LedgerNotFound, StoreError
 from dpledger.ledger.schema import (
     COLUMNS,
@@ -178,7 +179,7 @@ class SqliteStore(SqlStore):
 
     def __init__(self, path: str | Path, mode: Mode = "write", *, timeout_s: float = 60.0) -> None:
         super().__init__(mode)
-        self._path = str(path)
+        self._path = check_path_text(path)  # NUL or not UTF-8: refused before any file is made
         self._timeout_s = timeout_s
         self._conn: sqlite3.Connection | None = None
         # the state this connection's last write left, valid while PRAGMA data_version
