@@ -29,6 +29,8 @@ from dpledger.policy import ALL
 
 __all__ = ["register"]
 
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
 
 def register(subparsers: Any) -> None:
     """Add ``dpledger ledger`` and its actions to the command's ``subparsers``."""
@@ -170,16 +172,30 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok else EXIT_REFUSED
 
 
+def _same_file(a: Path, b: str | None) -> bool:
+    return bool(b) and a.exists() and Path(str(b)).exists() and a.samefile(str(b))
+
+
 def _export_target(args: argparse.Namespace) -> Path:
-    """Where ``--out`` may write: never the ledger, never an existing file without --force."""
+    """Where ``--out`` may write: never the ledger, its policy or any SQLite database (a
+    ledger or key store, even with --force), never an existing file without --force."""
     out = Path(args.out)
     ledger = ledger_target(args)
-    ledger_files = [Path(ledger + s) for s in ("", "-wal", "-shm", "-journal")]
+    ledger_files = [ledger + s for s in ("", "-wal", "-shm", "-journal")]
     try:
-        if any(f.exists() and out.exists() and out.samefile(f) for f in ledger_files):
+        if any(_same_file(out, f) for f in ledger_files):
             raise InvalidInput(f"--out {out} is the ledger itself: choose another file")
+        if _same_file(out, args.policy):
+            raise InvalidInput(f"--out {out} is the --policy file: choose another file")
         if out.is_dir():
             raise InvalidInput(f"--out {out} is a directory: name a file")
+        if out.exists() and not out.is_file():
+            raise InvalidInput(f"--out {out} is not a regular file: name a file")
+        if out.exists() and _is_sqlite(out):
+            raise InvalidInput(
+                f"--out {out} is an SQLite database (a ledger or key store?): never replaced, "
+                "even with --force; choose another file"
+            )
         if out.exists() and not args.force:
             raise InvalidInput(f"--out {out} exists: pass --force to replace it")
         if not out.parent.is_dir():
@@ -187,6 +203,15 @@ def _export_target(args: argparse.Namespace) -> Path:
     except OSError as e:
         raise InvalidInput(f"--out {out}: {e.strerror}") from None
     return out
+
+
+def _is_sqlite(p: Path) -> bool:
+    """Whether the regular file ``p`` starts with SQLite's header (read, never written)."""
+    fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        return os.read(fd, len(_SQLITE_HEADER)) == _SQLITE_HEADER
+    finally:
+        os.close(fd)
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
