@@ -22,9 +22,18 @@ from dpledger.cli.main import (
     ledger_target,
     open_ledger,
 )
-from dpledger.errors import InvalidInput, MigrationRefused
+from dpledger.errors import (
+    InvalidInput,
+    LedgerCorrupted,
+    LedgerSchemaUnsupported,
+    MigrationRefused,
+    NotALedger,
+    StoreError,
+)
 from dpledger.ledger import Ledger
 from dpledger.ledger.lifetime import Lifetime
+from dpledger.ledger.records import VerifyReport
+from dpledger.ledger.sqlite import is_damage
 from dpledger.policy import ALL
 
 __all__ = ["register"]
@@ -153,8 +162,17 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         if not (seq.isdigit() and len(seq) <= 19 and len(digest) == 64):
             raise InvalidInput("--expected-head takes ENTRY_ID:HASH (a release's entry_hash)")
         anchor = (int(seq), digest)
-    with open_ledger(args, "read") as ledger:
-        report = ledger.verify(expected_head=anchor)
+    try:
+        with open_ledger(args, "read") as ledger:
+            report = ledger.verify(expected_head=anchor)
+    except (LedgerSchemaUnsupported, NotALedger):
+        raise  # not damage: the wrong path, or migrate / upgrade first (exit 2)
+    except LedgerCorrupted as e:  # truncated or damaged: it fails verification
+        report = VerifyReport(entries_checked=0, problems=(str(e),))
+    except StoreError as e:
+        if not is_damage(e):
+            raise  # locked, unreachable: no verdict on the ledger (exit 2)
+        report = VerifyReport(entries_checked=0, problems=(str(e),))
     text = f"verified {report.entries_checked} entries: " + (
         "ok" if report.ok else "FAILED\n" + "\n".join(f"  - {p}" for p in report.problems)
     )
