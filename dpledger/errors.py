@@ -21,7 +21,9 @@ __all__ = [
     "InvalidInput",
     "LedgerCorrupted",
     "LedgerNotFound",
+    "LedgerSchemaUnsupported",
     "MigrationRefused",
+    "NotALedger",
     "NotAuthenticated",
     "NotPermitted",
     "PlotUnavailable",
@@ -67,6 +69,18 @@ class LedgerNotFound(StoreError):
 
 class LedgerCorrupted(DpLedgerError):
     """The stored ledger is inconsistent with itself (schema, policy or chain)."""
+
+
+class NotALedger(LedgerCorrupted):
+    """The path holds something that is no ledger at all (a text file, another SQLite
+    database): the wrong path, not a damaged ledger. Never adopted or overwritten.
+    """
+
+
+class LedgerSchemaUnsupported(LedgerCorrupted):
+    """The ledger is of a schema this dpledger does not read as it is: not damage, so
+    nothing was verified. Migrate it (``dpledger ledger migrate``) or upgrade dpledger.
+    """
 
 
 class MigrationRefused(LedgerCorrupted):

@@ -106,9 +106,11 @@ def test_a_path_that_is_not_a_ledger_is_refused_by_every_command_and_left_alone(
     make(path)  # type: ignore[operator]
     before = path.read_bytes() if path.is_file() else None
     for command in (*READS, ["ledger", "init"]):
-        assert main([*command, *at(path)]) == 2, command
-        err = capsys.readouterr().err
-        assert message in err
+        # a 0-byte file may be what is left of a ledger: verify reports it failed (exit 1)
+        failed = command == ["ledger", "verify"] and message.startswith("empty")
+        assert main([*command, *at(path)]) == (1 if failed else 2), command
+        out, err = capsys.readouterr()
+        assert message in out + err
         no_traceback(err)
     assert main(release(path, files)) == 2
     assert message in capsys.readouterr().err

@@ -31,12 +31,13 @@ RANK = {
     "policy": 1,
     "metrics": 0.75,
     "_search": 0.25,
+    "_files": 0.25,
     "types": 0.5,
     "errors": 0,
 }
 """Layer of each top-level module or package: imports go to a lower layer (or stay inside
 their own package). cli → service / flower → sim → ledger / planning → approval →
-accounting → mechanisms → _sensitivity → _invoke → _opendp → policy → errors / types;
+accounting → mechanisms → _sensitivity → _invoke → _opendp → policy → _files → errors / types;
 metrics imports only errors, types and numpy. The command line is the outermost caller: it
 starts the service."""
 

@@ -14,13 +14,31 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dpledger.cli.main import EXIT_OK, EXIT_REFUSED, emit, ledger_args, open_ledger
-from dpledger.errors import InvalidInput, MigrationRefused
+from dpledger.cli.main import (
+    EXIT_OK,
+    EXIT_REFUSED,
+    emit,
+    ledger_args,
+    ledger_target,
+    open_ledger,
+)
+from dpledger.errors import (
+    InvalidInput,
+    LedgerCorrupted,
+    LedgerSchemaUnsupported,
+    MigrationRefused,
+    NotALedger,
+    StoreError,
+)
 from dpledger.ledger import Ledger
 from dpledger.ledger.lifetime import Lifetime
+from dpledger.ledger.records import VerifyReport
+from dpledger.ledger.sqlite import is_damage
 from dpledger.policy import ALL
 
 __all__ = ["register"]
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 def register(subparsers: Any) -> None:
@@ -66,7 +84,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     from dpledger.ledger.migrate import migrate
 
     try:
-        done = migrate(args.ledger)
+        done = migrate(ledger_target(args))
     except MigrationRefused as e:  # it fails its own schema's checks: nothing was changed
         print(f"dpledger: migration refused: {e}", file=sys.stderr)
         return EXIT_REFUSED
@@ -144,8 +162,17 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         if not (seq.isdigit() and len(seq) <= 19 and len(digest) == 64):
             raise InvalidInput("--expected-head takes ENTRY_ID:HASH (a release's entry_hash)")
         anchor = (int(seq), digest)
-    with open_ledger(args, "read") as ledger:
-        report = ledger.verify(expected_head=anchor)
+    try:
+        with open_ledger(args, "read") as ledger:
+            report = ledger.verify(expected_head=anchor)
+    except (LedgerSchemaUnsupported, NotALedger):
+        raise  # not damage: the wrong path, or migrate / upgrade first (exit 2)
+    except LedgerCorrupted as e:  # truncated or damaged: it fails verification
+        report = VerifyReport(entries_checked=0, problems=(str(e),))
+    except StoreError as e:
+        if not is_damage(e):
+            raise  # locked, unreachable: no verdict on the ledger (exit 2)
+        report = VerifyReport(entries_checked=0, problems=(str(e),))
     text = f"verified {report.entries_checked} entries: " + (
         "ok" if report.ok else "FAILED\n" + "\n".join(f"  - {p}" for p in report.problems)
     )
@@ -163,15 +190,30 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok else EXIT_REFUSED
 
 
+def _same_file(a: Path, b: str | None) -> bool:
+    return bool(b) and a.exists() and Path(str(b)).exists() and a.samefile(str(b))
+
+
 def _export_target(args: argparse.Namespace) -> Path:
-    """Where ``--out`` may write: never the ledger, never an existing file without --force."""
+    """Where ``--out`` may write: never the ledger, its policy or any SQLite database (a
+    ledger or key store, even with --force), never an existing file without --force."""
     out = Path(args.out)
-    ledger_files = [Path(str(args.ledger) + s) for s in ("", "-wal", "-shm", "-journal")]
+    ledger = ledger_target(args)
+    ledger_files = [ledger + s for s in ("", "-wal", "-shm", "-journal")]
     try:
-        if any(f.exists() and out.exists() and out.samefile(f) for f in ledger_files):
+        if any(_same_file(out, f) for f in ledger_files):
             raise InvalidInput(f"--out {out} is the ledger itself: choose another file")
+        if _same_file(out, args.policy):
+            raise InvalidInput(f"--out {out} is the --policy file: choose another file")
         if out.is_dir():
             raise InvalidInput(f"--out {out} is a directory: name a file")
+        if out.exists() and not out.is_file():
+            raise InvalidInput(f"--out {out} is not a regular file: name a file")
+        if out.exists() and _is_sqlite(out):
+            raise InvalidInput(
+                f"--out {out} is an SQLite database (a ledger or key store?): never replaced, "
+                "even with --force; choose another file"
+            )
         if out.exists() and not args.force:
             raise InvalidInput(f"--out {out} exists: pass --force to replace it")
         if not out.parent.is_dir():
@@ -179,6 +221,15 @@ def _export_target(args: argparse.Namespace) -> Path:
     except OSError as e:
         raise InvalidInput(f"--out {out}: {e.strerror}") from None
     return out
+
+
+def _is_sqlite(p: Path) -> bool:
+    """Whether the regular file ``p`` starts with SQLite's header (read, never written)."""
+    fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        return os.read(fd, len(_SQLITE_HEADER)) == _SQLITE_HEADER
+    finally:
+        os.close(fd)
 
 
 def _cmd_export(args: argparse.Namespace) -> int:

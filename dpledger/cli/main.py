@@ -9,6 +9,7 @@ an existing ledger only; a ledger is created by ``release`` or ``ledger init``.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import sys
@@ -21,6 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dpledger._files import check_path_text, read_bounded
 from dpledger.approval import ReleaseRequest, Verdict
 from dpledger.errors import (
     DpLedgerError,
@@ -46,7 +48,7 @@ __all__ = [
 EXIT_OK, EXIT_REFUSED, EXIT_ERROR, EXIT_INTERNAL = 0, 1, 2, 3
 MAX_AGGREGATE_VALUES = 100_000
 """An aggregate file may hold at most this many numbers (a policy's largest dimension)."""
-_MAX_JSON_BYTES = 8 << 20  # 8 MiB: 100,000 numbers in JSON fit several times over
+_MAX_JSON_BYTES = 8 << 20  # 8 MiB: 100,000 numbers in JSON (or .npy) fit several times over
 
 
 def emit(data: Any, as_json: bool, text: str) -> None:
@@ -54,46 +56,77 @@ def emit(data: Any, as_json: bool, text: str) -> None:
     print(json.dumps(data, indent=2, sort_keys=True) if as_json else text)
 
 
+NO_LEDGER = "no ledger: pass --ledger PATH_OR_URL or set DPLEDGER_URL"
+
+
+def check_ledger_target(target: str) -> str:
+    """``target`` if a command may use it as its ledger; else :class:`InvalidInput`.
+
+    An in-memory SQLite database (``:memory:``, or an SQLite ``file:`` URI) is refused:
+    each run would spend from a fresh, throwaway budget, so a release could be repeated
+    with new noise and nothing would be recorded. So is a path with a NUL byte or one that
+    is not UTF-8 (SQLite cannot open it), before anything is created.
+    """
+    if target.strip() == ":memory:" or target.startswith("file:"):
+        raise InvalidInput(
+            f"--ledger {target!r} is an in-memory database or an SQLite URI, refused: each "
+            "run would spend from a fresh, throwaway budget and record nothing; pass a "
+            "ledger file path or a postgresql:// URL"
+        )
+    return check_path_text(target, "--ledger path")
+
+
+def ledger_target(args: argparse.Namespace) -> str:
+    """The ledger ``--ledger`` (or ``$DPLEDGER_URL``) names; there is no default ledger."""
+    if not args.ledger:
+        raise InvalidInput(NO_LEDGER)
+    return check_ledger_target(str(args.ledger))
+
+
 def open_ledger(args: argparse.Namespace, mode: Mode) -> Ledger:
     """The ledger at ``--ledger`` under ``--policy``; ``mode`` "read" never creates one."""
+    target = ledger_target(args)
     if not args.policy:
         raise InvalidInput("no policy: pass --policy FILE or set DPLEDGER_POLICY")
-    return Ledger.open(args.ledger, Policy.load(args.policy), mode=mode)
+    return Ledger.open(target, Policy.load(args.policy), mode=mode)
+
+
+def _read_file(path: str, what: str, limit: int) -> bytes:
+    """At most ``limit`` bytes of the regular file ``path`` (a FIFO or device is refused)."""
+    return read_bounded(
+        path, limit, lambda problem: InvalidInput(f"cannot read {what} {path}: {problem}")
+    )
 
 
 def _read_json(path: str, what: str) -> Any:
-    p = Path(path)
+    data = _read_file(path, what, _MAX_JSON_BYTES)
     try:
-        if p.stat().st_size > _MAX_JSON_BYTES:
-            raise InvalidInput(f"cannot read {what} {path}: larger than {_MAX_JSON_BYTES} bytes")
-        return json.loads(p.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise InvalidInput(f"cannot read {what} {path}: {e.strerror}") from None
+        return json.loads(data.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as e:
         raise InvalidInput(f"cannot read {what} {path}: not valid JSON ({e})") from None
     except RecursionError:
         raise InvalidInput(f"cannot read {what} {path}: JSON nested too deeply") from None
 
 
-def _load_npy(p: Path) -> npt.NDArray[Any]:
-    """An ``.npy`` array, its header checked before anything is allocated."""
-    with p.open("rb") as f:
-        version = np.lib.format.read_magic(f)
-        if version == (1, 0):
-            shape, _, dtype = np.lib.format.read_array_header_1_0(f)
-        elif version in ((2, 0), (3, 0)):
-            shape, _, dtype = np.lib.format.read_array_header_2_0(f)
-        else:
-            raise ValueError(f"unsupported .npy version {version}")
-        size = int(np.prod(shape, dtype=object)) if shape else 1
-        if size > MAX_AGGREGATE_VALUES:
-            raise ValueError(f"claims {size} values, more than {MAX_AGGREGATE_VALUES}")
-        if dtype.hasobject:
-            raise ValueError("holds Python objects; save a numeric array")
-        needed = f.tell() + size * dtype.itemsize
-    if p.stat().st_size < needed:
+def _load_npy(data: bytes) -> npt.NDArray[Any]:
+    """An ``.npy`` array from its bytes, its header checked before anything is allocated."""
+    f = io.BytesIO(data)
+    version = np.lib.format.read_magic(f)
+    if version == (1, 0):
+        shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+    elif version in ((2, 0), (3, 0)):
+        shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+    else:
+        raise ValueError(f"unsupported .npy version {version}")
+    size = int(np.prod(shape, dtype=object)) if shape else 1
+    if size > MAX_AGGREGATE_VALUES:
+        raise ValueError(f"claims {size} values, more than {MAX_AGGREGATE_VALUES}")
+    if dtype.hasobject:
+        raise ValueError("holds Python objects; save a numeric array")
+    if len(data) < f.tell() + size * dtype.itemsize:
         raise ValueError("is shorter than its header says (truncated)")
-    arr: npt.NDArray[Any] = np.load(p, allow_pickle=False)
+    f.seek(0)
+    arr: npt.NDArray[Any] = np.load(f, allow_pickle=False)
     return arr
 
 
@@ -104,9 +137,10 @@ def load_aggregate(path: str) -> npt.NDArray[Any]:
     """
     p = Path(path)
     if p.suffix == ".npy":
+        data = _read_file(path, "aggregate", _MAX_JSON_BYTES)
         try:
-            return _load_npy(p)
-        except (OSError, ValueError, EOFError) as e:
+            return _load_npy(data)
+        except (ValueError, EOFError) as e:
             raise InvalidInput(f"cannot read aggregate {path}: {e}") from None
     data = _read_json(path, "aggregate")
     try:
@@ -191,8 +225,8 @@ def ledger_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--ledger",
-        default=os.environ.get("DPLEDGER_URL", "dpledger.db"),
-        help="SQLite path or postgresql:// URL (or $DPLEDGER_URL)",
+        default=os.environ.get("DPLEDGER_URL") or None,
+        help="SQLite path or postgresql:// URL (or $DPLEDGER_URL; required)",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -262,6 +296,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     shown = warnings.showwarning
     warnings.showwarning = _warn
     try:
+        if getattr(args, "ledger", None):  # every command's --ledger, before it is used
+            check_ledger_target(str(args.ledger))
         code: int = args.func(args)
     except ReleaseRefused as e:
         if e.verdict is None:

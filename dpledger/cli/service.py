@@ -20,6 +20,7 @@ import sys
 import warnings
 from typing import TYPE_CHECKING, Any
 
+from dpledger._files import check_regular_file
 from dpledger.errors import InvalidInput, LedgerCorrupted
 from dpledger.policy import Policy
 from dpledger.service.keys import ACTIONS, ApiKey, Scopes
@@ -197,8 +198,22 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+_MAX_TLS_BYTES = 1 << 20
+"""A PEM certificate chain or key larger than this (1 MiB) is refused unread."""
+
+
 def _check_tls(cert: str, key: str) -> None:
-    """Load the certificate and key now, so a bad one is an input error before any bind."""
+    """Load the certificate and key now, so a bad one is an input error before any bind.
+
+    Each must be a regular file of at most :data:`_MAX_TLS_BYTES` (a FIFO or device would
+    hang or exhaust the loader), checked before OpenSSL opens it.
+    """
+    for flag, path in (("--tls-cert", cert), ("--tls-key", key)):
+
+        def fail(problem: str, f: str = flag, p: str = path) -> InvalidInput:
+            return InvalidInput(f"{f} {p}: {problem}")
+
+        check_regular_file(path, _MAX_TLS_BYTES, fail)
     try:
         ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
     except (OSError, ssl.SSLError) as e:

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
+from dpledger._files import check_path_text
 from dpledger.accounting import EpochSpend, client_loss
 from dpledger.approval import (
     MAX_EPOCH,
@@ -64,9 +65,10 @@ def open_store(target: str | Path | None, mode: Mode) -> SqlStore:
             f"a ledger is a SQLite path (str or pathlib.Path) or a postgresql:// URL, "
             f"got {type(target).__name__} {target!r:.60}"
         )
-    text = os.fspath(target)
-    if not isinstance(text, str):  # a PathLike of bytes
-        raise InvalidInput(f"a ledger path must be text, got {text!r:.60}")
+    fspath = os.fspath(target)
+    if not isinstance(fspath, str):  # a PathLike of bytes
+        raise InvalidInput(f"a ledger path must be text, got {fspath!r:.60}")
+    text = check_path_text(fspath, "ledger path or URL")
     if text.startswith(("postgresql://", "postgres://")):
         from dpledger.ledger.postgres import PostgresStore  # optional extra
 

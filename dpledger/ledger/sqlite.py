@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote
 
-from dpledger.errors import LedgerCorrupted, LedgerNotFound, StoreError
+from dpledger._files import check_path_text
+from dpledger.errors import LedgerCorrupted, LedgerNotFound, NotALedger, StoreError
 from dpledger.ledger.schema import (
     COLUMNS,
     EPOCH_INDEX,
@@ -73,7 +74,8 @@ def check_sqlite_file(p: Path, what: str, why: Mapping[FileProblem, str]) -> Non
 
     ``what`` names the file in an OS error ("cannot open WHAT: …"); ``why`` is the message
     for each problem. A directory or special file is a :class:`StoreError`; an empty or
-    foreign file is :class:`LedgerCorrupted` (never adopted: it may be what is left of one).
+    foreign file is :class:`LedgerCorrupted` (never adopted: it may be what is left of one;
+    a foreign one is its subclass :class:`NotALedger`).
     """
     try:
         st = p.stat()
@@ -91,7 +93,7 @@ def check_sqlite_file(p: Path, what: str, why: Mapping[FileProblem, str]) -> Non
     except OSError as e:
         raise StoreError(f"cannot read {what}: {e.strerror}") from e
     if header != _HEADER:
-        raise LedgerCorrupted(why["foreign"])
+        raise NotALedger(why["foreign"])
 
 
 _SEQ, _ROWID_SEQ = "seq BIGINT PRIMARY KEY", "seq INTEGER PRIMARY KEY"
@@ -152,6 +154,18 @@ _UPSERT_SPEND = (
     "ON CONFLICT (epoch, scope, metric) DO UPDATE SET total = excluded.total"
 )
 MEMORY = ":memory:"
+_DAMAGED = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB: the file, not the moment
+
+
+def is_damage(e: BaseException | None) -> bool:
+    """Whether ``e`` (or the SQLite error behind it) says the database file is damaged.
+
+    A damaged file stays a :class:`StoreError` where it is met (the write did not happen),
+    but ``dpledger ledger verify`` reports it as a failed verification.
+    """
+    while e is not None and not isinstance(e, sqlite3.Error):
+        e = e.__cause__
+    return e is not None and getattr(e, "sqlite_errorcode", 0) & 0xFF in _DAMAGED
 
 
 _KEPT_EPOCHS = 64
@@ -178,7 +192,7 @@ class SqliteStore(SqlStore):
 
     def __init__(self, path: str | Path, mode: Mode = "write", *, timeout_s: float = 60.0) -> None:
         super().__init__(mode)
-        self._path = str(path)
+        self._path = check_path_text(path)  # NUL or not UTF-8: refused before any file is made
         self._timeout_s = timeout_s
         self._conn: sqlite3.Connection | None = None
         # the state this connection's last write left, valid while PRAGMA data_version
@@ -264,7 +278,7 @@ class SqliteStore(SqlStore):
                     "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'dpl_meta'"
                 ).fetchall()
             ):
-                raise LedgerCorrupted(
+                raise NotALedger(
                     f"{self._path} is an SQLite database but not a dpledger ledger (no "
                     "dpl_meta table); use another path for a new ledger"
                 )
@@ -348,6 +362,10 @@ class SqliteStore(SqlStore):
         try:
             return self._conn.execute(sql, tuple(params)).fetchall()
         except sqlite3.Error as e:
+            if is_damage(e):
+                raise StoreError(
+                    f"SQLite ledger {self._path} is damaged: {e}; restore it from a backup"
+                ) from e
             raise StoreError(f"SQLite ledger {self._path}: {e}") from e
         except OverflowError as e:  # an integer beyond SQLite's 64 bits
             raise StoreError(f"SQLite ledger {self._path}: {e}") from e

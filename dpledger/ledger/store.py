@@ -25,6 +25,7 @@ from dpledger.accounting import EpochSpend
 from dpledger.errors import (
     LedgerCorrupted,
     LedgerNotFound,
+    LedgerSchemaUnsupported,
     MigrationRefused,
     PolicyMismatch,
     StoreError,
@@ -293,13 +294,13 @@ class SqlStore(ABC):
         """Refuse a ledger of another schema version: this dpledger cannot read it at all."""
         meta = self.meta()
         if meta.get("schema_version") == "1":
-            raise LedgerCorrupted(
+            raise LedgerSchemaUnsupported(
                 f"{self.location} was written by dpledger 0.1 (schema 1): upgrade it in place "
                 f"with `dpledger ledger migrate --ledger {self.location}` (one transaction; "
                 "every entry and its hash are kept, so recorded chain heads stay valid)"
             )
         if meta.get("schema_version") not in READABLE_VERSIONS:
-            raise LedgerCorrupted(
+            raise LedgerSchemaUnsupported(
                 f"{self.location}: schema version {meta.get('schema_version')!r}, this "
                 f"dpledger reads {' and '.join(READABLE_VERSIONS)}: upgrade dpledger"
             )

@@ -13,6 +13,7 @@ trade-off: the maximum buys no bias with an order of magnitude more noise than t
 from __future__ import annotations
 
 import csv
+import io
 import math
 import numbers
 import os
@@ -25,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpledger import mechanisms as mech
+from dpledger._files import read_bounded
 from dpledger.errors import InvalidInput, PlotUnavailable
 from dpledger.planning._common import text_table
 from dpledger.policy import Clip, FrozenModel
@@ -132,6 +134,19 @@ class ClipCalibration(FrozenModel):
         )
 
 
+MAX_HELD_OUT_BYTES = 1 << 28
+"""A held-out file larger than this (256 MiB: over ten million values) is refused unread."""
+
+
+def _read_held_out(p: Path) -> bytes:
+    """The held-out file's bytes: a regular file of at most :data:`MAX_HELD_OUT_BYTES`."""
+    return read_bounded(
+        p,
+        MAX_HELD_OUT_BYTES,
+        lambda problem: InvalidInput(f"cannot read held-out values from {p}: {problem}"),
+    )
+
+
 def load_held_out(path: str | os.PathLike[str], column: str | None = None) -> npt.NDArray[Any]:
     """Per-client held-out values from a ``.npy`` (1-D) or a CSV file (header row).
 
@@ -144,16 +159,16 @@ def load_held_out(path: str | os.PathLike[str], column: str | None = None) -> np
         if column is not None:
             raise InvalidInput(f"{p}: a .npy file holds one array; --column applies to CSV only")
         try:
-            arr = np.load(p, allow_pickle=False)
-        except (OSError, ValueError) as e:
+            arr = np.load(io.BytesIO(_read_held_out(p)), allow_pickle=False)
+        except (ValueError, EOFError) as e:
             raise InvalidInput(f"cannot read held-out values from {p}: {e}") from e
         return np.asarray(arr)
     if suffix != ".csv":
         raise InvalidInput(f"{p}: held-out values must be a .npy or .csv file")
+    data = _read_held_out(p)
     try:
-        with p.open(newline="", encoding="utf-8") as f:
-            rows = list(csv.reader(f))
-    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        rows = list(csv.reader(io.StringIO(data.decode("utf-8"), newline="")))
+    except (UnicodeDecodeError, csv.Error) as e:
         raise InvalidInput(f"cannot read held-out values from {p}: {e}") from e
     if not rows:
         raise InvalidInput(f"{p}: the CSV file is empty (expected a header row)")

@@ -10,6 +10,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from dpledger._files import read_bounded
 from dpledger.errors import PolicyError
 
 __all__ = ["MAX_POLICY_BYTES", "parse_toml", "read_policy_text"]
@@ -30,15 +31,20 @@ def parse_toml(text: str, *, source: str) -> dict[str, Any]:
 
 def read_policy_text(path: Path) -> str:
     """A policy file's text (at most :data:`MAX_POLICY_BYTES` of UTF-8); raise
-    :class:`PolicyError` naming the file."""
+    :class:`PolicyError` naming the file.
+
+    Only a regular file is read (a FIFO or device is refused unopened), and never more
+    than the limit plus one byte, whatever its size claims.
+    """
+
+    def fail(problem: str) -> PolicyError:
+        if problem.startswith("larger than"):
+            return PolicyError(f"the file is {problem}: not a policy", source=str(path))
+        return PolicyError(f"cannot read the policy file: {problem}", source=str(path))
+
+    data = read_bounded(path, MAX_POLICY_BYTES, fail)
     try:
-        if path.stat().st_size > MAX_POLICY_BYTES:
-            raise PolicyError(
-                f"the file is larger than {MAX_POLICY_BYTES} bytes: not a policy", source=str(path)
-            )
-        return path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise PolicyError(f"cannot read the policy file: {e.strerror}", source=str(path)) from e
+        return data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise PolicyError(
             f"not UTF-8 text (byte {e.start}): a policy is a UTF-8 TOML file", source=str(path)

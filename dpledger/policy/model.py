@@ -271,9 +271,7 @@ class Policy(FrozenModel):
     @functools.cached_property
     def _weight_total(self) -> Fraction:
         """Sum of the weighted metrics' weights (once: every release budget divides by it)."""
-        return sum(
-            (m.weight for m in self.metrics.values() if m.weight is not None), Fraction(0)
-        )
+        return sum((m.weight for m in self.metrics.values() if m.weight is not None), Fraction(0))
 
     def allocation_of(self, name: str) -> Fraction | None:
         """The exact share of an epoch's ``ε_eval`` metric ``name`` may spend, per client.

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, cast
 from urllib.parse import quote
 
+from dpledger._files import check_path_text
 from dpledger.errors import (
     InvalidInput,
     LedgerCorrupted,
@@ -223,6 +224,7 @@ class ServiceStore:
         """
         if not isinstance(location, str) or not location:
             raise InvalidInput("the key store location must be a path or a postgresql:// URL")
+        check_path_text(location, "key store location")
         if not _is_pg(location):
             return cls._open_sqlite(location, create, read_only)
         store = cls._open_pg(location)

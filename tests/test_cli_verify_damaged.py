@@ -1,0 +1,74 @@
+"""``ledger verify`` on a truncated or damaged ledger fails verification: exit 1.
+
+It used to exit 2 ("bad input"), as if the command line were wrong; a CI gate reading
+exit codes could not tell a broken ledger from a typo. A missing path stays exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+from factories import SPATIAL
+
+from dpledger.cli.main import main
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    (tmp_path / "agg.json").write_text("1234.5")
+    ledger = tmp_path / "l.db"
+    for epoch in range(3):
+        argv = ["release", "--policy", str(SPATIAL), "--ledger", str(ledger),
+                "--epoch", str(epoch), "--metric", "clipped_mean_loss", "--region", "eu-west",
+                "--cohort", "2400", "--aggregate", str(tmp_path / "agg.json")]  # fmt: skip
+        assert main(argv) == 0
+    return ledger
+
+
+def verify(ledger: Path, *extra: str) -> int:
+    return main(["ledger", "verify", "--policy", str(SPATIAL), "--ledger", str(ledger), *extra])
+
+
+@pytest.mark.parametrize("keep", [0, 100, 4096, 0.5])
+def test_a_truncated_ledger_fails_verification_with_exit_1(
+    db: Path, tmp_path: Path, keep: float, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    cut = tmp_path / "cut.db"
+    data = db.read_bytes()
+    cut.write_bytes(data[: int(len(data) * keep) if isinstance(keep, float) else keep])
+    assert verify(cut) == 1
+    out = capsys.readouterr().out
+    assert "FAILED" in out
+    assert verify(cut, "--json") == 1
+    assert json.loads(capsys.readouterr().out)["ok"] is False
+
+
+@pytest.mark.parametrize("table", ["dpl_entries", "dpl_policies", "dpl_meta"])
+def test_a_ledger_with_a_damaged_table_fails_verification_with_exit_1(
+    db: Path, tmp_path: Path, table: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.db"
+    shutil.copy(db, bad)
+    with sqlite3.connect(bad) as conn:
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,))
+        (page,) = root.fetchone()
+    conn.close()
+    data = bytearray(bad.read_bytes())
+    data[(page - 1) * page_size] = 0xFF  # not a b-tree page type: "malformed"
+    bad.write_bytes(bytes(data))
+    capsys.readouterr()
+    assert verify(bad) == 1
+    assert "damaged" in capsys.readouterr().out
+
+
+def test_a_missing_ledger_is_still_an_input_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert verify(tmp_path / "nope.db") == 2
+    assert "no ledger at" in capsys.readouterr().err
