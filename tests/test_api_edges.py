@@ -39,8 +39,14 @@ def path(tmp_path: Path) -> Path:
 
 
 def _tamper(path: Path, sql: str) -> bytes:
-    with sqlite3.connect(path) as conn:
-        conn.execute(sql)
+    """Run ``sql`` on the file, close (a sqlite3 ``with`` only commits: the checkpoint on
+    close would otherwise come later, changing the bytes), and return the bytes."""
+    conn = sqlite3.connect(path)
+    try:
+        with conn:
+            conn.execute(sql)
+    finally:
+        conn.close()
     return path.read_bytes()
 
 
