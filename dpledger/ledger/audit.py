@@ -77,6 +77,7 @@ def verify(
                     _check_entry(a, row, expected_head)
                 after = batch[-1][0]
             spend = store.audit_rows("spend")
+            a.problems.extend(store.integrity_problems())
     except StoreError as e:
         return VerifyReport(a.checked, (*a.problems, f"store unreadable: {e}"), tuple(a.notices))
     _check_meta(a, meta, current, expected_head)

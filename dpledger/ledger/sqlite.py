@@ -454,6 +454,14 @@ class SqliteStore(SqlStore):
         scopes = {e: dict(kept.scopes[e]) for e in epochs}
         return TxnState(spend, kept.head, self._find_releases(release_ids), scopes)
 
+    def integrity_problems(self) -> list[str]:
+        """SQLite's ``PRAGMA quick_check``: damaged pages or indexes the chain never reads
+        (a broken unique index on release ids would let a retry be recorded twice)."""
+        with self._lock:
+            rows = self._execute("PRAGMA quick_check(20)")
+        found = [str(r[0]) for r in rows if str(r[0]) != "ok"]
+        return [f"SQLite integrity check: {p}" for p in found]
+
     @contextmanager
     def _read_transaction(self) -> Iterator[None]:
         # in WAL mode a deferred transaction reads one snapshot from its first read on

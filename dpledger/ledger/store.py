@@ -412,6 +412,11 @@ class SqlStore(ABC):
         with self._lock:
             return self._execute(statement)
 
+    def integrity_problems(self) -> list[str]:
+        """What the database engine's own consistency check finds (pages, indexes), for
+        the audit: nothing by default; SQLite runs ``PRAGMA quick_check``."""
+        return []
+
     def raw_entries(self, *, after: int, limit: int) -> list[tuple[Any, ...]]:
         """Entry rows after ``seq`` in chain order, unparsed (for the audit)."""
         with self._lock:
