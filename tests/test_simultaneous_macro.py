@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dpledger.metrics._assemble import FEW_CLASSES, method_of
-from dpledger.metrics._simultaneous import SIMULTANEOUS, class_bounds
+from dpledger.metrics._simultaneous import SIMULTANEOUS, class_bounds, subset_range
 from dpledger.metrics.uncertainty import classification_batch
 
 MACRO = ("balanced_accuracy", "precision_macro", "recall_macro", "f1_macro")
@@ -37,12 +37,32 @@ def test_a_class_in_the_noise_is_bounded_not_flagged(classes: int) -> None:
         assert method_of(batch, key, int(np.argmax(out))).startswith(SIMULTANEOUS), key
 
 
-def test_with_labels_present_the_former_rule_still_applies() -> None:
-    """labels="present" averages over the classes present only, which the bound does not
-    cover: there a bounded class with at most 2 measured is still flagged."""
+def test_with_labels_present_an_ambiguous_class_may_or_may_not_count() -> None:
+    """labels="present" averages over the classes present only, and presence is private:
+    no release is flagged by a class's count, and the interval spans the mean over the
+    classes surely present (here the two measured, each near 1) and over all three (the
+    empty class contributing [0, 1]), so it reaches 2/3 and 1."""
     x = _releases(3, np.random.default_rng(7), 2e3)
     batch = classification_batch(x, 2e3, labels="present", max_total=3e5)
-    assert (batch.code["precision_macro"] == FEW_CLASSES).any()
+    for key in MACRO:
+        assert batch.usable(key).all(), key
+        assert not (batch.code[key] == FEW_CLASSES).any(), key
+        out = batch.bounded[key] >= 1
+        assert out.mean() >= 0.9, (key, out.mean())
+        assert (batch.low[key][out] <= 2.0 / 3.0).all(), key
+        assert (batch.high[key][out] >= 0.99).all(), key
+
+
+def test_subset_range_keeps_the_sure_classes_and_takes_the_extremes() -> None:
+    """The min of mean(low) / max of mean(high) over the sets containing the sure classes."""
+    low = np.array([[0.9, 0.1, 0.5], [0.9, 0.1, 0.5]])
+    high = np.array([[0.95, 0.2, 1.0], [0.95, 0.2, 1.0]])
+    sure = np.array([[True, False, False], [True, True, True]])
+    lo, hi = subset_range(low, high, sure)
+    assert lo[0] == pytest.approx(0.5)  # {0, 1}
+    assert hi[0] == pytest.approx(0.975)  # {0, 2}
+    assert lo[1] == pytest.approx(0.5)  # all three are sure: only their mean
+    assert hi[1] == pytest.approx(2.15 / 3)
 
 
 def test_far_clear_classes_keep_the_delta_interval() -> None:

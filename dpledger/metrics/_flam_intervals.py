@@ -37,11 +37,12 @@ noise (every metric); fewer than half of the classes measured (a per-class avera
 would be mostly bound, and the few classes that pass are those whose noise inflated
 their count — measured among such releases, 0.83–0.86 covered), or, for a macro
 average at 3 or more classes, a class bounded with at most :data:`FEW_MEASURED` classes
-measured — with ``labels="present"`` only: with ``labels="all"`` at 3–4 classes the
-macro averages are never flagged by a class's count, and where a class is not far clear
-of the noise take the average of simultaneous per-class Fieller intervals instead
-(:mod:`._simultaneous`; that flag was a cut on a rare class's noisy count, 0.62–0.93
-covered among published releases) — (at 3–6 classes the macro averages are not published
+measured — from 5 classes only: at 3–4 classes (either ``labels``) the macro averages
+are never flagged by a class's count, and where a class is not far clear of the noise
+take the extreme averages of simultaneous per-class Fieller intervals over the class
+sets that may be present instead (:mod:`._simultaneous`; that flag was a cut on a rare
+class's noisy count, 0.62–0.93 covered among published releases, 0.55–0.82 with a class
+absent and ``labels="present"``) — (at 3–6 classes the macro averages are not published
 at all above a public noise limit, :data:`~._two_class.FEW_CLASS_MAX_NOISE`); and, for
 MCC, either term of its denominator product, N² − Σp² and N² − Σt², not above 3 × q·se
 of its own noise (:data:`SPREAD_FACTOR`; a 2-class model with a 10% minority class within
@@ -128,8 +129,8 @@ SPREAD_FACTOR = 3.0
 many times q·se of its own linearised noise."""
 FEW_MEASURED = 2
 """At 3 or more classes a macro average (or balanced accuracy) is unusable when a class
-is bounded and at most this many are measured (at 3–4 classes with ``labels="all"`` the
-rule of :mod:`._simultaneous` replaces it: this flag is itself a cut, and among published
+is bounded and at most this many are measured (at 3–4 classes the rule of
+:mod:`._simultaneous` replaces it: this flag is itself a cut, and among published
 releases a rare class near its threshold covered 0.62–0.93). A class that only just passed was
 selected by noise that inflated its count, which deflates its ratio, and one or two such
 ratios are not averaged out: among published releases they covered 0.84–0.88 (2
@@ -448,6 +449,6 @@ def classification_batch(
     batch = _bound_unclear(batch, m, classes, dens, labels, secure)
     if c == 2:
         batch = mcc_two_classes(batch, macro)
-    if c in SIMULTANEOUS_CLASSES and labels == "all":  # no cut on a class's count
-        batch = simultaneous_macro(batch, m, std, level, distribution)
+    if c in SIMULTANEOUS_CLASSES:  # no cut on a class's count (either ``labels``)
+        batch = simultaneous_macro(batch, m, std, level, distribution, labels)
     return too_noisy(batch, std, float(max_total), c)  # a public rule at 2–6 classes
