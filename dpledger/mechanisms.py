@@ -222,7 +222,10 @@ def calibrate(
     def fits(scale: float) -> bool:
         return privacy_loss(facts_at(scale)) <= budget
 
-    start = noise_scale(sensitivity, budget, measure)
+    # OpenDP charges the rounding to its 2**k noise grid on top of Δ, so the least scale
+    # that fits is never below the closed form at max(Δ, 2**k): start there (a Δ far
+    # below the grid would otherwise start at a scale whose map overflows).
+    start = noise_scale(sensitivity if k is None else max(sensitivity, 2.0**k), budget, measure)
     loss = privacy_loss(facts_at(start))
     if loss <= budget:
         return facts_at(start)
