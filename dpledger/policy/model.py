@@ -20,7 +20,14 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field, PlainSerializer, field_validator, model_validator
 
 from dpledger.errors import DpLedgerError, PolicyError
-from dpledger.policy.base import NAME, RECORDED, ExactDecimal, FrozenModel, PositiveDecimal
+from dpledger.policy.base import (
+    MIN_NORMAL,
+    NAME,
+    RECORDED,
+    BudgetDecimal,
+    ExactDecimal,
+    FrozenModel,
+)
 from dpledger.policy.hashing import content_hash
 from dpledger.policy.loading import parse_toml, read_policy_text
 from dpledger.policy.metric import MetricSpec
@@ -50,6 +57,8 @@ class PolicyWarning(UserWarning):
 def _fraction_of_one(q: Fraction) -> Fraction:
     if not 0 < q <= 1:
         raise ValueError("must be in (0, 1]")
+    if q < MIN_NORMAL and not RECORDED.get():
+        raise ValueError("is below the smallest normal double (2.2e-308): not a usable fraction")
     return q
 
 
@@ -76,11 +85,11 @@ class Policy(FrozenModel):
     )
     neighbouring: Neighbouring
     definition: Definition = "pure"
-    epoch_epsilon: PositiveDecimal | None = None
-    epoch_rho: PositiveDecimal | None = None
+    epoch_epsilon: BudgetDecimal | None = None
+    epoch_rho: BudgetDecimal | None = None
     delta: float = Field(default=1e-6, gt=0, lt=1)
     eval_fraction: Annotated[ExactDecimal, AfterValidator(_fraction_of_one)] = Fraction(1, 4)
-    rounds_per_epoch: int = Field(default=1, ge=1, le=100_000)
+    rounds_per_epoch: int = Field(default=1, ge=1, le=100_000, strict=True)
     allocation: Allocation = "per_metric"
     regions: Regions
     metrics: FrozenMetrics
