@@ -91,6 +91,28 @@ def test_integer_fields_refuse_booleans_strings_and_floats(old: str, new: str) -
         Policy.from_toml(_variant(old, new))
 
 
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("target = 0.1 ", "target = true "),
+        ("target = 0.1 ", 'target = "0.1" '),
+        ("[0.5, 1.0,", "[true, 1.0,"),
+        ("[0.5, 1.0,", '["0.5", 1.0,'),
+        ('epoch_epsilon = "4.0"', 'epoch_epsilon = "4.0"\ndelta = true'),
+        ('epoch_epsilon = "4.0"', 'epoch_epsilon = "4.0"\ndelta = "1e-6"'),
+    ],
+)
+def test_float_fields_refuse_booleans_and_strings(old: str, new: str) -> None:
+    with pytest.raises(PolicyError, match="valid number"):
+        Policy.from_toml(_variant(old, new))
+
+
+def test_a_subnormal_delta_is_refused() -> None:
+    with pytest.raises(PolicyError, match=r"delta .* smallest normal double"):
+        Policy.from_toml(_variant(EPS, f"{EPS}\ndelta = 1e-320"))
+    assert Policy.from_toml(_variant(EPS, f"{EPS}\ndelta = 1e-300")).delta == 1e-300
+
+
 def test_the_largest_budgets_keep_every_downstream_figure_finite() -> None:
     text = _variant(EPS, 'epoch_epsilon = "1e6"').replace(
         'eval_fraction = "0.25"', 'eval_fraction = "1"'

@@ -11,7 +11,7 @@ import itertools
 import math
 from fractions import Fraction
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, StrictFloat, field_validator, model_validator
 
 from dpledger.errors import InvalidInput
 from dpledger.metrics.codec import VectorSumCodec
@@ -42,7 +42,7 @@ class MetricSpec(FrozenModel):
     kind: MetricKind
     description: str = ""
     clip: Clip | None = None
-    edges: tuple[float, ...] | None = None
+    edges: tuple[StrictFloat, ...] | None = None
     edges_version: str | None = Field(
         default=None,
         description="the version of the edges (or layout) a client must bucket with: 1-128 "
@@ -57,7 +57,7 @@ class MetricSpec(FrozenModel):
     epsilon: BudgetDecimal | None = None
     rho: BudgetDecimal | None = None
     weight: BudgetDecimal | None = None
-    target: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    target: float | None = Field(default=None, gt=0, allow_inf_nan=False, strict=True)
     bar: BarKind = "ci95"
     mechanism: MechanismKind | None = None
 

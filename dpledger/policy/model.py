@@ -87,7 +87,7 @@ class Policy(FrozenModel):
     definition: Definition = "pure"
     epoch_epsilon: BudgetDecimal | None = None
     epoch_rho: BudgetDecimal | None = None
-    delta: float = Field(default=1e-6, gt=0, lt=1)
+    delta: float = Field(default=1e-6, gt=0, lt=1, strict=True)
     eval_fraction: Annotated[ExactDecimal, AfterValidator(_fraction_of_one)] = Fraction(1, 4)
     rounds_per_epoch: int = Field(default=1, ge=1, le=100_000, strict=True)
     allocation: Allocation = "per_metric"
@@ -104,6 +104,15 @@ class Policy(FrozenModel):
     def _name(cls, v: str) -> str:
         if not NAME.match(v):
             raise ValueError(f"{v!r} must match {NAME.pattern}")
+        return v
+
+    @field_validator("delta")
+    @classmethod
+    def _normal_delta(cls, v: float) -> float:
+        if v < MIN_NORMAL and not RECORDED.get():
+            raise ValueError(
+                f"delta {v:.3g} is below the smallest normal double 2.2e-308; use a larger δ"
+            )
         return v
 
     @model_validator(mode="after")
