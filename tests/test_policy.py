@@ -203,3 +203,15 @@ def test_a_ledger_recorded_under_an_older_rule_still_reads_and_verifies(tmp_path
         assert ledger.budget_changes() == ()
         assert len(ledger.entries()) == 2
     assert db.read_bytes() == before
+
+
+@pytest.mark.parametrize("path", [None, 5, b"policies/spatial-eval.toml", 1.5])
+def test_load_of_something_that_is_not_a_path_is_a_policy_error(path: object) -> None:
+    with pytest.raises(PolicyError, match="expected a policy file path"):
+        Policy.load(path)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("text", [None, b'name = "x"', 5])
+def test_from_toml_of_something_that_is_not_text_is_a_policy_error(text: object) -> None:
+    with pytest.raises(PolicyError, match="TOML text as a str"):
+        Policy.from_toml(text)  # type: ignore[arg-type]

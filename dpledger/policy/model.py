@@ -10,6 +10,7 @@ metric's allocation, the noise mechanism.
 from __future__ import annotations
 
 import functools
+import os
 import warnings
 from collections.abc import Mapping
 from fractions import Fraction
@@ -176,6 +177,12 @@ class Policy(FrozenModel):
     @classmethod
     def from_toml(cls, text: str, *, source: str = "<string>") -> Policy:
         """Parse and validate a policy from TOML text; raise :class:`PolicyError`."""
+        if not isinstance(text, str):
+            raise PolicyError(
+                f"expected the policy's TOML text as a str, got {type(text).__name__} "
+                "(decode bytes as UTF-8 first; Policy.load reads a file)",
+                source=str(source),
+            )
         return cls.from_mapping(parse_toml(text, source=source), source=source)
 
     @classmethod
@@ -213,6 +220,11 @@ class Policy(FrozenModel):
     @classmethod
     def load(cls, path: str | Path) -> Policy:
         """Load and validate a policy file; raise :class:`PolicyError` naming the file."""
+        if not isinstance(path, str | os.PathLike):
+            raise PolicyError(
+                f"expected a policy file path (str or pathlib.Path), got {type(path).__name__}",
+                source=repr(path)[:60],
+            )
         p = Path(path)
         return cls.from_toml(read_policy_text(p), source=str(p))
 
