@@ -244,13 +244,9 @@ def _policy_warnings(policy: Policy, rounds: int) -> list[str]:
             f"eval_fraction {_show(policy.eval_fraction)} is outside {_show(lo)}–{_show(hi)}: "
             "below it the error bars swallow the signal, above it training slows"
         )
-    over = policy.overcommitment(rounds)
-    if over > 0:
-        out.append(
-            f"the policy is over-committed by {_show(over)} {_sym(policy.unit)} per round: "
-            "absolute budgets exceed eval_budget / rounds, so weighted metrics get no budget "
-            "(nothing was scaled down); lower the absolute budgets or the rounds"
-        )
+    over = policy.overcommitment_note(rounds)
+    if over is not None:
+        out.append(over)
     if rounds != policy.rounds_per_epoch:
         out.append(
             f"planned with {rounds} round(s) per epoch, but the ledger charges per the "

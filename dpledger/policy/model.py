@@ -55,6 +55,12 @@ class PolicyWarning(UserWarning):
     """A policy is valid but unwise (e.g. an eval fraction outside 0.10–0.40)."""
 
 
+def _decimal_text(q: Fraction) -> str:
+    """An exact decimal when ``q`` has one (1/5 → 0.2), else ≈ 6 significant digits."""
+    text = f"{float(q):.15g}"
+    return text if Fraction(text) == q else f"≈{float(q):.6g}"
+
+
 def _fraction_of_one(q: Fraction) -> Fraction:
     if not 0 < q <= 1:
         raise ValueError("must be in (0, 1]")
@@ -215,6 +221,10 @@ class Policy(FrozenModel):
                 PolicyWarning,
                 stacklevel=3,
             )
+        note = policy.overcommitment_note()
+        starved = any(m.weight is not None for m in policy.metrics.values())
+        if note is not None and (policy.allocation == "per_metric" or starved):
+            warnings.warn(f"{source}: {note}", PolicyWarning, stacklevel=3)
         return policy
 
     @classmethod
@@ -337,6 +347,31 @@ class Policy(FrozenModel):
         per_round = self.eval_budget / rounds
         used = sum((self.release_budget(m, rounds) for m in self.metrics), Fraction(0))
         return max(used - per_round, Fraction(0))
+
+    def overcommitment_note(self, rounds_per_epoch: int | None = None) -> str | None:
+        """What an over-committed policy means, in one sentence; None if it is not.
+
+        The text :func:`dpledger.plan` warns with, and loading warns with (a
+        :class:`PolicyWarning`) where the policy's own rounds make it matter.
+        """
+        over = self.overcommitment(rounds_per_epoch)
+        if over <= 0:
+            return None
+        sym = "ε" if self.unit == "epsilon" else "ρ"
+        effects = []
+        if any(m.weight is not None for m in self.metrics.values()):
+            effects.append("weighted metrics get no budget")
+        if self.allocation == "per_metric":
+            effects.append(
+                "the per-metric allocations add up to more than ε_eval, so the first releases "
+                f"of an epoch can use up the {sym} the others were allocated"
+            )
+        effects.append("nothing was scaled down")
+        return (
+            f"the policy is over-committed by {_decimal_text(over)} {sym} per round: absolute "
+            f"budgets exceed eval_budget / rounds ({'; '.join(effects)}); lower the absolute "
+            "budgets or the rounds"
+        )
 
     @functools.cached_property
     def content_hash(self) -> str:
