@@ -111,12 +111,14 @@ MIN_NORMAL = Fraction(sys.float_info.min)
 """The smallest normal double (2.2250738585072014e-308): a nonzero policy number below it
 (a subnormal, or a decimal that rounds to 0.0) is refused."""
 
-MAX_BUDGET = Fraction(10**6)
-"""The largest ε or ρ (epoch or per release) or weight a policy may declare: 1e6.
+MAX_BUDGET = Fraction(10**9)
+"""The largest ε or ρ (epoch or per release) or weight a policy may declare: 1e9.
 
-Far beyond any meaningful guarantee (ε of a few units already is weak), and small enough
-that everything computed from it stays a finite double: noise scales, the zCDP view
-ε²/2 of every release a ledger can hold, lifetime sums, cohort floors."""
+Far beyond any meaningful guarantee (a few units of ε is already weak; tests use ε = 1e6
+as "noise-free"), and small enough that everything computed from it stays a finite double:
+noise scales (calibrated on OpenDP's 2⁻⁴⁰ grid), the zCDP view ε²/2 = 5e17 of a release
+and lifetime sums of them (:func:`dpledger.accounting.zcdp_epsilon` uses the closed form
+past OpenDP's range; the PLD view is skipped past ε = 100), cohort floors."""
 
 MAX_BOUND = Fraction(10**12)
 """The largest magnitude of a clip bound or an L1 cap: 1e12. Times the largest cohort
@@ -144,7 +146,7 @@ def _double_in_range(q: Fraction, upper: Fraction, what: str, limit: str) -> Fra
 
 
 def _budget_range(q: Fraction) -> Fraction:
-    return _double_in_range(q, MAX_BUDGET, "budget (ε or ρ) or weight", "1e6")
+    return _double_in_range(q, MAX_BUDGET, "budget (ε or ρ) or weight", "1e9")
 
 
 def _bound_range(q: Fraction) -> Fraction:
