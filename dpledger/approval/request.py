@@ -15,13 +15,12 @@ import numpy as np
 from pydantic import BeforeValidator, ConfigDict, Field
 
 from dpledger.policy import ALL, FrozenModel
+from dpledger.types import MAX_COHORT
 
 __all__ = ["MAX_COHORT", "MAX_EPOCH", "ReleaseRequest", "fingerprint"]
 
 MAX_EPOCH = 2**63 - 1
 """The largest epoch number: what a signed 64-bit integer column (every store) holds."""
-MAX_COHORT = 10**9
-"""The largest cohort a release may declare (a billion clients: more than any fleet)."""
 _COMPACT = json.JSONEncoder(separators=(",", ":"))  # json.dumps(…, separators=…), built once
 
 

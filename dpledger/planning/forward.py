@@ -27,6 +27,7 @@ from dpledger.planning._common import (
     release_sensitivity_of,
     text_table,
     validated_cohorts,
+    validated_policy,
     validated_rounds,
 )
 from dpledger.policy import (
@@ -276,6 +277,7 @@ def plan(
     already spent. Raise :class:`InvalidInput` for an unknown region, a cohort < 1,
     rounds < 1 or a negative epoch.
     """
+    policy = validated_policy(policy)
     if isinstance(epoch, bool) or not isinstance(epoch, numbers.Integral) or epoch < 0:
         raise InvalidInput(f"epoch must be an integer ≥ 0, got {epoch!r}")
     cohort_of = validated_cohorts(policy, cohorts)
