@@ -72,7 +72,10 @@ def _from_text(value: str) -> Fraction:
         raise bad
     if (m := _DECIMAL.fullmatch(value)) is not None:
         if m.group(1) is not None and abs(int(m.group(1))) > _MAX_EXPONENT:
-            raise ValueError("out of range: not a finite, normal double")
+            raise ValueError(
+                "out of range: its exponent makes it no finite, normal double (a policy's "
+                "numbers lie between 2.2e-308 and 1e12 in magnitude); write one in range"
+            )
         return Fraction(value)
     if _RATIO.fullmatch(value) is not None:
         num, den = value.split("/")
