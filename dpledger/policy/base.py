@@ -58,7 +58,8 @@ a leading minus, or non-ASCII digits."""
 _RATIO = re.compile(r"-?[0-9]+/[0-9]+", re.ASCII)
 """The exact ``"p/q"`` text a policy's JSON form carries (:func:`fraction_text`)."""
 _MAX_TEXT = 400
-"""Longer number text is refused before it is parsed (a decimal past it cannot be a double)."""
+"""A longer decimal is refused unparsed (no double needs it); ``"p/q"`` text is bounded by
+Python's 4,300-digit limit on integer parsing."""
 _MAX_EXPONENT = 400
 """A decimal exponent beyond this is refused unparsed: no finite normal double needs it."""
 
@@ -68,9 +69,7 @@ def _from_text(value: str) -> Fraction:
     bad = ValueError(
         'expected a plain decimal such as "0.1" or "1e-3" (ASCII digits, no spaces or underscores)'
     )
-    if len(value) > _MAX_TEXT:
-        raise bad
-    if (m := _DECIMAL.fullmatch(value)) is not None:
+    if len(value) <= _MAX_TEXT and (m := _DECIMAL.fullmatch(value)) is not None:
         if m.group(1) is not None and abs(int(m.group(1))) > _MAX_EXPONENT:
             raise ValueError(
                 "out of range: its exponent makes it no finite, normal double (a policy's "
