@@ -17,6 +17,7 @@ from factories import SPATIAL
 
 import dpledger as dl
 from dpledger import Policy, PolicyError
+from dpledger.policy import to_fraction
 
 SHIPPED = SPATIAL.read_text()
 
@@ -127,3 +128,10 @@ def test_the_largest_budgets_keep_every_downstream_figure_finite() -> None:
         life = ledger.lifetime("na")  # its zCDP view is ρ = 2e16: past OpenDP's conversion
         assert life.epsilon_zcdp > 2e16
         assert dl.plan(p, cohorts={"na": 100}).regions
+
+
+def test_a_long_exact_fraction_still_reads_but_a_long_decimal_does_not() -> None:
+    long = "1" * 500
+    assert to_fraction(f"{long}/3") == Fraction(int(long), 3)  # a ledger's exact budget text
+    with pytest.raises(ValueError, match="plain decimal"):
+        to_fraction(long)
