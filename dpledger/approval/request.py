@@ -17,7 +17,7 @@ from pydantic import BeforeValidator, ConfigDict, Field
 from dpledger.policy import ALL, FrozenModel
 from dpledger.types import MAX_COHORT
 
-__all__ = ["MAX_COHORT", "MAX_EPOCH", "ReleaseRequest", "fingerprint"]
+__all__ = ["MAX_EPOCH", "ReleaseRequest", "fingerprint"]
 
 MAX_EPOCH = 2**63 - 1
 """The largest epoch number: what a signed 64-bit integer column (every store) holds."""
