@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dpledger.approval.aggregate import AGGREGATE_TOLERANCE
 from dpledger.approval.decide import admits, evaluate, recheck
-from dpledger.approval.request import MAX_EPOCH, ReleaseRequest, fingerprint
+from dpledger.approval.request import MAX_COHORT, MAX_EPOCH, ReleaseRequest, fingerprint
 from dpledger.approval.verdict import (
     STATE_CHECKS,
     Assessment,
@@ -28,7 +28,6 @@ from dpledger.approval.verdict import (
     id_conflict,
     refusal,
 )
-from dpledger.types import MAX_COHORT
 
 __all__ = [
     "AGGREGATE_TOLERANCE",
