@@ -17,11 +17,12 @@ from fractions import Fraction
 
 from dpledger import _opendp as dp
 from dpledger.errors import InvalidInput
-from dpledger.mechanisms import MechanismFacts
+from dpledger.mechanisms import MechanismFacts, float_up
 from dpledger.policy import ALL, Policy
 from dpledger.types import Budget
 
 __all__ = [
+    "PLD_MAX_EPSILON",
     "BudgetCheck",
     "EpochSpend",
     "allocation_loss",
@@ -208,11 +209,18 @@ def zcdp_epsilon(rho: Fraction, delta: float) -> float:
 
     A unit-σ Gaussian at input distance d has ρ = d²/2; d is rounded up until OpenDP's
     map is at least ``rho``, so the conversion never understates the loss.
+
+    OpenDP's conversion overflows (``exp`` of ε) past ρ ≈ 7·10⁴ at every δ, a loss a
+    ledger can reach by summing epochs; above :data:`_OPENDP_RHO_LIMIT` the closed form
+    ρ + 2√(ρ·ln(1/δ)) (Bun & Steinke 2016, Prop. 1.3), also a valid (ε, δ) bound, is
+    returned instead, rounded up (within 1e-4 relative of OpenDP's there).
     """
     if not 0 < delta < 1:
         raise InvalidInput(f"delta must be in (0, 1), got {delta!r}")
     if rho <= 0:
         return 0.0
+    if rho > _OPENDP_RHO_LIMIT:
+        return zcdp_epsilon_bound(rho, delta)
     meas = dp.m.make_gaussian(
         dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float), scale=1.0
     )
@@ -223,8 +231,34 @@ def zcdp_epsilon(rho: Fraction, delta: float) -> float:
     return float(profile.epsilon(delta))
 
 
+_OPENDP_RHO_LIMIT = Fraction(50_000)
+"""Above this ρ :func:`zcdp_epsilon` uses the closed form: OpenDP 0.16's conversion
+overflows from ρ = 70,284 at any δ (measured)."""
+
+
+def zcdp_epsilon_bound(rho: Fraction, delta: float) -> float:
+    """ρ + 2√(ρ·ln(1/δ)), the closed-form (ε, δ) of ρ-zCDP, as a double never below it.
+
+    Every float step is rounded half an ulp at most; the relative 1e-12 added on top
+    covers them, so the result is an upper bound of the exact value.
+    """
+    r = float_up(rho)
+    eps = r + 2.0 * math.sqrt(r * math.log(1.0 / delta))
+    return math.nextafter(eps * (1.0 + 1e-12), math.inf)
+
+
+PLD_MAX_EPSILON = 100.0
+""":func:`pld_epsilon` gives no view (None) when the composed loss could exceed this ε.
+
+The accountant discretises the privacy loss on a 1e-4 grid: its memory and time grow with
+the loss (a single Laplace release at ε = 100 takes ~0.5 GB and seconds; at ε = 2,500 it
+needs ~30 GB), and a loss past 100 is no guarantee a PLD view could tighten usefully."""
+
+
 def pld_epsilon(facts: Iterable[MechanismFacts], delta: float) -> float | None:
-    """ε at ``delta`` by dp_accounting's PLD accountant, or None if it is not installed."""
+    """ε at ``delta`` by dp_accounting's PLD accountant; None if it is not installed, or if
+    the composed loss could exceed :data:`PLD_MAX_EPSILON` (basic ε of the Laplace
+    releases plus the closed-form ε of the Gaussians' ρ)."""
     try:
         import dp_accounting
         from dp_accounting.pld import pld_privacy_accountant
@@ -235,6 +269,11 @@ def pld_epsilon(facts: Iterable[MechanismFacts], delta: float) -> float | None:
     )  # identical mechanisms compose as one event with a count
     if not counts:
         return 0.0
+    laplace = sum(n / m for (kind, m), n in counts.items() if kind == "laplace")
+    rho = sum(n / (2 * m * m) for (kind, m), n in counts.items() if kind != "laplace")
+    gaussian = rho + 2 * math.sqrt(rho * math.log(1 / delta)) if rho > 0 else 0.0
+    if not laplace + gaussian <= PLD_MAX_EPSILON:
+        return None
     acc = pld_privacy_accountant.PLDAccountant()
     for (kind, multiplier), n in sorted(counts.items()):
         event = (

@@ -37,7 +37,15 @@ from dpledger._sensitivity import (
 )
 from dpledger.errors import InternalError, InvalidInput
 from dpledger.policy import Policy
-from dpledger.types import BarKind, Budget, MechanismKind, PrivacyUnit, Unit
+from dpledger.types import (
+    BarKind,
+    Budget,
+    MechanismKind,
+    PrivacyUnit,
+    Unit,
+    cohort_size,
+    positive_real,
+)
 
 __all__ = [
     "BAR_KINDS",
@@ -222,7 +230,10 @@ def calibrate(
     def fits(scale: float) -> bool:
         return privacy_loss(facts_at(scale)) <= budget
 
-    start = noise_scale(sensitivity, budget, measure)
+    # OpenDP charges the rounding to its 2**k noise grid on top of Δ, so the least scale
+    # that fits is never below the closed form at max(Δ, 2**k): start there (a Δ far
+    # below the grid would otherwise start at a scale whose map overflows).
+    start = noise_scale(sensitivity if k is None else max(sensitivity, 2.0**k), budget, measure)
     loss = privacy_loss(facts_at(start))
     if loss <= budget:
         return facts_at(start)
@@ -310,6 +321,8 @@ def _amount(
         if measure is not None and measure != budget.unit:
             raise InvalidInput(f"measure={measure!r} contradicts the budget's unit {budget.unit}")
         return budget.amount, budget.unit
+    if not isinstance(budget, Fraction):
+        budget = positive_real(budget, "budget")
     return budget, measure or "epsilon"
 
 
@@ -328,9 +341,13 @@ def error_bar(
     ``max_records_per_person`` (:func:`policy_sensitivity` gives it).
 
     ``budget`` is ε (or ρ with ``measure="rho"``), or a :class:`Budget` with its unit.
+    ``n`` is an integer in 1..1e9 (what a release accepts); anything else, like a
+    non-real sensitivity or budget, is :class:`InvalidInput`.
     """
+    n = cohort_size(n, "cohort n")
     amount, unit = _amount(budget, measure)
-    return error_bar_for_scale(noise_scale(sensitivity, amount, unit), n, bar, mechanism)
+    scale = noise_scale(positive_real(sensitivity, "sensitivity"), amount, unit)
+    return error_bar_for_scale(scale, n, bar, mechanism)
 
 
 def cohort_floor(
@@ -345,9 +362,13 @@ def cohort_floor(
     """The smallest cohort ``n`` whose :func:`error_bar` is ≤ ``target`` (n − 1's is not).
 
     ``n`` counts clients, or records under a record-level policy (with its Δ).
+    ``target`` is a finite real > 0 (int, float or Fraction); anything else, like a
+    non-real sensitivity or budget, is :class:`InvalidInput`.
     """
+    goal = positive_real(target, "target error bar")
     amount, unit = _amount(budget, measure)
-    return cohort_floor_for_scale(noise_scale(sensitivity, amount, unit), target, bar, mechanism)
+    scale = noise_scale(positive_real(sensitivity, "sensitivity"), amount, unit)
+    return cohort_floor_for_scale(scale, goal, bar, mechanism)
 
 
 @functools.lru_cache(maxsize=4096)

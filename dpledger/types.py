@@ -7,6 +7,8 @@ and every layer of the core can share these names without importing each other.
 from __future__ import annotations
 
 import functools
+import math
+import numbers
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
@@ -14,6 +16,7 @@ from typing import Literal
 from dpledger.errors import InvalidInput
 
 __all__ = [
+    "MAX_COHORT",
     "Allocation",
     "BarKind",
     "Budget",
@@ -27,8 +30,50 @@ __all__ = [
     "Neighbouring",
     "PrivacyUnit",
     "Unit",
+    "cohort_size",
     "fraction_text",
+    "positive_real",
 ]
+
+MAX_COHORT = 10**9
+"""The largest cohort a release, a plan or an error bar may declare (a billion clients, or
+records under a record-level policy: more than any fleet)."""
+
+
+def cohort_size(value: object, what: str = "cohort") -> int:
+    """``value`` as a cohort: an integer (not a bool) in 1..:data:`MAX_COHORT`; else
+    :class:`InvalidInput` naming ``what``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InvalidInput(
+            f"{what} must be an integer ≥ 1 (a count of clients, or records under a "
+            f"record-level policy), got {type(value).__name__} {value!r:.40}"
+        )
+    n = int(value)
+    if not 1 <= n <= MAX_COHORT:
+        shown = f"{n}" if abs(n) < 10**40 else "an integer of more than 40 digits"
+        raise InvalidInput(
+            f"{what} must be an integer ≥ 1 and at most {MAX_COHORT:_} (1e9, the largest "
+            f"cohort a release accepts), got {shown}"
+        )
+    return n
+
+
+def positive_real(value: object, what: str) -> float:
+    """``value`` as a finite double > 0: an int, float or Fraction (not a bool, complex,
+    string, Decimal or array); else :class:`InvalidInput` naming ``what``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InvalidInput(
+            f"{what} must be a real number (int, float or Fraction), "
+            f"got {type(value).__name__} {value!r:.40}"
+        )
+    try:
+        x = float(value)
+    except OverflowError:
+        x = math.inf
+    if not (math.isfinite(x) and x > 0):
+        raise InvalidInput(f"{what} must be finite and > 0, got {value!r:.40}")
+    return x
+
 
 Neighbouring = Literal["replace", "add_remove"]
 """The neighbouring relation: one client's data swapped, or one client added or removed."""

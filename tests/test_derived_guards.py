@@ -58,6 +58,10 @@ BAD_CONFUSION: list[tuple[str, object, dict[str, object]]] = [
     ("not square", np.ones((10, 9)), {}),
     ("wrong size", np.ones((5, 5)), {}),
     ("3-d", np.ones((2, 10, 10)), {}),
+    # the metric does not declare nonnegative (a vector_sum's default is false): still refused
+    ("negative cell", np.where(np.eye(10) > 0, -1.0, GOOD_CONFUSION), {}),
+    ("all negative", -np.ones((10, 10)), {}),
+    ("negative flattened", -np.ones(100), {}),
 ]
 
 

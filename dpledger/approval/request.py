@@ -14,14 +14,16 @@ from typing import Annotated
 import numpy as np
 from pydantic import BeforeValidator, ConfigDict, Field
 
+from dpledger import types as _types
 from dpledger.policy import ALL, FrozenModel
 
 __all__ = ["MAX_COHORT", "MAX_EPOCH", "ReleaseRequest", "fingerprint", "well_formed"]
 
 MAX_EPOCH = 2**63 - 1
 """The largest epoch number: what a signed 64-bit integer column (every store) holds."""
-MAX_COHORT = 10**9
-"""The largest cohort a release may declare (a billion clients: more than any fleet)."""
+MAX_COHORT = _types.MAX_COHORT
+"""The largest cohort a release may declare (a billion clients: more than any fleet); the
+planning API holds cohorts to it too (:func:`dpledger.types.cohort_size`)."""
 _COMPACT = json.JSONEncoder(separators=(",", ":"))  # json.dumps(…, separators=…), built once
 
 

@@ -21,6 +21,7 @@ from dpledger.planning.clip import (
 )
 from dpledger.planning.forward import plan
 from dpledger.policy import Policy, PolicyWarning
+from dpledger.types import MAX_COHORT
 
 __all__ = ["cmd_calibrate", "cmd_plan", "parse_cohort", "parse_percentiles", "register"]
 
@@ -28,13 +29,13 @@ __all__ = ["cmd_calibrate", "cmd_plan", "parse_cohort", "parse_percentiles", "re
 def parse_cohort(text: str, flag: str = "--cohort", form: str = "REGION=N") -> tuple[str, int]:
     """``"eu-west=2400"`` → ``("eu-west", 2400)``; :class:`InvalidInput` if malformed."""
     region, sep, count = text.partition("=")
-    region = region.strip()
-    try:
-        n = int(count.strip())
-    except ValueError:
-        n = 0
-    if not sep or not region or n < 1:
-        raise InvalidInput(f"{flag} {text!r}: expected {form} with N ≥ 1, e.g. eu-west=2400")
+    region, count = region.strip(), count.strip()
+    n = int(count) if count.isascii() and count.isdigit() and len(count) <= 10 else 0
+    if not sep or not region or not 1 <= n <= MAX_COHORT:
+        raise InvalidInput(
+            f"{flag} {text!r}: expected {form} with N an integer from 1 to {MAX_COHORT:_} "
+            "(ASCII digits), e.g. eu-west=2400"
+        )
     return region, n
 
 

@@ -175,7 +175,9 @@ def release_confusion(
     """Release a summed (C, C) confusion matrix (or its C² flattening) once; derive every metric.
 
     The policy's metric must be a ``vector_sum`` of dimension C² whose cap bounds a
-    client's (L1-capped) confusion counts. ``labels="all"`` averages macro metrics over
+    client's (L1-capped) confusion counts. A negative cell is refused before the spend,
+    whatever the metric's ``nonnegative`` flag (counts may be fractional: a capped
+    client's row is scaled). ``labels="all"`` averages macro metrics over
     all C classes: after noise almost every class looks present, so "all" is stable.
     cohort × cap (public) bounds the true total count, so a cohort too small to
     measure anything is always flagged unusable.
@@ -186,6 +188,13 @@ def release_confusion(
     if matrix.ndim == 1:
         matrix = unflatten_confusion(matrix)  # a C² flattening, as clients' rows are summed
     flat = flatten_confusion(matrix).reshape(-1)
+    negative = int(np.count_nonzero(flat < 0))
+    if negative:  # whatever the metric's nonnegative flag: counts are never negative
+        raise InvalidInput(
+            f"summed_confusion has {negative} negative cell(s): a confusion matrix sums "
+            "clients' nonnegative counts, so a client's row or the aggregation is wrong; "
+            "nothing was released or charged"
+        )
     spec = _vector_spec(ledger, request)
     if spec is not None:
         c = math.isqrt(spec.size)

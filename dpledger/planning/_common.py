@@ -12,12 +12,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dpledger import mechanisms as mech
 from dpledger.errors import InvalidInput
 from dpledger.policy import ALL, Policy
+from dpledger.types import cohort_size
 
 __all__ = [
     "positive_int",
     "release_sensitivity_of",
     "text_table",
     "validated_cohorts",
+    "validated_policy",
     "validated_rounds",
 ]
 
@@ -50,7 +52,24 @@ def positive_int(value: object, what: str) -> int:
     return int(value)
 
 
+def validated_policy(policy: object) -> Policy:
+    """``policy`` if it is a :class:`Policy`; else :class:`InvalidInput` saying how to get one."""
+    if not isinstance(policy, Policy):
+        raise InvalidInput(
+            f"expected a dpledger.Policy, got {type(policy).__name__} {policy!r:.60}: "
+            "load a policy file with dl.Policy.load(path)"
+        )
+    return policy
+
+
 def validated_cohorts(policy: Policy, cohorts: Mapping[str, int]) -> dict[str, int]:
+    """Each region's cohort: a declared region (not ``*``) and an integer in 1..1e9, the
+    cohorts a release accepts (:data:`dpledger.types.MAX_COHORT`)."""
+    if not isinstance(cohorts, Mapping):
+        raise InvalidInput(
+            f"cohorts must map each region to its cohort, e.g. {{'eu-west': 2400}}; got "
+            f"{type(cohorts).__name__}"
+        )
     if not cohorts:
         raise InvalidInput("give at least one region's cohort, e.g. cohorts={'eu-west': 2400}")
     out: dict[str, int] = {}
@@ -63,7 +82,7 @@ def validated_cohorts(policy: Policy, cohorts: Mapping[str, int]) -> dict[str, i
         if not policy.regions.admits(region):
             declared = ", ".join(policy.regions.names) or "(open partition)"
             raise InvalidInput(f"unknown region {region!r}; the policy declares: {declared}")
-        out[region] = positive_int(n, f"cohort n of region {region!r}")
+        out[region] = cohort_size(n, f"cohort n of region {region!r}")
     return out
 
 

@@ -27,6 +27,7 @@ from dpledger.planning._common import (
     release_sensitivity_of,
     text_table,
     validated_cohorts,
+    validated_policy,
     validated_rounds,
 )
 from dpledger.policy import (
@@ -244,13 +245,9 @@ def _policy_warnings(policy: Policy, rounds: int) -> list[str]:
             f"eval_fraction {_show(policy.eval_fraction)} is outside {_show(lo)}–{_show(hi)}: "
             "below it the error bars swallow the signal, above it training slows"
         )
-    over = policy.overcommitment(rounds)
-    if over > 0:
-        out.append(
-            f"the policy is over-committed by {_show(over)} {_sym(policy.unit)} per round: "
-            "absolute budgets exceed eval_budget / rounds, so weighted metrics get no budget "
-            "(nothing was scaled down); lower the absolute budgets or the rounds"
-        )
+    over = policy.overcommitment_note(rounds)
+    if over is not None:
+        out.append(over)
     if rounds != policy.rounds_per_epoch:
         out.append(
             f"planned with {rounds} round(s) per epoch, but the ledger charges per the "
@@ -280,6 +277,7 @@ def plan(
     already spent. Raise :class:`InvalidInput` for an unknown region, a cohort < 1,
     rounds < 1 or a negative epoch.
     """
+    policy = validated_policy(policy)
     if isinstance(epoch, bool) or not isinstance(epoch, numbers.Integral) or epoch < 0:
         raise InvalidInput(f"epoch must be an integer ≥ 0, got {epoch!r}")
     cohort_of = validated_cohorts(policy, cohorts)

@@ -10,7 +10,6 @@ reads the budget from OpenDP's privacy map. Budgets are exact
 from __future__ import annotations
 
 import math
-import numbers
 import warnings
 from collections.abc import Mapping
 from fractions import Fraction
@@ -19,13 +18,13 @@ from dpledger import mechanisms as mech
 from dpledger._search import least_integer
 from dpledger.errors import InvalidInput
 from dpledger.planning._common import (
-    positive_int,
     release_sensitivity_of,
     validated_cohorts,
+    validated_policy,
     validated_rounds,
 )
 from dpledger.policy import BudgetValue, ExactDecimal, FrozenModel, Policy
-from dpledger.types import BarKind, Budget, MechanismKind, Unit
+from dpledger.types import BarKind, Budget, MechanismKind, Unit, cohort_size, positive_real
 
 __all__ = [
     "BudgetRequirement",
@@ -92,13 +91,12 @@ def budget_for_target(policy: Policy, metric: str, target: float | None, cohort:
     is the smallest such decimal whose :func:`~dpledger.mechanisms.cohort_floor` (the
     approval check's) is ≤ ``cohort``.
     """
-    spec = policy.metric(metric)
+    spec = validated_policy(policy).metric(metric)
     goal = spec.target if target is None else target
     if goal is None:
         raise InvalidInput(f"metric {metric!r} has no target in the policy: pass target=...")
-    if isinstance(goal, bool) or not (isinstance(goal, numbers.Real) and 0 < goal < math.inf):
-        raise InvalidInput(f"target error bar must be finite and > 0, got {goal!r}")
-    n = positive_int(cohort, "cohort n")
+    goal = positive_real(goal, "target error bar")
+    n = cohort_size(cohort, "cohort n")
     kind = policy.mechanism(metric)
     delta = release_sensitivity_of(policy, metric)
     scale = float(goal) * n / mech.bar_factor(spec.bar, kind)  # the noise that just fits
@@ -130,6 +128,7 @@ def required_budget(
     ``targets`` overrides (or supplies) a metric's target bar; metrics with none are
     listed in ``untargeted``. A region fits when ``rounds × Σ required ≤ eval_budget``.
     """
+    policy = validated_policy(policy)
     cohort_of = validated_cohorts(policy, cohorts)
     rounds = validated_rounds(policy, rounds_per_epoch)
     goals = dict(targets or {})

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from fractions import Fraction
@@ -30,9 +31,15 @@ from dpledger.errors import DpLedgerError, InvalidInput
 from dpledger.types import Budget, fraction_text
 
 __all__ = [
+    "MAX_BOUND",
+    "MAX_BUDGET",
+    "MIN_NORMAL",
     "NAME",
     "RECORDED",
+    "BoundDecimal",
+    "BudgetDecimal",
     "BudgetValue",
+    "CapDecimal",
     "ExactDecimal",
     "FrozenModel",
     "PositiveDecimal",
@@ -44,11 +51,46 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 """What a policy, version, metric or region name must match: 1–64 characters, no spaces."""
 
 
+_DECIMAL = re.compile(r"-?[0-9]+(?:\.[0-9]+)?(?:[eE]([+-]?[0-9]+))?", re.ASCII)
+"""What a number written as a string must be: a plain ASCII decimal, optionally with an
+exponent (``"0.1"``, ``"-2.5"``, ``"1e-3"``); no spaces, underscores, signs other than
+a leading minus, or non-ASCII digits."""
+_RATIO = re.compile(r"-?[0-9]+/[0-9]+", re.ASCII)
+"""The exact ``"p/q"`` text a policy's JSON form carries (:func:`fraction_text`)."""
+_MAX_TEXT = 400
+"""A longer decimal is refused unparsed (no double needs it); ``"p/q"`` text is bounded by
+Python's 4,300-digit limit on integer parsing."""
+_MAX_EXPONENT = 400
+"""A decimal exponent beyond this is refused unparsed: no finite normal double needs it."""
+
+
+def _from_text(value: str) -> Fraction:
+    """An exact rational from a plain ASCII decimal or the canonical ``"p/q"`` text."""
+    bad = ValueError(
+        'expected a plain decimal such as "0.1" or "1e-3" (ASCII digits, no spaces or underscores)'
+    )
+    if len(value) <= _MAX_TEXT and (m := _DECIMAL.fullmatch(value)) is not None:
+        if m.group(1) is not None and abs(int(m.group(1))) > _MAX_EXPONENT:
+            raise ValueError(
+                "out of range: its exponent makes it no finite, normal double (a policy's "
+                "numbers lie between 2.2e-308 and 1e12 in magnitude); write one in range"
+            )
+        return Fraction(value)
+    if _RATIO.fullmatch(value) is not None:
+        num, den = value.split("/")
+        if int(den) == 0:
+            raise ValueError(f"{value!r} divides by zero")
+        return Fraction(int(num), int(den))
+    raise bad
+
+
 def to_fraction(value: object) -> Fraction:
     """An exact rational from a decimal string, int, float (its shortest repr) or Fraction.
 
     Floats are read through ``repr`` so that ``0.1`` is exactly 1/10, the decimal the
-    policy author wrote, not the binary double nearest to it.
+    policy author wrote, not the binary double nearest to it. A string is a plain ASCII
+    decimal (``"0.1"``, ``"-2"``, ``"1e-3"``), or the exact ``"p/q"`` text that a policy's
+    JSON form carries; nothing else (no spaces, underscores or non-ASCII digits).
     """
     if isinstance(value, bool):
         raise ValueError("expected a number, got a boolean")
@@ -61,13 +103,56 @@ def to_fraction(value: object) -> Fraction:
             raise ValueError(f"expected a finite number, got {value!r}")
         q = Fraction(repr(value))
     elif isinstance(value, str):
-        try:
-            q = Fraction(value.strip())
-        except (ValueError, ZeroDivisionError) as e:
-            raise ValueError(f"expected a decimal number, got {value!r}") from e
+        q = _from_text(value)
     else:
         raise ValueError(f"expected a number, got {type(value).__name__}")
     return q
+
+
+MIN_NORMAL = Fraction(sys.float_info.min)
+"""The smallest normal double (2.2250738585072014e-308): a nonzero policy number below it
+(a subnormal, or a decimal that rounds to 0.0) is refused."""
+
+MAX_BUDGET = Fraction(10**9)
+"""The largest ε or ρ (epoch or per release) or weight a policy may declare: 1e9.
+
+Far beyond any meaningful guarantee (a few units of ε is already weak; tests use ε = 1e6
+as "noise-free"), and small enough that everything computed from it stays a finite double:
+noise scales (calibrated on OpenDP's 2⁻⁴⁰ grid), the zCDP view ε²/2 = 5e17 of a release
+and lifetime sums of them (:func:`dpledger.accounting.zcdp_epsilon` uses the closed form
+past OpenDP's range; the PLD view is skipped past ε = 100), cohort floors."""
+
+MAX_BOUND = Fraction(10**12)
+"""The largest magnitude of a clip bound or an L1 cap: 1e12. Times the largest cohort
+(1e9) and person bound (1e6) it stays a finite double, and so do sensitivities, squared
+sensitivities (Gaussian), gross-clipping limits and noise scales."""
+
+
+def _double_in_range(q: Fraction, upper: Fraction, what: str, limit: str) -> Fraction:
+    """``q`` unless, as a double, it is subnormal (nonzero but below the smallest normal
+    double) or larger in magnitude than ``upper``. Skipped for a recorded policy, which is
+    read as an earlier dpledger accepted it."""
+    if RECORDED.get():
+        return q
+    if q != 0 and abs(q) < MIN_NORMAL:
+        raise ValueError(
+            f"a nonzero {what} must be at least the smallest normal double 2.2e-308 "
+            f"(this is {float(q):.3g}); use a larger value"
+        )
+    if abs(q) > upper:
+        raise ValueError(
+            f"a {what} must be at most {limit} in magnitude, so that noise scales "
+            "and budget sums stay finite doubles; use a smaller value or other units"
+        )
+    return q
+
+
+def _budget_range(q: Fraction) -> Fraction:
+    return _double_in_range(q, MAX_BUDGET, "budget (ε or ρ) or weight", "1e9")
+
+
+def _bound_range(q: Fraction) -> Fraction:
+    return _double_in_range(q, MAX_BOUND, "clip bound or cap", "1e12")
 
 
 ExactDecimal = Annotated[
@@ -102,7 +187,16 @@ def _positive(q: Fraction) -> Fraction:
 
 
 PositiveDecimal = Annotated[ExactDecimal, AfterValidator(_positive)]
-"""A budget, cap or weight: exact and > 0 (checked per field, so every bad one is listed)."""
+"""Exact and > 0 (checked per field, so every bad one is listed)."""
+
+BudgetDecimal = Annotated[PositiveDecimal, AfterValidator(_budget_range)]
+"""A budget (ε, ρ) or weight: exact, > 0, a normal double, at most :data:`MAX_BUDGET`."""
+
+CapDecimal = Annotated[PositiveDecimal, AfterValidator(_bound_range)]
+"""An L1 cap: exact, > 0, a normal double, at most :data:`MAX_BOUND`."""
+
+BoundDecimal = Annotated[ExactDecimal, AfterValidator(_bound_range)]
+"""A clip bound: exact, 0 or a normal double, at most :data:`MAX_BOUND` in magnitude."""
 
 
 def describe_validation_error(e: ValidationError) -> str:

@@ -11,12 +11,12 @@ import itertools
 import math
 from fractions import Fraction
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, StrictFloat, field_validator, model_validator
 
 from dpledger.errors import InvalidInput
 from dpledger.metrics.codec import VectorSumCodec
 from dpledger.metrics.records import record_regression_codec
-from dpledger.policy.base import RECORDED, ExactDecimal, FrozenModel, PositiveDecimal
+from dpledger.policy.base import RECORDED, BoundDecimal, BudgetDecimal, CapDecimal, FrozenModel
 from dpledger.types import BarKind, MechanismKind, MetricKind
 
 __all__ = ["Clip", "MetricSpec"]
@@ -25,8 +25,8 @@ __all__ = ["Clip", "MetricSpec"]
 class Clip(FrozenModel):
     """Per-client clip bounds of a scalar contribution, with where they came from."""
 
-    low: ExactDecimal
-    high: ExactDecimal
+    low: BoundDecimal
+    high: BoundDecimal
     source: str = Field(min_length=1, description="provenance: held-out fleet, n, percentile")
 
     @model_validator(mode="after")
@@ -42,22 +42,22 @@ class MetricSpec(FrozenModel):
     kind: MetricKind
     description: str = ""
     clip: Clip | None = None
-    edges: tuple[float, ...] | None = None
+    edges: tuple[StrictFloat, ...] | None = None
     edges_version: str | None = Field(
         default=None,
         description="the version of the edges (or layout) a client must bucket with: 1-128 "
         "characters without control characters",
     )
-    dimension: int | None = Field(default=None, ge=1, le=100_000)
-    cap_per_client: PositiveDecimal | None = None
-    cap_per_record: PositiveDecimal | None = None
+    dimension: int | None = Field(default=None, ge=1, le=100_000, strict=True)
+    cap_per_client: CapDecimal | None = None
+    cap_per_record: CapDecimal | None = None
     y_clip: Clip | None = None
     y_pred_clip: Clip | None = None
     nonnegative: bool | None = None  # default: True for histograms, False for vector_sum
-    epsilon: PositiveDecimal | None = None
-    rho: PositiveDecimal | None = None
-    weight: PositiveDecimal | None = None
-    target: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    epsilon: BudgetDecimal | None = None
+    rho: BudgetDecimal | None = None
+    weight: BudgetDecimal | None = None
+    target: float | None = Field(default=None, gt=0, allow_inf_nan=False, strict=True)
     bar: BarKind = "ci95"
     mechanism: MechanismKind | None = None
 

@@ -10,6 +10,7 @@ metric's allocation, the noise mechanism.
 from __future__ import annotations
 
 import functools
+import os
 import warnings
 from collections.abc import Mapping
 from fractions import Fraction
@@ -20,7 +21,14 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field, PlainSerializer, field_validator, model_validator
 
 from dpledger.errors import DpLedgerError, PolicyError
-from dpledger.policy.base import NAME, RECORDED, ExactDecimal, FrozenModel, PositiveDecimal
+from dpledger.policy.base import (
+    MIN_NORMAL,
+    NAME,
+    RECORDED,
+    BudgetDecimal,
+    ExactDecimal,
+    FrozenModel,
+)
 from dpledger.policy.hashing import content_hash
 from dpledger.policy.loading import parse_toml, read_policy_text
 from dpledger.policy.metric import MetricSpec
@@ -47,9 +55,17 @@ class PolicyWarning(UserWarning):
     """A policy is valid but unwise (e.g. an eval fraction outside 0.10–0.40)."""
 
 
+def _decimal_text(q: Fraction) -> str:
+    """An exact decimal when ``q`` has one (1/5 → 0.2), else ≈ 6 significant digits."""
+    text = f"{float(q):.15g}"
+    return text if Fraction(text) == q else f"≈{float(q):.6g}"
+
+
 def _fraction_of_one(q: Fraction) -> Fraction:
     if not 0 < q <= 1:
         raise ValueError("must be in (0, 1]")
+    if q < MIN_NORMAL and not RECORDED.get():
+        raise ValueError("is below the smallest normal double (2.2e-308): not a usable fraction")
     return q
 
 
@@ -76,11 +92,11 @@ class Policy(FrozenModel):
     )
     neighbouring: Neighbouring
     definition: Definition = "pure"
-    epoch_epsilon: PositiveDecimal | None = None
-    epoch_rho: PositiveDecimal | None = None
-    delta: float = Field(default=1e-6, gt=0, lt=1)
+    epoch_epsilon: BudgetDecimal | None = None
+    epoch_rho: BudgetDecimal | None = None
+    delta: float = Field(default=1e-6, gt=0, lt=1, strict=True)
     eval_fraction: Annotated[ExactDecimal, AfterValidator(_fraction_of_one)] = Fraction(1, 4)
-    rounds_per_epoch: int = Field(default=1, ge=1, le=100_000)
+    rounds_per_epoch: int = Field(default=1, ge=1, le=100_000, strict=True)
     allocation: Allocation = "per_metric"
     regions: Regions
     metrics: FrozenMetrics
@@ -95,6 +111,15 @@ class Policy(FrozenModel):
     def _name(cls, v: str) -> str:
         if not NAME.match(v):
             raise ValueError(f"{v!r} must match {NAME.pattern}")
+        return v
+
+    @field_validator("delta")
+    @classmethod
+    def _normal_delta(cls, v: float) -> float:
+        if v < MIN_NORMAL and not RECORDED.get():
+            raise ValueError(
+                f"delta {v:.3g} is below the smallest normal double 2.2e-308; use a larger δ"
+            )
         return v
 
     @model_validator(mode="after")
@@ -158,6 +183,12 @@ class Policy(FrozenModel):
     @classmethod
     def from_toml(cls, text: str, *, source: str = "<string>") -> Policy:
         """Parse and validate a policy from TOML text; raise :class:`PolicyError`."""
+        if not isinstance(text, str):
+            raise PolicyError(
+                f"expected the policy's TOML text as a str, got {type(text).__name__} "
+                "(decode bytes as UTF-8 first; Policy.load reads a file)",
+                source=str(source),
+            )
         return cls.from_mapping(parse_toml(text, source=source), source=source)
 
     @classmethod
@@ -190,11 +221,20 @@ class Policy(FrozenModel):
                 PolicyWarning,
                 stacklevel=3,
             )
+        note = policy.overcommitment_note()
+        starved = any(m.weight is not None for m in policy.metrics.values())
+        if note is not None and (policy.allocation == "per_metric" or starved):
+            warnings.warn(f"{source}: {note}", PolicyWarning, stacklevel=3)
         return policy
 
     @classmethod
     def load(cls, path: str | Path) -> Policy:
         """Load and validate a policy file; raise :class:`PolicyError` naming the file."""
+        if not isinstance(path, str | os.PathLike):
+            raise PolicyError(
+                f"expected a policy file path (str or pathlib.Path), got {type(path).__name__}",
+                source=repr(path)[:60],
+            )
         p = Path(path)
         return cls.from_toml(read_policy_text(p), source=str(p))
 
@@ -315,6 +355,31 @@ class Policy(FrozenModel):
         per_round = self.eval_budget / rounds
         used = sum((self.release_budget(m, rounds) for m in self.metrics), Fraction(0))
         return max(used - per_round, Fraction(0))
+
+    def overcommitment_note(self, rounds_per_epoch: int | None = None) -> str | None:
+        """What an over-committed policy means, in one sentence; None if it is not.
+
+        The text :func:`dpledger.plan` warns with, and loading warns with (a
+        :class:`PolicyWarning`) where the policy's own rounds make it matter.
+        """
+        over = self.overcommitment(rounds_per_epoch)
+        if over <= 0:
+            return None
+        sym = "ε" if self.unit == "epsilon" else "ρ"
+        effects = []
+        if any(m.weight is not None for m in self.metrics.values()):
+            effects.append("weighted metrics get no budget")
+        if self.allocation == "per_metric":
+            effects.append(
+                "the per-metric allocations add up to more than ε_eval, so the first releases "
+                f"of an epoch can use up the {sym} the others were allocated"
+            )
+        effects.append("nothing was scaled down")
+        return (
+            f"the policy is over-committed by {_decimal_text(over)} {sym} per round: absolute "
+            f"budgets exceed eval_budget / rounds ({'; '.join(effects)}); lower the absolute "
+            "budgets or the rounds"
+        )
 
     @functools.cached_property
     def content_hash(self) -> str:
