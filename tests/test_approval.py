@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from fractions import Fraction
 
 import numpy as np
@@ -16,6 +17,7 @@ from dpledger import (
     InvalidAggregate,
     Policy,
     PolicyMismatch,
+    PolicyWarning,
     ReleaseRequest,
     Verdict,
 )
@@ -150,7 +152,8 @@ def test_over_committed_policy_refuses_weighted_metrics_on_budget_not_by_crashin
     from dpledger import Policy
 
     text = SPATIAL.read_text().replace('weight = "1"', 'epsilon = "0.5"', 3)
-    p = Policy.from_toml(text)
+    with pytest.warns(PolicyWarning, match="over-committed"):
+        p = Policy.from_toml(text)
     request = ReleaseRequest(epoch=0, metric="coverage", region="na", cohort=5000,
                              edges_version="coverage-cells/v1")  # fmt: skip
     found = evaluate(p, request, [1.0] * 6, spend())
@@ -250,7 +253,9 @@ def test_the_lock_time_admission_decides_as_the_full_recheck(
     from dpledger.approval import admits, recheck
 
     text = policy_text(scalar_eps="0.25")
-    p = Policy.from_toml(text if pooled else text.replace('"pooled"', '"per_metric"'))
+    with warnings.catch_warnings():  # per_metric at these budgets is over-committed, on purpose
+        warnings.simplefilter("ignore", PolicyWarning)
+        p = Policy.from_toml(text if pooled else text.replace('"pooled"', '"per_metric"'))
     request = ReleaseRequest(epoch=0, metric=metric, region=region, cohort=50)
     prepared = evaluate(p, request, 20.0, None).prepared
     assert prepared is not None

@@ -120,7 +120,8 @@ def test_unknown_metric_lists_the_known_ones() -> None:
 
 def test_weights_share_what_absolute_budgets_leave_and_overcommitment_is_reported() -> None:
     text = SPATIAL.read_text().replace('weight = "1"', 'epsilon = "0.5"', 3)
-    p = Policy.from_toml(text)
+    with pytest.warns(PolicyWarning, match="over-committed by 0.5"):
+        p = Policy.from_toml(text)
     # three absolute metrics at 0.5 exceed ε_eval = 1; the weighted two get nothing
     assert p.release_budget("clipped_mean_loss") == Fraction(1, 2)
     assert p.release_budget("coverage") == 0

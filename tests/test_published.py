@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpledger import Ledger, Policy, ReleaseRequest
+from dpledger import Ledger, Policy, PolicyWarning, ReleaseRequest
 from dpledger.errors import InvalidAggregate, InvalidInput
 from dpledger.ledger import derived as published
 from dpledger.ledger.derived import release_confusion, release_regression
@@ -99,7 +99,9 @@ def test_regression_release_derives_r2_mse_rmse_mae_in_one_round(tmp_path: Path)
     codec = flam_regression.regression_codec(cap=1.0, **kw)  # type: ignore[arg-type]
     measures = flam_regression.regression_measures(y, yhat, offsets=offsets, **kw)  # type: ignore[arg-type]
     encoded = codec.encode(measures).sum(axis=0)
-    with open_ledger(tmp_path, eps="4", per="1") as ledger:
+    with pytest.warns(PolicyWarning, match="over-committed"):  # eps 4 > ε_eval: on purpose
+        ledger = open_ledger(tmp_path, eps="4", per="1")
+    with ledger:
         req = ReleaseRequest(epoch=0, metric="regression", region="all", cohort=n_clients)
         out = release_regression(ledger, req, encoded, codec)
     exact = flam_regression.regression_metrics(measures.sum(axis=0))
