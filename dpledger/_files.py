@@ -9,14 +9,16 @@ the open itself never blocks).
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from dpledger.errors import DpLedgerError, InvalidInput
 
-__all__ = ["check_path_text", "check_regular_file", "read_bounded"]
+__all__ = ["check_path_text", "check_regular_file", "read_bounded", "strict_json"]
 
 Fail = Callable[[str], DpLedgerError]
 """Builds the caller's typed error from a problem ("is a directory", "larger than …")."""
@@ -94,3 +96,21 @@ def check_path_text(path: str | Path, what: str = "ledger path") -> str:
             "UTF-8 name (a ledger path is stored and opened as UTF-8 text)"
         ) from None
     return text
+
+
+def strict_json(text: str | bytes) -> Any:
+    """``json.loads``, except that an object naming a key twice is a ``ValueError``.
+
+    Python's parser keeps the last of two equal keys silently, so a request file or body
+    stating ``"cohort"`` twice would be read as whichever came last.
+    """
+    return json.loads(text, object_pairs_hook=_unique_keys)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"the key {key!r} appears twice in one object")
+        out[key] = value
+    return out

@@ -142,3 +142,20 @@ def test_console_script_runs_as_a_module(env: dict[str, str]) -> None:
         check=False,
     )
     assert usage.returncode == 2
+
+
+def test_a_request_or_aggregate_file_naming_a_key_twice_exits_2(
+    env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """JSON keeps the last of two equal keys silently: a cohort stated twice is refused."""
+    d = Path(env["dir"])
+    text = (d / "req.json").read_text()
+    (d / "twice.json").write_text(text[:-1] + ', "cohort": 10}')
+    args = ["--request", str(d / "twice.json"), "--aggregate", str(d / "hist.json")]
+    assert main(["ledger", "init", *base(env)]) == 0
+    before = Path(env["db"]).read_bytes()
+    capsys.readouterr()
+    for command in ("check", "release"):
+        assert main([command, *base(env), *args]) == 2
+        assert "'cohort' appears twice" in capsys.readouterr().err
+    assert Path(env["db"]).read_bytes() == before

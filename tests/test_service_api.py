@@ -471,3 +471,25 @@ def test_no_key_is_ever_logged(
     assert "authentication failed" in logged
     for token in (*site.keys.values(), wrong):
         assert token.split("_", 2)[2] not in logged
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b'{"request": {"epoch": 0, "metric": "loss", "region": "north", "cohort": 1000, '
+     b'"cohort": 10}, "aggregate": 800}',
+     b'{"request": {"epoch": 0, "metric": "loss", "region": "north", "cohort": 1000}, '
+     b'"aggregate": 800, "aggregate": 900}'],
+    ids=["in the request", "at the top"],
+)  # fmt: skip
+def test_a_body_naming_a_key_twice_is_a_422_not_the_last_value(
+    app: Any, site: Site, raw: bytes
+) -> None:
+    """JSON parsers keep the last of two equal keys silently; a release must not."""
+    headers = {**site.auth("north"), "content-type": "application/json"}
+    before = snapshot(site.ledger)
+    for path in ("/v1/releases", "/v1/check"):
+        r = call(app, "POST", path, content=raw, headers=headers)
+        assert r.status_code == 422, r.text
+        assert r.json()["error"] == "invalid_input"
+        assert "appears twice" in r.json()["message"]
+    assert snapshot(site.ledger) == before

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpledger._files import check_path_text, read_bounded
+from dpledger._files import check_path_text, read_bounded, strict_json
 from dpledger.approval import ReleaseRequest, Verdict
 from dpledger.errors import (
     DpLedgerError,
@@ -101,7 +101,7 @@ def _read_file(path: str, what: str, limit: int) -> bytes:
 def _read_json(path: str, what: str) -> Any:
     data = _read_file(path, what, _MAX_JSON_BYTES)
     try:
-        return json.loads(data.decode("utf-8"))
+        return strict_json(data.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as e:
         raise InvalidInput(f"cannot read {what} {path}: not valid JSON ({e})") from None
     except RecursionError:

@@ -16,6 +16,7 @@ from fastapi import APIRouter, Depends, Header, Path, Request, Security
 from fastapi.security import HTTPBearer
 from pydantic import ValidationError
 
+from dpledger._files import strict_json
 from dpledger.approval import ReleaseRequest, refusal
 from dpledger.errors import InvalidInput
 from dpledger.planning import plan
@@ -115,9 +116,13 @@ def scope_first(action: Action) -> Callable[[Request], Awaitable[None]]:
     async def check_scope(request: Request) -> None:
         key = caller(request)
         try:
-            data = await request.json()  # already parsed (and cached) by FastAPI
-        except ValueError:
-            return
+            data = strict_json(await request.body())  # the body is cached by Starlette
+        except ValueError as e:
+            if "appears twice" in str(e):  # JSON keeps the last silently: refused
+                raise InvalidInput(f"request body: {e}; send each field once") from None
+            return  # not JSON at all: left to validation
+        except RecursionError:
+            return  # nested too deeply: left to validation, which refuses it
         fields = data.get("request") if isinstance(data, dict) else None
         if not isinstance(fields, dict):
             return
