@@ -252,3 +252,41 @@ def test_plot_writes_the_grouped_bar_chart(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     out = plot_candidates(SEED, tmp_path / "clip.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    ("values", "says"),
+    [
+        (np.array(["1.5", "2.5"]), "real numbers"),
+        (np.array([True, False, True]), "real numbers"),
+        (np.array([1 + 2j, 3 + 0j]), "real numbers"),
+        ([1.0, "2.0", 3.0], "real numbers"),
+        ([1.0, None, 3.0], "real numbers"),
+        ([1.0, 2.0, 5e12], "exceed 1e12"),
+    ],
+    ids=["text", "bool", "complex", "mixed text", "None", "beyond a clip bound"],
+)
+def test_held_out_values_are_real_numbers_a_policy_can_clip_to(values: object, says: str) -> None:
+    """Text, booleans and complex values are refused, not converted (NumPy reads "1.5" as
+    1.5 and drops an imaginary part); a value past any policy clip bound too."""
+    with pytest.raises(InvalidInput, match=says):
+        calibrate_clip(values, epsilon=0.2, cohort=1000)
+
+
+def test_low_beyond_a_clip_bound_is_refused_not_an_infinite_rmse() -> None:
+    with pytest.raises(InvalidInput, match="within ±1e12"):
+        calibrate_clip([1.0, 2.0, 3.0], epsilon=0.2, cohort=1000, low=-1e308)
+
+
+def test_a_csv_with_a_bom_duplicate_columns_or_a_ragged_row(tmp_path: Path) -> None:
+    bom = tmp_path / "bom.csv"
+    bom.write_bytes("\ufeffloss\n1.0\n2.0\n3.0\n".encode())
+    assert calibrate_clip(bom, epsilon=0.2, cohort=1000, column="loss").n_values == 3
+    twice = tmp_path / "twice.csv"
+    twice.write_text("loss,loss\n1,2\n")
+    with pytest.raises(InvalidInput, match="more than once"):
+        calibrate_clip(twice, epsilon=0.2, cohort=1000, column="loss")
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text("loss,ratio\n1,2\n3\n4,5\n")
+    with pytest.raises(InvalidInput, match="line 3 has 1 cells"):
+        calibrate_clip(ragged, epsilon=0.2, cohort=1000, column="loss")

@@ -167,12 +167,22 @@ def load_held_out(path: str | os.PathLike[str], column: str | None = None) -> np
         raise InvalidInput(f"{p}: held-out values must be a .npy or .csv file")
     data = _read_held_out(p)
     try:
-        rows = list(csv.reader(io.StringIO(data.decode("utf-8"), newline="")))
+        # utf-8-sig: a spreadsheet's byte-order mark is not part of the first column's name
+        rows = list(csv.reader(io.StringIO(data.decode("utf-8-sig"), newline="")))
     except (UnicodeDecodeError, csv.Error) as e:
         raise InvalidInput(f"cannot read held-out values from {p}: {e}") from e
     if not rows:
         raise InvalidInput(f"{p}: the CSV file is empty (expected a header row)")
     header = [h.strip() for h in rows[0]]
+    twice = sorted({h for h in header if header.count(h) > 1})
+    if twice:
+        raise InvalidInput(f"{p}: the CSV names column(s) {twice} more than once")
+    ragged = next((i for i, r in enumerate(rows[1:]) if r and len(r) != len(header)), None)
+    if ragged is not None:
+        raise InvalidInput(
+            f"{p}: line {ragged + 2} has {len(rows[ragged + 1])} cells, the header "
+            f"{len(header)}: a cell is missing or extra"
+        )
     if column is None:
         if len(header) != 1:
             raise InvalidInput(f"{p}: the CSV has columns {header}; name one with column=...")
@@ -200,11 +210,30 @@ def _is_float(s: str) -> bool:
     return True
 
 
+_LARGEST = 1e12
+"""The largest held-out value or ``low`` accepted: a policy's clip bounds are at most 1e12
+(beyond it a candidate bound could not be written into a policy)."""
+
+
 def _clean(values: object) -> tuple[npt.NDArray[np.float64], int]:
-    """Finite float64 values (sorted) and how many NaN were dropped."""
+    """Finite float64 values (sorted) and how many NaN were dropped.
+
+    Real numbers only: text, booleans and complex values are refused, not converted
+    (``np.asarray(..., float)`` reads "1.5" as 1.5 and drops an imaginary part).
+    """
     try:
-        arr = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError) as e:
+        raw = np.asarray(values)
+        kind = raw.dtype.kind
+        if kind == "O":  # a list of Python objects: each must be a real number
+            for v in raw.reshape(-1):
+                if isinstance(v, bool) or not isinstance(v, numbers.Real):
+                    raise InvalidInput(f"held-out values must be real numbers, got {v!r:.40}")
+        elif kind not in "fiu":
+            raise InvalidInput(
+                f"held-out values must be real numbers, got dtype {raw.dtype} (send floats)"
+            )
+        arr = np.asarray(raw, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError) as e:
         raise InvalidInput(f"held-out values must be numbers: {e}") from e
     if arr.ndim != 1:
         raise InvalidInput(
@@ -219,6 +248,12 @@ def _clean(values: object) -> tuple[npt.NDArray[np.float64], int]:
     inf = int(np.isinf(arr).sum())
     if inf:
         raise InvalidInput(f"{inf} held-out value(s) are infinite; per-client values are finite")
+    big = int((np.abs(arr) > _LARGEST).sum())
+    if big:
+        raise InvalidInput(
+            f"{big} held-out value(s) exceed 1e12 in magnitude, more than any clip bound a "
+            "policy takes: rescale the metric"
+        )
     return np.sort(arr), dropped
 
 
@@ -271,8 +306,10 @@ def calibrate_clip(
     if neighbouring not in ("replace", "add_remove"):
         raise InvalidInput(f"neighbouring must be 'replace' or 'add_remove', got {neighbouring!r}")
     pcts = _check_args(percentiles, epsilon, cohort)
-    if not math.isfinite(low):
-        raise InvalidInput(f"low must be finite, got {low!r}")
+    if isinstance(low, bool) or not isinstance(low, numbers.Real) or not math.isfinite(low):
+        raise InvalidInput(f"low must be a finite number, got {low!r}")
+    if abs(low) > _LARGEST:
+        raise InvalidInput(f"low must lie within ±1e12 (a policy's clip bounds), got {low!r}")
     x, dropped = _clean(values)
     n = x.size
     bounds = np.percentile(x, pcts)
