@@ -414,8 +414,8 @@ def mechanism_facts(
     charge = policy.release_budget(metric, rounds)
     if charge <= 0:
         raise InvalidInput(
-            f"metric {metric!r} has no budget: the policy is over-committed by "
-            f"{policy.overcommitment(rounds)}; lower the absolute budgets or the rounds"
+            f"metric {metric!r} has no budget: {policy.no_budget_reason(rounds)}; lower the "
+            "absolute budgets or the rounds"
         )
     facts = calibrate(
         sensitivity=policy_sensitivity(policy, metric, kind),

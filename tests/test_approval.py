@@ -160,8 +160,22 @@ def test_over_committed_policy_refuses_weighted_metrics_on_budget_not_by_crashin
     assert found.prepared is None
     result = found.verdict
     assert result.failures[0].name == "budget"
-    assert "over-committed by 1/2" in result.failures[0].reason
+    assert "over-committed by 0.5" in result.failures[0].reason
     assert type(refusal(result)) is PolicyMismatch
+
+
+def test_absolute_budgets_that_use_all_of_eval_say_so_not_over_committed_by_0() -> None:
+    from factories import SPATIAL
+
+    from dpledger import Policy
+
+    text = SPATIAL.read_text().replace('weight = "1"', 'epsilon = "1"', 1)  # ε_eval = 1
+    p = Policy.from_toml(text)  # exactly committed: no warning
+    request = ReleaseRequest(epoch=0, metric="coverage", region="na", cohort=5000,
+                             edges_version="coverage-cells/v1")  # fmt: skip
+    reason = evaluate(p, request, [1.0] * 6, spend()).verdict.failures[0].reason
+    assert "use all of eval_budget / rounds" in reason
+    assert "over-committed" not in reason
 
 
 @pytest.mark.parametrize(

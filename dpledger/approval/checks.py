@@ -110,8 +110,8 @@ def costing(policy: Policy, metric: str, cohort: int) -> Costing:
         check = Check(
             "budget",
             False,
-            f"the policy is over-committed by {policy.overcommitment()}: this metric gets no "
-            f"{unit}; lower the absolute budgets or the rounds per epoch",
+            f"{policy.no_budget_reason()}: this metric gets no {unit}; lower the absolute "
+            "budgets or the rounds per epoch",
         )
         return Costing(check, None, Fraction(0), None, Budget(Fraction(0), unit))
     facts, charge = mech.mechanism_facts(policy, metric)

@@ -356,6 +356,16 @@ class Policy(FrozenModel):
         used = sum((self.release_budget(m, rounds) for m in self.metrics), Fraction(0))
         return max(used - per_round, Fraction(0))
 
+    def no_budget_reason(self, rounds_per_epoch: int | None = None) -> str:
+        """Why a weighted metric gets no budget: over-committed by how much, or exactly used."""
+        over = self.overcommitment(rounds_per_epoch)
+        if over > 0:
+            return f"the policy is over-committed by {_decimal_text(over)}"
+        return (
+            "the absolute budgets use all of eval_budget / rounds, leaving nothing for "
+            "weighted metrics"
+        )
+
     def overcommitment_note(self, rounds_per_epoch: int | None = None) -> str | None:
         """What an over-committed policy means, in one sentence; None if it is not.
 
