@@ -91,3 +91,28 @@ def test_cli_plan_refuses_a_cohort_no_release_accepts(
     assert code == 2
     assert "1_000_000_000" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("n", [0, -1, True, 2.5, "2400", MAX_COHORT + 1, 10**400])
+def test_comparisons_take_the_cohorts_a_release_takes(n: object) -> None:
+    """compare_definitions (region cohorts) and compare_units (silo record counts) refuse
+    what a ReleaseRequest refuses, with InvalidInput."""
+    from dpledger.planning import compare_definitions
+    from dpledger.planning.units import compare_units
+
+    spatial = dl.Policy.load(SPATIAL)
+    with pytest.raises(InvalidInput):
+        compare_definitions(spatial, {"eu-west": n})  # type: ignore[dict-item]
+    silo = dl.Policy.load(SPATIAL.parent / "cross-silo.toml")
+    with pytest.raises(InvalidInput):
+        compare_units(silo, {"hospital-01": n})  # type: ignore[dict-item]
+
+
+def test_comparisons_refuse_what_is_not_a_policy() -> None:
+    from dpledger.planning import compare_definitions
+    from dpledger.planning.units import compare_units
+
+    with pytest.raises(InvalidInput, match="Policy"):
+        compare_definitions("policies/spatial-eval.toml", {"eu-west": 10})  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match="Policy"):
+        compare_units(None, {"a": 10})  # type: ignore[arg-type]

@@ -23,6 +23,7 @@ from dpledger import mechanisms as mech
 from dpledger._search import least_integer
 from dpledger.accounting import zcdp_epsilon
 from dpledger.errors import InvalidInput
+from dpledger.planning._common import validated_cohorts, validated_policy
 from dpledger.policy import FrozenModel, Policy
 from dpledger.types import Definition
 
@@ -63,11 +64,8 @@ def rho_for_epsilon(epsilon: Fraction, delta: float) -> Fraction:
 
 def compare_definitions(policy: Policy, cohorts: Mapping[str, int]) -> tuple[DefinitionChoice, ...]:
     """Per region × metric, the ci95-style bar under each definition (the metric's bar kind)."""
-    for region, n in cohorts.items():
-        if not policy.regions.admits(region):
-            raise InvalidInput(f"unknown region {region!r}; the policy has {policy.regions.names}")
-        if n < 1:
-            raise InvalidInput(f"cohort of {region} must be ≥ 1, got {n}")
+    policy = validated_policy(policy)
+    cohorts = validated_cohorts(policy, cohorts)  # declared regions, integers in 1..1e9
     if policy.definition == "pure":
         eps_eval = policy.eval_budget
         rho_eval = rho_for_epsilon(eps_eval, policy.delta)

@@ -24,9 +24,9 @@ from typing import Any
 
 from dpledger import mechanisms as mech
 from dpledger.errors import InvalidInput
-from dpledger.planning._common import positive_int, text_table
+from dpledger.planning._common import positive_int, text_table, validated_policy
 from dpledger.policy import FrozenModel, Policy
-from dpledger.types import BarKind
+from dpledger.types import BarKind, cohort_size
 
 __all__ = ["UnitComparison", "client_twin", "compare_units", "units_table"]
 
@@ -97,7 +97,10 @@ def compare_units(policy: Policy, silos: Mapping[str, int]) -> tuple[UnitCompari
     """
     if not silos:
         raise InvalidInput("give each silo's record count, e.g. {'hospital-01': 180, ...}")
-    counts = {name: positive_int(n, f"record count of silo {name!r}") for name, n in silos.items()}
+    policy = validated_policy(policy)
+    if not isinstance(silos, Mapping):
+        raise InvalidInput(f"silos must map each silo to its record count, got {silos!r:.60}")
+    counts = {name: cohort_size(n, f"record count of silo {name!r}") for name, n in silos.items()}
     records, largest = sum(counts.values()), max(counts.values())
     twin = client_twin(policy, largest)  # refuses a policy that is not record-level
     unknown = [name for name in silos if not policy.regions.admits(name)]
