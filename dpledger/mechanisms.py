@@ -239,7 +239,14 @@ def calibrate(
         return facts_at(start)
     power = 1.0 if measure == "epsilon" else 0.5  # ε ∝ 1/scale, ρ ∝ 1/σ²
     guess = start * float(loss / budget) ** power  # the map's overshoot, corrected once
-    scale = least_float(fits, start, 2 * start, guess)
+    # an upper end that fits: the map also charges each coordinate's rounding to the grid
+    # (~dimension · 2**k), so a Δ near the grid can need far more than 2 × the closed form
+    hi = max(2 * start, guess)
+    for _ in range(64):
+        if not math.isfinite(hi) or fits(hi):
+            break
+        hi *= 2
+    scale = least_float(fits, start, hi, guess) if math.isfinite(hi) else None
     if scale is None:
         raise InternalError(f"could not calibrate {mechanism} to {budget} at Δ={sensitivity}")
     return facts_at(scale)

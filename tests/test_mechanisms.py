@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from fractions import Fraction
 
@@ -166,3 +167,25 @@ kind = "scalar_mean"
 epsilon = "0.1"
 clip = {{ low = "{low}", high = "{high}", source = "test" }}
 """
+
+
+@pytest.mark.parametrize(
+    ("dimension", "delta"), [(10, 1e-12), (1000, 1e-10), (100_000, 1e-8), (0, 2.0**-40), (7, 5e-13)]
+)
+@pytest.mark.parametrize(
+    ("measure", "kind", "budget"),
+    [("epsilon", "laplace", Fraction(1, 5)), ("rho", "gaussian", Fraction(1, 100))],
+)
+def test_a_sensitivity_near_the_noise_grid_calibrates_to_the_least_fitting_scale(
+    dimension: int, delta: float, measure: str, kind: str, budget: Fraction
+) -> None:
+    """OpenDP charges each coordinate's rounding to the 2**k grid on top of Δ, so the
+    least fitting scale can lie far above the closed form: the search finds it (it raised
+    InternalError, exit 3 from `plan`, for policies the range rules accept)."""
+    facts = mech.calibrate(
+        sensitivity=delta, budget=budget, measure=measure,  # type: ignore[arg-type]
+        mechanism=kind, dimension=dimension,  # type: ignore[arg-type]
+    )  # fmt: skip
+    assert mech.privacy_loss(facts) <= budget
+    below = dataclasses.replace(facts, scale=math.nextafter(facts.scale, 0.0))
+    assert mech.privacy_loss(below) > budget  # the least such double
