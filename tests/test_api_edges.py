@@ -22,6 +22,7 @@ from dpledger.errors import (
     LedgerCorrupted,
     PolicyError,
     PolicyMismatch,
+    ReleaseIdConflict,
 )
 from dpledger.metrics import secure_sum
 
@@ -181,6 +182,24 @@ def test_a_dry_run_of_a_recorded_release_id_says_what_a_release_would_do(path: P
         assert not bad.approved
         assert "release_id" not in [c.name for c in bad.checks]
         assert ledger.spent(1, "eu-west") == spent
+
+
+def test_a_dry_run_of_a_recorded_release_id_is_a_retry_only_for_its_principal(
+    path: Path,
+) -> None:
+    """As the release decides: another principal's retry is a conflict, naming no entry."""
+    rid = ReleaseRequest(**{**REQ.model_dump(), "epoch": 3, "release_id": "job-9/loss"})
+    with Ledger.open(path, POLICY, mode="write") as ledger:
+        ledger.release(rid, 1234.5, principal="alice")
+        assert ledger.check(rid, 1234.5, principal="alice").approved
+        other = ledger.check(rid, 1234.5, principal="mallory")
+        assert [c.name for c in other.failures] == ["release_id"]
+        assert "entry" not in other.failures[0].reason
+        assert not ledger.check(rid, 1234.5).approved  # no principal is not alice
+        with pytest.raises(ReleaseIdConflict):
+            ledger.release(rid, 1234.5, principal="mallory")
+        with pytest.raises(InvalidInput, match="principal"):
+            ledger.check(rid, 1234.5, principal="a b")
 
 
 def test_edges_named_for_a_metric_without_edges_are_refused_not_ignored(path: Path) -> None:

@@ -218,9 +218,15 @@ class Ledger:
 
     # -- approval and release -------------------------------------------------------
 
-    def check(self, request: ReleaseRequest, aggregate: object) -> Verdict:
-        """Dry run: every approval check against committed spend; nothing is spent."""
-        return self._writer.evaluate(request, aggregate).verdict
+    def check(
+        self, request: ReleaseRequest, aggregate: object, *, principal: str | None = None
+    ) -> Verdict:
+        """Dry run: every approval check against committed spend; nothing is spent.
+
+        ``principal``: who would release (as :meth:`release` takes it): a retry of a
+        recorded ``release_id`` is a retry only for the principal that recorded it.
+        """
+        return self._writer.evaluate(request, aggregate, principal).verdict
 
     def release(
         self, request: ReleaseRequest, aggregate: object, *, principal: str | None = None

@@ -100,6 +100,14 @@ def retry_tolerance(facts: mech.MechanismFacts) -> float:
     return NormalDist().inv_cdf(1.0 - RETRY_FALSE_CONFLICT / (2 * d))
 
 
+def _check_principal(principal: object) -> None:
+    """A principal is None or 1-128 printable ASCII characters (it is hashed and recorded)."""
+    if principal is not None and not (
+        isinstance(principal, str) and _PRINCIPAL.fullmatch(principal)
+    ):
+        raise InvalidInput(f"principal must be 1-128 printable ASCII characters, got {principal!r}")
+
+
 def _plausible(values: npt.NDArray[np.float64], hit: Entry) -> bool:
     """Whether ``values`` could be the aggregate the recorded noisy output came from."""
     facts = hit.draft.facts
@@ -126,10 +134,14 @@ class Writer:
         self._exists = exists  # the ledger's check: binding verified when it first exists
         self._body = json.dumps(policy.model_dump(mode="json"), sort_keys=True)
 
-    def evaluate(self, request: ReleaseRequest, aggregate: object) -> Assessment:
-        """Every approval check against committed spend (the dry run of ``check``)."""
+    def evaluate(
+        self, request: ReleaseRequest, aggregate: object, principal: str | None = None
+    ) -> Assessment:
+        """Every approval check against committed spend (the dry run of ``check``), as
+        ``principal`` (who would release) would meet them."""
         if not isinstance(request, ReleaseRequest):
             raise InvalidInput(f"request must be a ReleaseRequest, got {type(request).__name__}")
+        _check_principal(principal)
         if not self._exists():
             return evaluate(self.policy, request, aggregate, EpochSpend.empty(), None)
         epoch = request.epoch
@@ -142,26 +154,34 @@ class Writer:
         )
         rid = request.release_id
         hit = self._store.find_releases([rid]).get(rid) if rid is not None else None
-        return found if hit is None else self._as_retry(request, aggregate, found, hit)
+        if hit is None:
+            return found
+        return self._as_retry(request, aggregate, found, hit, principal)
 
     def _as_retry(
-        self, request: ReleaseRequest, aggregate: object, found: Assessment, hit: Entry
+        self,
+        request: ReleaseRequest,
+        aggregate: object,
+        found: Assessment,
+        hit: Entry,
+        principal: str | None,
     ) -> Assessment:
         """The dry run of a request whose release id is recorded: what a release would do.
 
-        A retry (the same request, an aggregate the recorded value could come from: as
-        :meth:`replay` decides, with the recorded principal) is approved at no charge —
-        the release returns the recorded value; anything else fails as the conflict it is.
-        The budget checks are left out: a retry spends nothing.
+        A retry (the same request from the same ``principal``, an aggregate the recorded
+        value could come from: as :meth:`replay` decides) is approved at no charge — the
+        release returns the recorded value; anything else fails as the conflict it is,
+        naming no entry (the caller may be another principal). The budget checks are left
+        out: a retry spends nothing.
         """
         early = evaluate(self.policy, request, aggregate, None).prepared  # no state checks
         rest = tuple(c for c in found.verdict.checks if c.name not in STATE_CHECKS)
         if early is None:  # refused on its own fields or aggregate, as a release would be
             return Assessment(dataclasses.replace(found.verdict, checks=rest))
         rid, entry = request.release_id, hit.entry_id
-        if hit.draft.request_hash == fingerprint(
-            early.verdict.request, hit.draft.principal
-        ) and _plausible(early.values, hit):
+        if hit.draft.request_hash == fingerprint(early.verdict.request, principal) and _plausible(
+            early.values, hit
+        ):
             said = f"{rid!r} is entry {entry}: a release returns its value and charges nothing"
             verdict = dataclasses.replace(
                 found.verdict,
@@ -170,8 +190,8 @@ class Writer:
             )
         else:
             said = (
-                f"{rid!r} is entry {entry}, released for another request or aggregate: a "
-                "release raises ReleaseIdConflict; use a new release_id"
+                f"{rid!r} was used for another request, aggregate or caller: a release "
+                "raises ReleaseIdConflict; use a new release_id"
             )
             verdict = dataclasses.replace(
                 found.verdict, checks=(*rest, Check("release_id", False, said))
@@ -186,12 +206,7 @@ class Writer:
         ``principal`` (who spends: e.g. the service's authenticated key) is recorded with
         every entry, inside the hash chain.
         """
-        if principal is not None and not (
-            isinstance(principal, str) and _PRINCIPAL.fullmatch(principal)
-        ):
-            raise InvalidInput(
-                f"principal must be 1-128 printable ASCII characters, got {principal!r}"
-            )
+        _check_principal(principal)
         if self._store.mode == "read":
             raise InvalidInput(
                 f"{self._store.location} was opened for reading (mode='read'): open it with "

@@ -159,9 +159,10 @@ def _scoped(request: Request, action: Action, req: ReleaseRequest) -> ApiKey:
 def check(body: CheckBody, request: Request) -> VerdictOut:
     """The verdict a release would get now: 200 if approved, else the release's status
     (409 or 422) with the same verdict. Nothing is spent or recorded."""
-    _scoped(request, "check", body.request)
+    key = _scoped(request, "check", body.request)
     with service_state(request).ledger() as ledger:
-        verdict = ledger.check(body.request, np.asarray(body.aggregate, dtype=np.float64))
+        aggregate = np.asarray(body.aggregate, dtype=np.float64)
+        verdict = ledger.check(body.request, aggregate, principal=key.principal)
     if not verdict.approved:
         raise refusal(verdict)
     return verdict_out(verdict)
