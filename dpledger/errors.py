@@ -21,6 +21,7 @@ __all__ = [
     "InvalidInput",
     "LedgerCorrupted",
     "LedgerNotFound",
+    "LedgerOfAnotherPolicy",
     "LedgerSchemaUnsupported",
     "MigrationRefused",
     "NotALedger",
@@ -123,6 +124,12 @@ class PolicyMismatch(ReleaseRefused):
 
     def __init__(self, verdict: Verdict | None = None, *, message: str = "") -> None:
         super().__init__(verdict, message=message)
+
+
+class LedgerOfAnotherPolicy(PolicyMismatch, LedgerCorrupted):
+    """The ledger is bound to another policy name or budget unit than the one it was opened
+    with: the caller's mistake (a :class:`PolicyMismatch`, no verdict), still caught as the
+    :class:`LedgerCorrupted` earlier versions raised for it."""
 
 
 class ReleaseIdConflict(ReleaseRefused):

@@ -20,6 +20,7 @@ from dpledger.errors import (
     InvalidAggregate,
     InvalidInput,
     LedgerCorrupted,
+    LedgerOfAnotherPolicy,
     PolicyError,
     PolicyMismatch,
     ReleaseIdConflict,
@@ -202,13 +203,32 @@ def test_a_dry_run_of_a_recorded_release_id_is_a_retry_only_for_its_principal(
             ledger.check(rid, 1234.5, principal="a b")
 
 
-def test_edges_named_for_a_metric_without_edges_are_refused_not_ignored(path: Path) -> None:
+def test_edges_named_for_a_metric_without_edges_are_passed_and_said_unused(path: Path) -> None:
+    """Not refused (earlier clients state one for every metric; their recorded releases'
+    retries keep their fingerprint), not silent either: the verdict says it is unused."""
     stated = ReleaseRequest(**{**REQ.model_dump(), "epoch": 2, "edges_version": "h/v1"})
-    before = path.read_bytes()
     with Ledger.open(path, POLICY, mode="write") as ledger:
         verdict = ledger.check(stated, 1234.5)
-        assert [c.name for c in verdict.failures] == ["edges_version"]
-        assert "no bucket edges" in verdict.failures[0].reason
-        with pytest.raises(PolicyMismatch, match="no bucket edges"):
-            ledger.release(stated, 1234.5)
+        assert verdict.approved
+        (edges,) = [c for c in verdict.checks if c.name == "edges_version"]
+        assert "h/v1 is not used" in edges.reason
+        assert ledger.release(stated, 1234.5).entry_id == 2
+
+
+def test_a_ledger_of_another_policy_is_a_policy_mismatch_and_still_ledger_corrupted(
+    path: Path,
+) -> None:
+    """The caller's mistake (PolicyMismatch, no verdict), caught as before by code that
+    handles LedgerCorrupted (what earlier versions raised)."""
+    other = Policy.from_toml(
+        (Path(__file__).parent.parent / "policies" / "spatial-eval.toml")
+        .read_text()
+        .replace('name = "spatial-eval"', 'name = "other"')
+    )
+    before = path.read_bytes()
+    with pytest.raises(LedgerOfAnotherPolicy, match="policy_name") as e:
+        Ledger.open(path, other, mode="write").spent(0)
+    assert isinstance(e.value, PolicyMismatch)
+    assert isinstance(e.value, LedgerCorrupted)
+    assert e.value.verdict is None
     assert path.read_bytes() == before

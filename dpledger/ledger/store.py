@@ -25,6 +25,7 @@ from dpledger.accounting import EpochSpend
 from dpledger.errors import (
     LedgerCorrupted,
     LedgerNotFound,
+    LedgerOfAnotherPolicy,
     LedgerSchemaUnsupported,
     MigrationRefused,
     PolicyMismatch,
@@ -309,15 +310,16 @@ class SqlStore(ABC):
         """Validate an existing ledger's policy binding; return its meta.
 
         A ledger bound to another policy name or budget unit raises
-        :class:`PolicyMismatch` (its spend would be read against the wrong budget): the
-        caller brought the wrong policy; the ledger itself is sound.
+        :class:`~dpledger.errors.LedgerOfAnotherPolicy` (its spend would be read against the
+        wrong budget): a :class:`PolicyMismatch` (the caller brought the wrong policy; the
+        ledger itself is sound) that is also the :class:`LedgerCorrupted` it used to be.
         """
         meta = self.meta()
         for k, v in binding.items():
             if meta.get(k) is None:
                 raise LedgerCorrupted(f"{self.location}: the ledger's {k} is not recorded")
             if meta.get(k) != v:
-                raise PolicyMismatch(
+                raise LedgerOfAnotherPolicy(
                     message=f"{self.location}: this ledger belongs to {k}={meta.get(k)!r}, "
                     f"not {v!r}; open it with its own policy, or start a new ledger"
                 )
