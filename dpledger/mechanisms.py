@@ -253,17 +253,9 @@ def calibrate(
 
 
 def apply(facts: MechanismFacts, aggregate: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """Run the measurement on a validated, finite float64 aggregate; noise from OpenDP.
-
-    Through :func:`dpledger._invoke.invoke`: OpenDP's own call, without its generic
-    conversions (~60 µs a call).
-    """
-    meas = build(facts)
-    if facts.dimension == 0:
-        return np.asarray(invoke(meas, [float(aggregate.reshape(-1)[0])], False))
-    if aggregate.shape != (facts.dimension,):
-        raise InternalError(f"aggregate shape {aggregate.shape} != ({facts.dimension},)")
-    return np.asarray(invoke(meas, aggregate.tolist(), True), dtype=np.float64)
+    """Run the measurement on a validated, finite float64 aggregate; noise from OpenDP
+    (:func:`apply_many` of one release: OpenDP's own call through :mod:`dpledger._invoke`)."""
+    return np.asarray(apply_many(facts, [aggregate])[0], dtype=np.float64)
 
 
 def apply_many(

@@ -17,6 +17,7 @@ from dpledger.errors import InvalidInput
 
 __all__ = [
     "MAX_COHORT",
+    "MAX_DIMENSION",
     "Allocation",
     "BarKind",
     "Budget",
@@ -34,6 +35,9 @@ __all__ = [
     "fraction_text",
     "positive_real",
 ]
+
+MAX_DIMENSION = 100_000
+"""The most coordinates a vector metric (a histogram's buckets, a vector sum) may have."""
 
 MAX_COHORT = 10**9
 """The largest cohort a release, a plan or an error bar may declare (a billion clients, or

@@ -37,7 +37,7 @@ from dpledger.metrics._segments import (
     segments_for,
 )
 from dpledger.metrics.flam_regression import regression_measures, regression_metrics_rows
-from dpledger.types import Labels
+from dpledger.types import MAX_DIMENSION, Labels
 
 __all__ = [
     "CLASSIFICATION_KEYS",
@@ -125,9 +125,9 @@ def confusion_cells(
     return CellCounts(seg, cells, c * c, factor)
 
 
-MAX_CLASSES = 316
-"""The most classes a confusion matrix may have: C² cells within a ``vector_sum``
-metric's largest dimension (100,000), so a release of it can be declared at all."""
+MAX_CLASSES = math.isqrt(MAX_DIMENSION)
+"""The most classes a confusion matrix may have (316): C² cells within a ``vector_sum``
+metric's largest dimension, so a release of it can be declared at all."""
 
 
 def _checked(
@@ -143,7 +143,7 @@ def _checked(
     if not 1 <= n_classes <= MAX_CLASSES:
         raise InvalidInput(
             f"n_classes must lie in [1, {MAX_CLASSES}], got {n_classes}: a confusion matrix is "
-            "released as one vector of C² values, at most a policy's 100,000"
+            f"released as one vector of C² values, at most a policy's {MAX_DIMENSION:,}"
         )
     c = int(n_classes)
     t = as_labels(y_true, "y_true", c)

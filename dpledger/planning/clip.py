@@ -30,6 +30,7 @@ from dpledger._files import read_bounded
 from dpledger.errors import InvalidInput, PlotUnavailable
 from dpledger.planning._common import text_table
 from dpledger.policy import Clip, FrozenModel
+from dpledger.policy.base import MAX_BOUND
 from dpledger.types import Neighbouring
 
 __all__ = [
@@ -210,9 +211,9 @@ def _is_float(s: str) -> bool:
     return True
 
 
-_LARGEST = 1e12
-"""The largest held-out value or ``low`` accepted: a policy's clip bounds are at most 1e12
-(beyond it a candidate bound could not be written into a policy)."""
+_LARGEST = float(MAX_BOUND)
+"""The largest held-out value or ``low`` accepted: a policy's clip bound limit (beyond it
+a candidate bound could not be written into a policy)."""
 
 
 def _clean(values: object) -> tuple[npt.NDArray[np.float64], int]:

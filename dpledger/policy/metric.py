@@ -17,7 +17,7 @@ from dpledger.errors import InvalidInput
 from dpledger.metrics.codec import VectorSumCodec
 from dpledger.metrics.records import record_regression_codec
 from dpledger.policy.base import RECORDED, BoundDecimal, BudgetDecimal, CapDecimal, FrozenModel
-from dpledger.types import BarKind, MechanismKind, MetricKind
+from dpledger.types import MAX_DIMENSION, BarKind, MechanismKind, MetricKind
 
 __all__ = ["Clip", "MetricSpec"]
 
@@ -48,7 +48,7 @@ class MetricSpec(FrozenModel):
         description="the version of the edges (or layout) a client must bucket with: 1-128 "
         "characters without control characters",
     )
-    dimension: int | None = Field(default=None, ge=1, le=100_000, strict=True)
+    dimension: int | None = Field(default=None, ge=1, le=MAX_DIMENSION, strict=True)
     cap_per_client: CapDecimal | None = None
     cap_per_record: CapDecimal | None = None
     y_clip: Clip | None = None
