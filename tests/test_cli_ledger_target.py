@@ -114,3 +114,24 @@ def test_the_api_refuses_an_unopenable_path_before_creating_anything(cwd: Path, 
     ):
         ledger.release(request, 1234.5)
     assert files(cwd) == {"agg.json"}
+
+
+@pytest.mark.parametrize("target", [":memory:", "file:keys.db"])
+@pytest.mark.parametrize(
+    "argv",
+    [["keys", "create", "--name", "a", "--action", "read"], ["keys", "list"],
+     ["keys", "revoke", "abc"], ["serve", *POLICY]],
+    ids=["create", "list", "revoke", "serve"],
+)  # fmt: skip
+def test_an_in_memory_key_store_is_refused(
+    cwd: Path, argv: list[str], target: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``keys create --keys :memory:`` printed a key that no service could ever read (and
+    left a file named ':memory:'); ``--keys`` takes the ledger's rule."""
+    assert main(["ledger", "init", *POLICY, "--ledger", "l.db"]) == 0
+    before = {n: (cwd / n).read_bytes() for n in files(cwd)}
+    assert main([*argv, "--ledger", "l.db", "--keys", target]) == 2
+    err = capsys.readouterr().err
+    assert "--keys" in err and "in-memory" in err
+    assert "Traceback" not in err
+    assert {n: (cwd / n).read_bytes() for n in files(cwd)} == before

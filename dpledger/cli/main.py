@@ -59,21 +59,22 @@ def emit(data: Any, as_json: bool, text: str) -> None:
 NO_LEDGER = "no ledger: pass --ledger PATH_OR_URL or set DPLEDGER_URL"
 
 
-def check_ledger_target(target: str) -> str:
-    """``target`` if a command may use it as its ledger; else :class:`InvalidInput`.
+def check_ledger_target(target: str, flag: str = "--ledger") -> str:
+    """``target`` if a command may use it as its ledger (or key store); else :class:`InvalidInput`.
 
     An in-memory SQLite database (``:memory:``, or an SQLite ``file:`` URI) is refused:
     each run would spend from a fresh, throwaway budget, so a release could be repeated
-    with new noise and nothing would be recorded. So is a path with a NUL byte or one that
-    is not UTF-8 (SQLite cannot open it), before anything is created.
+    with new noise and nothing would be recorded (a key store there would hold keys no
+    service reads). So is a path with a NUL byte or one that is not UTF-8 (SQLite cannot
+    open it), before anything is created.
     """
     if target.strip() == ":memory:" or target.startswith("file:"):
         raise InvalidInput(
-            f"--ledger {target!r} is an in-memory database or an SQLite URI, refused: each "
-            "run would spend from a fresh, throwaway budget and record nothing; pass a "
-            "ledger file path or a postgresql:// URL"
+            f"{flag} {target!r} is an in-memory database or an SQLite URI, refused: each "
+            "run would start from a fresh, throwaway database and record nothing; pass a "
+            "file path or a postgresql:// URL"
         )
-    return check_path_text(target, "--ledger path")
+    return check_path_text(target, f"{flag} path")
 
 
 def ledger_target(args: argparse.Namespace) -> str:
@@ -298,6 +299,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if getattr(args, "ledger", None):  # every command's --ledger, before it is used
             check_ledger_target(str(args.ledger))
+        if getattr(args, "keys", None):  # and the service's key store
+            check_ledger_target(str(args.keys), "--keys")
         code: int = args.func(args)
     except ReleaseRefused as e:
         if e.verdict is None:
