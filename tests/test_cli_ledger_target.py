@@ -132,6 +132,7 @@ def test_an_in_memory_key_store_is_refused(
     before = {n: (cwd / n).read_bytes() for n in files(cwd)}
     assert main([*argv, "--ledger", "l.db", "--keys", target]) == 2
     err = capsys.readouterr().err
-    assert "--keys" in err and "in-memory" in err
+    assert "--keys" in err
+    assert "in-memory" in err
     assert "Traceback" not in err
     assert {n: (cwd / n).read_bytes() for n in files(cwd)} == before
