@@ -371,7 +371,7 @@ def _check_parts(registry: object, aggregator: object, prefix: object, on_round:
         callable(getattr(aggregator, name, None)) for name in ("check", "total")
     ):
         raise InvalidInput("aggregator must have check() and total() methods (Aggregator)")
-    if prefix is not None and not (isinstance(prefix, str) and _PREFIX.match(prefix)):
+    if prefix is not None and not (isinstance(prefix, str) and _PREFIX.fullmatch(prefix)):
         raise InvalidInput(
             f"release_prefix must be 1-64 printable ASCII characters without spaces (it "
             f"starts every release id), got {prefix!r}"

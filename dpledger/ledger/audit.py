@@ -256,7 +256,7 @@ def _check_meta(
     head_seq, head_hash = meta.get("head_seq", "0"), meta.get("head_hash", GENESIS)
     if not (isinstance(head_seq, str) and head_seq.isdigit() and len(head_seq) <= 19):
         a.problems.append(f"meta head_seq is unreadable: {head_seq!r}")
-    elif not (isinstance(head_hash, str) and _HEX64.match(head_hash)):
+    elif not (isinstance(head_hash, str) and _HEX64.fullmatch(head_hash)):
         a.problems.append(f"meta head_hash is unreadable: {head_hash!r}")
     elif (int(head_seq), head_hash) != (a.prev_seq, a.prev_hash):
         a.problems.append(

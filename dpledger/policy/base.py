@@ -44,11 +44,19 @@ __all__ = [
     "FrozenModel",
     "PositiveDecimal",
     "describe_validation_error",
+    "name_ok",
     "to_fraction",
 ]
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 """What a policy, version, metric or region name must match: 1–64 characters, no spaces."""
+
+
+def name_ok(name: str) -> bool:
+    """Whether ``name`` matches :data:`NAME` in whole (``re.match`` let ``$`` pass a final
+    newline, so "a\\n" was a second region "a"); a policy recorded in a ledger
+    (:data:`RECORDED`) is read as it was accepted then."""
+    return bool(NAME.fullmatch(name) or (RECORDED.get() and NAME.match(name)))
 
 
 _DECIMAL = re.compile(r"-?[0-9]+(?:\.[0-9]+)?(?:[eE]([+-]?[0-9]+))?", re.ASCII)

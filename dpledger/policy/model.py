@@ -28,6 +28,7 @@ from dpledger.policy.base import (
     BudgetDecimal,
     ExactDecimal,
     FrozenModel,
+    name_ok,
 )
 from dpledger.policy.hashing import content_hash
 from dpledger.policy.loading import parse_toml, read_policy_text
@@ -109,7 +110,7 @@ class Policy(FrozenModel):
     @field_validator("name", "version")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not NAME.match(v):
+        if not name_ok(v):
             raise ValueError(f"{v!r} must match {NAME.pattern}")
         return v
 
@@ -141,7 +142,7 @@ class Policy(FrozenModel):
             problems.append("a policy needs at least one metric")
         problems.extend(self._unit_problems())
         for name, spec in self.metrics.items():
-            if not NAME.match(name):
+            if not name_ok(name):
                 problems.append(f"metric name {name!r} must match {NAME.pattern}")
             absolute = spec.epsilon if spec.epsilon is not None else spec.rho
             budget = self.epoch_epsilon if self.definition == "pure" else self.epoch_rho

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import model_validator
 
-from dpledger.policy.base import NAME, FrozenModel
+from dpledger.policy.base import NAME, FrozenModel, name_ok
 
 __all__ = ["ALL", "Regions"]
 
@@ -23,7 +23,7 @@ class Regions(FrozenModel):
         if not self.open and not self.names:
             raise ValueError("declare region names, or set open = true")
         for n in self.names:
-            if not NAME.match(n):
+            if not name_ok(n):
                 raise ValueError(f"region name {n!r} must match {NAME.pattern}")
         if len(set(self.names)) != len(self.names):
             raise ValueError("region names must be unique")
@@ -33,4 +33,4 @@ class Regions(FrozenModel):
         """Whether ``region`` is a region of this partition."""
         if region in self.names:
             return True
-        return self.open and bool(NAME.match(region))
+        return self.open and bool(NAME.fullmatch(region))
