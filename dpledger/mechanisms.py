@@ -313,16 +313,26 @@ def error_bar_for_scale(
 
 
 def _amount(
-    budget: float | Fraction | Budget, measure: Unit | None
+    budget: float | Fraction | Budget, measure: Unit | None, mechanism: MechanismKind
 ) -> tuple[float | Fraction, Unit]:
-    """A budget argument as ``(amount, unit)``: a :class:`Budget` brings its own unit."""
+    """A budget argument as ``(amount, unit)``: a :class:`Budget` brings its own unit.
+
+    A Gaussian at an ε budget is refused: σ = Δ/ε is the Gaussian of ρ = ε²/2, which is
+    not ε-DP at all, so its bar would look smaller than Laplace's "at the same ε".
+    """
     if isinstance(budget, Budget):
         if measure is not None and measure != budget.unit:
             raise InvalidInput(f"measure={measure!r} contradicts the budget's unit {budget.unit}")
-        return budget.amount, budget.unit
-    if not isinstance(budget, Fraction):
-        budget = positive_real(budget, "budget")
-    return budget, measure or "epsilon"
+        amount, unit = budget.amount, budget.unit
+    else:
+        amount = budget if isinstance(budget, Fraction) else positive_real(budget, "budget")
+        unit = measure or "epsilon"
+    if mechanism == "gaussian" and unit != "rho":
+        raise InvalidInput(
+            "a Gaussian release is accounted in rho (zCDP), not epsilon: pass measure='rho' "
+            "(or a Budget in ρ), or mechanism='laplace' for an ε budget"
+        )
+    return amount, unit
 
 
 def error_bar(
@@ -344,7 +354,7 @@ def error_bar(
     non-real sensitivity or budget, is :class:`InvalidInput`.
     """
     n = cohort_size(n, "cohort n")
-    amount, unit = _amount(budget, measure)
+    amount, unit = _amount(budget, measure, mechanism)
     scale = noise_scale(positive_real(sensitivity, "sensitivity"), amount, unit)
     return error_bar_for_scale(scale, n, bar, mechanism)
 
@@ -365,7 +375,7 @@ def cohort_floor(
     non-real sensitivity or budget, is :class:`InvalidInput`.
     """
     goal = positive_real(target, "target error bar")
-    amount, unit = _amount(budget, measure)
+    amount, unit = _amount(budget, measure, mechanism)
     scale = noise_scale(positive_real(sensitivity, "sensitivity"), amount, unit)
     return cohort_floor_for_scale(scale, goal, bar, mechanism)
 

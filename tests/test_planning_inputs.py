@@ -15,7 +15,7 @@ import pytest
 from factories import SPATIAL
 
 import dpledger as dl
-from dpledger import InvalidInput
+from dpledger import Budget, InvalidInput
 from dpledger.approval import MAX_COHORT
 from dpledger.cli.main import main
 from dpledger.planning.inverse import budget_for_target
@@ -116,3 +116,17 @@ def test_comparisons_refuse_what_is_not_a_policy() -> None:
         compare_definitions("policies/spatial-eval.toml", {"eu-west": 10})  # type: ignore[arg-type]
     with pytest.raises(InvalidInput, match="Policy"):
         compare_units(None, {"a": 10})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("budget", [0.2, Fraction(1, 5), Budget(Fraction(1, 5), "epsilon")])
+def test_a_gaussian_at_an_epsilon_budget_is_refused(budget: object) -> None:
+    """σ = Δ/ε is the Gaussian of ρ = ε²/2, not an ε-DP release: its bar (0.0139) came out
+    below Laplace's (0.0212) "at the same ε", and its floor below Laplace's."""
+    with pytest.raises(InvalidInput, match="accounted in rho"):
+        dl.error_bar(3.4, budget, 2400, mechanism="gaussian")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match="accounted in rho"):
+        dl.cohort_floor(3.4, budget, 0.1, mechanism="gaussian")  # type: ignore[arg-type]
+    rho = Budget(Fraction(1, 50), "rho")  # ρ = ε²/2 at ε = 0.2: the same σ, named rightly
+    assert dl.error_bar(3.4, rho, 2400, mechanism="gaussian") == dl.error_bar(
+        3.4, 0.02, 2400, measure="rho", mechanism="gaussian"
+    )
