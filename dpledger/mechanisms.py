@@ -320,6 +320,7 @@ def _amount(
     A Gaussian at an ε budget is refused: σ = Δ/ε is the Gaussian of ρ = ε²/2, which is
     not ε-DP at all, so its bar would look smaller than Laplace's "at the same ε".
     """
+    amount: float | Fraction
     if isinstance(budget, Budget):
         if measure is not None and measure != budget.unit:
             raise InvalidInput(f"measure={measure!r} contradicts the budget's unit {budget.unit}")
