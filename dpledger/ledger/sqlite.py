@@ -39,6 +39,7 @@ from urllib.parse import quote
 
 from dpledger._files import check_path_text
 from dpledger.errors import LedgerCorrupted, LedgerNotFound, NotALedger, StoreError
+from dpledger.ledger import sqlite_files
 from dpledger.ledger.schema import (
     COLUMNS,
     EPOCH_INDEX,
@@ -88,11 +89,10 @@ def check_sqlite_file(p: Path, what: str, why: Mapping[FileProblem, str]) -> Non
     if st.st_size == 0:
         raise LedgerCorrupted(why["empty"])
     try:
-        with p.open("rb") as f:
-            header = f.read(len(_HEADER))
+        header = sqlite_files.read_header(p, len(_HEADER))
     except OSError as e:
         raise StoreError(f"cannot read {what}: {e.strerror}") from e
-    if header != _HEADER:
+    if header is not None and header != _HEADER:  # None: this process has it open in SQLite
         raise NotALedger(why["foreign"])
 
 
@@ -246,7 +246,7 @@ class SqliteStore(SqlStore):
         path = quote(str(p.resolve()))
         if self.mode != "read":
             return f"file:{path}?mode=rw"
-        if any(Path(self._path + s).exists() for s in ("-wal", "-shm")):
+        if sqlite_files.held(p) or any(Path(self._path + s).exists() for s in ("-wal", "-shm")):
             # in use, or a writer crashed: read through its WAL; a read-only connection
             # never checkpoints, so it neither writes the file nor removes the WAL
             return f"file:{path}?mode=ro"
@@ -255,15 +255,14 @@ class SqliteStore(SqlStore):
         return f"file:{path}?immutable=1"
 
     def _connect(self, p: Path | None) -> sqlite3.Connection:
-        target = MEMORY if p is None else self._uri(p)
+        options: dict[str, Any] = {"timeout": self._timeout_s, "isolation_level": None,
+                                   "check_same_thread": False}  # fmt: skip
         try:
-            conn = sqlite3.connect(
-                target,
-                uri=p is not None,
-                timeout=self._timeout_s,
-                isolation_level=None,
-                check_same_thread=False,
-            )
+            if p is None:
+                conn: sqlite3.Connection = sqlite3.connect(MEMORY, **options)
+            else:
+                uri = self._uri(p)
+                conn = sqlite_files.connect(p, uri, **options)
         except sqlite3.Error as e:
             raise StoreError(f"cannot open SQLite ledger {self._path}: {e}") from e
         try:
@@ -283,10 +282,10 @@ class SqliteStore(SqlStore):
                     "dpl_meta table); use another path for a new ledger"
                 )
         except sqlite3.DatabaseError as e:
-            conn.close()
+            sqlite_files.close(conn)
             raise LedgerCorrupted(f"{self._path} is not a readable SQLite database: {e}") from e
         except BaseException:
-            conn.close()
+            sqlite_files.close(conn)
             raise
         return conn
 
@@ -482,6 +481,6 @@ class SqliteStore(SqlStore):
         if self._conn is None:
             return
         try:
-            self._conn.close()
+            sqlite_files.close(self._conn)
         except sqlite3.Error as e:
             raise StoreError(f"closing {self._path}: {e}") from e

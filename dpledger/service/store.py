@@ -45,6 +45,7 @@ from dpledger.errors import (
     StoreError,
     UnknownResource,
 )
+from dpledger.ledger import sqlite_files
 from dpledger.ledger.sqlite import check_sqlite_file
 from dpledger.service.keys import ALGO, ApiKey, NewKey, Scopes, check_name, new_key
 
@@ -170,12 +171,12 @@ def _connect(p: Path, *, read_only: bool) -> sqlite3.Connection:
     path = quote(str(p.resolve()))
     if not read_only:
         uri = f"file:{path}?mode=rw"
-    elif any(Path(f"{p}{s}").exists() for s in ("-wal", "-shm")):
+    elif sqlite_files.held(p) or any(Path(f"{p}{s}").exists() for s in ("-wal", "-shm")):
         uri = f"file:{path}?mode=ro"
     else:
         uri = f"file:{path}?immutable=1"
     try:
-        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+        conn = sqlite_files.connect(p, uri, isolation_level=None, check_same_thread=False)
     except sqlite3.Error as e:
         raise StoreError(f"cannot open the key store {p}: {e}") from e
     try:
@@ -185,7 +186,7 @@ def _connect(p: Path, *, read_only: bool) -> sqlite3.Connection:
         else:
             conn.execute("PRAGMA synchronous=FULL")
     except sqlite3.Error as e:
-        conn.close()
+        sqlite_files.close(conn)
         raise StoreError(f"cannot open the key store {p}: {e}") from e
     return conn
 
@@ -256,16 +257,16 @@ class ServiceStore:
                 "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'dpl_svc_meta'"
             ).fetchall()
         except sqlite3.DatabaseError as e:
-            conn.close()
+            sqlite_files.close(conn)
             raise LedgerCorrupted(f"{path} is not a readable SQLite database: {e}") from e
         if not found:
-            conn.close()
+            sqlite_files.close(conn)
             raise LedgerCorrupted(
                 f"{path} is an SQLite database but not a dpledger key store: move it away "
                 "or pass another --keys path (it is never adopted as a key store)"
             )
         if not read_only:  # it is ours: now it may be written (revocations, refusals)
-            conn.close()
+            sqlite_files.close(conn)
             conn = _connect(p, read_only=False)
         return cls(path, conn, pg=False)
 
@@ -381,7 +382,10 @@ class ServiceStore:
     def close(self) -> None:
         """Close the connection (idempotent)."""
         with contextlib.suppress(Exception):
-            self._conn.close()
+            if self._pg:
+                self._conn.close()
+            else:
+                sqlite_files.close(self._conn)
 
     def __enter__(self) -> ServiceStore:
         return self

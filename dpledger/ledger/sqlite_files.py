@@ -1,0 +1,99 @@
+"""SQLite files this process holds open: read a header without dropping their locks.
+
+POSIX advisory locks belong to a (process, file) pair: closing *any* descriptor of a file
+releases every lock the process holds on it (sqlite.org/howtocorrupt.html, §2.2). SQLite
+defers closing its own descriptors while another connection of the process holds a lock,
+but a plain ``open()``/``close()`` of the database file does not: the process's write
+connection then loses the SHARED lock it keeps in WAL mode, another process takes itself
+for the last user, checkpoints and deletes the live WAL, and both approve the same
+allocation (one of the two entries is later lost).
+
+So dpledger opens every SQLite ledger and key store connection through :func:`connect`
+and closes it through :func:`close`, which count the connections per file (device,
+inode); :func:`read_header` reads a file's first bytes only when no connection of this
+process has it open (one that has is an SQLite database already).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+__all__ = ["close", "connect", "held", "read_header"]
+
+_Key = tuple[int, int]  # (st_dev, st_ino)
+
+_LOCK = threading.Lock()
+_COUNT: dict[_Key, int] = {}  # open connections per file
+_OPEN: dict[int, tuple[sqlite3.Connection, _Key]] = {}  # id(conn) → (conn, its file)
+
+
+def _key(p: Path) -> _Key | None:
+    try:
+        st = p.stat()
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def held(p: Path) -> bool:
+    """Whether a connection of this process (opened by :func:`connect`) has ``p`` open."""
+    key = _key(p)
+    with _LOCK:
+        return key is not None and key in _COUNT
+
+
+def read_header(p: Path, n: int) -> bytes | None:
+    """The first ``n`` bytes of the file at ``p``; None when a connection of this process
+    has it open (closing a descriptor would drop that connection's locks; it is SQLite's).
+
+    OSError propagates (the caller names the file).
+    """
+    key = _key(p)
+    with _LOCK:  # no connection of this process opens the file meanwhile
+        if key is not None and key in _COUNT:
+            return None
+        with p.open("rb") as f:
+            return f.read(n)
+
+
+def connect(p: Path, uri: str, **kwargs: Any) -> sqlite3.Connection:
+    """``sqlite3.connect(uri, uri=True, **kwargs)`` for the file at ``p``, counted before
+    it exists, so no header read of this process overlaps it."""
+    key = _key(p)
+    if key is None:  # gone meanwhile: SQLite names the problem
+        conn: sqlite3.Connection = sqlite3.connect(uri, uri=True, **kwargs)
+        return conn
+    with _LOCK:
+        _COUNT[key] = _COUNT.get(key, 0) + 1
+    try:
+        conn = sqlite3.connect(uri, uri=True, **kwargs)
+    except BaseException:
+        with _LOCK:
+            _uncount(key)
+        raise
+    with _LOCK:
+        _OPEN[id(conn)] = (conn, key)
+    return conn
+
+
+def close(conn: sqlite3.Connection) -> None:
+    """Close ``conn`` and uncount it (idempotent; any connection may be passed)."""
+    with _LOCK:
+        entry = _OPEN.pop(id(conn), None)
+    try:
+        conn.close()
+    finally:
+        if entry is not None:
+            with _LOCK:
+                _uncount(entry[1])
+
+
+def _uncount(key: _Key) -> None:
+    left = _COUNT.get(key, 0) - 1
+    if left > 0:
+        _COUNT[key] = left
+    else:
+        _COUNT.pop(key, None)

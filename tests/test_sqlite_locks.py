@@ -1,0 +1,139 @@
+"""A second handle on a ledger never drops the first one's SQLite locks (audit 2, finding 0).
+
+POSIX locks belong to a (process, file) pair: closing any descriptor of the file drops
+them all. Opening a second ``Ledger`` on a file read its header with ``open()``/``close()``
+— and a read handle opened ``immutable`` closed its descriptor outside SQLite's
+bookkeeping — so the process's write connection lost its locks. Another process's
+release then took itself for the last user, checkpointed and deleted the live WAL; the
+first process kept committing into the deleted WAL and approved an allocation the other
+had spent, and one of the two entries was lost while ``verify`` said ok.
+
+Here the other process is real (a subprocess); each test asserts the WAL survives, the
+allocation is spent once, and every entry is in the file afterwards.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from factories import SPATIAL
+
+import dpledger as dl
+from dpledger.errors import NotALedger
+from dpledger.ledger import sqlite_files
+from dpledger.service.keys import Scopes
+from dpledger.service.store import ServiceStore
+
+COVERAGE = {"metric": "coverage", "region": "na", "cohort": 2400,
+            "edges_version": "coverage-cells/v1"}  # fmt: skip
+VALUE = [1.0] * 6
+OTHER = """
+import sys, warnings
+warnings.simplefilter("ignore")
+import dpledger as dl
+p = dl.Policy.load(sys.argv[1])
+with dl.Ledger.open(sys.argv[2], p) as ledger:
+    try:
+        ledger.release(dl.ReleaseRequest(epoch=int(sys.argv[3]), metric="coverage", region="na",
+                       cohort=2400, edges_version="coverage-cells/v1"), [1.0] * 6)
+        print("released")
+    except dl.BudgetExceeded:
+        print("refused")
+"""
+
+
+def other_process_releases(path: Path, epoch: int) -> str:
+    """Release coverage/na in ``epoch`` from another process: 'released' or 'refused'."""
+    done = subprocess.run(
+        [sys.executable, "-c", OTHER, str(SPATIAL), str(path), str(epoch)],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    return done.stdout.strip()
+
+
+def release(ledger: dl.Ledger, epoch: int) -> str:
+    try:
+        ledger.release(dl.ReleaseRequest(epoch=epoch, **COVERAGE), VALUE)  # type: ignore[arg-type]
+    except dl.BudgetExceeded:
+        return "refused"
+    return "released"
+
+
+def coverage_entries(path: Path) -> int:
+    with dl.Ledger.open(path, dl.Policy.load(SPATIAL), mode="read") as ledger:
+        assert ledger.verify().ok
+        return sum(e.draft.metric == "coverage" for e in ledger.entries())
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    p = tmp_path / "l.db"
+    with dl.Ledger.open(p, dl.Policy.load(SPATIAL), mode="create") as ledger:
+        ledger.init()
+    assert not Path(f"{p}-wal").exists()  # closed: nobody has it open
+    return p
+
+
+def test_a_second_handle_keeps_the_first_ones_locks(path: Path) -> None:
+    policy = dl.Policy.load(SPATIAL)
+    with dl.Ledger.open(path, policy) as writer:
+        assert release(writer, 0) == "released"
+        with dl.Ledger.open(path, policy, mode="read"):  # read the header: drop no locks
+            assert other_process_releases(path, 1) == "released"
+            assert Path(f"{path}-wal").exists()  # the other process knew it was not alone
+            assert release(writer, 1) == "refused"  # it sees the other's spend
+            assert release(writer, 2) == "released"
+            assert other_process_releases(path, 2) == "refused"
+    assert coverage_entries(path) == 3  # none lost
+
+
+def test_an_immutable_read_handle_closed_first_keeps_the_writers_locks(path: Path) -> None:
+    policy = dl.Policy.load(SPATIAL)
+    reader = dl.Ledger.open(path, policy, mode="read")  # no -wal/-shm: opened immutable
+    reader.entries()
+    with dl.Ledger.open(path, policy) as writer:
+        assert release(writer, 0) == "released"
+        reader.close()  # SQLite defers closing its descriptor while the writer holds locks
+        assert other_process_releases(path, 1) == "released"
+        assert Path(f"{path}-wal").exists()
+        assert release(writer, 1) == "refused"
+        assert release(writer, 2) == "released"
+        assert other_process_releases(path, 2) == "refused"
+    assert not sqlite_files.held(path)
+    assert coverage_entries(path) == 3
+
+
+KEYS_OTHER = """
+import sys
+from dpledger.service.keys import Scopes
+from dpledger.service.keys import Scopes
+from dpledger.service.store import ServiceStore
+with ServiceStore.open(sys.argv[1]) as store:
+    store.create_key("other", Scopes(("read",), None, None))
+"""
+
+
+def test_a_second_key_store_handle_keeps_the_first_ones_locks(tmp_path: Path) -> None:
+    keys = tmp_path / "l.keys.db"
+    with ServiceStore.open(str(keys), create=True) as service:  # a running service's store
+        service.create_key("mine", Scopes(("read",), None, None))
+        ServiceStore.open(str(keys)).close()  # a second handle: its header is not re-read
+        subprocess.run([sys.executable, "-c", KEYS_OTHER, str(keys)], check=True, timeout=120)
+        assert Path(f"{keys}-wal").exists()  # the other process knew it was not alone
+        service.create_key("mine-too", Scopes(("read",), None, None))
+        assert sorted(k.name for k in service.list_keys()) == ["mine", "mine-too", "other"]
+    assert not sqlite_files.held(keys)
+    with ServiceStore.open(str(keys), read_only=True) as after:
+        assert len(after.list_keys()) == 3
+
+
+def test_a_header_is_read_only_when_no_connection_holds_the_file(tmp_path: Path) -> None:
+    p = tmp_path / "x.bin"
+    p.write_bytes(b"not sqlite at all")
+    assert sqlite_files.read_header(p, 6) == b"not sq"
+    with pytest.raises(NotALedger):
+        dl.Ledger.open(p, dl.Policy.load(SPATIAL))
+    assert p.read_bytes() == b"not sqlite at all"
