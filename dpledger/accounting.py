@@ -9,6 +9,7 @@ Conversions: summed ρ to (ε, δ) via OpenDP, and PLD (ε, δ) via dp_accountin
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -23,6 +24,7 @@ from dpledger.types import Budget
 
 __all__ = [
     "PLD_MAX_EPSILON",
+    "PLD_MIN_EPSILON",
     "BudgetCheck",
     "EpochSpend",
     "allocation_loss",
@@ -32,6 +34,7 @@ __all__ = [
     "check_budget",
     "client_loss",
     "pld_epsilon",
+    "pld_installed",
     "regions_in_view",
     "scope_label",
     "spent_by_scope",
@@ -211,7 +214,8 @@ def zcdp_epsilon(rho: Fraction, delta: float) -> float:
     map is at least ``rho``, so the conversion never understates the loss.
 
     OpenDP's conversion overflows (``exp`` of ε) past ρ ≈ 7·10⁴ at every δ, a loss a
-    ledger can reach by summing epochs; above :data:`_OPENDP_RHO_LIMIT` the closed form
+    ledger can reach by summing epochs, and below ρ ≈ 5e-309; above
+    :data:`_OPENDP_RHO_LIMIT` and below :data:`_OPENDP_RHO_FLOOR` the closed form
     ρ + 2√(ρ·ln(1/δ)) (Bun & Steinke 2016, Prop. 1.3), also a valid (ε, δ) bound, is
     returned instead, rounded up (within 1e-4 relative of OpenDP's there).
     """
@@ -219,7 +223,7 @@ def zcdp_epsilon(rho: Fraction, delta: float) -> float:
         raise InvalidInput(f"delta must be in (0, 1), got {delta!r}")
     if rho <= 0:
         return 0.0
-    if rho > _OPENDP_RHO_LIMIT:
+    if rho > _OPENDP_RHO_LIMIT or rho < _OPENDP_RHO_FLOOR:
         return zcdp_epsilon_bound(rho, delta)
     meas = dp.m.make_gaussian(
         dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float), scale=1.0
@@ -234,6 +238,10 @@ def zcdp_epsilon(rho: Fraction, delta: float) -> float:
 _OPENDP_RHO_LIMIT = Fraction(50_000)
 """Above this ρ :func:`zcdp_epsilon` uses the closed form: OpenDP 0.16's conversion
 overflows from ρ = 70,284 at any δ (measured)."""
+_OPENDP_RHO_FLOOR = Fraction(1, 10**300)
+"""Below this ρ :func:`zcdp_epsilon` uses the closed form too: the input distance √(2ρ)
+nears the smallest double and OpenDP 0.16's conversion overflows (from ρ ≈ 5e-309, a
+pure ε ≈ 1e-154, which a policy accepts)."""
 
 
 def zcdp_epsilon_bound(rho: Fraction, delta: float) -> float:
@@ -255,10 +263,22 @@ the loss (a single Laplace release at ε = 100 takes ~0.5 GB and seconds; at ε 
 needs ~30 GB), and a loss past 100 is no guarantee a PLD view could tighten usefully."""
 
 
+PLD_MIN_EPSILON = 1e-6
+""":func:`pld_epsilon` gives no view (None) when the composed loss is below this ε: the
+accountant's 1e-4 grid cannot resolve it (the basic and zCDP views are tighter there), and
+dp_accounting fails on the noise multipliers of such losses (an IndexError at an infinite
+one, OverflowError for a Gaussian's above ~1e200): any multiplier above 1e100 gives None."""
+
+
+def pld_installed() -> bool:
+    """Whether dp_accounting (the ``pld`` extra) can be imported, for the PLD view."""
+    return importlib.util.find_spec("dp_accounting") is not None
+
+
 def pld_epsilon(facts: Iterable[MechanismFacts], delta: float) -> float | None:
     """ε at ``delta`` by dp_accounting's PLD accountant; None if it is not installed, or if
-    the composed loss could exceed :data:`PLD_MAX_EPSILON` (basic ε of the Laplace
-    releases plus the closed-form ε of the Gaussians' ρ)."""
+    the composed loss (basic ε of the Laplace releases plus the closed-form ε of the
+    Gaussians' ρ) lies outside [:data:`PLD_MIN_EPSILON`, :data:`PLD_MAX_EPSILON`]."""
     try:
         import dp_accounting
         from dp_accounting.pld import pld_privacy_accountant
@@ -272,7 +292,9 @@ def pld_epsilon(facts: Iterable[MechanismFacts], delta: float) -> float | None:
     laplace = sum(n / m for (kind, m), n in counts.items() if kind == "laplace")
     rho = sum(n / (2 * m * m) for (kind, m), n in counts.items() if kind != "laplace")
     gaussian = rho + 2 * math.sqrt(rho * math.log(1 / delta)) if rho > 0 else 0.0
-    if not laplace + gaussian <= PLD_MAX_EPSILON:
+    if not PLD_MIN_EPSILON <= laplace + gaussian <= PLD_MAX_EPSILON:
+        return None
+    if not all(m <= 1e100 for _, m in counts):  # inf, or beyond what dp_accounting takes
         return None
     acc = pld_privacy_accountant.PLDAccountant()
     for (kind, multiplier), n in sorted(counts.items()):

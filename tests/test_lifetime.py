@@ -159,3 +159,54 @@ def test_pure_ledger_pld_view_never_exceeds_the_exact_epsilon_even_at_a_tiny_del
             assert life.epsilon_pld <= float(life.epsilon_basic or 0)
             assert math.isfinite(life.epsilon_pld)
             assert life.as_dict()["epsilon_pld"] == life.epsilon_pld
+
+
+TINY = """name = "tiny"
+version = "1"
+neighbouring = "replace"
+definition = "pure"
+epoch_epsilon = "{eps}"
+eval_fraction = "1"
+[regions]
+names = ["a"]
+[metrics.m]
+kind = "scalar_mean"
+epsilon = "{eps}"
+clip = {{ low = "0", high = "1", source = "t" }}
+"""
+
+
+@pytest.mark.parametrize("eps", ["1e-150", "1e-154", "1e-300", "2.2250738585072014e-308"])
+def test_the_lifetime_views_of_a_tiny_epsilon_are_finite_and_typed(
+    tmp_path: Path, eps: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ρ = ε²/2 underflowed OpenDP's zCDP conversion (an OpenDPException, exit 3) from
+    ε ≈ 1e-154, which a policy accepts; dp_accounting raised IndexError on the infinite
+    noise multiplier. Now the closed form bounds the zCDP view and the PLD view is none."""
+    import warnings
+
+    from dpledger.cli.main import main
+
+    (tmp_path / "p.toml").write_text(TINY.format(eps=eps))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # eval_fraction 1 is outside the usual range
+        p = Policy.load(tmp_path / "p.toml")
+    with Ledger.open(tmp_path / "l.db", p, mode="create") as ledger:
+        ledger.release(ReleaseRequest(epoch=0, metric="m", region="a", cohort=1), 0.5)
+        life = ledger.lifetime("a")
+    assert life.epsilon_basic == Fraction(eps)
+    assert life.epsilon_pld is None
+    assert 0 <= life.epsilon_zcdp < 1e-100
+    assert life.epsilon_zcdp >= zcdp_epsilon(Fraction(0), 1e-6)
+    argv = ["ledger", "lifetime", "--policy", str(tmp_path / "p.toml"), "--ledger",
+            str(tmp_path / "l.db")]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "PLD ε = none (the loss is outside the accountant's" in out
+
+
+def test_zcdp_epsilon_is_an_upper_bound_on_both_sides_of_its_tiny_floor() -> None:
+    """Below the floor the closed form ρ + 2√(ρ·ln(1/δ)) is used: never below OpenDP's."""
+    for rho in (Fraction(1, 10**290), Fraction(1, 10**299)):
+        assert zcdp_epsilon(rho, 1e-6) >= 0.0
+    assert zcdp_epsilon(Fraction(1, 10**301), 1e-6) >= 2 * math.sqrt(1e-301 * math.log(1e6))

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from dpledger.accounting import PLD_MAX_EPSILON, PLD_MIN_EPSILON, pld_installed
 from dpledger.cli.main import (
     EXIT_OK,
     EXIT_REFUSED,
@@ -30,7 +31,7 @@ from dpledger.errors import (
     NotALedger,
     StoreError,
 )
-from dpledger.ledger import Ledger
+from dpledger.ledger import Ledger, sqlite_files
 from dpledger.ledger.lifetime import Lifetime
 from dpledger.ledger.records import VerifyReport
 from dpledger.ledger.sqlite import is_damage
@@ -224,12 +225,11 @@ def _export_target(args: argparse.Namespace) -> Path:
 
 
 def _is_sqlite(p: Path) -> bool:
-    """Whether the regular file ``p`` starts with SQLite's header (read, never written)."""
-    fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        return os.read(fd, len(_SQLITE_HEADER)) == _SQLITE_HEADER
-    finally:
-        os.close(fd)
+    """Whether the regular file ``p`` starts with SQLite's header (read, never written;
+    a file this process holds open in SQLite is one, and is not read: that would drop
+    its locks)."""
+    header = sqlite_files.read_header(p, len(_SQLITE_HEADER))
+    return header is None or header == _SQLITE_HEADER
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
@@ -263,11 +263,12 @@ def _cmd_lifetime(args: argparse.Namespace) -> int:
 
 
 def _lifetime_text(life: Lifetime, delta: float) -> str:
-    pld = (
-        "not installed (pip install 'dpledger[pld]')"
-        if life.epsilon_pld is None
-        else f"{life.epsilon_pld:.6g}"
-    )
+    if life.epsilon_pld is not None:
+        pld = f"{life.epsilon_pld:.6g}"
+    elif pld_installed():
+        pld = f"none (the loss is outside the accountant's {PLD_MIN_EPSILON:g}–{PLD_MAX_EPSILON:g})"
+    else:
+        pld = "not installed (pip install 'dpledger[pld]')"
     who = "a client" if life.privacy_unit == "client" else "one person's records"
     head = f"lifetime loss of {who} of region {life.region} over {life.releases} releases"
     if life.method == "basic":
