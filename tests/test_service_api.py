@@ -493,3 +493,29 @@ def test_a_body_naming_a_key_twice_is_a_422_not_the_last_value(
         assert r.json()["error"] == "invalid_input"
         assert "appears twice" in r.json()["message"]
     assert snapshot(site.ledger) == before
+
+
+def test_budget_views_read_the_budget_of_the_policy_an_epoch_is_bound_to(
+    site: Site, tmp_path: Path
+) -> None:
+    """Served with a v2 whose ε_eval is 10×, epoch 0 (bound to v1) showed v2's budget
+    left (audit 2, finding 3)."""
+    from dpledger.approval import ReleaseRequest
+    from dpledger.policy import Policy
+    from dpledger.service.state import Settings
+
+    with Ledger.open(site.ledger, site.policy) as led:
+        led.release(ReleaseRequest(**request()), 800.0)  # epoch 0 opened under v1 (ε_eval 1)
+    text = site.policy_path.read_text().replace('version = "1"', 'version = "2"')
+    v2 = Policy.from_toml(text.replace('epoch_epsilon = "4"', 'epoch_epsilon = "40"'), source="v2")
+    assert v2.eval_budget == 10 * site.policy.eval_budget
+    served = create_app(Settings(ledger=site.ledger, policy=v2))
+    try:
+        epoch0 = call(served, "GET", "/v1/budget/0", headers=site.auth("reader")).json()
+        assert epoch0["eval_budget"]["amount"] == "1"
+        rows = {row["region"]: row for row in epoch0["regions"]}
+        assert rows["north"]["remaining"]["amount"] == "9/10"
+        epoch1 = call(served, "GET", "/v1/budget/1", headers=site.auth("reader")).json()
+        assert epoch1["eval_budget"]["amount"] == "10"  # not opened: the served policy's
+    finally:
+        served.state.service.close()

@@ -318,40 +318,60 @@ class Ledger:
             return EpochSpend.empty()
         return self._store.epoch_spend(_epoch(epoch))
 
+    def epoch_policy(self, epoch: int) -> Policy | None:
+        """The policy ``epoch`` is bound to (its first release's, as recorded), or None
+        while the epoch has no release. Its budget, unit and regions are the epoch's:
+        a release in it under another policy version is refused (``epoch_policy``)."""
+        epoch = _epoch(epoch)
+        if not self._exists():
+            return None
+        bound = self._store.epoch_policy(epoch)
+        return None if bound is None else self._writer.policy_of(bound[0])
+
+    def _budget_policy(self, epoch: int) -> Policy:
+        """The policy whose budget ``epoch``'s views read: the bound one, else this one."""
+        return self.epoch_policy(epoch) or self.policy
+
     def spent(self, epoch: int, region: str = ALL) -> Budget:
         """Exact ε (ρ under zCDP) a client of ``region`` has lost in ``epoch``.
 
         Everything that touched such a client: its region's releases plus the global
         ones. ``region="*"`` (the default) gives the worst region's client. An unknown
-        region is an error, not a full budget.
+        region is an error, not a full budget. In the unit of the policy the epoch is
+        bound to (:meth:`epoch_policy`).
         """
-        self._known_region(region)
-        return Budget(client_loss(self._spend(epoch).by_scope(), region), self.policy.unit)
+        policy = self._budget_policy(epoch)
+        self._known_region(region, policy)
+        return Budget(client_loss(self._spend(epoch).by_scope(), region), policy.unit)
 
     def metric_spent(self, epoch: int, region: str, metric: str) -> Budget:
         """The part of :meth:`spent` that metric ``metric`` used (its allocation's use)."""
-        self._known_region(region)
-        self.policy.metric(metric)
+        policy = self._budget_policy(epoch)
+        self._known_region(region, policy)
+        policy.metric(metric)
         loss = client_loss(self._spend(epoch).of_metric(metric), region)
-        return Budget(loss, self.policy.unit)
+        return Budget(loss, policy.unit)
 
-    def _known_region(self, region: str) -> None:
+    def _known_region(self, region: str, policy: Policy | None = None) -> None:
+        policy = policy or self.policy
         if not isinstance(region, str):
             raise InvalidInput(f"region must be a string, got {region!r}")
-        if region != ALL and not self.policy.regions.admits(region):
-            names = list(self.policy.regions.names) or "any valid name (open regions)"
+        if region != ALL and not policy.regions.admits(region):
+            names = list(policy.regions.names) or "any valid name (open regions)"
             raise InvalidInput(f"unknown region {region!r}; this policy's regions: {names}")
 
     def remaining(self, epoch: int, region: str = ALL) -> Budget:
-        """What a client of ``region`` has left of the epoch's evaluation allocation."""
-        return Budget(self.policy.eval_budget, self.policy.unit) - self.spent(epoch, region)
+        """What a client of ``region`` has left of the epoch's evaluation allocation: that
+        of the policy the epoch is bound to (:meth:`epoch_policy`), else this ledger's."""
+        policy = self._budget_policy(epoch)
+        return Budget(policy.eval_budget, policy.unit) - self.spent(epoch, region)
 
     def spent_by_region(self, epoch: int) -> dict[str, Budget]:
         """The epoch's raw spend per region (``"*"`` = global releases), summed over metrics.
 
         Not a client's loss: a client of region r has lost ``spent(epoch, r)``.
         """
-        unit = self.policy.unit
+        unit = self._budget_policy(epoch).unit
         return {r: Budget(v, unit) for r, v in self._spend(epoch).by_scope().items()}
 
     def spent_by_scope(self, epoch: int) -> dict[str, Budget]:

@@ -290,6 +290,14 @@ def plan(
             f"not this {policy.name} {policy.version}: its releases will be checked "
             "against the ledger's policy"
         )
+    bound_to = getattr(ledger, "epoch_policy", None)
+    bound = bound_to(epoch) if callable(bound_to) else None
+    if isinstance(bound, Policy) and bound.content_hash != policy.content_hash:
+        raise InvalidInput(
+            f"epoch {epoch} is bound to policy {bound.name} {bound.version} (its first "
+            f"release), so every release in it under {policy.name} {policy.version} is "
+            "refused: plan it with that policy, or plan an epoch not opened yet"
+        )
     calibrated = {m: _facts(policy, m, rounds) for m in policy.metrics}
     regions = []
     for region, n in cohort_of.items():

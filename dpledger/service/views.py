@@ -98,12 +98,9 @@ def budget(epoch: Epoch, request: Request) -> EpochBudget:
             for r in _regions(state, ledger, epoch)
         ]
         opened = epoch in ledger.epochs()
-    eval_budget = budget_out(_eval_budget(state))
+        policy = ledger.epoch_policy(epoch) or state.policy  # the epoch's own budget
+    eval_budget = budget_out(Budget(policy.eval_budget, policy.unit))
     return EpochBudget(epoch=epoch, opened=opened, eval_budget=eval_budget, regions=rows)
-
-
-def _eval_budget(state: ServiceState) -> Budget:
-    return Budget(state.policy.eval_budget, state.policy.unit)
 
 
 @router.get(
@@ -118,9 +115,10 @@ def region_budget(epoch: Epoch, region: Region, request: Request) -> RegionDetai
     state = service_state(request)
     _known_region(state, region)
     with state.ledger() as ledger:
+        bound = ledger.epoch_policy(epoch) or state.policy  # the epoch's own metrics
         metrics = [
             MetricSpend(metric=m, spent=budget_out(ledger.metric_spent(epoch, region, m)))
-            for m in state.policy.metrics
+            for m in bound.metrics
         ]
         return RegionDetail(
             epoch=epoch,
