@@ -137,6 +137,30 @@ def test_one_release_id_twice_in_a_round_is_one_release_or_a_conflict(
     assert len(ledger) == 2
 
 
+def test_a_partial_round_returns_a_release_id_conflict_as_its_verdict(
+    store: StoreUnderTest,
+) -> None:
+    """``partial=True`` returns every refused request as its Verdict: a reused release id
+    (within the call, or of a recorded release) aborted the whole round (audit 2, 9)."""
+    ledger = store.open()
+    ledger.release(req("loss", "a", rid="old"), 30.0)
+    items = [
+        (req("loss", "a", rid="u"), 30.0),
+        (req("loss", "b", rid="u"), 30.0),  # the same id for another request
+        (req("hist5", "b", rid="old"), AGG["hist5"]),  # a recorded id for another request
+        (req("hist5", "a"), AGG["hist5"]),
+    ]
+    result = ledger.release_round(items, partial=True)
+    kinds = [type(o).__name__ for o in result.outcomes]
+    assert kinds == ["Release", "Verdict", "Verdict", "Release"]
+    for refused in result.refusals:
+        assert [c.name for c in refused.failures] == ["release_id"]
+    assert len(ledger) == 3
+    with pytest.raises(ReleaseIdConflict):  # all or nothing: the same round raises
+        store.open().release_round(items[1:3])
+    assert len(ledger) == 3
+
+
 @pytest.mark.parametrize("partial", [1, 0, "yes", None, np.bool_(True)])
 def test_partial_must_be_a_real_bool(store: StoreUnderTest, partial: object) -> None:
     ledger = store.open(PER_METRIC)

@@ -231,10 +231,10 @@ class Writer:
                 outcomes[i] = found.verdict
             else:
                 raise refusal(found.verdict)
-        twins = self._twins(prepared, principal)
-        for i in twins:
-            del prepared[i]
-        outcomes.update(self._retries(prepared, principal))
+        twins = self._twins(prepared, principal, partial, outcomes)
+        for i in [*twins, *outcomes]:
+            prepared.pop(i, None)
+        outcomes.update(self._retries(prepared, principal, partial))
         for i in outcomes:
             prepared.pop(i, None)
         if prepared:
@@ -243,11 +243,18 @@ class Writer:
             outcomes[i] = outcomes[first]
         return tuple(outcomes[i] for i in range(len(items)))
 
-    def _twins(self, prepared: dict[int, Prepared], principal: str | None) -> dict[int, int]:
+    def _twins(
+        self,
+        prepared: dict[int, Prepared],
+        principal: str | None,
+        partial: bool,
+        outcomes: dict[int, Outcome],
+    ) -> dict[int, int]:
         """Repeats of a release id within one call: each maps to the first request.
 
         A repeat of the same request and aggregate is a retry of the first (it gets the
-        same release); anything else under the same id is :class:`ReleaseIdConflict`.
+        same release); anything else under the same id is :class:`ReleaseIdConflict`
+        (with ``partial``, its refused verdict goes into ``outcomes``).
         """
         first: dict[str, int] = {}
         twins: dict[int, int] = {}
@@ -263,21 +270,35 @@ class Writer:
                 original.verdict.request, principal
             ) and np.array_equal(p.values, original.values)
             if not same:
-                raise ReleaseIdConflict(id_conflict(p.verdict.request, self.policy.unit))
+                conflict = id_conflict(p.verdict.request, self.policy.unit)
+                if not partial:
+                    raise ReleaseIdConflict(conflict)
+                outcomes[i] = conflict
+                continue
             twins[i] = first[rid]
         return twins
 
-    def _retries(self, prepared: dict[int, Prepared], principal: str | None) -> dict[int, Outcome]:
-        """Requests whose release id is already recorded, answered from the record."""
+    def _retries(
+        self, prepared: dict[int, Prepared], principal: str | None, partial: bool
+    ) -> dict[int, Outcome]:
+        """Requests whose release id is already recorded, answered from the record (with
+        ``partial``, a conflicting one as its refused verdict)."""
         ids = [rid for p in prepared.values() if (rid := p.verdict.request.release_id)]
         if not ids or not self._exists():
             return {}
         found = self._store.find_releases(ids)
-        return {
-            i: self.replay(p, found[rid], principal)
-            for i, p in prepared.items()
-            if (rid := p.verdict.request.release_id) in found
-        }
+        out: dict[int, Outcome] = {}
+        for i, p in prepared.items():
+            rid = p.verdict.request.release_id
+            if rid not in found:
+                continue
+            try:
+                out[i] = self.replay(p, found[rid], principal)
+            except ReleaseIdConflict as e:
+                if not partial or e.verdict is None:
+                    raise
+                out[i] = e.verdict
+        return out
 
     def _commit(
         self, prepared: dict[int, Prepared], partial: bool, principal: str | None
