@@ -59,8 +59,10 @@ __all__ = [
     "calibrate",
     "cohort_floor",
     "cohort_floor_for_scale",
+    "cohort_floor_of",
     "error_bar",
     "error_bar_for_scale",
+    "error_bar_of",
     "float_up",
     "l1_sensitivity",
     "l2_sensitivity",
@@ -100,6 +102,15 @@ class MechanismFacts:
     k: int | None = None  # OpenDP's discretisation exponent; None = its default
     privacy_unit: PrivacyUnit = "client"  # whom the sensitivity is of (added later)
     records: int = 1  # elements one privacy unit holds: max_records_per_person, or 1
+
+    @property
+    def grid_slack(self) -> float:
+        """The most OpenDP's output grid 2^k adds to a coordinate's error, in the sum's
+        units: the sum is rounded onto the grid (≤ one step) and the discrete noise's
+        quantile lies at most one step beyond the continuous one's; 2 steps in all.
+        Negligible unless the noise scale nears the grid (Δ/ε ≲ 1e-9 at k = -40);
+        0 for k None (OpenDP's default, the finest grid)."""
+        return 0.0 if self.k is None else math.ldexp(2.0, self.k)
 
     def __post_init__(self) -> None:
         if self.mechanism not in ("laplace", "gaussian"):
@@ -304,12 +315,28 @@ def bar_factor(bar: BarKind, mechanism: MechanismKind = "laplace") -> float:
 
 
 def error_bar_for_scale(
-    scale: float, n: int, bar: BarKind = "ci95", mechanism: MechanismKind = "laplace"
+    scale: float,
+    n: int,
+    bar: BarKind = "ci95",
+    mechanism: MechanismKind = "laplace",
+    slack: float = 0.0,
 ) -> float:
-    """Error bar on a per-client mean (a sum divided by the cohort ``n``)."""
+    """Error bar on a per-client mean (a sum divided by the cohort ``n``); ``slack`` is
+    added to the sum's half-width (:attr:`MechanismFacts.grid_slack`)."""
     if n <= 0:
         raise InvalidInput(f"cohort n must be ≥ 1, got {n}")
-    return bar_factor(bar, mechanism) * scale / n
+    return (bar_factor(bar, mechanism) * scale + slack) / n
+
+
+def error_bar_of(facts: MechanismFacts, n: int, bar: BarKind = "ci95") -> float:
+    """The error bar a release of these calibrated facts reports over ``n`` (1 for a
+    vector's coordinate), OpenDP's output grid included."""
+    return error_bar_for_scale(facts.scale, n, bar, facts.mechanism, facts.grid_slack)
+
+
+def cohort_floor_of(facts: MechanismFacts, target: float, bar: BarKind = "ci95") -> int:
+    """The least cohort whose :func:`error_bar_of` is ≤ ``target``."""
+    return cohort_floor_for_scale(facts.scale, target, bar, facts.mechanism, facts.grid_slack)
 
 
 def _amount(
@@ -383,7 +410,11 @@ def cohort_floor(
 
 @functools.lru_cache(maxsize=4096)
 def cohort_floor_for_scale(
-    scale: float, target: float, bar: BarKind = "ci95", mechanism: MechanismKind = "laplace"
+    scale: float,
+    target: float,
+    bar: BarKind = "ci95",
+    mechanism: MechanismKind = "laplace",
+    slack: float = 0.0,
 ) -> int:
     """The smallest ``n`` whose :func:`error_bar_for_scale` is ≤ ``target`` at this scale.
 
@@ -392,14 +423,14 @@ def cohort_floor_for_scale(
     """
     if not (math.isfinite(target) and target > 0):
         raise InvalidInput(f"target error bar must be finite and > 0, got {target!r}")
-    ratio = bar_factor(bar, mechanism) * scale / target
+    ratio = (bar_factor(bar, mechanism) * scale + slack) / target
     if not math.isfinite(ratio) or ratio > 2**62:
         raise InvalidInput(
             f"no cohort reaches the target {target!r} at noise scale {scale!r}: the floor "
             "would exceed 2**62 clients"
         )
     floor = least_integer(
-        lambda n: error_bar_for_scale(scale, n, bar, mechanism) <= target,
+        lambda n: error_bar_for_scale(scale, n, bar, mechanism, slack) <= target,
         1,
         2**63,
         max(1, math.ceil(ratio)),  # the closed form: exact up to float rounding

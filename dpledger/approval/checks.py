@@ -120,9 +120,9 @@ def costing(policy: Policy, metric: str, cohort: int) -> Costing:
     if spec.target is None:
         check = Check("cohort_floor", True, "no error-bar target declared")
         return Costing(check, facts, charge, None, Budget(charge, unit))
-    floor = mech.cohort_floor_for_scale(facts.scale, spec.target, spec.bar, facts.mechanism)
+    floor = mech.cohort_floor_of(facts, spec.target, spec.bar)
     ok = cohort >= floor
-    bar = mech.error_bar_for_scale(facts.scale, cohort, spec.bar, facts.mechanism)
+    bar = mech.error_bar_of(facts, cohort, spec.bar)
     counted = policy.counted
     check = Check(
         "cohort_floor",

@@ -257,7 +257,8 @@ class Release:
     ) -> Release:
         """Build from the committed noisy sum; means and bars are post-processing."""
         n = request.cohort
-        bar_value = bar_factor * facts.scale / (n if kind == "scalar_mean" else 1)
+        per = n if kind == "scalar_mean" else 1  # a mean's bar, or each coordinate's
+        bar_value = (bar_factor * facts.scale + facts.grid_slack) / per  # the grid included
         return cls(
             request=request,
             entry_id=entry_id,

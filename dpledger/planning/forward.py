@@ -5,7 +5,7 @@ these cohort sizes, what ε does each release cost, how wide is each error bar, 
 regions clear their cohort floors, and how much of the epoch's evaluation budget is
 used and left?" It uses the very functions the approval check uses
 (:func:`dpledger.mechanisms.mechanism_facts`, :func:`dpledger.mechanisms.cohort_floor`,
-:func:`dpledger.mechanisms.error_bar_for_scale`) and the ledger's exact budget rule,
+:func:`dpledger.mechanisms.error_bar_of`) and the ledger's exact budget rule,
 so a release the plan calls publishable is one ``Ledger.check`` approves.
 
 Inverse planning (the budget a target needs) lives in :mod:`dpledger.planning.inverse`.
@@ -408,9 +408,7 @@ def _plan_region(
                 else facts.sensitivity,
                 noise_scale=None if facts is None else facts.scale,
                 bar=spec.bar,
-                error_bar=None
-                if facts is None
-                else mech.error_bar_for_scale(facts.scale, n, spec.bar, facts.mechanism),
+                error_bar=None if facts is None else mech.error_bar_of(facts, n, spec.bar),
                 target=spec.target,
                 cohort_floor=floors[name],
                 rounds=rounds,
@@ -433,7 +431,7 @@ def _plan_region(
 
 def _floor(facts: mech.MechanismFacts, target: float, bar: BarKind) -> int:
     """The approval check's cohort floor for this calibrated mechanism."""
-    return mech.cohort_floor_for_scale(facts.scale, target, bar, facts.mechanism)
+    return mech.cohort_floor_of(facts, target, bar)
 
 
 def _allowed(policy: Policy, charge: Fraction, rounds: int, used: Fraction) -> int:

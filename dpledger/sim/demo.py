@@ -26,7 +26,7 @@ import numpy.typing as npt
 from dpledger.approval import ReleaseRequest, Verdict
 from dpledger.errors import InvalidInput, ReleaseRefused
 from dpledger.ledger import Ledger, Release
-from dpledger.mechanisms import cohort_floor_for_scale, mechanism_facts
+from dpledger.mechanisms import cohort_floor_of, mechanism_facts
 from dpledger.metrics import spatial
 from dpledger.metrics.declarations import SPATIAL_DECLARATIONS, Bounds
 from dpledger.metrics.secure_sum import FixedPoint, exact_sum
@@ -133,7 +133,7 @@ def _easiest_floor(policy: Policy) -> int | None:
             floors.append(1)
             continue
         facts, _ = mechanism_facts(policy, name)
-        floors.append(cohort_floor_for_scale(facts.scale, spec.target, spec.bar, facts.mechanism))
+        floors.append(cohort_floor_of(facts, spec.target, spec.bar))
     return min(floors, default=None)
 
 
