@@ -18,7 +18,15 @@ from typing import Any
 
 from dpledger.errors import DpLedgerError, InvalidInput
 
-__all__ = ["check_path_text", "check_regular_file", "read_bounded", "strict_json"]
+__all__ = [
+    "SQLITE_SIDECARS",
+    "check_path_text",
+    "check_regular_file",
+    "check_sidecars",
+    "check_sqlite_name",
+    "read_bounded",
+    "strict_json",
+]
 
 Fail = Callable[[str], DpLedgerError]
 """Builds the caller's typed error from a problem ("is a directory", "larger than …")."""
@@ -96,6 +104,111 @@ def check_path_text(path: str | Path, what: str = "ledger path") -> str:
             "UTF-8 name (a ledger path is stored and opened as UTF-8 text)"
         ) from None
     return text
+
+
+SQLITE_SIDECARS = ("-wal", "-shm", "-journal")
+"""The suffixes SQLite appends to a database's name for its own files beside it."""
+_KIND = {"-wal": "write-ahead log", "-shm": "shared-memory index", "-journal": "rollback journal"}
+_SQLITE_HEADER = b"SQLite format 3\x00"
+_WAL_MAGIC = (b"\x37\x7f\x06\x82", b"\x37\x7f\x06\x83")
+_SHM_VERSION = (b"\x00\x00\x00\x00", (3007000).to_bytes(4, "little"), (3007000).to_bytes(4, "big"))
+_JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")
+
+
+def _real_path(path: str) -> str:
+    """``path`` with symlinks resolved, as SQLite resolves it to name its own files."""
+    try:
+        return str(Path(path).resolve())
+    except (OSError, RuntimeError):  # a loop or a name too long: SQLite fails on it too
+        return path
+
+
+def check_sqlite_name(path: str, what: str = "ledger path") -> str:
+    """``path`` unless its name (or its symlink's target's) ends in an SQLite sidecar suffix.
+
+    SQLite keeps a database ``X``'s write-ahead log in ``X-wal``, its shared-memory index
+    in ``X-shm`` and its rollback journal in ``X-journal``: a database named so would be
+    taken for ``X``'s, and deleted or overwritten whenever ``X`` is used. Refused with
+    :class:`InvalidInput` before anything is opened or created.
+    """
+    for name in dict.fromkeys((Path(path).name, Path(_real_path(path)).name)):
+        suffix = next((s for s in SQLITE_SIDECARS if name.lower().endswith(s)), None)
+        if suffix is None or len(name) == len(suffix):
+            continue
+        base = name[: -len(suffix)]
+        raise InvalidInput(
+            f"the {what} {path} is named like SQLite's {_KIND[suffix]} of {base!r} (its name "
+            f"ends in {suffix!r}): SQLite would delete or overwrite it whenever {base!r} is "
+            f"used, so it is never used as a database; name it without the {suffix!r} ending "
+            "(a database an earlier dpledger made there: rename it, with its own -wal and "
+            "-shm files, while nothing uses it)"
+        )
+    return path
+
+
+def _peek(path: str) -> tuple[int, bytes] | str | None:
+    """``(size, first 32 bytes)`` of the file at ``path``, None if there is none, or why
+    it cannot be SQLite's file (a directory, a FIFO) — read without blocking or writing."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None if not os.path.islink(path) else "is a dangling symbolic link"
+    except OSError as e:
+        return f"cannot be checked ({e.strerror})"
+    if not stat.S_ISREG(st.st_mode):
+        return "is a directory, not a file" if stat.S_ISDIR(st.st_mode) else "is no regular file"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        return f"cannot be read ({e.strerror})"
+    try:
+        return st.st_size, os.read(fd, 32)
+    except OSError as e:
+        return f"cannot be read ({e.strerror})"
+    finally:
+        os.close(fd)
+
+
+def _foreign(suffix: str, head: bytes) -> str | None:
+    """Why a non-empty file starting with ``head`` is not SQLite's ``suffix`` file, or None."""
+    if head.startswith(_SQLITE_HEADER):
+        return "is itself an SQLite database (perhaps another ledger or key store)"
+    if suffix == "-wal" and head[:4] in _WAL_MAGIC:
+        return None
+    if suffix == "-shm" and head[:4] in _SHM_VERSION:
+        return None  # an index SQLite wrote, or one it zeroed before writing it
+    if suffix == "-journal" and head[:8] in (_JOURNAL_MAGIC, bytes(8)):
+        return None  # a hot journal, or one SQLite retired by zeroing its header
+    return f"does not start with SQLite's {_KIND[suffix]} header"
+
+
+def check_sidecars(path: str, what: str = "ledger") -> None:
+    """Refuse to open the SQLite database ``path`` while a file SQLite would take for its
+    ``-wal``, ``-shm`` or ``-journal`` is not SQLite's own file of that kind.
+
+    SQLite's files are recognised by their headers (a write-ahead log by its magic number,
+    a shared-memory index by its version, a journal by its magic or its zeroed header); an
+    empty one is SQLite's between writes. Anything else, such as another database named
+    ``X-wal``, would be overwritten or deleted by SQLite as soon as ``path`` is opened: it
+    is refused with :class:`InvalidInput`, before SQLite touches any file. A write-ahead log
+    a crashed writer left is SQLite's own and passes: opening ``path`` recovers it.
+    """
+    real = _real_path(path)
+    for suffix in SQLITE_SIDECARS:
+        side = real + suffix
+        found = _peek(side)
+        if found is None:
+            continue
+        problem = found if isinstance(found, str) else (
+            _foreign(suffix, found[1]) if found[0] else None
+        )  # fmt: skip
+        if problem is not None:
+            raise InvalidInput(
+                f"the {what} {path} was not opened: {side} {problem}, so it is not {path}'s "
+                f"{_KIND[suffix]}, and SQLite would overwrite or delete it as if it were; "
+                f"move {side} away (or rename it: a database is never named with a "
+                f"{suffix!r} ending), then retry; nothing was opened or changed"
+            )
 
 
 def strict_json(text: str | bytes) -> Any:

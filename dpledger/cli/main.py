@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpledger._files import check_path_text, read_bounded, strict_json
+from dpledger._files import check_path_text, check_sqlite_name, read_bounded, strict_json
 from dpledger.approval import ReleaseRequest, Verdict
 from dpledger.errors import (
     DpLedgerError,
@@ -66,7 +66,8 @@ def check_ledger_target(target: str, flag: str = "--ledger") -> str:
     each run would spend from a fresh, throwaway budget, so a release could be repeated
     with new noise and nothing would be recorded (a key store there would hold keys no
     service reads). So is a path with a NUL byte or one that is not UTF-8 (SQLite cannot
-    open it), before anything is created.
+    open it), and one named like SQLite's own files (``X-wal``, ``X-shm``, ``X-journal``:
+    SQLite would delete or overwrite it as ``X``'s), before anything is created.
     """
     if target.strip() == ":memory:" or target.startswith("file:"):
         raise InvalidInput(
@@ -74,7 +75,10 @@ def check_ledger_target(target: str, flag: str = "--ledger") -> str:
             "run would start from a fresh, throwaway database and record nothing; pass a "
             "file path or a postgresql:// URL"
         )
-    return check_path_text(target, f"{flag} path")
+    text = check_path_text(target, f"{flag} path")
+    if text.startswith(("postgresql://", "postgres://")):
+        return text
+    return check_sqlite_name(text, f"{flag} path")
 
 
 def ledger_target(args: argparse.Namespace) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dpledger._files import check_sidecars, check_sqlite_name
 from dpledger.errors import DpLedgerError, InvalidInput
 
 __all__ = ["DEMO_LABEL", "claim_ledger"]
@@ -26,8 +27,10 @@ def claim_ledger(path: Path, *, fresh: bool) -> None:
     """
     if str(path).startswith(("postgresql://", "postgres://")):
         raise InvalidInput("the demo writes a local SQLite ledger: give --ledger a file path")
+    check_sqlite_name(str(path), "demo ledger path")
     if not (path.exists() or path.is_symlink()):
         return
+    check_sidecars(str(path), "demo ledger")  # its -wal and -shm are removed below
     from dpledger.ledger.sqlite import SqliteStore
 
     try:
