@@ -169,16 +169,26 @@ def _peek(path: str) -> tuple[int, bytes] | str | None:
         os.close(fd)
 
 
+_OWN: dict[str, tuple[bytes, ...]] = {
+    "-wal": _WAL_MAGIC,
+    # an index SQLite wrote, or one it zeroed before writing it
+    "-shm": _SHM_VERSION,
+    # a hot journal, or one SQLite retired by zeroing its header
+    "-journal": (_JOURNAL_MAGIC, bytes(8)),
+}
+
+
 def _foreign(suffix: str, head: bytes) -> str | None:
-    """Why a non-empty file starting with ``head`` is not SQLite's ``suffix`` file, or None."""
+    """Why a non-empty file starting with ``head`` is not SQLite's ``suffix`` file, or None.
+
+    A file shorter than its header passes if it is a prefix of one: SQLite truncates an
+    index it takes over to 3 bytes before it rebuilds it.
+    """
     if head.startswith(_SQLITE_HEADER):
         return "is itself an SQLite database (perhaps another ledger or key store)"
-    if suffix == "-wal" and head[:4] in _WAL_MAGIC:
-        return None
-    if suffix == "-shm" and head[:4] in _SHM_VERSION:
-        return None  # an index SQLite wrote, or one it zeroed before writing it
-    if suffix == "-journal" and head[:8] in (_JOURNAL_MAGIC, bytes(8)):
-        return None  # a hot journal, or one SQLite retired by zeroing its header
+    for own in _OWN[suffix]:
+        if head[: len(own)] == own or (len(head) < len(own) and own.startswith(head)):
+            return None
     return f"does not start with SQLite's {_KIND[suffix]} header"
 
 

@@ -100,7 +100,7 @@ def _other_ledger(path: Path) -> None:
 FOREIGN = {
     "ledger": _other_ledger,
     "text": lambda p: p.write_bytes(b"my notes, not a journal\n" * 4),
-    "short": lambda p: p.write_bytes(b"\x37"),
+    "short": lambda p: p.write_bytes(b"\x01"),
 }
 
 
@@ -136,6 +136,22 @@ def test_an_empty_sidecar_is_sqlites_own_and_passes(tmp_path: Path) -> None:
     make_ledger(base)
     Path(f"{base}-wal").touch()  # SQLite leaves an empty WAL between writes
     with Ledger.open(base, spatial(), mode="read") as ledger:
+        assert len(ledger) == 1
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"\x18\xe2\x2d", bytes(3), bytes(32768), (3007000).to_bytes(4, "little") + bytes(32764)],
+    ids=["truncated-to-3", "zeros-3", "zeroed", "index"],
+)
+@pytest.mark.parametrize("mode", ["read", "write"])
+def test_every_state_sqlite_leaves_its_shared_memory_index_in_passes(
+    tmp_path: Path, content: bytes, mode: str
+) -> None:
+    base = tmp_path / "X.db"
+    make_ledger(base)
+    Path(f"{base}-shm").write_bytes(content)  # SQLite truncates a -shm it takes over to 3
+    with Ledger.open(base, spatial(), mode=mode) as ledger:  # type: ignore[arg-type]
         assert len(ledger) == 1
 
 
@@ -311,4 +327,17 @@ def test_demo_fresh_never_removes_a_foreign_file_beside_its_ledger(
     before = files_in(tmp_path)
     assert main(["demo", "--clients", "2000", "--quiet", "--ledger", str(d1), "--fresh"]) == 2
     assert "d1.db-wal is itself an SQLite database" in capsys.readouterr().err
+    assert files_in(tmp_path) == before
+
+
+@pytest.mark.parametrize("suffix", SIDECARS)
+def test_export_never_writes_a_file_named_like_a_databases_sidecar(
+    tmp_path: Path, suffix: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = tmp_path / "X.db"
+    make_ledger(base)
+    before = files_in(tmp_path)
+    out = ["--out", f"{base}{suffix}", "--force"]
+    assert main(["ledger", "export", "--policy", str(SPATIAL), "--ledger", str(base), *out]) == 2
+    assert "named like SQLite's file beside" in capsys.readouterr().err
     assert files_in(tmp_path) == before

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from dpledger._files import SQLITE_SIDECARS
 from dpledger.cli.main import (
     EXIT_OK,
     EXIT_REFUSED,
@@ -210,13 +211,21 @@ def _same_file(a: Path, b: str | None) -> bool:
 
 def _export_target(args: argparse.Namespace) -> Path:
     """Where ``--out`` may write: never the ledger, its policy or any SQLite database (a
-    ledger or key store, even with --force), never an existing file without --force."""
+    ledger or key store, even with --force), never a name SQLite gives a file beside an
+    existing one (``X-wal`` beside ``X``), never an existing file without --force."""
     out = Path(args.out)
     ledger = ledger_target(args)
     ledger_files = [ledger + s for s in ("", "-wal", "-shm", "-journal")]
     try:
         if any(_same_file(out, f) for f in ledger_files):
             raise InvalidInput(f"--out {out} is the ledger itself: choose another file")
+        suffix = next((s for s in SQLITE_SIDECARS if out.name.lower().endswith(s)), "")
+        base = out.with_name(out.name[: -len(suffix)]) if suffix else None
+        if base is not None and base.name and base.is_file():
+            raise InvalidInput(
+                f"--out {out} is named like SQLite's file beside {base}: SQLite would delete or "
+                "overwrite it whenever that database is used; choose another name"
+            )
         if _same_file(out, args.policy):
             raise InvalidInput(f"--out {out} is the --policy file: choose another file")
         if out.is_dir():
