@@ -5,6 +5,11 @@ read through :func:`read_bounded`: it must be a regular file (after symlinks), a
 most ``limit`` bytes are ever read, so ``/dev/zero`` cannot exhaust memory and a FIFO
 with no writer cannot hang the process (it is refused by ``stat`` before any open, and
 the open itself never blocks).
+
+An SQLite database path is also checked against SQLite's own files beside it
+(:func:`check_sqlite_name`, :func:`check_sidecars`): a database is never named like
+another's ``-wal``, ``-shm`` or ``-journal``, nor opened while such a file beside it is
+not SQLite's own, since SQLite would delete or overwrite it.
 """
 
 from __future__ import annotations
@@ -139,7 +144,8 @@ def check_sqlite_name(path: str, what: str = "ledger path") -> str:
         raise InvalidInput(
             f"the {what} {path} is named like SQLite's {_KIND[suffix]} of {base!r} (its name "
             f"ends in {suffix!r}): SQLite would delete or overwrite it whenever {base!r} is "
-            f"used, so it is never used as a database; name it without the {suffix!r} ending "
+            f"used, so dpledger never keeps a database under such a name; name it without the "
+            f"{suffix!r} ending "
             "(a database an earlier dpledger made there: rename it, with its own -wal and "
             "-shm files, while nothing uses it)"
         )
