@@ -5,6 +5,11 @@ read through :func:`read_bounded`: it must be a regular file (after symlinks), a
 most ``limit`` bytes are ever read, so ``/dev/zero`` cannot exhaust memory and a FIFO
 with no writer cannot hang the process (it is refused by ``stat`` before any open, and
 the open itself never blocks).
+
+An SQLite database path is also checked against SQLite's own files beside it
+(:func:`check_sqlite_name`, :func:`check_sidecars`): a database is never named like
+another's ``-wal``, ``-shm`` or ``-journal``, nor opened while such a file beside it is
+not SQLite's own, since SQLite would delete or overwrite it.
 """
 
 from __future__ import annotations
@@ -18,7 +23,15 @@ from typing import Any
 
 from dpledger.errors import DpLedgerError, InvalidInput
 
-__all__ = ["check_path_text", "check_regular_file", "read_bounded", "strict_json"]
+__all__ = [
+    "SQLITE_SIDECARS",
+    "check_path_text",
+    "check_regular_file",
+    "check_sidecars",
+    "check_sqlite_name",
+    "read_bounded",
+    "strict_json",
+]
 
 Fail = Callable[[str], DpLedgerError]
 """Builds the caller's typed error from a problem ("is a directory", "larger than …")."""
@@ -96,6 +109,122 @@ def check_path_text(path: str | Path, what: str = "ledger path") -> str:
             "UTF-8 name (a ledger path is stored and opened as UTF-8 text)"
         ) from None
     return text
+
+
+SQLITE_SIDECARS = ("-wal", "-shm", "-journal")
+"""The suffixes SQLite appends to a database's name for its own files beside it."""
+_KIND = {"-wal": "write-ahead log", "-shm": "shared-memory index", "-journal": "rollback journal"}
+_SQLITE_HEADER = b"SQLite format 3\x00"
+_WAL_MAGIC = (b"\x37\x7f\x06\x82", b"\x37\x7f\x06\x83")
+_SHM_VERSION = (b"\x00\x00\x00\x00", (3007000).to_bytes(4, "little"), (3007000).to_bytes(4, "big"))
+_JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")
+
+
+def _real_path(path: str) -> str:
+    """``path`` with symlinks resolved, as SQLite resolves it to name its own files."""
+    try:
+        return str(Path(path).resolve())
+    except (OSError, RuntimeError):  # a loop or a name too long: SQLite fails on it too
+        return path
+
+
+def check_sqlite_name(path: str, what: str = "ledger path") -> str:
+    """``path`` unless its name (or its symlink's target's) ends in an SQLite sidecar suffix.
+
+    SQLite keeps a database ``X``'s write-ahead log in ``X-wal``, its shared-memory index
+    in ``X-shm`` and its rollback journal in ``X-journal``: a database named so would be
+    taken for ``X``'s, and deleted or overwritten whenever ``X`` is used. Refused with
+    :class:`InvalidInput` before anything is opened or created.
+    """
+    for name in dict.fromkeys((Path(path).name, Path(_real_path(path)).name)):
+        suffix = next((s for s in SQLITE_SIDECARS if name.lower().endswith(s)), None)
+        if suffix is None or len(name) == len(suffix):
+            continue
+        base = name[: -len(suffix)]
+        raise InvalidInput(
+            f"the {what} {path} is named like SQLite's {_KIND[suffix]} of {base!r} (its name "
+            f"ends in {suffix!r}): SQLite would delete or overwrite it whenever {base!r} is "
+            f"used, so dpledger never keeps a database under such a name; name it without the "
+            f"{suffix!r} ending "
+            "(a database an earlier dpledger made there: rename it, with its own -wal and "
+            "-shm files, while nothing uses it)"
+        )
+    return path
+
+
+def _peek(path: str) -> tuple[int, bytes] | str | None:
+    """``(size, first 32 bytes)`` of the file at ``path``, None if there is none, or why
+    it cannot be SQLite's file (a directory, a FIFO) — read without blocking or writing."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None if not os.path.islink(path) else "is a dangling symbolic link"
+    except OSError as e:
+        return f"cannot be checked ({e.strerror})"
+    if not stat.S_ISREG(st.st_mode):
+        return "is a directory, not a file" if stat.S_ISDIR(st.st_mode) else "is no regular file"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        return f"cannot be read ({e.strerror})"
+    try:
+        return st.st_size, os.read(fd, 32)
+    except OSError as e:
+        return f"cannot be read ({e.strerror})"
+    finally:
+        os.close(fd)
+
+
+_OWN: dict[str, tuple[bytes, ...]] = {
+    "-wal": _WAL_MAGIC,
+    # an index SQLite wrote, or one it zeroed before writing it
+    "-shm": _SHM_VERSION,
+    # a hot journal, or one SQLite retired by zeroing its header
+    "-journal": (_JOURNAL_MAGIC, bytes(8)),
+}
+
+
+def _foreign(suffix: str, head: bytes) -> str | None:
+    """Why a non-empty file starting with ``head`` is not SQLite's ``suffix`` file, or None.
+
+    A file shorter than its header passes if it is a prefix of one: SQLite truncates an
+    index it takes over to 3 bytes before it rebuilds it.
+    """
+    if head.startswith(_SQLITE_HEADER):
+        return "is itself an SQLite database (perhaps another ledger or key store)"
+    for own in _OWN[suffix]:
+        if head[: len(own)] == own or (len(head) < len(own) and own.startswith(head)):
+            return None
+    return f"does not start with SQLite's {_KIND[suffix]} header"
+
+
+def check_sidecars(path: str, what: str = "ledger") -> None:
+    """Refuse to open the SQLite database ``path`` while a file SQLite would take for its
+    ``-wal``, ``-shm`` or ``-journal`` is not SQLite's own file of that kind.
+
+    SQLite's files are recognised by their headers (a write-ahead log by its magic number,
+    a shared-memory index by its version, a journal by its magic or its zeroed header); an
+    empty one is SQLite's between writes. Anything else, such as another database named
+    ``X-wal``, would be overwritten or deleted by SQLite as soon as ``path`` is opened: it
+    is refused with :class:`InvalidInput`, before SQLite touches any file. A write-ahead log
+    a crashed writer left is SQLite's own and passes: opening ``path`` recovers it.
+    """
+    real = _real_path(path)
+    for suffix in SQLITE_SIDECARS:
+        side = real + suffix
+        found = _peek(side)
+        if found is None:
+            continue
+        problem = found if isinstance(found, str) else (
+            _foreign(suffix, found[1]) if found[0] else None
+        )  # fmt: skip
+        if problem is not None:
+            raise InvalidInput(
+                f"the {what} {path} was not opened: {side} {problem}, so it is not {path}'s "
+                f"{_KIND[suffix]}, and SQLite would overwrite or delete it as if it were; "
+                f"move {side} away (or rename it: a database is never named with a "
+                f"{suffix!r} ending), then retry; nothing was opened or changed"
+            )
 
 
 def strict_json(text: str | bytes) -> Any:

@@ -8,7 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dpledger.sim.demo import run_demo
+from dpledger.cli.main import EXIT_OK, EXIT_REFUSED, at_args, committed_but_undelivered
+from dpledger.cli.output import Undelivered, say, write_out
+from dpledger.sim.demo import DEFAULT_POLICY, DemoResult, run_demo
 from dpledger.sim.plots import write_plots
 from dpledger.sim.report import as_json, text_report
 
@@ -29,19 +31,38 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     )
     plots = write_plots(result, Path(args.plots)) if args.plots else []
     if args.json:
-        print(json.dumps({**as_json(result), "plots": [str(p) for p in plots]}, indent=2))
+        report = json.dumps({**as_json(result), "plots": [str(p) for p in plots]}, indent=2)
     else:
-        print(text_report(result))
-        for p in plots:
-            print(f"wrote {p}")
+        report = "\n".join([text_report(result), *(f"wrote {p}" for p in plots)])
+    try:
+        write_out(report)
+    except Undelivered as e:
+        if not result.releases:
+            raise  # nothing was committed: only the report is lost
+        return _undelivered(result, e.why)
     if not result.releases:
-        print(
+        say(
             f"dpledger: every release was refused (see above); nothing was written to "
-            f"{result.ledger_path}, so there is nothing to verify",
-            file=sys.stderr,
+            f"{result.ledger_path}, so there is nothing to verify"
         )
-        return 1
-    return 0
+        return EXIT_REFUSED
+    return EXIT_OK
+
+
+def _undelivered(result: DemoResult, why: str) -> int:
+    """The demo spent its ledger's budget but could not print its report: say what it did."""
+    lines = [
+        f"  entry {r.entry_id}: {r.request.metric} (epoch {r.request.epoch}, region "
+        f"{r.request.region}), charged {r.unit} = {r.charge.text}"
+        for r in result.releases
+    ]
+    return committed_but_undelivered(
+        f"the demo's {len(result.releases)} releases into {result.ledger_path}",
+        why,
+        "\n".join(lines),
+        f"They are recorded: read them with `dpledger ledger export "
+        f"{at_args(str(DEFAULT_POLICY), result.ledger_path)}`.",
+    )
 
 
 def register(subparsers: Any) -> None:

@@ -10,19 +10,22 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
+from dpledger._files import SQLITE_SIDECARS
 from dpledger.accounting import PLD_MAX_EPSILON, PLD_MIN_EPSILON, pld_installed
 from dpledger.cli.main import (
     EXIT_OK,
     EXIT_REFUSED,
+    at_args,
+    committed_but_undelivered,
     emit,
     ledger_args,
     ledger_target,
     open_ledger,
 )
+from dpledger.cli.output import Undelivered, say, write_out
 from dpledger.errors import (
     InvalidInput,
     LedgerCorrupted,
@@ -73,11 +76,18 @@ def _cmd_init(args: argparse.Namespace) -> int:
         created = ledger.init()
         where, name, version = ledger.location, ledger.policy.name, ledger.policy.version
     verb = "created" if created else "already exists:"
-    emit(
-        {"created": created, "ledger": where, "policy": name},
-        args.json,
-        f"{verb} ledger {where} for policy {name} (opened with version {version})",
-    )
+    text = f"{verb} ledger {where} for policy {name} (opened with version {version})"
+    try:
+        emit({"created": created, "ledger": where, "policy": name}, args.json, text)
+    except Undelivered as e:
+        if not created:
+            raise  # nothing was committed: only the output is lost
+        return committed_but_undelivered(
+            "a new ledger",
+            e.why,
+            text,
+            f"`dpledger ledger show {at_args(args.policy, where)}` shows it.",
+        )
     return EXIT_OK
 
 
@@ -87,7 +97,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     try:
         done = migrate(ledger_target(args))
     except MigrationRefused as e:  # it fails its own schema's checks: nothing was changed
-        print(f"dpledger: migration refused: {e}", file=sys.stderr)
+        say(f"dpledger: migration refused: {e}")
         return EXIT_REFUSED
     head = f"{done.head[0]}:{done.head[1]}"
     text = (
@@ -97,7 +107,12 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
         if done.changed
         else f"{done.location} is already at schema {done.to_version}: nothing to do"
     )
-    emit({**done.as_dict(), "changed": done.changed}, args.json, text)
+    try:
+        emit({**done.as_dict(), "changed": done.changed}, args.json, text)
+    except Undelivered as e:
+        if not done.changed:
+            raise  # nothing was committed: only the output is lost
+        return committed_but_undelivered("the migration", e.why, text, "Nothing more to do.")
     return EXIT_OK
 
 
@@ -197,13 +212,21 @@ def _same_file(a: Path, b: str | None) -> bool:
 
 def _export_target(args: argparse.Namespace) -> Path:
     """Where ``--out`` may write: never the ledger, its policy or any SQLite database (a
-    ledger or key store, even with --force), never an existing file without --force."""
+    ledger or key store, even with --force), never a name SQLite gives a file beside an
+    existing one (``X-wal`` beside ``X``), never an existing file without --force."""
     out = Path(args.out)
     ledger = ledger_target(args)
     ledger_files = [ledger + s for s in ("", "-wal", "-shm", "-journal")]
     try:
         if any(_same_file(out, f) for f in ledger_files):
             raise InvalidInput(f"--out {out} is the ledger itself: choose another file")
+        suffix = next((s for s in SQLITE_SIDECARS if out.name.lower().endswith(s)), "")
+        base = out.with_name(out.name[: -len(suffix)]) if suffix else None
+        if base is not None and base.name and base.is_file():
+            raise InvalidInput(
+                f"--out {out} is named like SQLite's file beside {base}: SQLite would delete or "
+                "overwrite it whenever that database is used; choose another name"
+            )
         if _same_file(out, args.policy):
             raise InvalidInput(f"--out {out} is the --policy file: choose another file")
         if out.is_dir():
@@ -238,7 +261,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
         lines = (json.dumps(e.as_dict(), sort_keys=True) + "\n" for e in ledger.entries())
         if target is None:
             for line in lines:
-                sys.stdout.write(line)
+                write_out(line.rstrip("\n"), flush=False)
+            write_out(None)
             return EXIT_OK
         tmp = target.with_name(f".{target.name}.{os.getpid()}.partial")
         try:

@@ -1,17 +1,21 @@
 """The ``dpledger`` command: check, release, audit the ledger; plan, calibrate, demo.
 
-Exit codes make it a CI gate: 0 approved/ok, 1 refused (or verification failed),
-2 usage or input error, 3 internal error (a dpledger bug; ``--debug`` shows the
-traceback). Reading commands (``check``, ``ledger show|verify|export|lifetime``) open
-an existing ledger only; a ledger is created by ``release`` or ``ledger init``.
+Exit codes make it a CI gate: 0 approved/ok; 1 refused, failed verification, or the
+result could not be delivered (standard output closed or full after a release was
+committed: standard error says what was committed and how to read it back); 2 usage or
+input error; 3 internal error (a dpledger bug; ``--debug`` shows the traceback).
+Reading commands (``check``, ``ledger show|verify|export|lifetime``) open an existing
+ledger only; a ledger is created by ``release`` or ``ledger init``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
+import shlex
 import sys
 import traceback
 import warnings
@@ -22,8 +26,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpledger._files import check_path_text, read_bounded, strict_json
+from dpledger._files import check_path_text, check_sqlite_name, read_bounded, strict_json
 from dpledger.approval import ReleaseRequest, Verdict
+from dpledger.cli.output import Undelivered, say, write_out
 from dpledger.errors import (
     DpLedgerError,
     InternalError,
@@ -39,21 +44,44 @@ __all__ = [
     "EXIT_INTERNAL",
     "EXIT_OK",
     "EXIT_REFUSED",
+    "EXIT_UNDELIVERED",
     "MAX_AGGREGATE_VALUES",
+    "at_args",
     "build_parser",
+    "committed_but_undelivered",
     "load_aggregate",
     "main",
 ]
 
 EXIT_OK, EXIT_REFUSED, EXIT_ERROR, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_UNDELIVERED = EXIT_REFUSED
+"""Committed (or done) but the result could not be written: the same code as a refusal."""
 MAX_AGGREGATE_VALUES = 100_000
 """An aggregate file may hold at most this many numbers (a policy's largest dimension)."""
 _MAX_JSON_BYTES = 8 << 20  # 8 MiB: 100,000 numbers in JSON (or .npy) fit several times over
 
 
 def emit(data: Any, as_json: bool, text: str) -> None:
-    """Print ``data`` as sorted JSON with ``--json``, else the human ``text``."""
-    print(json.dumps(data, indent=2, sort_keys=True) if as_json else text)
+    """Print ``data`` as sorted JSON with ``--json``, else the human ``text``.
+
+    :class:`Undelivered` if standard output cannot take it (closed, full, reader gone).
+    """
+    write_out(json.dumps(data, indent=2, sort_keys=True) if as_json else text)
+
+
+def at_args(policy: str, ledger: str) -> str:
+    """``--policy P --ledger L``, quoted for a shell."""
+    return f"--policy {shlex.quote(str(policy))} --ledger {shlex.quote(ledger)}"
+
+
+def committed_but_undelivered(what: str, why: str, detail: str, recover: str) -> int:
+    """Say on standard error that ``what`` was committed though its result could not be
+    written (``why``), with ``detail`` and how to ``recover`` it; the exit code (1)."""
+    say(
+        f"dpledger: committed {what}, but the result could not be written to standard "
+        f"output ({why}):\n{detail}\n{recover}"
+    )
+    return EXIT_UNDELIVERED
 
 
 NO_LEDGER = "no ledger: pass --ledger PATH_OR_URL or set DPLEDGER_URL"
@@ -66,7 +94,8 @@ def check_ledger_target(target: str, flag: str = "--ledger") -> str:
     each run would spend from a fresh, throwaway budget, so a release could be repeated
     with new noise and nothing would be recorded (a key store there would hold keys no
     service reads). So is a path with a NUL byte or one that is not UTF-8 (SQLite cannot
-    open it), before anything is created.
+    open it), and one named like SQLite's own files (``X-wal``, ``X-shm``, ``X-journal``:
+    SQLite would delete or overwrite it as ``X``'s), before anything is created.
     """
     if target.strip() == ":memory:" or target.startswith("file:"):
         raise InvalidInput(
@@ -74,7 +103,10 @@ def check_ledger_target(target: str, flag: str = "--ledger") -> str:
             "run would start from a fresh, throwaway database and record nothing; pass a "
             "file path or a postgresql:// URL"
         )
-    return check_path_text(target, f"{flag} path")
+    text = check_path_text(target, f"{flag} path")
+    if text.startswith(("postgresql://", "postgres://")):
+        return text
+    return check_sqlite_name(text, f"{flag} path")
 
 
 def ledger_target(args: argparse.Namespace) -> str:
@@ -212,8 +244,24 @@ def _cmd_release(args: argparse.Namespace) -> int:
             emit(e.verdict.as_dict(), args.json, verdict_text(e.verdict))
             return EXIT_REFUSED
         if new:  # a mistyped --ledger would start a new budget history: say so
-            print(f"dpledger: created a new ledger at {ledger.location}", file=sys.stderr)
-    emit(r.as_dict(), args.json, release_text(r))
+            say(f"dpledger: created a new ledger at {ledger.location}")
+        where = ledger.location
+    try:
+        emit(r.as_dict(), args.json, release_text(r))
+    except Undelivered as e:  # the ε is spent: the value must not be lost silently
+        retry = (
+            f"; a retry with --release-id {r.release_id} returns the same value"
+            if r.release_id
+            else ""
+        )
+        return committed_but_undelivered(
+            "a release (ε charged)",
+            e.why,
+            release_text(r),
+            f"The ε is spent and the value is recorded in entry {r.entry_id}: read it back "
+            f'with `dpledger ledger export {at_args(args.policy, where)}` (its "output"; '
+            f"`dpledger ledger show` shows the spend){retry}. Do not release it again.",
+        )
     return EXIT_OK
 
 
@@ -285,11 +333,12 @@ def _warn(
     file: Any = None,
     line: str | None = None,
 ) -> None:
-    print(f"dpledger: warning: {message}", file=sys.stderr)
+    say(f"dpledger: warning: {message}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; return the exit code (0 ok, 1 refused, 2 input error, 3 internal)."""
+    """Run the CLI; return the exit code (0 ok, 1 refused or undelivered, 2 input error,
+    3 internal)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv  # accepted anywhere on the line
     args = build_parser().parse_args([a for a in argv if a != "--debug"])
@@ -304,18 +353,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args)
     except ReleaseRefused as e:
         if e.verdict is None:
-            print(f"dpledger: error: {e}", file=sys.stderr)
+            say(f"dpledger: error: {e}")
             return EXIT_ERROR
-        print(verdict_text(e.verdict), file=sys.stderr)
+        say(verdict_text(e.verdict))
         return EXIT_REFUSED
     except InternalError as e:
         return _internal(e, args.debug)
     except DpLedgerError as e:
-        print(f"dpledger: error: {e}", file=sys.stderr)
+        say(f"dpledger: error: {e}")
         return EXIT_ERROR
+    except Undelivered as e:  # nothing was committed: only the output is lost
+        if e.broken_pipe:  # the reader went away (`| head`): stop quietly
+            return EXIT_OK
+        say(f"dpledger: error: the result could not be written: {e.why}")
+        return EXIT_UNDELIVERED
     except BrokenPipeError:  # the reader went away (`| head`): stop quietly
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
         return EXIT_OK
     except KeyboardInterrupt:
         return 130
@@ -329,9 +384,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _internal(e: BaseException, debug: bool) -> int:
     if debug:
         traceback.print_exc()
-    print(
+    say(
         f"dpledger: internal error: {type(e).__name__}: {e}\nthis is a dpledger bug: please "
-        "report it (rerun with --debug for the traceback)",
-        file=sys.stderr,
+        "report it (rerun with --debug for the traceback)"
     )
     return EXIT_INTERNAL

@@ -12,6 +12,7 @@ import json
 import warnings
 from pathlib import Path
 
+from dpledger.cli.output import write_out
 from dpledger.errors import InvalidInput
 from dpledger.planning.clip import (
     calibrate_clip,
@@ -99,7 +100,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             )
     if args.compare_definitions:
         return _print_comparison(policy, cohorts, args.json)
-    print(result.model_dump_json(indent=2) if args.json else result.table())
+    write_out(result.model_dump_json(indent=2) if args.json else result.table())
     return 0
 
 
@@ -109,9 +110,9 @@ def _print_comparison(policy: Policy, cohorts: dict[str, int], as_json: bool) ->
 
     rows = compare_definitions(policy, cohorts)
     if as_json:
-        print(json.dumps([r.model_dump() for r in rows], indent=2))
+        write_out(json.dumps([r.model_dump() for r in rows], indent=2))
         return 0
-    print(
+    write_out(
         f"error bar per metric at the same per-epoch (ε, δ = {policy.delta:g}) guarantee\n"
         + text_table(
             ("region", "metric", "n", "pure/Laplace", "zCDP/Gaussian", "smaller"),
@@ -145,9 +146,9 @@ def _print_unit_comparison(policy: Policy, silo_args: list[str], as_json: bool) 
         raise InvalidInput("give the federation's silos: --silo NAME=RECORDS (repeatable)")
     rows = compare_units(policy, silos)
     if as_json:
-        print(json.dumps([r.model_dump() for r in rows], indent=2))
+        write_out(json.dumps([r.model_dump() for r in rows], indent=2))
     else:
-        print(units_table(rows))
+        write_out(units_table(rows))
     return 0
 
 
@@ -170,14 +171,14 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if args.json:
         data = result.model_dump(mode="json")
         data["recommended_source"] = result.source_string()
-        print(json.dumps(data, indent=2))
+        write_out(json.dumps(data, indent=2))
     else:
-        print(result.table())
-        print(f"clip.source = {json.dumps(result.source_string())}")
+        write_out(result.table())
+        write_out(f"clip.source = {json.dumps(result.source_string())}")
     if args.plot:
         out = plot_candidates(result, args.plot)
         if not args.json:
-            print(f"chart written to {out}")
+            write_out(f"chart written to {out}")
     return 0
 
 

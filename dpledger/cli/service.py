@@ -21,7 +21,9 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from dpledger._files import check_regular_file
-from dpledger.errors import InvalidInput, LedgerCorrupted
+from dpledger.cli.main import EXIT_UNDELIVERED, committed_but_undelivered
+from dpledger.cli.output import Undelivered, say, write_out
+from dpledger.errors import DpLedgerError, InvalidInput, LedgerCorrupted
 from dpledger.policy import Policy
 from dpledger.service.keys import ACTIONS, ApiKey, Scopes
 from dpledger.service.store import ServiceStore, default_location
@@ -151,24 +153,55 @@ def cmd_keys_create(args: argparse.Namespace) -> int:
     with ServiceStore.open(_keys_location(args), create=True) as store:
         made, record = store.create_key(args.name, scopes)
         where = store.location
-    if args.json:
-        print(json.dumps({"key": made.token, **record.as_dict()}, indent=2, sort_keys=True))
-    else:
-        print(made.token)
-    print(
+        try:
+            if args.json:
+                shown = {"key": made.token, **record.as_dict()}
+                write_out(json.dumps(shown, indent=2, sort_keys=True))
+            else:
+                write_out(made.token)
+        except Undelivered as e:
+            return _unshown_key(store, record, e.why)
+    say(
         f"dpledger: created key {record.key_id} for {record.name} in {where}:\n  "
         f"{_key_line(record)}\nThis is the only time the key is shown: keep it in a secret "
-        "store. Only its salted digest is stored.",
-        file=sys.stderr,
+        "store. Only its salted digest is stored."
     )
     return 0
+
+
+def _unshown_key(store: ServiceStore, record: ApiKey, why: str) -> int:
+    """The new key could not be written, and it is never shown again: nobody can hold it,
+    so it is revoked at once (a live secret no one has is only a risk); exit 1.
+
+    The key itself never goes to standard error (often a log).
+    """
+    try:
+        store.revoke(record.key_id)
+    except DpLedgerError as e:
+        say(
+            f"dpledger: created key {record.key_id} for {record.name} in {store.location}, "
+            f"but it could not be written to standard output ({why}), and revoking it failed "
+            f"({e}): revoke it with `dpledger keys revoke {record.key_id}`, then create "
+            "another with standard output writable"
+        )
+        return EXIT_UNDELIVERED
+    say(
+        f"dpledger: created key {record.key_id} for {record.name} in {store.location}, but it "
+        f"could not be written to standard output ({why}); it is shown only once, so it was "
+        "revoked at once (it works nowhere): create another with standard output writable"
+    )
+    return EXIT_UNDELIVERED
 
 
 def cmd_keys_revoke(args: argparse.Namespace) -> int:
     """``dpledger keys revoke KEY_ID``: the key stops working at once, on every replica."""
     with ServiceStore.open(_keys_location(args)) as store:
         record = store.revoke(args.key_id)
-    print(f"revoked {record.key_id} ({record.name}) at {record.revoked_at}")
+    text = f"revoked {record.key_id} ({record.name}) at {record.revoked_at}"
+    try:
+        write_out(text)
+    except Undelivered as e:
+        return committed_but_undelivered("a revocation", e.why, text, "Nothing more to do.")
     return 0
 
 
@@ -177,9 +210,9 @@ def cmd_keys_list(args: argparse.Namespace) -> int:
     with ServiceStore.open(_keys_location(args), read_only=True) as store:
         records = store.list_keys()
     if args.json:
-        print(json.dumps([k.as_dict() for k in records], indent=2, sort_keys=True))
+        write_out(json.dumps([k.as_dict() for k in records], indent=2, sort_keys=True))
     else:
-        print("\n".join(_key_line(k) for k in records) or "no keys")
+        write_out("\n".join(_key_line(k) for k in records) or "no keys")
     return 0
 
 

@@ -18,7 +18,10 @@ clobber each other. Reading (mode ``read``) never writes: a ledger nobody has
 open is read ``immutable`` (no ``-wal``/``-shm`` is created beside it, no write permission
 is needed: a read-only copy or another user's ledger verifies in place); a ledger in use,
 or left with a WAL by a crashed writer, is read through a read-only connection, which
-never checkpoints the WAL into the file nor removes it.
+never checkpoints the WAL into the file nor removes it. A path named like SQLite's own
+files (``…-wal``, ``…-shm``, ``…-journal``) is refused, and so is opening ``X`` while a
+file SQLite would take for ``X``'s journal is not one (another database named ``X-wal``):
+SQLite would delete or overwrite it.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote
 
-from dpledger._files import check_path_text
+from dpledger._files import SQLITE_SIDECARS, check_path_text, check_sidecars, check_sqlite_name
 from dpledger.errors import LedgerCorrupted, LedgerNotFound, NotALedger, StoreError
 from dpledger.ledger import sqlite_files
 from dpledger.ledger.schema import (
@@ -200,6 +203,8 @@ class SqliteStore(SqlStore):
         self._kept: _Kept | None = None
         self._version: int | None = None  # data_version read under the current write lock
         self._pending: _Kept | None = None  # what the current transaction leaves if it commits
+        if self._path != MEMORY:  # never a name SQLite gives another database's files
+            check_sqlite_name(self._path)
         if self._path == MEMORY:
             if mode != "create":
                 raise LedgerNotFound("an in-memory ledger exists only once created: mode='create'")
@@ -220,7 +225,7 @@ class SqliteStore(SqlStore):
                 "(create it with `dpledger ledger init`, or open with mode='create')"
             )
         else:
-            stale = [s for s in ("-wal", "-shm") if Path(self._path + s).exists()]
+            stale = [s for s in SQLITE_SIDECARS if Path(self._path + s).exists()]
             if stale:
                 raise StoreError(
                     f"{self._path} does not exist but {', '.join(self._path + s for s in stale)}"
@@ -246,7 +251,9 @@ class SqliteStore(SqlStore):
         path = quote(str(p.resolve()))
         if self.mode != "read":
             return f"file:{path}?mode=rw"
-        if sqlite_files.held(p) or any(Path(self._path + s).exists() for s in ("-wal", "-shm")):
+        if sqlite_files.held(p) or any(
+            Path(f"{p.resolve()}{s}").exists() for s in ("-wal", "-shm")
+        ):
             # in use, or a writer crashed: read through its WAL; a read-only connection
             # never checkpoints, so it neither writes the file nor removes the WAL
             return f"file:{path}?mode=ro"
@@ -255,6 +262,8 @@ class SqliteStore(SqlStore):
         return f"file:{path}?immutable=1"
 
     def _connect(self, p: Path | None) -> sqlite3.Connection:
+        if p is not None:  # before SQLite opens (and would adopt) a file beside it
+            sqlite_files.unless_held(p, lambda: check_sidecars(self._path))
         options: dict[str, Any] = {"timeout": self._timeout_s, "isolation_level": None,
                                    "check_same_thread": False}  # fmt: skip
         try:

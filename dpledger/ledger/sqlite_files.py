@@ -10,18 +10,21 @@ allocation (one of the two entries is later lost).
 
 So dpledger opens every SQLite ledger and key store connection through :func:`connect`
 and closes it through :func:`close`, which count the connections per file (device,
-inode); :func:`read_header` reads a file's first bytes only when no connection of this
-process has it open (one that has is an SQLite database already).
+inode); :func:`read_header` reads a file's first bytes, and :func:`unless_held` runs a
+check that opens the files beside it (its ``-shm`` holds the WAL locks), only when no
+connection of this process has it open (one that has is an SQLite database already, and
+the files beside it are SQLite's own).
 """
 
 from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["close", "connect", "held", "read_header"]
+__all__ = ["close", "connect", "held", "read_header", "unless_held"]
 
 _Key = tuple[int, int]  # (st_dev, st_ino)
 
@@ -57,6 +60,16 @@ def read_header(p: Path, n: int) -> bytes | None:
             return None
         with p.open("rb") as f:
             return f.read(n)
+
+
+def unless_held(p: Path, check: Callable[[], None]) -> None:
+    """Run ``check`` (which opens files beside ``p``: its ``-shm`` holds SQLite's WAL
+    locks) only while no connection of this process has ``p`` open; else skip it: the
+    files beside an open database are SQLite's own."""
+    key = _key(p)
+    with _LOCK:  # no connection of this process opens the file meanwhile
+        if key is None or key not in _COUNT:
+            check()
 
 
 def connect(p: Path, uri: str, **kwargs: Any) -> sqlite3.Connection:

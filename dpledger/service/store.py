@@ -18,7 +18,9 @@ key, or a check's reason text (an aggregate check's reason may describe the
 aggregate). The newest :data:`REFUSALS_KEPT` rows are kept.
 
 Opening never creates: :meth:`ServiceStore.open` with ``create=False`` (what the
-service does) refuses a missing store; ``dpledger keys create`` creates it.
+service does) refuses a missing store; ``dpledger keys create`` creates it. Like a
+ledger, a store is never a path named like SQLite's own files (``…-wal``, ``…-shm``,
+``…-journal``), nor opened while such a file beside it is not SQLite's own.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from pathlib import Path
 from typing import Any, cast
 from urllib.parse import quote
 
-from dpledger._files import check_path_text
+from dpledger._files import SQLITE_SIDECARS, check_path_text, check_sidecars, check_sqlite_name
 from dpledger.errors import (
     InvalidInput,
     LedgerCorrupted,
@@ -168,10 +170,12 @@ def _connect(p: Path, *, read_only: bool) -> sqlite3.Connection:
     Read-only, it writes nothing: through the WAL when one is beside it (a read-only
     connection never checkpoints), else ``immutable`` (no ``-wal``/``-shm`` is made).
     """
+    # before SQLite adopts a file beside it (skipped while this process has it open)
+    sqlite_files.unless_held(p, lambda: check_sidecars(str(p), "key store"))
     path = quote(str(p.resolve()))
     if not read_only:
         uri = f"file:{path}?mode=rw"
-    elif sqlite_files.held(p) or any(Path(f"{p}{s}").exists() for s in ("-wal", "-shm")):
+    elif sqlite_files.held(p) or any(Path(f"{p.resolve()}{s}").exists() for s in ("-wal", "-shm")):
         uri = f"file:{path}?mode=ro"
     else:
         uri = f"file:{path}?immutable=1"
@@ -241,6 +245,7 @@ class ServiceStore:
 
     @classmethod
     def _open_sqlite(cls, path: str, create: bool, read_only: bool) -> ServiceStore:
+        check_sqlite_name(path, "key store path")  # never a name SQLite gives its own files
         p = Path(path)
         try:
             present = p.exists() or p.is_symlink()
@@ -277,7 +282,7 @@ class ServiceStore:
         ``os.link`` never replaces a file: a concurrent creator that won keeps its store
         (and this one opens theirs); a half-built store is never seen at ``target``.
         """
-        stale = [s for s in ("-wal", "-shm") if Path(f"{target}{s}").exists()]
+        stale = [s for s in SQLITE_SIDECARS if Path(f"{target}{s}").exists()]
         if stale:
             raise StoreError(
                 f"{target} does not exist but {', '.join(f'{target}{s}' for s in stale)} does: "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dpledger._files import check_sidecars, check_sqlite_name
 from dpledger.errors import DpLedgerError, InvalidInput
 
 __all__ = ["DEMO_LABEL", "claim_ledger"]
@@ -26,9 +27,14 @@ def claim_ledger(path: Path, *, fresh: bool) -> None:
     """
     if str(path).startswith(("postgresql://", "postgres://")):
         raise InvalidInput("the demo writes a local SQLite ledger: give --ledger a file path")
+    check_sqlite_name(str(path), "demo ledger path")
     if not (path.exists() or path.is_symlink()):
         return
+    from dpledger.ledger import sqlite_files
     from dpledger.ledger.sqlite import SqliteStore
+
+    # its -wal and -shm are removed below (the check skipped while this process has it open)
+    sqlite_files.unless_held(path, lambda: check_sidecars(str(path), "demo ledger"))
 
     try:
         store = SqliteStore(path, "read")

@@ -1,0 +1,78 @@
+"""Writing a command's result, and saying so when it cannot be written.
+
+A command that commits (a release spends ε, ``keys create`` stores a key) and then
+cannot show its result — standard output closed (``>&-``), full (``> /dev/full``), or
+its reader gone — must not look like a bug or a success: :func:`write_out` raises
+:class:`Undelivered`, and the command says on standard error what was committed and how
+to read it back (:func:`say`), and exits 1 ("the result could not be delivered").
+
+Python gives a command started with standard output closed ``sys.stdout = None``, where
+``print`` silently writes nothing; a full or broken one raises on write or flush. Both
+are :class:`Undelivered` here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+
+__all__ = ["Undelivered", "say", "write_out"]
+
+
+class Undelivered(Exception):
+    """Standard output could not take a command's result; ``why`` says how it failed.
+
+    ``broken_pipe``: its reader went away (``| head``), which a reading command treats
+    as the reader's choice (exit 0), a committing one as an undelivered result.
+    """
+
+    def __init__(self, why: str, *, broken_pipe: bool = False) -> None:
+        super().__init__(why)
+        self.why = why
+        self.broken_pipe = broken_pipe
+
+
+def _silence_stdout() -> None:
+    """Point descriptor 1 at the null device: what is still buffered for it is dropped at
+    exit instead of failing again (Python would print an error and exit 120)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        fd = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(fd, sys.stdout.fileno())
+        finally:
+            os.close(fd)
+
+
+def write_out(text: str | None, *, flush: bool = True) -> None:
+    """Write ``text`` and a newline to standard output, flushed unless told not to (a
+    stream of lines flushes once, at its end: ``write_out(None)``); else
+    :class:`Undelivered`."""
+    out = sys.stdout
+    if out is None:
+        raise Undelivered("standard output is closed")
+    try:
+        if text is not None:
+            out.write(text + "\n")
+        if flush:
+            out.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        raise Undelivered("the reader of standard output went away", broken_pipe=True) from None
+    except (OSError, ValueError) as e:
+        _silence_stdout()
+        problem = (e.strerror if isinstance(e, OSError) else None) or str(e)
+        raise Undelivered(f"writing to standard output failed: {problem}") from None
+
+
+def say(text: str) -> bool:
+    """Write ``text`` and a newline to standard error; whether it could be written."""
+    err = sys.stderr
+    if err is None:
+        return False
+    try:
+        err.write(text + "\n")
+        err.flush()
+    except (OSError, ValueError):
+        return False
+    return True
