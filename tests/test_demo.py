@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpledger import Ledger, Policy
+from dpledger import InvalidInput, Ledger, Policy
 from dpledger.cli.main import main
 from dpledger.metrics import spatial
 from dpledger.sim.demo import (
@@ -129,6 +129,25 @@ def test_demo_replaces_its_own_previous_ledger_only_with_fresh(tmp_path: Path) -
     fresh = _demo("--ledger", str(db), "--fresh")  # starts from an empty ledger: not refused
     assert fresh.returncode == 0, fresh.stderr
     assert "[lateral drift]" in fresh.stdout
+
+
+def test_demo_never_deletes_a_copy_of_its_ledger(tmp_path: Path) -> None:
+    """A demo ledger copied elsewhere is the user's file: ``--fresh`` replaced it (its
+    label was all the demo read; audit 2, finding 12). The path it was made at is now
+    in its labels too."""
+    from dpledger.sim.demo_ledger import claim_ledger, demo_labels
+
+    made = tmp_path / "d.db"
+    with Ledger.open(made, Policy.load(DEFAULT_POLICY), mode="create",
+                     labels=demo_labels(made)) as ledger:  # fmt: skip
+        ledger.init()
+    copy = tmp_path / "copy.db"
+    copy.write_bytes(made.read_bytes())
+    with pytest.raises(InvalidInput, match="is a copy of the demo ledger made at"):
+        claim_ledger(copy, fresh=True)
+    assert copy.read_bytes() == made.read_bytes()
+    claim_ledger(made, fresh=True)  # its own file: freed
+    assert not made.exists()
 
 
 def test_demo_never_deletes_a_ledger_it_did_not_create(tmp_path: Path) -> None:

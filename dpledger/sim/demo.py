@@ -32,7 +32,7 @@ from dpledger.metrics.declarations import SPATIAL_DECLARATIONS, Bounds
 from dpledger.metrics.secure_sum import FixedPoint, exact_sum
 from dpledger.metrics.uncertainty import Interval, derived_interval
 from dpledger.policy import MetricSpec, Policy
-from dpledger.sim.demo_ledger import DEMO_LABEL, claim_ledger
+from dpledger.sim.demo_ledger import claim_ledger, demo_labels
 from dpledger.sim.fleet import Fleet, make_fleet, region_sizes
 
 __all__ = [
@@ -422,7 +422,7 @@ def run_demo(
         }
         cohorts = {r: len(fleet.client_range(r)) for r in fleet.regions}
         bar.step("per-region exact sums (secure-aggregation stand-in)")
-        with Ledger.open(path, policy, mode="create", labels=DEMO_LABEL) as ledger:
+        with Ledger.open(path, policy, mode="create", labels=demo_labels(path)) as ledger:
             releases, refusals = release_epoch(ledger, sums, cohorts, epoch=0, on_metric=bar.step)
             budget = {
                 r: (ledger.spent(0, r).text, ledger.remaining(0, r).text) for r in fleet.regions

@@ -1,8 +1,9 @@
 """The demo's own ledger file: created by the demo, replaced only by the demo, never another.
 
 The demo writes a fresh SQLite ledger each run. It never overwrites a file it did not
-create: a demo ledger carries the label :data:`DEMO_LABEL`, and :func:`claim_ledger`
-frees a path only when it is missing, or holds such a ledger and ``--fresh`` was given.
+create: a demo ledger carries the label :data:`DEMO_LABEL` and the path it was made at,
+and :func:`claim_ledger` frees a path only when it is missing, or holds such a ledger made
+at that very path (not a copy) and ``--fresh`` was given.
 """
 
 from __future__ import annotations
@@ -12,10 +13,16 @@ from pathlib import Path
 from dpledger._files import check_sidecars, check_sqlite_name
 from dpledger.errors import DpLedgerError, InvalidInput
 
-__all__ = ["DEMO_LABEL", "claim_ledger"]
+__all__ = ["DEMO_LABEL", "claim_ledger", "demo_labels"]
 
 DEMO_LABEL = {"purpose": "demo"}
 """The label a demo ledger is created with: the only kind of ledger the demo replaces."""
+
+
+def demo_labels(path: Path) -> dict[str, str]:
+    """The labels of a demo ledger created at ``path``: :data:`DEMO_LABEL` and where it
+    was made, so a copy of it elsewhere is not taken for the demo's own file."""
+    return {**DEMO_LABEL, "path": str(path.resolve())}
 
 
 def claim_ledger(path: Path, *, fresh: bool) -> None:
@@ -39,9 +46,10 @@ def claim_ledger(path: Path, *, fresh: bool) -> None:
     try:
         store = SqliteStore(path, "read")
         try:
-            purpose = store.meta().get("label.purpose")
+            meta = store.meta()
         finally:
             store.close()
+        purpose, made_at = meta.get("label.purpose"), meta.get("label.path")
     except DpLedgerError as e:
         raise InvalidInput(
             f"{path} exists and is not a demo ledger ({e}); the demo never overwrites a file "
@@ -57,6 +65,12 @@ def claim_ledger(path: Path, *, fresh: bool) -> None:
         raise InvalidInput(
             f"{path} is a dpledger ledger the demo did not create; the demo never touches "
             f"it{unlabelled}: pass --ledger with a new path"
+        )
+    if made_at is not None and made_at != str(path.resolve()):
+        raise InvalidInput(
+            f"{path} is a copy of the demo ledger made at {made_at}, not a file the demo "
+            "created: the demo never deletes it; delete it yourself, or pass --ledger with "
+            "a new path"
         )
     if not fresh:
         raise InvalidInput(
