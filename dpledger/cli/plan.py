@@ -170,7 +170,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if args.json:
         data = result.model_dump(mode="json")
         data["recommended_source"] = result.source_string()
-        print(json.dumps(data, indent=2))
+        print(json.dumps(data, indent=2, allow_nan=False))  # strict JSON: no NaN/Infinity
     else:
         print(result.table())
         print(f"clip.source = {json.dumps(result.source_string())}")
