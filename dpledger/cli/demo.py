@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from dpledger.cli.argtypes import ascii_int
 from dpledger.sim.demo import run_demo
 from dpledger.sim.plots import write_plots
 from dpledger.sim.report import as_json, text_report
@@ -47,8 +48,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def register(subparsers: Any) -> None:
     """Add ``dpledger demo`` to the CLI."""
     p = subparsers.add_parser("demo", help="simulate a fleet and run one evaluation epoch")
-    p.add_argument("--clients", type=int, default=20_000, help="fleet size (default 20,000)")
-    p.add_argument("--seed", type=int, default=0, help="fleet seed (noise is OpenDP's, unseeded)")
+    p.add_argument("--clients", type=ascii_int, default=20_000, help="fleet size (default 20,000)")
+    p.add_argument(
+        "--seed", type=ascii_int, default=0, help="fleet seed (noise is OpenDP's, unseeded)"
+    )
     p.add_argument(
         "--ledger",
         default="dpledger-demo.db",

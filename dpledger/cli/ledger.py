@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from dpledger.accounting import PLD_MAX_EPSILON, PLD_MIN_EPSILON, pld_installed
+from dpledger.cli.argtypes import ascii_float
 from dpledger.cli.main import (
     EXIT_OK,
     EXIT_REFUSED,
@@ -65,7 +66,9 @@ def register(subparsers: Any) -> None:
             p.add_argument("--expected-head", help="ENTRY_ID:HASH recorded outside the database")
         if name == "lifetime":
             p.add_argument("--region", default=ALL, help="a region, or '*' for the worst")
-            p.add_argument("--delta", type=float, help="δ for the (ε, δ) views (default: policy's)")
+            p.add_argument(
+                "--delta", type=ascii_float, help="δ for the (ε, δ) views (default: policy's)"
+            )
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
@@ -160,7 +163,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     anchor = None
     if args.expected_head:
         seq, _, digest = args.expected_head.partition(":")
-        if not (seq.isdigit() and len(seq) <= 19 and len(digest) == 64):
+        if not (seq.isascii() and seq.isdigit() and len(seq) <= 19 and len(digest) == 64):
             raise InvalidInput("--expected-head takes ENTRY_ID:HASH (a release's entry_hash)")
         anchor = (int(seq), digest)
     try:

@@ -12,6 +12,7 @@ import json
 import warnings
 from pathlib import Path
 
+from dpledger.cli.argtypes import ascii_float, ascii_int
 from dpledger.errors import InvalidInput
 from dpledger.planning.clip import (
     calibrate_clip,
@@ -196,11 +197,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="a region's planned cohort (clients per release; records under a record-level "
         "policy); repeat per region",
     )
-    p.add_argument("--rounds", type=int, help="rounds per epoch (default: the policy's)")
+    p.add_argument("--rounds", type=ascii_int, help="rounds per epoch (default: the policy's)")
     p.add_argument(
         "--ledger", help="an existing ledger (SQLite path or postgresql:// URL) to read spend from"
     )
-    p.add_argument("--epoch", type=int, default=0, help="epoch to plan (default 0)")
+    p.add_argument("--epoch", type=ascii_int, default=0, help="epoch to plan (default 0)")
     p.add_argument(
         "--compare-definitions",
         action="store_true",
@@ -228,8 +229,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     c.add_argument("--held-out", required=True, help="per-client values: .npy, or .csv")
     c.add_argument("--column", help="CSV column holding the values")
-    c.add_argument("--epsilon", type=float, required=True, help="ε of one release of the metric")
-    c.add_argument("--cohort", type=int, required=True, help="clients in one published mean")
+    c.add_argument(
+        "--epsilon", type=ascii_float, required=True, help="ε of one release of the metric"
+    )
+    c.add_argument("--cohort", type=ascii_int, required=True, help="clients in one published mean")
     c.add_argument(
         "--percentiles",
         default="50,90,95,99,100",
@@ -238,7 +241,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     c.add_argument(
         "--neighbouring", choices=("replace", "add_remove"), default="replace", help="policy rule"
     )
-    c.add_argument("--low", type=float, default=0.0, help="lower clip bound (default 0)")
+    c.add_argument("--low", type=ascii_float, default=0.0, help="lower clip bound (default 0)")
     c.add_argument("--json", action="store_true", help="machine-readable output")
     c.add_argument("--plot", metavar="OUT.png", help="write the grouped bar chart here")
     c.set_defaults(func=cmd_calibrate)
