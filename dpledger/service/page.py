@@ -329,8 +329,14 @@ async def login(request: Request) -> Response:
 
 
 @router.post("/logout")
-def logout() -> Response:
-    """Forget the session cookie."""
+def logout(
+    request: Request, dpl_session: Annotated[str | None, Cookie(max_length=200)] = None
+) -> Response:
+    """End the session in the store (its cookie no longer signs in anywhere), forget it."""
+    state: ServiceState = request.app.state.service
+    key = state.auth.end_session(dpl_session)
+    if key is not None:
+        log.info("page: %s signed out", key.principal)
     response = RedirectResponse("/login", status_code=303)
     response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
     return response
