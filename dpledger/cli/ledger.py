@@ -258,8 +258,7 @@ def _cmd_lifetime(args: argparse.Namespace) -> int:
     with open_ledger(args, "read") as ledger:
         units = sorted({e.privacy_unit for e in ledger.entries()} | {ledger.policy.privacy_unit})
         lives = [ledger.lifetime(args.region, delta=args.delta, privacy_unit=u) for u in units]
-        delta = args.delta or ledger.policy.delta
-    blocks = [_lifetime_text(life, delta) for life in lives]
+    blocks = [_lifetime_text(life, life.views_delta) for life in lives]
     payload = lives[0].as_dict() if len(lives) == 1 else {"by_unit": [x.as_dict() for x in lives]}
     emit(payload, args.json, "\n".join(blocks))
     return EXIT_OK
