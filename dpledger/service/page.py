@@ -314,10 +314,11 @@ async def login(request: Request) -> Response:
         return _html(_login_page("That key is not valid (or was revoked)."), 401)
     if not key.scopes.allows("read"):
         return _html(_login_page(f"Key {key.key_id} lacks the read action."), 403)
+    session = await run_in_threadpool(state.auth.session_for, key)  # reads the store
     response = RedirectResponse("/", status_code=303)
     response.set_cookie(
         SESSION_COOKIE,
-        state.auth.session_for(key),
+        session,
         max_age=state.auth.session_ttl_s,
         httponly=True,
         samesite="strict",
