@@ -9,6 +9,7 @@ real process on 127.0.0.1 and a free port, and stops it by its pid.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,7 +87,13 @@ def call(app: Any, method: str, url: str, **kw: Any) -> httpx2.Response:
         async with httpx2.AsyncClient(transport=transport, base_url="http://testserver") as c:
             return await c.request(method, url, **kw)
 
-    return asyncio.run(go())
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(go())
+    # a loop already runs in this thread (the session's Playwright browser): use another
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, go()).result()
 
 
 def snapshot(ledger: str) -> object:

@@ -213,3 +213,28 @@ def test_zcdp_epsilon_is_an_upper_bound_on_both_sides_of_its_tiny_floor() -> Non
     for rho in (Fraction(1, 10**290), Fraction(1, 10**299)):
         assert zcdp_epsilon(rho, 1e-6) >= 0.0
     assert zcdp_epsilon(Fraction(1, 10**301), 1e-6) >= 2 * math.sqrt(1e-301 * math.log(1e6))
+
+
+def test_the_json_states_the_delta_of_the_views_beside_the_headlines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pure ledger's ``delta`` is its headline's, 0; the (ε, δ) views are at the policy's
+    δ (or ``--delta``), which ``views_delta`` states (audit 2, finding 13)."""
+    import json
+
+    from dpledger.cli.main import main
+
+    pure = policy()
+    with Ledger.open(tmp_path / "l.db", pure, mode="create") as ledger:
+        ledger.release(ReleaseRequest(epoch=0, metric="loss", region="north", cohort=10), 1.0)
+        life = ledger.lifetime("north").as_dict()
+        assert (life["delta"], life["views_delta"]) == (0.0, pure.delta)
+        assert ledger.lifetime("north", delta=1e-9).as_dict()["views_delta"] == 1e-9
+        assert life["epsilon_zcdp"] == zcdp_epsilon(Fraction(1, 200), pure.delta)
+    (tmp_path / "p.toml").write_text(ZCDP.format(epoch_rho="100"))
+    argv = ["ledger", "lifetime", "--policy", str(tmp_path / "p.toml"), "--ledger"]
+    with Ledger.open(tmp_path / "z.db", zcdp_policy(), mode="create") as ledger:
+        ledger.release(ReleaseRequest(epoch=0, metric="count", region="north", cohort=50), 5.0)
+    assert main([*argv, str(tmp_path / "z.db"), "--delta", "1e-8", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["delta"] == data["views_delta"] == 1e-8  # a zCDP headline is an (ε, δ) view

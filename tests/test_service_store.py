@@ -172,8 +172,9 @@ def test_sessions_expire_and_cannot_be_forged(tmp_path: Path) -> None:
         cookie = auth.session_for(record, now=1000.0)
         assert auth.from_session(cookie, now=1030.0) == record
         assert auth.from_session(cookie, now=1061.0) is None  # expired
-        key_id, expires, mac = cookie.split(".")
-        assert auth.from_session(f"{key_id}.{int(expires) + 3600}.{mac}", now=1030.0) is None
+        key_id, count, expires, mac = cookie.split(".")
+        later = f"{key_id}.{count}.{int(expires) + 3600}.{mac}"
+        assert auth.from_session(later, now=1030.0) is None
         assert auth.from_session("garbage", now=1030.0) is None
         store.revoke(record.key_id)
         assert auth.from_session(cookie, now=1030.0) is None  # dies with its key

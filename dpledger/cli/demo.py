@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from dpledger.cli.argtypes import ascii_int
 from dpledger.cli.main import EXIT_OK, EXIT_REFUSED, at_args, committed_but_undelivered
 from dpledger.cli.output import Undelivered, say, write_out
 from dpledger.sim.demo import DEFAULT_POLICY, DemoResult, run_demo
@@ -68,8 +69,10 @@ def _undelivered(result: DemoResult, why: str) -> int:
 def register(subparsers: Any) -> None:
     """Add ``dpledger demo`` to the CLI."""
     p = subparsers.add_parser("demo", help="simulate a fleet and run one evaluation epoch")
-    p.add_argument("--clients", type=int, default=20_000, help="fleet size (default 20,000)")
-    p.add_argument("--seed", type=int, default=0, help="fleet seed (noise is OpenDP's, unseeded)")
+    p.add_argument("--clients", type=ascii_int, default=20_000, help="fleet size (default 20,000)")
+    p.add_argument(
+        "--seed", type=ascii_int, default=0, help="fleet seed (noise is OpenDP's, unseeded)"
+    )
     p.add_argument(
         "--ledger",
         default="dpledger-demo.db",

@@ -15,6 +15,7 @@ from typing import Any
 
 from dpledger._files import SQLITE_SIDECARS
 from dpledger.accounting import PLD_MAX_EPSILON, PLD_MIN_EPSILON, pld_installed
+from dpledger.cli.argtypes import ascii_float
 from dpledger.cli.main import (
     EXIT_OK,
     EXIT_REFUSED,
@@ -68,7 +69,9 @@ def register(subparsers: Any) -> None:
             p.add_argument("--expected-head", help="ENTRY_ID:HASH recorded outside the database")
         if name == "lifetime":
             p.add_argument("--region", default=ALL, help="a region, or '*' for the worst")
-            p.add_argument("--delta", type=float, help="δ for the (ε, δ) views (default: policy's)")
+            p.add_argument(
+                "--delta", type=ascii_float, help="δ for the (ε, δ) views (default: policy's)"
+            )
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
@@ -175,7 +178,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     anchor = None
     if args.expected_head:
         seq, _, digest = args.expected_head.partition(":")
-        if not (seq.isdigit() and len(seq) <= 19 and len(digest) == 64):
+        if not (seq.isascii() and seq.isdigit() and len(seq) <= 19 and len(digest) == 64):
             raise InvalidInput("--expected-head takes ENTRY_ID:HASH (a release's entry_hash)")
         anchor = (int(seq), digest)
     try:
@@ -279,8 +282,7 @@ def _cmd_lifetime(args: argparse.Namespace) -> int:
     with open_ledger(args, "read") as ledger:
         units = sorted({e.privacy_unit for e in ledger.entries()} | {ledger.policy.privacy_unit})
         lives = [ledger.lifetime(args.region, delta=args.delta, privacy_unit=u) for u in units]
-        delta = args.delta or ledger.policy.delta
-    blocks = [_lifetime_text(life, delta) for life in lives]
+    blocks = [_lifetime_text(life, life.views_delta) for life in lives]
     payload = lives[0].as_dict() if len(lives) == 1 else {"by_unit": [x.as_dict() for x in lives]}
     emit(payload, args.json, "\n".join(blocks))
     return EXIT_OK

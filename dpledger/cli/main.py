@@ -28,6 +28,7 @@ import numpy.typing as npt
 
 from dpledger._files import check_path_text, check_sqlite_name, read_bounded, strict_json
 from dpledger.approval import ReleaseRequest, Verdict
+from dpledger.cli.argtypes import ascii_int
 from dpledger.cli.output import Undelivered, say, write_out
 from dpledger.errors import (
     DpLedgerError,
@@ -283,10 +284,10 @@ def ledger_args(p: argparse.ArgumentParser) -> None:
 def _release_args(p: argparse.ArgumentParser, *, release: bool) -> None:
     ledger_args(p)
     p.add_argument("--request", help="JSON file with the request fields (flags override)")
-    p.add_argument("--epoch", type=int)
+    p.add_argument("--epoch", type=ascii_int)
     p.add_argument("--metric")
     p.add_argument("--region", help=f"a region, or {ALL!r} for a global release (required)")
-    p.add_argument("--cohort", type=int, help="clients summed into the aggregate")
+    p.add_argument("--cohort", type=ascii_int, help="clients summed into the aggregate")
     p.add_argument("--edges-version", dest="edges_version")
     p.add_argument("--policy-version", dest="policy_version")
     if release:

@@ -12,6 +12,7 @@ import json
 import warnings
 from pathlib import Path
 
+from dpledger.cli.argtypes import ascii_float, ascii_int
 from dpledger.cli.output import write_out
 from dpledger.errors import InvalidInput
 from dpledger.planning.clip import (
@@ -171,7 +172,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if args.json:
         data = result.model_dump(mode="json")
         data["recommended_source"] = result.source_string()
-        write_out(json.dumps(data, indent=2))
+        write_out(json.dumps(data, indent=2, allow_nan=False))  # strict JSON: no NaN/Infinity
     else:
         write_out(result.table())
         write_out(f"clip.source = {json.dumps(result.source_string())}")
@@ -197,11 +198,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="a region's planned cohort (clients per release; records under a record-level "
         "policy); repeat per region",
     )
-    p.add_argument("--rounds", type=int, help="rounds per epoch (default: the policy's)")
+    p.add_argument("--rounds", type=ascii_int, help="rounds per epoch (default: the policy's)")
     p.add_argument(
         "--ledger", help="an existing ledger (SQLite path or postgresql:// URL) to read spend from"
     )
-    p.add_argument("--epoch", type=int, default=0, help="epoch to plan (default 0)")
+    p.add_argument("--epoch", type=ascii_int, default=0, help="epoch to plan (default 0)")
     p.add_argument(
         "--compare-definitions",
         action="store_true",
@@ -229,8 +230,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     c.add_argument("--held-out", required=True, help="per-client values: .npy, or .csv")
     c.add_argument("--column", help="CSV column holding the values")
-    c.add_argument("--epsilon", type=float, required=True, help="ε of one release of the metric")
-    c.add_argument("--cohort", type=int, required=True, help="clients in one published mean")
+    c.add_argument(
+        "--epsilon", type=ascii_float, required=True, help="ε of one release of the metric"
+    )
+    c.add_argument("--cohort", type=ascii_int, required=True, help="clients in one published mean")
     c.add_argument(
         "--percentiles",
         default="50,90,95,99,100",
@@ -239,7 +242,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     c.add_argument(
         "--neighbouring", choices=("replace", "add_remove"), default="replace", help="policy rule"
     )
-    c.add_argument("--low", type=float, default=0.0, help="lower clip bound (default 0)")
+    c.add_argument("--low", type=ascii_float, default=0.0, help="lower clip bound (default 0)")
     c.add_argument("--json", action="store_true", help="machine-readable output")
     c.add_argument("--plot", metavar="OUT.png", help="write the grouped bar chart here")
     c.set_defaults(func=cmd_calibrate)

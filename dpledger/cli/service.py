@@ -21,6 +21,7 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from dpledger._files import check_regular_file
+from dpledger.cli.argtypes import ascii_int
 from dpledger.cli.main import EXIT_UNDELIVERED, committed_but_undelivered
 from dpledger.cli.output import Undelivered, say, write_out
 from dpledger.errors import DpLedgerError, InvalidInput, LedgerCorrupted
@@ -351,10 +352,10 @@ def register(subparsers: Any) -> None:
     _store_args(p)
     p.add_argument("--policy", default=os.environ.get("DPLEDGER_POLICY"), help="policy TOML")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="port (8000; 0 picks a free one)")
-    p.add_argument("--connections", type=int, default=4, help="ledger connections (4)")
+    p.add_argument("--port", type=ascii_int, default=8000, help="port (8000; 0 picks a free one)")
+    p.add_argument("--connections", type=ascii_int, default=4, help="ledger connections (4)")
     p.add_argument(
-        "--max-body-bytes", type=int, default=1 << 20, help="largest request body (1 MiB)"
+        "--max-body-bytes", type=ascii_int, default=1 << 20, help="largest request body (1 MiB)"
     )
     p.add_argument("--tls-cert", help="serve HTTPS with this certificate (PEM)")
     p.add_argument("--tls-key", help="… and this private key (PEM)")

@@ -21,6 +21,7 @@ The headline (``Lifetime.epsilon``, ``method``) follows the ledger's unit. A pur
 ledger's headline is its exact pure ε (δ = 0, ``method="basic"``): the (ε, δ) figures
 are shown beside it, never instead of it, because a pure guarantee is stronger than any
 (ε, δ) one. A zCDP ledger's headline is the smaller (ε, δ) conversion of its exact ρ.
+``delta`` is the headline's δ; ``views_delta`` the δ of the (ε, δ) views.
 """
 
 from __future__ import annotations
@@ -48,9 +49,10 @@ class Lifetime:
     unit: Unit  # the ledger's budget unit: the headline is exact pure ε, or (ε, δ) of ρ
     epsilon_basic: Fraction | None  # Σ pure ε; None if any release was not pure
     rho: Fraction  # Σ ρ (zCDP) over the same releases
-    delta: float
-    epsilon_zcdp: float  # ε at ``delta`` from the summed ρ, via OpenDP
-    epsilon_pld: float | None  # ε at ``delta`` by PLD, when dp_accounting is installed
+    delta: float  # δ of the headline ``epsilon``: 0 for a pure ledger's exact ε
+    views_delta: float  # δ of the (ε, δ) views below (the policy's δ, or the one asked for)
+    epsilon_zcdp: float  # ε at ``views_delta`` from the summed ρ, via OpenDP
+    epsilon_pld: float | None  # ε at ``views_delta`` by PLD, when dp_accounting is installed
     epsilon: float  # the headline: exact pure ε (pure ledger), else the tighter (ε, δ)
     method: LifetimeMethod
     privacy_unit: PrivacyUnit = "client"  # whose loss: a client's, or one person's records
@@ -73,6 +75,7 @@ class Lifetime:
             "epsilon_basic": None if self.epsilon_basic is None else str(self.epsilon_basic),
             "rho": str(self.rho),
             "delta": self.delta,
+            "views_delta": self.views_delta,
             "epsilon_zcdp": self.epsilon_zcdp,
             "epsilon_pld": self.epsilon_pld,
             "epsilon": self.epsilon,
@@ -180,6 +183,7 @@ def _figures(
         epsilon_basic=basic,
         rho=rho,
         delta=0.0 if method == "basic" else delta,
+        views_delta=delta,
         epsilon_zcdp=eps_z,
         epsilon_pld=eps_pld,
         epsilon=best,

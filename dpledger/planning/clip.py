@@ -30,8 +30,8 @@ from dpledger._files import read_bounded
 from dpledger.errors import InvalidInput, PlotUnavailable
 from dpledger.planning._common import text_table
 from dpledger.policy import Clip, FrozenModel
-from dpledger.policy.base import MAX_BOUND
-from dpledger.types import Neighbouring
+from dpledger.policy.base import MAX_BOUND, MAX_BUDGET, MIN_NORMAL
+from dpledger.types import Neighbouring, cohort_size
 
 __all__ = [
     "COMMON_PERCENTILE",
@@ -117,9 +117,9 @@ class ClipCalibration(FrozenModel):
                 f"p{r.percentile:g}",
                 f"{r.bound:.4g}",
                 f"{100 * r.clipped_fraction:.1f}",
-                f"{1000 * r.noise_scale:.1f}",
-                f"{1000 * r.bias:.1f}",
-                f"{1000 * r.rmse:.1f}",
+                _milli(r.noise_scale),
+                _milli(r.bias),
+                _milli(r.rmse),
                 "*" if r == self.recommended else "",
             )
             for r in self.rows
@@ -133,6 +133,15 @@ class ClipCalibration(FrozenModel):
         return "\n".join(
             [head, text_table(headers, body, align="lrrrrrl"), f"* recommended: {self.note}"]
         )
+
+
+def _milli(x: float) -> str:
+    """``x × 1000`` as the table shows it: one decimal, or 3 digits and an exponent once
+    that is long (a noise scale at a tiny ε is near the largest double: ×1000 is inf)."""
+    if abs(x) < 1e9:
+        return f"{1000 * x:.1f}"
+    mantissa, exponent = f"{x:.2e}".split("e")
+    return f"{mantissa}e{int(exponent) + 3}"
 
 
 MAX_HELD_OUT_BYTES = 1 << 28
@@ -258,6 +267,15 @@ def _clean(values: object) -> tuple[npt.NDArray[np.float64], int]:
     return np.sort(arr), dropped
 
 
+_SMALLEST_EPSILON, _LARGEST_EPSILON = float(MIN_NORMAL), float(MAX_BUDGET)
+"""The per-release ε calibration takes: a policy's budget range (a normal double ≤ 1e9)."""
+
+
+def _normal_or_zero(x: float) -> bool:
+    """Whether ``x`` is 0 or a normal double: what a policy's clip bound may be."""
+    return x == 0 or abs(x) >= _SMALLEST_EPSILON
+
+
 def _check_args(percentiles: Sequence[float], epsilon: float, cohort: int) -> tuple[float, ...]:
     if (
         isinstance(epsilon, bool)
@@ -265,8 +283,12 @@ def _check_args(percentiles: Sequence[float], epsilon: float, cohort: int) -> tu
         or not (math.isfinite(epsilon) and epsilon > 0)
     ):
         raise InvalidInput(f"epsilon must be a finite number > 0, got {epsilon!r}")
-    if isinstance(cohort, bool) or not isinstance(cohort, numbers.Integral) or cohort <= 0:
-        raise InvalidInput(f"cohort n must be an integer ≥ 1 (clients per release), got {cohort!r}")
+    if not _SMALLEST_EPSILON <= float(epsilon) <= _LARGEST_EPSILON:
+        raise InvalidInput(
+            f"epsilon must lie between 2.2e-308 and 1e9, the per-release ε a policy accepts "
+            f"(a normal double, at most 1e9), got {float(epsilon):g}: use an ε in that range"
+        )
+    cohort_size(cohort, "cohort n")
     pcts = tuple(float(p) for p in percentiles)
     if not pcts:
         raise InvalidInput("give at least one candidate percentile")
@@ -311,6 +333,10 @@ def calibrate_clip(
         raise InvalidInput(f"low must be a finite number, got {low!r}")
     if abs(low) > _LARGEST:
         raise InvalidInput(f"low must lie within ±1e12 (a policy's clip bounds), got {low!r}")
+    if not _normal_or_zero(float(low)):
+        raise InvalidInput(
+            f"low must be 0 or at least 2.2e-308 in magnitude (a policy's clip bounds), got {low!r}"
+        )
     x, dropped = _clean(values)
     n = x.size
     bounds = np.percentile(x, pcts)
@@ -319,6 +345,14 @@ def calibrate_clip(
         raise InvalidInput(
             f"candidate bound(s) {', '.join(flat)} are not above low = {low:g}: "
             "no range to clip to; lower `low` or drop those percentiles"
+        )
+    tiny = [
+        f"p{p:g} = {b:.3g}" for p, b in zip(pcts, bounds, strict=True) if not _normal_or_zero(b)
+    ]
+    if tiny:
+        raise InvalidInput(
+            f"candidate bound(s) {', '.join(tiny)} are below 2.2e-308, the smallest clip "
+            "bound a policy takes (a normal double): rescale the metric (e.g. other units)"
         )
     # Sorted values + prefix sums: the clipped mean of every candidate in O(k log n).
     prefix = np.concatenate(([0.0], np.cumsum(x)))
@@ -331,8 +365,18 @@ def calibrate_clip(
     deltas = [  # the ledger's rule, one implementation (a handful of candidates)
         mech.scalar_sensitivity(Fraction(low), Fraction(float(b)), neighbouring) for b in bounds
     ]
-    scales = np.array([mech.noise_scale(d, epsilon, "epsilon") for d in deltas]) / int(cohort)
-    rmse = np.sqrt(bias**2 + 2.0 * scales**2)
+    beyond = InvalidInput(
+        f"at ε = {float(epsilon):g} and cohort {int(cohort)} the noise scale Δ/(ε·n) of a "
+        "candidate is beyond the range of a double (inf, or below the smallest): use an ε "
+        "nearer 1, or rescale the metric"
+    )
+    try:
+        scales = np.array([mech.noise_scale(d, epsilon, "epsilon") for d in deltas]) / int(cohort)
+    except InvalidInput as e:  # Δ/ε is inf, or 0: not a noise scale
+        raise beyond from e
+    rmse = np.hypot(bias, math.sqrt(2.0) * scales)  # √(bias² + 2b²), without overflow
+    if not (np.isfinite(rmse).all() and np.isfinite(bias).all()):
+        raise beyond
     rows = tuple(
         ClipCandidate(
             percentile=p,
@@ -371,6 +415,13 @@ def _note(rows: tuple[ClipCandidate, ...], best: ClipCandidate) -> str:
         if abs(usual.bias) > usual.noise_scale
         else "its noise dominates at this ε and cohort"
     )
+    if usual.rmse == best.rmse:
+        return head + "; the usual default p99 has the same RMSE"
+    if best.rmse == 0:  # no bias, and a noise scale below the smallest double
+        return (
+            head + f" (no clipping bias, and noise below the smallest double at this ε and "
+            f"cohort); NOT the usual default p99 (RMSE {usual.rmse:.3g}: {why})"
+        )
     return (
         head + f"; NOT the usual default p99 (RMSE {usual.rmse:.3g}, "
         f"{usual.rmse / best.rmse:.2g}× higher: {why})"
@@ -395,6 +446,8 @@ def plot_candidates(result: ClipCalibration, path: str | os.PathLike[str]) -> Pa
     ]
     bar95 = np.array([1000 * math.log(20.0) * r.noise_scale for r in result.rows])
     bias = np.array([1000 * abs(r.bias) for r in result.rows])
+    if not (np.isfinite(bar95).all() and np.isfinite(bias).all()):
+        raise InvalidInput("the error bars ×1000 are beyond a double's range: nothing to chart")
     pos = np.arange(len(labels))
     width = 0.38
     fig, ax = plt.subplots(figsize=(7, 4.3))

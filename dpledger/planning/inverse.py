@@ -203,8 +203,15 @@ def budget_for_scale(
         d, s = float(sensitivity), float(scale)
     except (TypeError, ValueError) as e:
         raise InvalidInput(f"sensitivity and scale must be numbers: {e}") from e
-    facts = mech.MechanismFacts(mechanism, measure, d, s, dimension, k=k)
-    return Budget(mech.privacy_loss(facts), measure)
+    try:
+        facts = mech.MechanismFacts(mechanism, measure, d, s, dimension, k=k)
+        loss = mech.privacy_loss(facts)
+    except OverflowError as e:  # OpenDP's map is inf: no finite budget buys this scale
+        raise InvalidInput(
+            f"the budget of sensitivity {d!r} at noise scale {s!r} is beyond the range of a "
+            "double (infinite): use a larger scale or a smaller sensitivity"
+        ) from e
+    return Budget(loss, measure)
 
 
 def epsilon_for_target(policy: Policy, metric: str, target: float | None, cohort: int) -> Fraction:

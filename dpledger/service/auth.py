@@ -8,11 +8,14 @@ logged.
 
 **Page sessions.** A person signs in to the page once by pasting a key with the
 ``read`` action; the browser then holds a session cookie, not the key:
-``<key id>.<expiry>.<HMAC-SHA256(secret, key id . expiry)>``, with the secret kept in
-the service store (shared by every replica). A session lasts :data:`SESSION_TTL_S` and
-dies with its key: each request looks the key up again, so a revocation ends its
-sessions at once. The cookie is ``HttpOnly`` (no script reads it), ``SameSite=Strict``
-(no other site's page sends it) and ``Secure`` when served over HTTPS.
+``<key id>.<count>.<expiry>.<HMAC-SHA256(secret, key id . count . expiry)>``, with the
+secret kept in the service store (shared by every replica). A session lasts
+:data:`SESSION_TTL_S` and dies with its key: each request looks the key up again, so a
+revocation ends its sessions at once. Signing out (:meth:`Authenticator.end_session`)
+moves the key's session count in the store, which voids every page session made under
+the old count, on every replica, at once: a copied cookie is worthless after sign-out.
+The cookie is ``HttpOnly`` (no script reads it), ``SameSite=Strict`` (no other site's
+page sends it) and ``Secure`` when served over HTTPS.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ __all__ = ["SESSION_COOKIE", "SESSION_TTL_S", "Authenticator"]
 SESSION_COOKIE = "dpl_session"
 SESSION_TTL_S = 8 * 3600
 """How long a page session lasts, in seconds (a working day)."""
-_SESSION = re.compile(r"([0-9a-f]{12})\.([0-9]{1,12})\.([0-9a-f]{64})")
+_SESSION = re.compile(r"([0-9a-f]{12})\.([0-9]{1,19})\.([0-9]{1,12})\.([0-9a-f]{64})")
 
 
 class Authenticator:
@@ -69,20 +72,32 @@ class Authenticator:
         return hmac.new(self._secret, payload.encode("ascii"), hashlib.sha256).hexdigest()
 
     def session_for(self, key: ApiKey, *, now: float | None = None) -> str:
-        """A session cookie value for ``key``, valid for :attr:`session_ttl_s` seconds."""
+        """A session cookie value for ``key``, valid for :attr:`session_ttl_s` seconds
+        (or until the key signs out or is revoked)."""
         expires = int(time.time() if now is None else now) + self.session_ttl_s
-        payload = f"{key.key_id}.{expires}"
+        payload = f"{key.key_id}.{self._store.session_epoch(key.key_id)}.{expires}"
         return f"{payload}.{self._mac(payload)}"
 
     def from_session(self, cookie: str | None, *, now: float | None = None) -> ApiKey | None:
-        """The active key a session cookie stands for, or None (forged, expired, revoked)."""
+        """The active key a session cookie stands for, or None (forged, expired, signed
+        out, revoked)."""
         m = _SESSION.fullmatch(cookie) if cookie else None
         if m is None:
             return None
-        key_id, expires, mac = m.groups()
-        if not hmac.compare_digest(self._mac(f"{key_id}.{expires}"), mac):
+        key_id, count, expires, mac = m.groups()
+        if not hmac.compare_digest(self._mac(f"{key_id}.{count}.{expires}"), mac):
             return None
         if int(expires) < (time.time() if now is None else now):
             return None
+        if int(count) != self._store.session_epoch(key_id):
+            return None  # signed out since
         key = self._store.key(key_id)
         return key if key is not None and key.active else None
+
+    def end_session(self, cookie: str | None, *, now: float | None = None) -> ApiKey | None:
+        """Sign out: void the page sessions of the key a valid ``cookie`` stands for (every
+        one of that key's sessions, on every replica); the key, or None if none was valid."""
+        key = self.from_session(cookie, now=now)
+        if key is not None:
+            self._store.end_sessions(key.key_id)
+        return key

@@ -314,10 +314,11 @@ async def login(request: Request) -> Response:
         return _html(_login_page("That key is not valid (or was revoked)."), 401)
     if not key.scopes.allows("read"):
         return _html(_login_page(f"Key {key.key_id} lacks the read action."), 403)
+    session = await run_in_threadpool(state.auth.session_for, key)  # reads the store
     response = RedirectResponse("/", status_code=303)
     response.set_cookie(
         SESSION_COOKIE,
-        state.auth.session_for(key),
+        session,
         max_age=state.auth.session_ttl_s,
         httponly=True,
         samesite="strict",
@@ -329,8 +330,14 @@ async def login(request: Request) -> Response:
 
 
 @router.post("/logout")
-def logout() -> Response:
-    """Forget the session cookie."""
+def logout(
+    request: Request, dpl_session: Annotated[str | None, Cookie(max_length=200)] = None
+) -> Response:
+    """End the session in the store (its cookie no longer signs in anywhere), forget it."""
+    state: ServiceState = request.app.state.service
+    key = state.auth.end_session(dpl_session)
+    if key is not None:
+        log.info("page: %s signed out", key.principal)
     response = RedirectResponse("/login", status_code=303)
     response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
     return response

@@ -1,4 +1,4 @@
-"""The service's own state beside the ledger: API keys, the refusal log, the session secret.
+"""The service's own state beside the ledger: API keys, the refusal log, page sessions.
 
 This is operator state, not the audit record: keys are revoked (rows change), refusals
 are pruned, and none of it is hash-chained or read by :meth:`Ledger.verify`. It is kept
@@ -142,6 +142,9 @@ def _statements(p: str) -> dict[str, str]:
         "meta": f"SELECT value FROM dpl_svc_meta WHERE key = {p}",
         "set_meta": f"INSERT INTO dpl_svc_meta (key, value) VALUES ({p}, {p}) "
         "ON CONFLICT (key) DO NOTHING",
+        "end_sessions": f"INSERT INTO dpl_svc_meta (key, value) VALUES ({p}, '1') "
+        "ON CONFLICT (key) DO UPDATE "
+        "SET value = CAST(CAST(dpl_svc_meta.value AS BIGINT) + 1 AS TEXT)",
     }
 
 
@@ -200,7 +203,7 @@ _PG = _statements("%s")
 
 
 class ServiceStore:
-    """Keys, refusals and the session secret of one ledger's service (thread-safe).
+    """Keys, refusals and page sessions (secret, sign-outs) of a service (thread-safe).
 
     Open with :meth:`open`. Every statement runs under one lock on one connection.
     """
@@ -472,6 +475,20 @@ class ServiceStore:
         if not rows:
             raise LedgerCorrupted(f"{self.location} has no session secret")
         return bytes.fromhex(str(rows[0][0]))
+
+    def session_epoch(self, key_id: str) -> int:
+        """How often the page sessions of ``key_id`` were ended (signed out): a session
+        names the count it was made at, and is void once the count has moved on."""
+        rows = self._query("meta", (f"sessions:{key_id}",))
+        try:
+            return int(rows[0][0]) if rows else 0
+        except ValueError as e:
+            raise LedgerCorrupted(f"{self.location}: key {key_id}'s session count") from e
+
+    def end_sessions(self, key_id: str) -> None:
+        """End every page session of ``key_id`` (sign-out), for every replica at once."""
+        with self._transaction():
+            self._run(self._sql["end_sessions"], (f"sessions:{key_id}",))
 
     # -- refusals ---------------------------------------------------------------------
 
