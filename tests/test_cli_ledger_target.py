@@ -136,3 +136,14 @@ def test_an_in_memory_key_store_is_refused(
     assert "in-memory" in err
     assert "Traceback" not in err
     assert {n: (cwd / n).read_bytes() for n in files(cwd)} == before
+
+
+def test_keys_create_without_a_ledger_is_an_input_error(
+    cwd: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It raised AttributeError (exit 3): the scope names were checked against a ledger
+    before the missing --ledger was named (review s24)."""
+    argv = ["keys", "create", "--keys", "k.db", "--name", "a", "--action", "read"]
+    assert main(argv) == 2
+    assert "no ledger: pass --ledger" in capsys.readouterr().err
+    assert not (cwd / "k.db").exists()

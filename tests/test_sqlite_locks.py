@@ -14,6 +14,7 @@ allocation is spent once, and every entry is in the file afterwards.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -137,3 +138,52 @@ def test_a_header_is_read_only_when_no_connection_holds_the_file(tmp_path: Path)
     with pytest.raises(NotALedger):
         dl.Ledger.open(p, dl.Policy.load(SPATIAL))
     assert p.read_bytes() == b"not sqlite at all"
+
+
+def test_an_unclosed_connection_is_uncounted_when_collected(path: Path) -> None:
+    """The count held each connection strongly: Ledgers dropped without close() kept
+    their descriptors open forever (review s24)."""
+    import gc
+
+    policy = dl.Policy.load(SPATIAL)
+    for _ in range(50):
+        ledger = dl.Ledger.open(path, policy, mode="read")
+        ledger.entries()
+        del ledger
+    gc.collect()
+    assert not sqlite_files.held(path)
+    assert len(os.listdir("/proc/self/fd")) < 200
+
+
+def test_two_read_handles_in_one_process_create_nothing(path: Path) -> None:
+    """A second read handle chose a read-only WAL connection because the first (an
+    immutable one) was counted, and left -wal and -shm behind (review s24)."""
+    policy = dl.Policy.load(SPATIAL)
+    before = sorted(os.listdir(path.parent))
+    with (
+        dl.Ledger.open(path, policy, mode="read") as a,
+        dl.Ledger.open(path, policy, mode="read") as b,
+    ):
+        assert len(a.entries()) == len(b.entries()) == 0
+    assert sorted(os.listdir(path.parent)) == before
+
+
+def test_a_fifo_in_place_of_a_header_is_refused_without_waiting(tmp_path: Path) -> None:
+    fifo = tmp_path / "f.db"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError, match="not a regular file"):
+        sqlite_files.read_header(fifo, 16)
+
+
+def test_the_demo_never_removes_the_files_of_a_ledger_its_process_holds(tmp_path: Path) -> None:
+    from dpledger.sim.demo_ledger import claim_ledger, demo_labels
+
+    made = tmp_path / "d.db"
+    with dl.Ledger.open(made, dl.Policy.load(SPATIAL), mode="create",
+                        labels=demo_labels(made)) as ledger:  # fmt: skip
+        ledger.init()
+        with pytest.raises(dl.InvalidInput, match="open in this process"):
+            claim_ledger(made, fresh=True)
+        assert made.exists()
+    claim_ledger(made, fresh=True)
+    assert not made.exists()

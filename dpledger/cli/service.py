@@ -150,8 +150,9 @@ def _scopes(args: argparse.Namespace) -> Scopes:
 def cmd_keys_create(args: argparse.Namespace) -> int:
     """``dpledger keys create``: print a new key once (stdout); its record goes to stderr."""
     scopes = _scopes(args)
+    location = _keys_location(args)  # no --ledger: named before anything reads it
     _check_names(scopes, args.policy, args.ledger)
-    with ServiceStore.open(_keys_location(args), create=True) as store:
+    with ServiceStore.open(location, create=True) as store:
         made, record = store.create_key(args.name, scopes)
         where = store.location
         try:

@@ -251,9 +251,7 @@ class SqliteStore(SqlStore):
         path = quote(str(p.resolve()))
         if self.mode != "read":
             return f"file:{path}?mode=rw"
-        if sqlite_files.held(p) or any(
-            Path(f"{p.resolve()}{s}").exists() for s in ("-wal", "-shm")
-        ):
+        if any(Path(f"{p.resolve()}{s}").exists() for s in ("-wal", "-shm")):
             # in use, or a writer crashed: read through its WAL; a read-only connection
             # never checkpoints, so it neither writes the file nor removes the WAL
             return f"file:{path}?mode=ro"

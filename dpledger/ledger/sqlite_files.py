@@ -18,8 +18,12 @@ the files beside it are SQLite's own).
 
 from __future__ import annotations
 
+import errno
+import os
 import sqlite3
+import stat
 import threading
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,7 +34,14 @@ _Key = tuple[int, int]  # (st_dev, st_ino)
 
 _LOCK = threading.Lock()
 _COUNT: dict[_Key, int] = {}  # open connections per file
-_OPEN: dict[int, tuple[sqlite3.Connection, _Key]] = {}  # id(conn) → (conn, its file)
+_FINAL: dict[
+    int, weakref.finalize[[int, _Key], sqlite3.Connection]
+] = {}  # id(conn) → uncounts it once: at close, or at GC
+
+
+class _Counted(sqlite3.Connection):
+    """An ``sqlite3.Connection`` that can be weakly referenced: a connection dropped
+    without :func:`close` is uncounted when it is collected (and SQLite closes it)."""
 
 
 def _key(p: Path) -> _Key | None:
@@ -49,8 +60,9 @@ def held(p: Path) -> bool:
 
 
 def read_header(p: Path, n: int) -> bytes | None:
-    """The first ``n`` bytes of the file at ``p``; None when a connection of this process
-    has it open (closing a descriptor would drop that connection's locks; it is SQLite's).
+    """The first ``n`` bytes of the regular file at ``p``; None when a connection of this
+    process has it open (closing a descriptor would drop that connection's locks; it is
+    SQLite's). Opened without blocking (a FIFO swapped in is refused, not waited on).
 
     OSError propagates (the caller names the file).
     """
@@ -58,8 +70,13 @@ def read_header(p: Path, n: int) -> bytes | None:
     with _LOCK:  # no connection of this process opens the file meanwhile
         if key is not None and key in _COUNT:
             return None
-        with p.open("rb") as f:
-            return f.read(n)
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(errno.EINVAL, "not a regular file")
+            return os.read(fd, n)
+        finally:
+            os.close(fd)
 
 
 def unless_held(p: Path, check: Callable[[], None]) -> None:
@@ -82,26 +99,31 @@ def connect(p: Path, uri: str, **kwargs: Any) -> sqlite3.Connection:
     with _LOCK:
         _COUNT[key] = _COUNT.get(key, 0) + 1
     try:
-        conn = sqlite3.connect(uri, uri=True, **kwargs)
+        conn = sqlite3.connect(uri, uri=True, factory=_Counted, **kwargs)
     except BaseException:
         with _LOCK:
             _uncount(key)
         raise
     with _LOCK:
-        _OPEN[id(conn)] = (conn, key)
+        _FINAL[id(conn)] = weakref.finalize(conn, _gone, id(conn), key)
     return conn
 
 
 def close(conn: sqlite3.Connection) -> None:
     """Close ``conn`` and uncount it (idempotent; any connection may be passed)."""
-    with _LOCK:
-        entry = _OPEN.pop(id(conn), None)
     try:
         conn.close()
     finally:
-        if entry is not None:
-            with _LOCK:
-                _uncount(entry[1])
+        with _LOCK:
+            done = _FINAL.get(id(conn))
+        if done is not None:
+            done()  # runs _gone once; later calls (and the collection) do nothing
+
+
+def _gone(ident: int, key: _Key) -> None:
+    with _LOCK:
+        _FINAL.pop(ident, None)
+        _uncount(key)
 
 
 def _uncount(key: _Key) -> None:

@@ -140,7 +140,7 @@ def _connect(p: Path, *, read_only: bool) -> sqlite3.Connection:
     path = quote(str(p.resolve()))
     if not read_only:
         uri = f"file:{path}?mode=rw"
-    elif sqlite_files.held(p) or any(Path(f"{p.resolve()}{s}").exists() for s in ("-wal", "-shm")):
+    elif any(Path(f"{p.resolve()}{s}").exists() for s in ("-wal", "-shm")):
         uri = f"file:{path}?mode=ro"
     else:
         uri = f"file:{path}?immutable=1"

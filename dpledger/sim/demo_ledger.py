@@ -40,8 +40,11 @@ def claim_ledger(path: Path, *, fresh: bool) -> None:
     from dpledger.ledger import sqlite_files
     from dpledger.ledger.sqlite import SqliteStore
 
-    # its -wal and -shm are removed below (the check skipped while this process has it open)
-    sqlite_files.unless_held(path, lambda: check_sidecars(str(path), "demo ledger"))
+    if sqlite_files.held(path):  # removing its -wal/-shm would corrupt the open ledger
+        raise InvalidInput(
+            f"{path} is open in this process: close its Ledger before the demo replaces it"
+        )
+    check_sidecars(str(path), "demo ledger")  # its -wal and -shm are removed below
 
     try:
         store = SqliteStore(path, "read")
