@@ -76,3 +76,23 @@ def test_plan_refuses_an_epoch_bound_to_another_policy(
         pytest.raises(dl.InvalidInput, match="bound to policy"),
     ):
         dl.plan(dl.Policy.load(v2), {"eu-west": 2400}, ledger=ledger, epoch=0)
+
+
+def test_a_region_a_later_version_added_has_a_view_in_an_earlier_epoch(tmp_path: Path) -> None:
+    """The views checked a region against the epoch's policy only: a v2 adding a region
+    made `ledger show`, the service's budget routes and the page fail (review s24)."""
+    v1 = dl.Policy.from_toml(V1, source="v1")
+    added = V1.replace('version = "1.0.0"', 'version = "2.0.0"').replace('"apac"]', '"apac", "sa"]')
+    assert added.count('"sa"') == 1
+    (tmp_path / "v2.toml").write_text(added)
+    v2 = dl.Policy.load(tmp_path / "v2.toml")
+    path = tmp_path / "v.db"
+    with dl.Ledger.open(path, v1, mode="create") as ledger:
+        ledger.release(request(0), 1000.0)
+    with dl.Ledger.open(path, v2, mode="read") as ledger:
+        assert ledger.remaining(0, "sa").amount == v1.eval_budget  # no release touched sa
+        assert ledger.metric_spent(0, "sa", "clipped_mean_loss").amount == 0
+        with pytest.raises(dl.InvalidInput, match="unknown region"):
+            ledger.remaining(0, "nowhere")
+    argv = ["ledger", "show", "--policy", str(tmp_path / "v2.toml"), "--ledger", str(path)]
+    assert main(argv) == 0

@@ -348,16 +348,20 @@ class Ledger:
         """The part of :meth:`spent` that metric ``metric`` used (its allocation's use)."""
         policy = self._budget_policy(epoch)
         self._known_region(region, policy)
-        policy.metric(metric)
+        if metric not in policy.metrics:  # one the epoch's policy lacks spent nothing there
+            self.policy.metric(metric)  # unknown to both: an error
         loss = client_loss(self._spend(epoch).of_metric(metric), region)
         return Budget(loss, policy.unit)
 
     def _known_region(self, region: str, policy: Policy | None = None) -> None:
-        policy = policy or self.policy
+        """Refuse a region neither this ledger's policy nor ``policy`` (an epoch's) has: a
+        region a later version added is known, and its clients lost only the global
+        releases in an epoch of an earlier version."""
         if not isinstance(region, str):
             raise InvalidInput(f"region must be a string, got {region!r}")
-        if region != ALL and not policy.regions.admits(region):
-            names = list(policy.regions.names) or "any valid name (open regions)"
+        known = [p for p in (self.policy, policy) if p is not None]
+        if region != ALL and not any(p.regions.admits(region) for p in known):
+            names = list(self.policy.regions.names) or "any valid name (open regions)"
             raise InvalidInput(f"unknown region {region!r}; this policy's regions: {names}")
 
     def remaining(self, epoch: int, region: str = ALL) -> Budget:
