@@ -22,8 +22,15 @@ import numpy as np
 import numpy.typing as npt
 
 from dpledger import _opendp as dp
+from dpledger._bars import (
+    BAR_KINDS,
+    ROUNDING,
+    bar_factor,
+    cohort_floor_for_scale,
+    error_bar_for_scale,
+)
 from dpledger._invoke import invoke
-from dpledger._search import least_float, least_integer
+from dpledger._search import least_float
 from dpledger._sensitivity import (
     CLIENT_ROUNDING_SLACK,
     check_records,
@@ -50,7 +57,9 @@ from dpledger.types import (
 __all__ = [
     "BAR_KINDS",
     "CLIENT_ROUNDING_SLACK",
+    "GRID_SLACK",
     "OPENDP_VERSION",
+    "ROUNDING",
     "MechanismFacts",
     "apply",
     "apply_many",
@@ -77,9 +86,7 @@ __all__ = [
 
 
 OPENDP_VERSION = version("opendp")
-BAR_KINDS: tuple[BarKind, ...] = ("ci95", "std", "scale")
 
-_Z95 = 1.959963984540054  # two-sided 95% normal quantile
 GRANULARITY_K = -40
 """Noise is sampled on the grid 2^k (≈ 1e-12): ~1.4× faster than the finest grid, and
 OpenDP's privacy map accounts for the rounding, so the charge stays exact."""
@@ -300,43 +307,30 @@ def _joint(facts: MechanismFacts, count: int) -> dp.Measurement:
     return build(dataclasses.replace(facts, dimension=max(facts.dimension, 1) * count))
 
 
-def bar_factor(bar: BarKind, mechanism: MechanismKind = "laplace") -> float:
-    """Multiplier from noise scale to error bar: ``scale``; ``std`` (√2·b or σ); ``ci95``.
-
-    For Laplace(b), P(|X| > t) = exp(−t/b), so the 95% half-width is b·ln 20.
-    """
-    if bar == "scale":
-        return 1.0
-    if bar == "std":
-        return math.sqrt(2.0) if mechanism == "laplace" else 1.0
-    if bar == "ci95":
-        return math.log(20.0) if mechanism == "laplace" else _Z95
-    raise InvalidInput(f"bar must be one of {BAR_KINDS}, got {bar!r}")
+GRID_SLACK = math.ldexp(2.0, GRANULARITY_K)
+"""Two steps of OpenDP's output grid at :data:`GRANULARITY_K` (what
+:attr:`MechanismFacts.grid_slack` gives a release of dpledger's): the public
+:func:`error_bar` and :func:`cohort_floor` add it, as a release's bar does."""
 
 
-def error_bar_for_scale(
-    scale: float,
-    n: int,
-    bar: BarKind = "ci95",
-    mechanism: MechanismKind = "laplace",
-    slack: float = 0.0,
+def error_bar_of(
+    facts: MechanismFacts, n: int, bar: BarKind = "ci95", magnitude: float = 0.0
 ) -> float:
-    """Error bar on a per-client mean (a sum divided by the cohort ``n``); ``slack`` is
-    added to the sum's half-width (:attr:`MechanismFacts.grid_slack`)."""
-    if n <= 0:
-        raise InvalidInput(f"cohort n must be ≥ 1, got {n}")
-    return (bar_factor(bar, mechanism) * scale + slack) / n
+    """The error bar a release of these calibrated facts reports on a mean over ``n``,
+    OpenDP's output grid and the doubles' rounding of sums of values up to ``magnitude``
+    (:attr:`~dpledger.policy.MetricSpec.magnitude`) included."""
+    return error_bar_for_scale(
+        facts.scale, n, bar, facts.mechanism, facts.grid_slack, magnitude * ROUNDING
+    )
 
 
-def error_bar_of(facts: MechanismFacts, n: int, bar: BarKind = "ci95") -> float:
-    """The error bar a release of these calibrated facts reports over ``n`` (1 for a
-    vector's coordinate), OpenDP's output grid included."""
-    return error_bar_for_scale(facts.scale, n, bar, facts.mechanism, facts.grid_slack)
-
-
-def cohort_floor_of(facts: MechanismFacts, target: float, bar: BarKind = "ci95") -> int:
+def cohort_floor_of(
+    facts: MechanismFacts, target: float, bar: BarKind = "ci95", magnitude: float = 0.0
+) -> int:
     """The least cohort whose :func:`error_bar_of` is ≤ ``target``."""
-    return cohort_floor_for_scale(facts.scale, target, bar, facts.mechanism, facts.grid_slack)
+    return cohort_floor_for_scale(
+        facts.scale, target, bar, facts.mechanism, facts.grid_slack, magnitude * ROUNDING
+    )
 
 
 def _amount(
@@ -371,8 +365,11 @@ def error_bar(
     *,
     measure: Unit | None = None,
     mechanism: MechanismKind = "laplace",
+    magnitude: float = 0.0,
 ) -> float:
-    """Error bar of a mean over ``n`` clients: ``factor·Δ/(ε·n)`` (or σ/n under zCDP).
+    """Error bar of a mean over ``n`` clients: ``factor·Δ/(ε·n)`` (or σ/n under zCDP),
+    plus OpenDP's grid (:data:`GRID_SLACK`, on the sum) and, for values up to
+    ``magnitude``, the doubles' rounding (:data:`ROUNDING`), as a release's bar.
 
     Under a record-level policy ``n`` counts records and ``Δ`` is the per-record bound ×
     ``max_records_per_person`` (:func:`policy_sensitivity` gives it).
@@ -384,7 +381,8 @@ def error_bar(
     n = cohort_size(n, "cohort n")
     amount, unit = _amount(budget, measure, mechanism)
     scale = noise_scale(positive_real(sensitivity, "sensitivity"), amount, unit)
-    return error_bar_for_scale(scale, n, bar, mechanism)
+    rounding = _nonnegative(magnitude, "magnitude") * ROUNDING
+    return error_bar_for_scale(scale, n, bar, mechanism, GRID_SLACK, rounding)
 
 
 def cohort_floor(
@@ -395,6 +393,7 @@ def cohort_floor(
     *,
     measure: Unit | None = None,
     mechanism: MechanismKind = "laplace",
+    magnitude: float = 0.0,
 ) -> int:
     """The smallest cohort ``n`` whose :func:`error_bar` is ≤ ``target`` (n − 1's is not).
 
@@ -405,39 +404,18 @@ def cohort_floor(
     goal = positive_real(target, "target error bar")
     amount, unit = _amount(budget, measure, mechanism)
     scale = noise_scale(positive_real(sensitivity, "sensitivity"), amount, unit)
-    return cohort_floor_for_scale(scale, goal, bar, mechanism)
+    rounding = _nonnegative(magnitude, "magnitude") * ROUNDING
+    return cohort_floor_for_scale(scale, goal, bar, mechanism, GRID_SLACK, rounding)
 
 
-@functools.lru_cache(maxsize=4096)
-def cohort_floor_for_scale(
-    scale: float,
-    target: float,
-    bar: BarKind = "ci95",
-    mechanism: MechanismKind = "laplace",
-    slack: float = 0.0,
-) -> int:
-    """The smallest ``n`` whose :func:`error_bar_for_scale` is ≤ ``target`` at this scale.
-
-    The approval check and the planner use it with a release's calibrated scale, so the
-    floor and the bar a release reports can never disagree.
-    """
-    if not (math.isfinite(target) and target > 0):
-        raise InvalidInput(f"target error bar must be finite and > 0, got {target!r}")
-    ratio = (bar_factor(bar, mechanism) * scale + slack) / target
-    if not math.isfinite(ratio) or ratio > 2**62:
-        raise InvalidInput(
-            f"no cohort reaches the target {target!r} at noise scale {scale!r}: the floor "
-            "would exceed 2**62 clients"
-        )
-    floor = least_integer(
-        lambda n: error_bar_for_scale(scale, n, bar, mechanism, slack) <= target,
-        1,
-        2**63,
-        max(1, math.ceil(ratio)),  # the closed form: exact up to float rounding
-    )
-    if floor is None:  # the bar shrinks like 1/n, so 2**63 always passes after the check
-        raise InternalError(f"no cohort floor for scale {scale!r} and target {target!r}")
-    return floor
+def _nonnegative(value: float, what: str) -> float:
+    """``value`` as a finite float ≥ 0, else :class:`InvalidInput`."""
+    if isinstance(value, bool) or not isinstance(value, int | float | Fraction):
+        raise InvalidInput(f"{what} must be a real number ≥ 0, got {value!r}")
+    v = float(value)
+    if not (math.isfinite(v) and v >= 0):
+        raise InvalidInput(f"{what} must be finite and ≥ 0, got {value!r}")
+    return v
 
 
 @functools.lru_cache(maxsize=1024)

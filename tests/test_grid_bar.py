@@ -72,3 +72,46 @@ def test_the_grid_adds_two_steps_to_the_sum_and_nothing_else() -> None:
     assert finest.grid_slack == 0.0
     floor = mech.cohort_floor_of(facts, 0.01)
     assert mech.error_bar_of(facts, floor) <= 0.01 < mech.error_bar_of(facts, floor - 1)
+
+
+def test_a_bar_covers_the_doubles_rounding_of_large_values(tmp_path: Path) -> None:
+    """Values near 1e6 with a clip range of 1e-6 at ε = 27,000 (a valid policy): the noise
+    (scale 3.7e-11) is below a double's spacing there (1.2e-10), and the bar covered 79%
+    of releases (review s24). The bar adds magnitude × 2⁻⁵¹ to a mean. 400 releases; at a
+    true coverage of 0.95 the ≥ 0.93 check fails with probability ≈ 0.03 (it is ~1.0)."""
+    text = POLICY.format(definition="pure", budget='epoch_epsilon = "27000"',
+                         metric_budget='epsilon = "27000"', high="1000000.000001")  # fmt: skip
+    text = text.replace('low = "0"', 'low = "1000000"')
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        p = dl.Policy.from_toml(text, source="big.toml")
+    assert p.metric("m").magnitude == 1000000.000001
+    truth = 1000000.0000005
+    with dl.Ledger.open(tmp_path / "b.db", p, mode="create") as ledger:
+        covered = sum(
+            abs(float(r.value) - truth) <= r.error_bar
+            for r in (
+                ledger.release(dl.ReleaseRequest(epoch=e, metric="m", region="a", cohort=1), truth)
+                for e in range(400)
+            )
+        )
+    assert covered >= 0.93 * 400
+
+
+def test_budget_for_target_counts_the_grid(tmp_path: Path) -> None:
+    """It ignored the grid: at n = 1 a target of 3e-12 got a budget the approval check then
+    refused, and 1e-12, which no budget meets, got one too (review s24)."""
+    p = policy("pure", "1e-6")
+    b = dl.budget_for_target(p, "m", 3e-12, 1)
+    text = POLICY.format(definition="pure", budget=f'epoch_epsilon = "{b.amount}"',
+                         metric_budget=f'epsilon = "{b.amount}"\ntarget = 3e-12',
+                         high="1e-6")  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fitted = dl.Policy.from_toml(text, source="fitted.toml")
+    with dl.Ledger.open(tmp_path / "f.db", fitted, mode="create") as ledger:
+        verdict = ledger.check(dl.ReleaseRequest(epoch=0, metric="m", region="a", cohort=1),
+                               3e-7)  # fmt: skip
+        assert verdict.approved, verdict.summary()
+    with pytest.raises(dl.InvalidInput, match="no budget meets target"):
+        dl.budget_for_target(p, "m", 1e-12, 1)

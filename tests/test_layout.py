@@ -25,6 +25,7 @@ RANK = {
     "approval": 4,
     "accounting": 3,
     "mechanisms": 2,
+    "_bars": 1.75,
     "_sensitivity": 1.5,
     "_invoke": 1.25,
     "_opendp": 1,
@@ -37,7 +38,8 @@ RANK = {
 }
 """Layer of each top-level module or package: imports go to a lower layer (or stay inside
 their own package). cli → service / flower → sim → ledger / planning → approval →
-accounting → mechanisms → _sensitivity → _invoke → _opendp → policy → _files → errors / types;
+accounting → mechanisms → _bars → _sensitivity → _invoke → _opendp → policy → _files →
+errors / types;
 metrics imports only errors, types and numpy. The command line is the outermost caller: it
 starts the service."""
 

@@ -202,7 +202,7 @@ def test_plan_rows_use_the_approval_checks_calibration() -> None:
         assert charge == Fraction(1, 5)
         assert float(row.budget_per_release) == 0.2
         assert row.noise_scale == facts.scale
-        assert row.error_bar == mech.error_bar_of(facts, row.cohort, spec.bar)
+        assert row.error_bar == mech.error_bar_of(facts, row.cohort, spec.bar, spec.magnitude)
         assert spec.target is not None
         assert row.cohort_floor == cohort_floor(facts.sensitivity, charge, spec.target, spec.bar)
         assert row.publishable == (row.cohort >= row.cohort_floor)

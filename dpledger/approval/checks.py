@@ -120,9 +120,9 @@ def costing(policy: Policy, metric: str, cohort: int) -> Costing:
     if spec.target is None:
         check = Check("cohort_floor", True, "no error-bar target declared")
         return Costing(check, facts, charge, None, Budget(charge, unit))
-    floor = mech.cohort_floor_of(facts, spec.target, spec.bar)
+    floor = mech.cohort_floor_of(facts, spec.target, spec.bar, spec.magnitude)
     ok = cohort >= floor
-    bar = mech.error_bar_of(facts, cohort, spec.bar)
+    bar = mech.error_bar_of(facts, cohort, spec.bar, spec.magnitude)
     counted = policy.counted
     check = Check(
         "cohort_floor",

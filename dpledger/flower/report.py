@@ -304,8 +304,7 @@ def _describe(out: Outcome) -> str:
 
 def ci95(release: Release) -> float:
     """The 95% half-width of each released coordinate (of the mean, for a scalar)."""
-    per = bar_factor("ci95", release.facts.mechanism) * release.scale
-    return per / release.request.cohort if release.kind == "scalar_mean" else per
+    return release.half_width(bar_factor("ci95", release.facts.mechanism))
 
 
 def _value(release: Release) -> Value:

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpledger.approval import ReleaseRequest
-from dpledger.mechanisms import MechanismFacts
+from dpledger.mechanisms import ROUNDING, MechanismFacts
 from dpledger.types import BarKind, Budget, PrivacyUnit, Unit
 
 __all__ = [
@@ -240,6 +240,7 @@ class Release:
     charge: Budget  # exact, in the policy's unit (ε, or ρ under zCDP)
     facts: MechanismFacts
     kind: str
+    sum_slack: float = 0.0  # what a bar adds on the sum for OpenDP's grid and the doubles
 
     @classmethod
     def make(
@@ -254,11 +255,15 @@ class Release:
         charge: Budget,
         facts: MechanismFacts,
         kind: str,
+        magnitude: float = 0.0,
     ) -> Release:
-        """Build from the committed noisy sum; means and bars are post-processing."""
+        """Build from the committed noisy sum; means and bars are post-processing.
+        ``magnitude``: the metric's :attr:`~dpledger.policy.MetricSpec.magnitude`."""
         n = request.cohort
         per = n if kind == "scalar_mean" else 1  # a mean's bar, or each coordinate's
-        bar_value = (bar_factor * facts.scale + facts.grid_slack) / per  # the grid included
+        # OpenDP's grid, and the doubles' rounding of a sum of n values up to magnitude
+        sum_slack = facts.grid_slack + n * magnitude * ROUNDING
+        bar_value = (bar_factor * facts.scale + sum_slack) / per  # = half_width(bar_factor)
         return cls(
             request=request,
             entry_id=entry_id,
@@ -270,7 +275,14 @@ class Release:
             charge=charge,
             facts=facts,
             kind=kind,
+            sum_slack=sum_slack,
         )
+
+    def half_width(self, factor: float) -> float:
+        """The half-width at ``factor`` noise scales (e.g. :func:`~dpledger.mechanisms.
+        bar_factor` of another bar kind) in ``value``'s units, the slack included."""
+        per = self.request.cohort if self.kind == "scalar_mean" else 1
+        return (factor * self.scale + self.sum_slack) / per
 
     @property
     def value(self) -> float | npt.NDArray[np.float64]:

@@ -457,4 +457,5 @@ def to_release(request: ReleaseRequest, spec: MetricSpec, entry: Entry) -> Relea
         charge=entry.draft.charge,
         facts=facts,
         kind=spec.kind,
+        magnitude=spec.magnitude,
     )

@@ -353,12 +353,12 @@ def _plan_region(
             continue
         if spec.target is None:
             continue
-        floors[name] = floor = _floor(facts, spec.target, spec.bar)
+        floors[name] = floor = mech.cohort_floor_of(facts, spec.target, spec.bar, spec.magnitude)
         if n < floor:
             reasons[name] = f"cohort {n} < floor {floor}{_records_noun(policy)}"
             best = mech.cohort_floor(  # if the metric had the whole allocation
                 facts.sensitivity, budget, spec.target, spec.bar,
-                measure=facts.measure, mechanism=facts.mechanism,
+                measure=facts.measure, mechanism=facts.mechanism, magnitude=spec.magnitude,
             )  # fmt: skip
             if n < best:
                 reasons[name] += f" (needs ≥ {best} even with all of {_show(budget)})"
@@ -408,7 +408,9 @@ def _plan_region(
                 else facts.sensitivity,
                 noise_scale=None if facts is None else facts.scale,
                 bar=spec.bar,
-                error_bar=None if facts is None else mech.error_bar_of(facts, n, spec.bar),
+                error_bar=None
+                if facts is None
+                else mech.error_bar_of(facts, n, spec.bar, spec.magnitude),
                 target=spec.target,
                 cohort_floor=floors[name],
                 rounds=rounds,
@@ -427,11 +429,6 @@ def _plan_region(
         remaining=Budget(max(budget - spent - planned, _ZERO), policy.unit),
         fits=fits,
     )
-
-
-def _floor(facts: mech.MechanismFacts, target: float, bar: BarKind) -> int:
-    """The approval check's cohort floor for this calibrated mechanism."""
-    return mech.cohort_floor_of(facts, target, bar)
 
 
 def _allowed(policy: Policy, charge: Fraction, rounds: int, used: Fraction) -> int:

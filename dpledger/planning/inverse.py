@@ -99,15 +99,22 @@ def budget_for_target(policy: Policy, metric: str, target: float | None, cohort:
     n = cohort_size(cohort, "cohort n")
     kind = policy.mechanism(metric)
     delta = release_sensitivity_of(policy, metric)
-    scale = float(goal) * n / mech.bar_factor(spec.bar, kind)  # the noise that just fits
+    fits = (float(goal) - spec.magnitude * mech.ROUNDING) * n - mech.GRID_SLACK
+    if not fits > 0:
+        raise InvalidInput(
+            f"no budget meets target {goal!r} for {metric!r} at n={n}: OpenDP's output grid "
+            "and the doubles' rounding alone exceed it; state the metric in smaller units"
+        )
+    scale = fits / mech.bar_factor(spec.bar, kind)  # the noise that just fits
     raw = delta / scale if policy.unit == "epsilon" else delta**2 / (2.0 * scale**2)
     q = _ceil_sig(raw)
     step = Fraction(10) ** (math.floor(math.log10(float(q))) - (_SIG_DIGITS - 1))
 
     def meets(i: int) -> bool:
         floor = mech.cohort_floor(
-            delta, i * step, float(goal), spec.bar, measure=policy.unit, mechanism=kind
-        )
+            delta, i * step, float(goal), spec.bar, measure=policy.unit, mechanism=kind,
+            magnitude=spec.magnitude,
+        )  # fmt: skip
         return floor <= n
 
     start = int(q / step)  # never below the closed form: less budget is more noise

@@ -180,6 +180,15 @@ class MetricSpec(FrozenModel):
         )
 
     @property
+    def magnitude(self) -> float:
+        """The largest |value| one counted element (a client, or a record) adds to a
+        coordinate of the sum: max(|clip.low|, |clip.high|) for a scalar, the L1 cap for a
+        vector. Bounds the doubles' rounding a release's error bar includes."""
+        if self.clip is not None:
+            return float(max(abs(self.clip.low), abs(self.clip.high)))
+        return 0.0 if self.cap is None else float(self.cap)
+
+    @property
     def size(self) -> int:
         """Length of the released vector; 1 for a scalar."""
         if self.kind == "scalar_mean":

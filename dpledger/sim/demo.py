@@ -133,7 +133,7 @@ def _easiest_floor(policy: Policy) -> int | None:
             floors.append(1)
             continue
         facts, _ = mechanism_facts(policy, name)
-        floors.append(cohort_floor_of(facts, spec.target, spec.bar))
+        floors.append(cohort_floor_of(facts, spec.target, spec.bar, spec.magnitude))
     return min(floors, default=None)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from dpledger.ledger import Release
-from dpledger.mechanisms import error_bar_for_scale
+from dpledger.mechanisms import bar_factor
 from dpledger.metrics._intervals import noise_std, quantile_factor
 from dpledger.sim.demo import (
     DRIFT_FACTOR,
@@ -83,7 +83,7 @@ def _ratio_chart(plt: Any, result: DemoResult, rels: dict[tuple[str, str], Relea
             ax.plot(i, 0.0, "x", color="#a00000", ms=10)
             ax.text(i, 0.3, "refused", rotation=90, ha="center", va="bottom", color="#a00000")
             continue
-        bar = error_bar_for_scale(rel.scale, rel.request.cohort, "ci95", rel.facts.mechanism)
+        bar = rel.half_width(bar_factor("ci95", rel.facts.mechanism))
         ax.bar(i, float(rel.value), yerr=bar, capsize=4, color="#4c72b0")
         if region in found:
             ax.text(i, float(rel.value) + bar, f"finding: {found[region]}", ha="center",

@@ -1,0 +1,98 @@
+"""Error bars and cohort floors: the half-width a noise scale gives a mean over n, and the
+least n whose bar meets a target (pure functions of public numbers; re-exported by
+:mod:`dpledger.mechanisms`, which adds those of a release's calibrated facts)."""
+
+from __future__ import annotations
+
+import functools
+import math
+
+from dpledger._search import least_integer
+from dpledger.errors import InternalError, InvalidInput
+from dpledger.types import BarKind, MechanismKind
+
+__all__ = [
+    "BAR_KINDS",
+    "ROUNDING",
+    "bar_factor",
+    "cohort_floor_for_scale",
+    "error_bar_for_scale",
+]
+
+BAR_KINDS: tuple[BarKind, ...] = ("ci95", "std", "scale")
+_Z95 = 1.959963984540054  # two-sided 95% normal quantile
+
+
+def bar_factor(bar: BarKind, mechanism: MechanismKind = "laplace") -> float:
+    """Multiplier from noise scale to error bar: ``scale``; ``std`` (√2·b or σ); ``ci95``.
+
+    For Laplace(b), P(|X| > t) = exp(−t/b), so the 95% half-width is b·ln 20.
+    """
+    if bar == "scale":
+        return 1.0
+    if bar == "std":
+        return math.sqrt(2.0) if mechanism == "laplace" else 1.0
+    if bar == "ci95":
+        return math.log(20.0) if mechanism == "laplace" else _Z95
+    raise InvalidInput(f"bar must be one of {BAR_KINDS}, got {bar!r}")
+
+
+ROUNDING = 2.0**-51
+"""The double roundings of a sum (the aggregate, and OpenDP's output), relative to the
+largest |sum| a cohort can reach: each is within half an ulp, and an ulp of x is at most
+x·2⁻⁵². Times a metric's :attr:`~dpledger.policy.MetricSpec.magnitude` it is a constant
+added to a mean's bar (invisible unless the noise is below the doubles' precision)."""
+
+
+def error_bar_for_scale(
+    scale: float,
+    n: int,
+    bar: BarKind = "ci95",
+    mechanism: MechanismKind = "laplace",
+    slack: float = 0.0,
+    rounding: float = 0.0,
+) -> float:
+    """Error bar on a per-client mean (a sum divided by the cohort ``n``); ``slack`` is
+    added to the sum's half-width (:attr:`MechanismFacts.grid_slack`), ``rounding`` to the
+    mean's (magnitude × :data:`ROUNDING`)."""
+    if n <= 0:
+        raise InvalidInput(f"cohort n must be ≥ 1, got {n}")
+    return (bar_factor(bar, mechanism) * scale + slack) / n + rounding
+
+
+@functools.lru_cache(maxsize=4096)
+def cohort_floor_for_scale(
+    scale: float,
+    target: float,
+    bar: BarKind = "ci95",
+    mechanism: MechanismKind = "laplace",
+    slack: float = 0.0,
+    rounding: float = 0.0,
+) -> int:
+    """The smallest ``n`` whose :func:`error_bar_for_scale` is ≤ ``target`` at this scale.
+
+    The approval check and the planner use it with a release's calibrated scale, so the
+    floor and the bar a release reports can never disagree.
+    """
+    if not (math.isfinite(target) and target > 0):
+        raise InvalidInput(f"target error bar must be finite and > 0, got {target!r}")
+    if not target > rounding:
+        raise InvalidInput(
+            f"no cohort reaches the target {target!r}: the doubles' rounding of the sums "
+            f"alone adds {rounding:.3g} to every bar; state the metric in smaller units"
+        )
+    ratio = (bar_factor(bar, mechanism) * scale + slack) / (target - rounding)
+    if not math.isfinite(ratio) or ratio > 2**62:
+        raise InvalidInput(
+            f"no cohort reaches the target {target!r} at noise scale {scale!r}: the floor "
+            "would exceed 2**62 clients"
+        )
+    floor = least_integer(
+        lambda n: error_bar_for_scale(scale, n, bar, mechanism, slack, rounding) <= target,
+        1,
+        2**63,
+        max(1, math.ceil(ratio)),  # the closed form: exact up to float rounding
+    )
+    if floor is None:  # the bar shrinks like 1/n, so 2**63 always passes after the check
+        raise InternalError(f"no cohort floor for scale {scale!r} and target {target!r}")
+    return floor
