@@ -37,7 +37,7 @@ noise (every metric); fewer than half of the classes measured (a per-class avera
 would be mostly bound, and the few classes that pass are those whose noise inflated
 their count — measured among such releases, 0.83–0.86 covered), or, for a macro
 average at 3 or more classes, a class bounded with at most :data:`FEW_MEASURED` classes
-measured — from 5 classes only: at 3–4 classes (either ``labels``) the macro averages
+measured — from 7 classes only: at 3–6 classes (either ``labels``) the macro averages
 are never flagged by a class's count, and where a class is not far clear of the noise
 take the extreme averages of simultaneous per-class Fieller intervals over the class
 sets that may be present instead (:mod:`._simultaneous`; that flag was a cut on a rare
@@ -129,7 +129,7 @@ SPREAD_FACTOR = 3.0
 many times q·se of its own linearised noise."""
 FEW_MEASURED = 2
 """At 3 or more classes a macro average (or balanced accuracy) is unusable when a class
-is bounded and at most this many are measured (at 3–4 classes the rule of
+is bounded and at most this many are measured (at 3–6 classes the rule of
 :mod:`._simultaneous` replaces it: this flag is itself a cut, and among published
 releases a rare class near its threshold covered 0.62–0.93). A class that only just passed was
 selected by noise that inflated its count, which deflates its ratio, and one or two such
