@@ -210,7 +210,7 @@ WEAK_RARE_MCC = (
 """MCC at 3 classes, a weak model and a rare class, Laplace noise 0.15 of a cell (the
 stats36 known gap): the true spreads N² − Σp², N² − Σt² lie at the former guard's cut (3 ×
 q·se), which published 7–17% of releases, among which MCC covered 0.912–0.932 (4,000
-releases; 0.925–0.938 at 16,000). Since stats37 (``_mcc_fieller``) no spread guard flags
+releases; 0.921–0.945 at 16,000). Since stats37 (``_mcc_fieller``) no spread guard flags
 MCC at 3–6 classes and near the noise its interval is Fieller's set for A / √(B·D): 0.980–0.985,
 all published."""
 
