@@ -132,9 +132,11 @@ def mcc_fieller(
     """MCC's interval: Fieller's set unless both spreads (guard keys ``spreads``, in
     ``batch.den``) are far clear (module doc).
 
-    Usable wherever the total passed its guard (its spread guards' flags, an undefined
-    plug-in and a delta interval outside the range are replaced by Fieller's set, which
-    needs none of them); the estimate is the plug-in, clipped into the interval.
+    Usable wherever the total passed its guard and the interval is the delta one or a
+    bounded Fieller set (its spread guards' flags, an undefined plug-in and a delta interval
+    outside the range are replaced by Fieller's set, which needs none of them; an unbounded
+    set is flagged :data:`~._assemble.UNBOUNDED`); the estimate is the plug-in, clipped
+    into the interval.
     """
     key = "mcc"
     far = batch.code[key] == 0
