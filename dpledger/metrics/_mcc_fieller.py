@@ -10,12 +10,13 @@ at level 1 − α/2 (:data:`LEVEL_DIVISOR`), q the largest quantile of that pivo
 [−1, 1] (Cornish–Fisher under Laplace noise, never below z). Unlike the delta interval it
 does not assume Ĝ far from its noise (for a ratio of two linear sums under Gaussian noise
 it is exact; A and G are quadratic in the cells and linearised here, so it is an
-approximation whose level was set by measurement). Where Ĝ is not clear of its noise (Ĝ² ≤
-q²·Var Ĝ: the set unbounded) MCC is flagged :data:`~._assemble.UNBOUNDED` (its whole range,
-with that reason). That is the only rule left that reads the release to decide publication,
-and it is far weaker than the former spread guard (√(B·D) within ~2.2 s.e. of 0, against
-each spread within 6 s.e.): where most releases are flagged by it (a dominant class at
-noise 0.15–0.2 of a cell, 21–57% published) the published ones covered 0.983–0.991.
+approximation whose level was set by measurement, not derived). Where Ĝ is not clear of
+its noise (Ĝ² ≤ q²·Var Ĝ: the set is unbounded) the interval is MCC's whole range
+[−1, 1], published as it is: it covers, and says nothing. Nothing reads the release to
+decide publication. Flagging those releases instead (an earlier stats37 version) was a cut
+on noisy data: in a cell whose true MCC is near 0 (3 classes, 90/5/5, a model predicting
+the majority class 99.4% of the time, Laplace noise 0.07 of a cell) it published the 8%
+of releases whose noise had inflated Ĝ, which covered 0.853–0.879 (review s37).
 
 A release whose two spreads are both far clear of the noise (B̂ and D̂ above
 :data:`SAFE_SPREAD` × q·se of their own noise; the former guard was 3 ×) keeps the delta
@@ -46,7 +47,7 @@ from dataclasses import replace
 import numpy as np
 import numpy.typing as npt
 
-from dpledger.metrics._assemble import UNBOUNDED, Batch
+from dpledger.metrics._assemble import Batch
 from dpledger.metrics._intervals import method_name, quantile_factor
 from dpledger.metrics._segments import FloatArray
 from dpledger.types import MechanismKind
@@ -118,11 +119,11 @@ def fieller_bounds(
     qa = g * g - q2 * vd
     qb = a_hat * g - q2 * cv
     disc = np.sqrt(np.maximum(qb * qb - qa * (a_hat * a_hat - q2 * vn), 0.0))
-    bounded = qa <= 0.0  # Ĝ not clear of its noise: the set is unbounded
-    div = np.where(bounded, 1.0, qa)
-    low = np.where(bounded, -1.0, np.clip((qb - disc) / div, -1.0, 1.0))
-    high = np.where(bounded, 1.0, np.clip((qb + disc) / div, -1.0, 1.0))
-    return low, high, bounded
+    unbounded = qa <= 0.0  # Ĝ not clear of its noise: the whole range
+    div = np.where(unbounded, 1.0, qa)
+    low = np.where(unbounded, -1.0, np.clip((qb - disc) / div, -1.0, 1.0))
+    high = np.where(unbounded, 1.0, np.clip((qb + disc) / div, -1.0, 1.0))
+    return low, high, unbounded
 
 
 def mcc_fieller(
@@ -132,22 +133,20 @@ def mcc_fieller(
     """MCC's interval: Fieller's set unless both spreads (guard keys ``spreads``, in
     ``batch.den``) are far clear (module doc).
 
-    Usable wherever the total passed its guard and the interval is the delta one or a
-    bounded Fieller set (its spread guards' flags, an undefined plug-in and a delta interval
-    outside the range are replaced by Fieller's set, which needs none of them; an unbounded
-    set is flagged :data:`~._assemble.UNBOUNDED`); the estimate is the plug-in, clipped
-    into the interval.
+    Usable wherever the total passed its guard (its spread guards' flags, an undefined
+    plug-in and a delta interval outside the range are replaced by Fieller's set, which
+    needs none of them; an unbounded set is the whole range [−1, 1], published: flagging
+    it would select on the noise); the estimate is the plug-in, clipped into the interval.
     """
     key = "mcc"
     far = batch.code[key] == 0
     for name in spreads:
         far &= batch.den[name] > SAFE_SPREAD * batch.den_q[name] * batch.den_se[name]
-    low, high, whole = fieller_bounds(m, std, 1.0 - (1.0 - level) / LEVEL_DIVISOR, dist)
-    measured = batch.code[key] != _TOTAL_GUARD
-    usable = measured & (far | ~whole)
+    low, high, _ = fieller_bounds(m, std, 1.0 - (1.0 - level) / LEVEL_DIVISOR, dist)
+    usable = batch.code[key] != _TOTAL_GUARD
     lo = np.where(usable, np.where(far, batch.low[key], low), -1.0)
     hi = np.where(usable, np.where(far, batch.high[key], high), 1.0)
-    code = np.where(usable, 0, np.where(measured, UNBOUNDED, batch.code[key]))
+    code = np.where(usable, 0, batch.code[key])
     est = np.clip(np.nan_to_num(batch.estimate[key]), lo, hi)
     return replace(
         batch,
