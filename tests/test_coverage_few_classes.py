@@ -38,8 +38,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from coverage_cases import hard_classification_case
+from coverage_cases import _noise, hard_classification_case, hard_confusion
 
+from dpledger.metrics import flam
 from dpledger.metrics._assemble import FEW_CLASSES, TOO_NOISY, _reason
 from dpledger.metrics.uncertainty import classification_batch
 
@@ -163,3 +164,109 @@ def test_the_noise_limit_reads_only_public_quantities(classes: int) -> None:
         seven = np.tile(np.eye(7).reshape(-1) * most / 7, (5, 1))
         b7 = classification_batch(seven, 10.0 * most / 49, max_total=most)
         assert not any((b7.code[k] == TOO_NOISY).any() for k in MACRO)
+
+
+SIX_RARE = tuple((acc, labels) for acc in (0.9, 0.99) for labels in ("all", "present"))
+"""6 classes, a 1% class, Gaussian noise 0.02 of a cell, public maximum 1 × the total
+(review s36's known gap): the 1% class's true count lies ~5 s.e. above zero. The former
+5–6 class rule (the class measured when its count passed 2 × q·se, the average's delta
+interval) covered 0.938–0.941 for balanced accuracy and recall_macro (20,000 releases);
+since stats37 5–6 classes take the per-class simultaneous sets (``_simultaneous``):
+0.995–0.997, all published."""
+
+
+@pytest.mark.parametrize(("accuracy", "labels"), SIX_RARE)
+def test_six_classes_with_a_one_percent_class_cover(accuracy: float, labels: str) -> None:
+    """Every macro average covers at ≥ 0.95 − 3.72·√(0.95·0.05/k) = 0.9443 (k = 20,000; not
+    capped at 0.93 as :func:`_floor` is) and is published in every release. False failure
+    ≤ 1e-4 per check at a true 0.95, < 0.2% over the 16 checks (union bound); the former
+    rule's 0.936–0.938 with these seeds fails it."""
+    n, c, releases = 1e6, 6, 20_000
+    truth_m = hard_confusion(c, "1%", accuracy, n)
+    truth = flam.classification_metrics_rows(truth_m, labels=labels)  # type: ignore[arg-type]
+    rng = np.random.default_rng(8300 + SIX_RARE.index((accuracy, labels)))
+    scale = 0.02 * n / c**2
+    noisy = truth_m.reshape(1, -1) + _noise(rng, "gaussian", scale, (releases, c * c))
+    sigma = math.sqrt(2.0) * scale
+    batch = classification_batch(
+        noisy,
+        sigma,
+        labels=labels,
+        distribution="gaussian",
+        max_total=n,  # type: ignore[arg-type]
+    )
+    for key in MACRO:
+        hit = (batch.low[key] <= truth[key]) & (truth[key] <= batch.high[key])
+        assert batch.usable(key).all(), (key, batch.usable(key).mean())
+        assert hit.mean() >= 0.95 - 3.72 * math.sqrt(0.95 * 0.05 / releases), (key, hit.mean())
+
+
+WEAK_RARE_MCC = (
+    ((3, "1%", 0.55, 0.15), 1.0),
+    ((3, "1%", 0.55, 0.15), 1.5),
+    ((3, "5%", 0.55, 0.15), 1.0),
+    ((3, "5%", 0.55, 0.15), 1.5),
+)
+"""MCC at 3 classes, a weak model and a rare class, Laplace noise 0.15 of a cell (the
+stats36 known gap): the true spreads N² − Σp², N² − Σt² lie at the former guard's cut (3 ×
+q·se), which published 7–17% of releases, among which MCC covered 0.912–0.932 (4,000
+releases; 0.921–0.945 at 16,000). Since stats37 (``_mcc_fieller``) no spread guard flags
+MCC at 3–6 classes and near the noise its interval is Fieller's set for A / √(B·D): 0.980–0.985,
+all published."""
+
+
+@pytest.mark.parametrize(("regime", "most"), WEAK_RARE_MCC)
+def test_mcc_with_a_weak_model_and_a_rare_class_covers_and_is_published(
+    regime: tuple[int, str, float, float], most: float
+) -> None:
+    """MCC covers at ≥ 0.95 − 3.72·√(0.95·0.05/k) = 0.9372 (k = 4,000 releases, all
+    published: ≥ 99%). False failure ≤ 1e-4 per check at a true 0.95, < 0.1% over the 8
+    checks; the former guard (≤ 17% published, 0.91–0.93 among them) fails both."""
+    seed = 8400 + WEAK_RARE_MCC.index((regime, most))
+    truth, batch = hard_classification_case(regime, "laplace", 4_000, seed, max_total=most * 1e6)
+    usable = batch.usable("mcc")
+    assert usable.mean() >= 0.99, usable.mean()
+    hit = _hit(truth, batch, "mcc")
+    assert hit[usable].mean() >= 0.95 - 3.72 * math.sqrt(0.95 * 0.05 / 4_000), hit[usable].mean()
+
+
+def _lazy_majority(classes: int, n: float) -> np.ndarray:
+    """90% of the cohort in class 0, the rest spread evenly; the model predicts class 0 for
+    99.5% of class 0 and 99% of every other class: its true MCC is near 0 (≈ 0.03)."""
+    priors = np.full(classes, 0.1 / (classes - 1))
+    priors[0] = 0.9
+    m = np.zeros((classes, classes))
+    m[0, 0], m[0, 1:] = 0.995, 0.005 / (classes - 1)
+    for k in range(1, classes):
+        m[k, k], m[k, 0] = 0.01, 0.99
+    return m * (priors * n)[:, None]
+
+
+LAZY = tuple((c, noise, law) for c in (3, 4) for noise, law in ((0.07, "laplace"),
+             (0.07, "gaussian")))  # fmt: skip
+"""A model that predicts the majority class almost always (true MCC ≈ 0.03; review s37):
+√(B·D) lies within ~1 s.e. of 0, so its Fieller set is mostly unbounded. Flagging the
+unbounded releases published the 8–12% whose noise had inflated √(B̂·D̂), which covered
+0.853–0.920; they are published as the whole range now."""
+
+
+@pytest.mark.parametrize(("classes", "noise", "law"), LAZY)
+def test_mcc_of_a_model_that_predicts_the_majority_covers_among_published(
+    classes: int, noise: float, law: str
+) -> None:
+    """MCC covers at ≥ 0.9372 among published releases (k = 4,000; ≥ 99% published). False
+    failure ≤ 1e-4 per check at a true 0.95, < 0.1% over the 8 checks; the flagging version
+    (8–12% published, 0.85–0.92 among them) fails both."""
+    n, releases = 1e6, 4_000
+    truth_m = _lazy_majority(classes, n)
+    truth = flam.classification_metrics(truth_m, labels="all")
+    rng = np.random.default_rng(8500 + LAZY.index((classes, noise, law)))
+    scale = noise * n / classes**2
+    noisy = truth_m.reshape(1, -1) + _noise(rng, law, scale, (releases, classes * classes))
+    sigma = scale if law == "laplace" else math.sqrt(2.0) * scale
+    batch = classification_batch(noisy, sigma, labels="all", distribution=law,  # type: ignore[arg-type]
+                                 max_total=n)  # fmt: skip
+    usable = batch.usable("mcc")
+    assert usable.mean() >= 0.99, usable.mean()
+    hit = _hit(truth, batch, "mcc")
+    assert hit[usable].mean() >= 0.95 - 3.72 * math.sqrt(0.95 * 0.05 / releases), hit[usable].mean()

@@ -37,7 +37,7 @@ noise (every metric); fewer than half of the classes measured (a per-class avera
 would be mostly bound, and the few classes that pass are those whose noise inflated
 their count — measured among such releases, 0.83–0.86 covered), or, for a macro
 average at 3 or more classes, a class bounded with at most :data:`FEW_MEASURED` classes
-measured — from 5 classes only: at 3–4 classes (either ``labels``) the macro averages
+measured — from 7 classes only: at 3–6 classes (either ``labels``) the macro averages
 are never flagged by a class's count, and where a class is not far clear of the noise
 take the extreme averages of simultaneous per-class Fieller intervals over the class
 sets that may be present instead (:mod:`._simultaneous`; that flag was a cut on a rare
@@ -47,7 +47,10 @@ at all above a public noise limit, :data:`~._two_class.FEW_CLASS_MAX_NOISE`); an
 MCC, either term of its denominator product, N² − Σp² and N² − Σt², not above 3 × q·se
 of its own noise (:data:`SPREAD_FACTOR`; a 2-class model with a 10% minority class within
 2–4 s.e. of the noise covered 0.87–0.92 among usable releases with per-class count guards
-alone).
+alone) — from 7 classes only: at 3–6 classes the spread guards flag nothing, and where a
+spread is not far clear MCC's interval is Fieller's set for A / √(B·D)
+(:mod:`._mcc_fieller`; the guard was a cut, 0.91–0.94 covered among the 7–17% it
+published with a weak model and a rare class at 3 classes, Laplace noise 0.15 of a cell).
 
 At 2 classes a hard cut selects (cls2, cls3): a macro average measures a class only
 when its count's own interval lies above its threshold (:data:`TWO_CLASS_FACTOR`) and
@@ -90,6 +93,7 @@ from dpledger.metrics._intervals import (
     noise_std,
     quantile_factor,
 )
+from dpledger.metrics._mcc_fieller import MCC_FIELLER_CLASSES, mcc_fieller
 from dpledger.metrics._ratio import conditional_fieller
 from dpledger.metrics._segments import FloatArray, as_finite
 from dpledger.metrics._simultaneous import SIMULTANEOUS_CLASSES, simultaneous_macro
@@ -129,7 +133,7 @@ SPREAD_FACTOR = 3.0
 many times q·se of its own linearised noise."""
 FEW_MEASURED = 2
 """At 3 or more classes a macro average (or balanced accuracy) is unusable when a class
-is bounded and at most this many are measured (at 3–4 classes the rule of
+is bounded and at most this many are measured (at 3–6 classes the rule of
 :mod:`._simultaneous` replaces it: this flag is itself a cut, and among published
 releases a rare class near its threshold covered 0.62–0.93). A class that only just passed was
 selected by noise that inflated its count, which deflates its ratio, and one or two such
@@ -451,4 +455,6 @@ def classification_batch(
         batch = mcc_two_classes(batch, macro)
     if c in SIMULTANEOUS_CLASSES:  # no cut on a class's count (either ``labels``)
         batch = simultaneous_macro(batch, m, std, level, distribution, labels)
+    if c in MCC_FIELLER_CLASSES:  # no cut on MCC's spreads (stats37)
+        batch = mcc_fieller(batch, m, std, level, distribution, (SPREAD_P, SPREAD_T))
     return too_noisy(batch, std, float(max_total), c)  # a public rule at 2–6 classes
