@@ -379,9 +379,7 @@ def error_bar(
     non-real sensitivity or budget, is :class:`InvalidInput`.
     """
     n = cohort_size(n, "cohort n")
-    amount, unit = _amount(budget, measure, mechanism)
-    scale = noise_scale(positive_real(sensitivity, "sensitivity"), amount, unit)
-    rounding = _nonnegative(magnitude, "magnitude") * ROUNDING
+    scale, rounding = _scale_and_rounding(sensitivity, budget, measure, mechanism, magnitude)
     return error_bar_for_scale(scale, n, bar, mechanism, GRID_SLACK, rounding)
 
 
@@ -402,10 +400,22 @@ def cohort_floor(
     non-real sensitivity or budget, is :class:`InvalidInput`.
     """
     goal = positive_real(target, "target error bar")
+    scale, rounding = _scale_and_rounding(sensitivity, budget, measure, mechanism, magnitude)
+    return cohort_floor_for_scale(scale, goal, bar, mechanism, GRID_SLACK, rounding)
+
+
+def _scale_and_rounding(
+    sensitivity: float | Fraction,
+    budget: float | Fraction | Budget,
+    measure: Unit | None,
+    mechanism: MechanismKind,
+    magnitude: float,
+) -> tuple[float, float]:
+    """The closed-form noise scale of a budget, and the rounding term of values up to
+    ``magnitude``: what :func:`error_bar` and :func:`cohort_floor` both start from."""
     amount, unit = _amount(budget, measure, mechanism)
     scale = noise_scale(positive_real(sensitivity, "sensitivity"), amount, unit)
-    rounding = _nonnegative(magnitude, "magnitude") * ROUNDING
-    return cohort_floor_for_scale(scale, goal, bar, mechanism, GRID_SLACK, rounding)
+    return scale, _nonnegative(magnitude, "magnitude") * ROUNDING
 
 
 def _nonnegative(value: float, what: str) -> float:

@@ -260,10 +260,9 @@ class Release:
         """Build from the committed noisy sum; means and bars are post-processing.
         ``magnitude``: the metric's :attr:`~dpledger.policy.MetricSpec.magnitude`."""
         n = request.cohort
-        per = n if kind == "scalar_mean" else 1  # a mean's bar, or each coordinate's
         # OpenDP's grid, and the doubles' rounding of a sum of n values up to magnitude
         sum_slack = facts.grid_slack + n * magnitude * ROUNDING
-        bar_value = (bar_factor * facts.scale + sum_slack) / per  # = half_width(bar_factor)
+        bar_value = _half_width(bar_factor, facts.scale, sum_slack, n, kind)
         return cls(
             request=request,
             entry_id=entry_id,
@@ -281,8 +280,7 @@ class Release:
     def half_width(self, factor: float) -> float:
         """The half-width at ``factor`` noise scales (e.g. :func:`~dpledger.mechanisms.
         bar_factor` of another bar kind) in ``value``'s units, the slack included."""
-        per = self.request.cohort if self.kind == "scalar_mean" else 1
-        return (factor * self.scale + self.sum_slack) / per
+        return _half_width(factor, self.scale, self.sum_slack, self.request.cohort, self.kind)
 
     @property
     def value(self) -> float | npt.NDArray[np.float64]:
@@ -369,3 +367,8 @@ class VerifyReport:
 
     def __bool__(self) -> bool:
         return self.ok
+
+
+def _half_width(factor: float, scale: float, sum_slack: float, n: int, kind: str) -> float:
+    """``factor`` noise scales plus the slack, on a mean over ``n`` or on each coordinate."""
+    return (factor * scale + sum_slack) / (n if kind == "scalar_mean" else 1)
