@@ -187,3 +187,24 @@ def test_the_demo_never_removes_the_files_of_a_ledger_its_process_holds(tmp_path
         assert made.exists()
     claim_ledger(made, fresh=True)
     assert not made.exists()
+
+
+def test_a_ledger_renamed_over_a_held_one_is_refused_until_it_is_closed(path: Path) -> None:
+    """SQLite names -wal and -shm after the path: a file renamed over a ledger this process
+    holds would share the held one's files (its sidecar check would also have opened and
+    closed the held -shm, dropping its WAL locks; review s24, left at stop 24)."""
+    policy = dl.Policy.load(SPATIAL)
+    other = path.with_name("other.db")
+    with dl.Ledger.open(other, policy, mode="create") as ledger:
+        ledger.init()
+    with dl.Ledger.open(path, policy) as writer:
+        assert release(writer, 0) == "released"
+        shm = Path(f"{path}-shm").read_bytes()
+        os.replace(other, path)
+        with pytest.raises(dl.StoreError, match="renamed or copied over"):
+            dl.Ledger.open(path, policy, mode="read").entries()
+        with pytest.raises(dl.StoreError, match="renamed or copied over"):
+            dl.Ledger.open(path, policy).spent(0, "na")
+        assert Path(f"{path}-shm").read_bytes() == shm  # the held file's, untouched
+        assert release(writer, 1) == "released"  # the held file works on
+    assert not sqlite_files.held(path)

@@ -13,7 +13,9 @@ and closes it through :func:`close`, which count the connections per file (devic
 inode); :func:`read_header` reads a file's first bytes, and :func:`unless_held` runs a
 check that opens the files beside it (its ``-shm`` holds the WAL locks), only when no
 connection of this process has it open (one that has is an SQLite database already, and
-the files beside it are SQLite's own).
+the files beside it are SQLite's own). SQLite names those files after the path, so a
+path another file was renamed or copied over while this process holds the previous one
+is refused (:class:`StoreError`): its ``-wal``/``-shm`` are the held file's.
 """
 
 from __future__ import annotations
@@ -28,14 +30,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from dpledger.errors import StoreError
+
 __all__ = ["close", "connect", "held", "read_header", "unless_held"]
 
 _Key = tuple[int, int]  # (st_dev, st_ino)
 
 _LOCK = threading.Lock()
 _COUNT: dict[_Key, int] = {}  # open connections per file
+_NAMES: dict[str, dict[_Key, int]] = {}  # open connections per resolved path, per file
 _FINAL: dict[
-    int, weakref.finalize[[int, _Key], sqlite3.Connection]
+    int, weakref.finalize[[int, _Key, str], sqlite3.Connection]
 ] = {}  # id(conn) → uncounts it once: at close, or at GC
 
 
@@ -82,9 +87,23 @@ def read_header(p: Path, n: int) -> bytes | None:
 def unless_held(p: Path, check: Callable[[], None]) -> None:
     """Run ``check`` (which opens files beside ``p``: its ``-shm`` holds SQLite's WAL
     locks) only while no connection of this process has ``p`` open; else skip it: the
-    files beside an open database are SQLite's own."""
-    key = _key(p)
+    files beside an open database are SQLite's own.
+
+    A ``p`` that names another file than the one this process opened at that path (it was
+    renamed or copied over since) is :class:`StoreError`: the ``-wal``/``-shm`` beside it
+    are the held file's, which opening (or checking) them would corrupt or unlock.
+    """
+    key, name = _key(p), _name(p)
     with _LOCK:  # no connection of this process opens the file meanwhile
+        others = [k for k in _NAMES.get(name, {}) if k != key]
+        if others:
+            raise StoreError(
+                f"{p} is not the file this process opened at that path: another file was "
+                f"renamed or copied over it while the first is still open here, and SQLite "
+                f"names its -wal and -shm after the path, so the two would share them and "
+                f"corrupt each other; close every handle to {p} in this process (or restart "
+                f"it), then open it again"
+            )
         if key is None or key not in _COUNT:
             check()
 
@@ -92,20 +111,20 @@ def unless_held(p: Path, check: Callable[[], None]) -> None:
 def connect(p: Path, uri: str, **kwargs: Any) -> sqlite3.Connection:
     """``sqlite3.connect(uri, uri=True, **kwargs)`` for the file at ``p``, counted before
     it exists, so no header read of this process overlaps it."""
-    key = _key(p)
+    key, name = _key(p), _name(p)
     if key is None:  # gone meanwhile: SQLite names the problem
         conn: sqlite3.Connection = sqlite3.connect(uri, uri=True, **kwargs)
         return conn
     with _LOCK:
-        _COUNT[key] = _COUNT.get(key, 0) + 1
+        _count(key, name)
     try:
         conn = sqlite3.connect(uri, uri=True, factory=_Counted, **kwargs)
     except BaseException:
         with _LOCK:
-            _uncount(key)
+            _uncount(key, name)
         raise
     with _LOCK:
-        _FINAL[id(conn)] = weakref.finalize(conn, _gone, id(conn), key)
+        _FINAL[id(conn)] = weakref.finalize(conn, _gone, id(conn), key, name)
     return conn
 
 
@@ -120,15 +139,37 @@ def close(conn: sqlite3.Connection) -> None:
             done()  # runs _gone once; later calls (and the collection) do nothing
 
 
-def _gone(ident: int, key: _Key) -> None:
+def _gone(ident: int, key: _Key, name: str) -> None:
     with _LOCK:
         _FINAL.pop(ident, None)
-        _uncount(key)
+        _uncount(key, name)
 
 
-def _uncount(key: _Key) -> None:
+def _name(p: Path) -> str:
+    """``p`` resolved as SQLite resolves it to name its ``-wal`` and ``-shm``."""
+    try:
+        return os.path.realpath(p)
+    except (OSError, ValueError):  # a loop or an unusable name: SQLite fails on it too
+        return os.path.abspath(p)
+
+
+def _count(key: _Key, name: str) -> None:
+    _COUNT[key] = _COUNT.get(key, 0) + 1
+    files = _NAMES.setdefault(name, {})
+    files[key] = files.get(key, 0) + 1
+
+
+def _uncount(key: _Key, name: str) -> None:
     left = _COUNT.get(key, 0) - 1
     if left > 0:
         _COUNT[key] = left
     else:
         _COUNT.pop(key, None)
+    files = _NAMES.get(name, {})
+    left = files.get(key, 0) - 1
+    if left > 0:
+        files[key] = left
+    else:
+        files.pop(key, None)
+        if not files:
+            _NAMES.pop(name, None)
