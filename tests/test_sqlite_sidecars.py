@@ -10,6 +10,7 @@ left is recovered as before, and so is a hot rollback journal.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -340,4 +341,69 @@ def test_export_never_writes_a_file_named_like_a_databases_sidecar(
     out = ["--out", f"{base}{suffix}", "--force"]
     assert main(["ledger", "export", "--policy", str(SPATIAL), "--ledger", str(base), *out]) == 2
     assert "named like SQLite's file beside" in capsys.readouterr().err
+    assert files_in(tmp_path) == before
+
+
+def test_a_hard_linked_ledger_is_refused_under_either_name_and_left_as_it_was(
+    tmp_path: Path,
+) -> None:
+    """SQLite names the WAL after the path: two processes opening one file by two names
+    kept two logs and both spent the same allocation (found at stop 25)."""
+    first, second = tmp_path / "a.db", tmp_path / "b.db"
+    make_ledger(first)
+    second.hardlink_to(first)
+    before = files_in(tmp_path)
+    for name in (first, second):
+        for mode in ("write", "read"):
+            with pytest.raises(StoreError, match="2 names \\(hard links\\)"):
+                Ledger.open(name, spatial(), mode=mode)  # type: ignore[arg-type]
+    assert files_in(tmp_path) == before
+    second.unlink()
+    with Ledger.open(first, spatial()) as ledger:  # one name again: it opens
+        assert ledger.spent(0, "eu-west").amount > 0
+
+
+def test_a_hard_linked_ledger_never_spends_twice_across_processes(tmp_path: Path) -> None:
+    first, second = tmp_path / "a.db", tmp_path / "b.db"
+    make_ledger(first)
+    with Ledger.open(first, spatial()) as ledger:
+        ledger.release(REQ2, AGG)  # held open, then a second name appears
+        second.hardlink_to(first)
+        other = (
+            "import sys, numpy as np\n"
+            "from factories import spatial\n"
+            "from dpledger import Ledger, ReleaseRequest, StoreError\n"
+            "try:\n"
+            "    Ledger.open(sys.argv[1], spatial())\n"
+            "except StoreError as e:\n"
+            "    print('refused', e)\n"
+        )
+        tests_dir = str(Path(__file__).parent)
+        done = subprocess.run(
+            [sys.executable, "-c", other, str(second)], capture_output=True, text=True,
+            timeout=120, env={**os.environ, "PYTHONPATH": tests_dir},
+        )  # fmt: skip
+        assert done.stdout.startswith("refused"), done.stderr
+    assert not Path(f"{second}-wal").exists()
+
+
+def test_a_key_store_with_two_names_is_refused(tmp_path: Path) -> None:
+    keys = tmp_path / "k.db"
+    with ServiceStore.open(str(keys), create=True) as store:
+        store.create_key("mine", Scopes(("read",), None, None))
+    (tmp_path / "k2.db").hardlink_to(keys)
+    with pytest.raises(StoreError, match="hard links"):
+        ServiceStore.open(str(keys))
+
+
+def test_cli_refuses_a_hard_linked_ledger_with_exit_2(
+    tmp_path: Path, agg: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = tmp_path / "X.db"
+    make_ledger(base)
+    (tmp_path / "Y.db").hardlink_to(base)
+    before = files_in(tmp_path)
+    assert main(cli_args(["release"], base, agg)) == 2
+    err = capsys.readouterr().err
+    assert "hard links" in err and "Traceback" not in err
     assert files_in(tmp_path) == before

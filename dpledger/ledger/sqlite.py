@@ -31,6 +31,7 @@ import json
 import os
 import sqlite3
 import stat
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -89,6 +90,15 @@ def check_sqlite_file(p: Path, what: str, why: Mapping[FileProblem, str]) -> Non
         raise StoreError(why["directory"])
     if not stat.S_ISREG(st.st_mode):
         raise StoreError(why["special"])
+    links = _settled_links(p, st.st_nlink)
+    if links > 1:
+        raise StoreError(
+            f"{what} has {links} names (hard links): SQLite names its write-ahead log after "
+            f"the path, so processes opening it by different names would each keep their own "
+            f"log, spend the same budget twice and lose entries; remove the other links so "
+            f"that one name is left (copy a ledger with `cp` while nobody writes, never with "
+            f"`ln`), then retry; nothing was opened or changed"
+        )
     if st.st_size == 0:
         raise LedgerCorrupted(why["empty"])
     try:
@@ -97,6 +107,20 @@ def check_sqlite_file(p: Path, what: str, why: Mapping[FileProblem, str]) -> Non
         raise StoreError(f"cannot read {what}: {e.strerror}") from e
     if header is not None and header != _HEADER:  # None: this process has it open in SQLite
         raise NotALedger(why["foreign"])
+
+
+def _settled_links(p: Path, links: int) -> int:
+    """``p``'s link count, given a creator up to ~0.5 s to drop its temporary name (a new
+    ledger is built under a temporary name, linked into place, then unlinked there)."""
+    for _ in range(20):
+        if links <= 1:
+            break
+        time.sleep(0.025)
+        try:
+            links = p.stat().st_nlink
+        except OSError:
+            break  # gone meanwhile: the caller's next step names it
+    return links
 
 
 _SEQ, _ROWID_SEQ = "seq BIGINT PRIMARY KEY", "seq INTEGER PRIMARY KEY"
