@@ -220,11 +220,13 @@ def test_a_passing_aggregates_shared_checks_are_the_ones_each_check_would_give(
             shared = aggregate_checks(spec, arr, 100, p, metric)
             assert tuple(shared) == tuple(each_aggregate_check(spec, arr, 100, p, metric))
             assert all(c.passed for c in shared)
-    failing = {
-        "loss": np.array(200.0 * (1 + 1e-6)),
-        "hist5": np.array([10.0, -1, 0, 0, 0]),
-        "gap": np.array([-50.0, 50, 50, 51]),
-    }
+    beyond_n = {"loss": np.array(200.0 * (1 + 1e-6)), "gap": np.array([-50.0, 50, 50, 51])}
+    failing = {"loss": np.array(-1e-3), "hist5": np.array([10.0, -1, 0, 0, 0])}
+    if neighbouring == "replace":
+        failing.update(beyond_n)  # n is public: a sum beyond n clients' reach is refused
+    else:  # the count is private: a sum beyond the planned n's reach passes (its sign holds)
+        for metric, arr in beyond_n.items():
+            assert all(c.passed for c in aggregate_checks(p.metric(metric), arr, 100, p, metric))
     for metric, arr in failing.items():
         spec = p.metric(metric)
         checks = aggregate_checks(spec, arr, 100, p, metric)

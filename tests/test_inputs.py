@@ -173,7 +173,22 @@ def test_add_remove_approves_a_cohort_short_of_its_plan_with_a_clip_excluding_ze
     req = ReleaseRequest(epoch=0, metric="x", region="r", cohort=100)
     for n in (100, 99, 1):
         assert evaluate(p, req, float(n), EpochSpend.empty()).prepared is not None, n
-    assert evaluate(p, req, 1001.0, EpochSpend.empty()).prepared is None  # > high·n
+    assert evaluate(p, req, -1.0, EpochSpend.empty()).prepared is None  # < 0: no count has it
+
+
+def test_add_remove_approves_one_client_more_than_planned_a_refusal_would_tell_them_apart() -> None:
+    """Audit 3: 1000 planned, D has 1000 clients at the top of the clip and its neighbour
+    D' one more; a bound growing with the planned count refused D' at no charge."""
+    p = Policy.from_toml(ADD_REMOVE.format(relation="add_remove"))
+    req = ReleaseRequest(epoch=0, metric="x", region="r", cohort=1000)
+    for n in (1000, 1001, 10**6):
+        assert evaluate(p, req, 10.0 * n, EpochSpend.empty()).prepared is not None, n
+    vreq = ReleaseRequest(epoch=0, metric="v", region="r", cohort=100)
+    row = np.array([1.0, -0.5, 0.5])
+    for n in (100, 101, 10**5):
+        assert evaluate(p, vreq, row * n, EpochSpend.empty()).prepared is not None, n
+    replace = Policy.from_toml(ADD_REMOVE.format(relation="replace"))  # n public: refused
+    assert evaluate(replace, req, 10.0 * 1001, EpochSpend.empty()).prepared is None
 
 
 def test_a_vector_of_fewer_clients_is_approved_under_add_remove() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 from collections.abc import Sequence
 
 import numpy as np
@@ -95,7 +96,7 @@ def passes(spec: MetricSpec, arr: npt.NDArray[np.float64], n: int, policy: Polic
         negative = bool((arr < 0).any())
     if not math.isfinite(mass) or (negative and spec.is_nonnegative):
         return False
-    return mass <= _l1_limit(spec, n)
+    return mass <= _l1_limit(spec, n, policy)
 
 
 def l1_mass(arr: npt.NDArray[np.float64]) -> float:
@@ -119,8 +120,11 @@ def _fsum_abs(values: list[float]) -> float:
         return math.nan
 
 
-def _l1_limit(spec: MetricSpec, n: int) -> float:
-    """The largest L1 mass ``n`` capped units can sum to, with the rounding slack."""
+def _l1_limit(spec: MetricSpec, n: int, policy: Policy) -> float:
+    """The largest L1 mass ``n`` capped units can sum to, with the rounding slack; any
+    finite mass under ``add_remove``, where the count is private (:func:`_within_bounds`)."""
+    if policy.neighbouring == "add_remove":
+        return sys.float_info.max  # any finite mass
     return float(spec.cap or 0) * n * (1 + AGGREGATE_TOLERANCE)
 
 
@@ -131,7 +135,7 @@ def inside(
     a scalar's range, zeros for a vector. A probe for building shared verdicts."""
     if spec.kind == "scalar_mean" and spec.clip is not None:
         lo, hi = _scalar_range(policy, spec.clip, n)
-        return np.full(shape, lo / 2 + hi / 2)
+        return np.full(shape, 0.0 if math.isinf(lo) or math.isinf(hi) else lo / 2 + hi / 2)
     return np.zeros(shape)
 
 
@@ -180,23 +184,28 @@ def _within_bounds(spec: MetricSpec, arr: npt.NDArray[np.float64], n: int, polic
 
     Under a record-level policy ``n`` counts records and the clip or cap is per record.
 
-    Under ``add_remove`` the number of clients actually summed is private (at most the
-    planned ``n``), so a scalar's range is ``[min(0, low)·n, max(0, high)·n]``: the range
-    of any number of clients up to n. With ``[low·n, high·n]`` a clip excluding 0 would
-    approve a dataset and refuse its neighbour without one client, at no charge.
+    Under ``add_remove`` the number of clients actually summed is private, and a dataset
+    and its neighbour with one more client may hold any number of them: every bound that
+    grows with the count would approve one and refuse the other, at no charge. So there
+    the check keeps only what any number of clipped clients respects: a scalar's sign
+    (``[0, inf)`` for a clip with ``low ≥ 0``, ``(-inf, 0]`` for ``high ≤ 0``) and a
+    vector's finiteness (its signs are :func:`each_aggregate_check`'s). That the planned
+    ``n`` bounds the count is the caller's to enforce (truncate to it): it cannot be
+    checked without revealing the count.
     """
     if spec.kind == "scalar_mean" and spec.clip is not None:
         lo, hi = _scalar_range(policy, spec.clip, n)
         x = float(arr.reshape(-1)[0])
         return lo - abs(lo) * AGGREGATE_TOLERANCE <= x <= hi + abs(hi) * AGGREGATE_TOLERANCE
-    return l1_mass(arr) <= _l1_limit(spec, n)  # NaN compares False: refused
+    return l1_mass(arr) <= _l1_limit(spec, n, policy)  # NaN compares False: refused
 
 
 def _scalar_range(policy: Policy, clip: Clip, n: int) -> tuple[float, float]:
-    """``[low·n, high·n]`` of a clipped scalar (0 included under ``add_remove``)."""
+    """``[low·n, high·n]`` of a clipped scalar; under ``add_remove`` only its sign is
+    bounded (any count: ``[min(0, low)·inf, max(0, high)·inf]``, 0 always inside)."""
     low, high = float(clip.low), float(clip.high)
     if policy.neighbouring == "add_remove":
-        low, high = min(0.0, low), max(0.0, high)
+        return (-math.inf if low < 0 else 0.0), (math.inf if high > 0 else 0.0)
     return low * n, high * n
 
 
@@ -207,6 +216,19 @@ def _bounds_reason(policy: Policy, metric: str, n: int, ok: bool) -> str:
     charge)."""
     spec = policy.metric(metric)
     who = "client" if policy.privacy_unit == "client" else "record"
+    if policy.neighbouring == "add_remove":  # the count is private: no bound grows with it
+        if spec.kind == "scalar_mean" and spec.clip is not None:
+            lo, hi = _scalar_range(policy, spec.clip, n)
+            sign = "≥ 0" if lo == 0 and hi > 0 else "≤ 0" if hi == 0 and lo < 0 else "any sign"
+            said = f"sum {sign} as clip [{spec.clip.low}, {spec.clip.high}] allows"
+            return (
+                f"{said} (add_remove: the count is private, so no bound grows with it)"
+                if ok
+                else f"sum's sign is not what clip [{spec.clip.low}, {spec.clip.high}] allows "
+                f"for any number of {who}s: {who} clipping failed; fix the client module "
+                "before releasing"
+            )
+        return "L1 mass finite (add_remove: the count is private, so no bound grows with it)"
     if spec.kind == "scalar_mean" and spec.clip is not None:
         lo, hi = _scalar_range(policy, spec.clip, n)
         return (
