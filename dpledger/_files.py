@@ -4,7 +4,8 @@ Every file a user names (policy, aggregate, request, held-out values, TLS materi
 read through :func:`read_bounded`: it must be a regular file (after symlinks), and at
 most ``limit`` bytes are ever read, so ``/dev/zero`` cannot exhaust memory and a FIFO
 with no writer cannot hang the process (it is refused by ``stat`` before any open, and
-the open itself never blocks).
+the open itself never blocks). Nor is an SQLite file this process holds open ever read:
+closing a descriptor would drop its connection's locks (:mod:`dpledger._sqlite_files`).
 
 An SQLite database path is also checked against SQLite's own files beside it
 (:func:`check_sqlite_name`, :func:`check_sidecars`): a database is never named like
@@ -21,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from dpledger._sqlite_files import unheld
 from dpledger.errors import DpLedgerError, InvalidInput
 
 __all__ = [
@@ -68,6 +70,12 @@ def read_bounded(path: str | os.PathLike[str], limit: int, fail: Fail) -> bytes:
     most: a file that grew past the limit is refused, never read whole.
     """
     check_regular_file(path, limit, fail)
+    held = "is an SQLite database this process has open (a ledger or key store), not this file"
+    with unheld(Path(path), lambda: fail(held)):  # closing it would drop that one's locks
+        return _read_to(path, limit, fail)
+
+
+def _read_to(path: str | os.PathLike[str], limit: int, fail: Fail) -> bytes:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:

@@ -23,8 +23,8 @@ import pytest
 from factories import SPATIAL
 
 import dpledger as dl
+from dpledger import _sqlite_files as sqlite_files
 from dpledger.errors import NotALedger
-from dpledger.ledger import sqlite_files
 from dpledger.service.keys import Scopes
 from dpledger.service.store import ServiceStore
 
@@ -208,3 +208,99 @@ def test_a_ledger_renamed_over_a_held_one_is_refused_until_it_is_closed(path: Pa
         assert Path(f"{path}-shm").read_bytes() == shm  # the held file's, untouched
         assert release(writer, 1) == "released"  # the held file works on
     assert not sqlite_files.held(path)
+
+
+def test_a_policy_file_named_by_mistake_is_never_read_from_a_ledger_this_process_holds(
+    path: Path,
+) -> None:
+    """Audit 3: ``Policy.load(ledger)`` opened and closed the held ledger file itself (the
+    bounded file reader), dropping the writer's locks; another process then deleted the live
+    WAL and the allocation was spent twice."""
+    policy = dl.Policy.load(SPATIAL)
+    with dl.Ledger.open(path, policy) as writer:
+        assert release(writer, 0) == "released"
+        with pytest.raises(dl.PolicyError, match="this process has open"):
+            dl.Policy.load(path)
+        assert other_process_releases(path, 1) == "released"
+        assert Path(f"{path}-wal").exists()  # the other process knew it was not alone
+        assert release(writer, 1) == "refused"
+    assert coverage_entries(path) == 2
+    assert dl.Policy.load(SPATIAL) == policy  # any other file reads as before
+
+
+def test_a_collection_inside_the_registry_lock_never_deadlocks(path: Path) -> None:
+    """Audit 3: a dropped Ledger sits in a reference cycle, so the cyclic collector frees
+    its connection, and the finalizer took the registry's (non-reentrant) lock: a
+    collection starting while the same thread held that lock waited on itself forever."""
+    import gc
+    import threading
+
+    policy = dl.Policy.load(SPATIAL)
+    done = threading.Event()
+
+    def drop_then_collect_inside_the_lock() -> None:
+        gc.disable()  # the ledger is freed by the collection below, not before
+        try:
+            ledger = dl.Ledger.open(path, policy, mode="read")
+            ledger.entries()
+            del ledger
+            assert sqlite_files.held(path)  # not yet collected
+            with sqlite_files._LOCK:
+                gc.collect()
+        finally:
+            gc.enable()
+        done.set()
+
+    worker = threading.Thread(target=drop_then_collect_inside_the_lock, daemon=True)
+    worker.start()
+    assert done.wait(30), "a collection inside the registry lock deadlocked"
+    assert not sqlite_files.held(path)
+
+
+HOLD = """
+import sys, time, warnings
+warnings.simplefilter("ignore")
+import dpledger as dl
+with dl.Ledger.open(sys.argv[2], dl.Policy.load(sys.argv[1])) as ledger:
+    ledger.entries()
+    print("holding", flush=True)
+    sys.stdin.readline()
+"""
+
+
+def test_a_ledger_renamed_while_another_process_holds_it_is_refused_by_its_new_name(
+    path: Path,
+) -> None:
+    """Audit 3: process A holds the ledger, it is renamed (log rotation, tidying up), and a
+    release through the new name kept a second write-ahead log: both spent the allocation."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(SPATIAL), str(path)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "holding"
+        moved = path.with_name("moved.db")
+        os.rename(path, moved)
+        policy = dl.Policy.load(SPATIAL)
+        for mode in ("write", "read"):
+            with pytest.raises(dl.StoreError, match="in use by another process under another"):
+                dl.Ledger.open(moved, policy, mode=mode).entries()  # type: ignore[arg-type]
+        assert not Path(f"{moved}-wal").exists()
+        assert not Path(f"{moved}-shm").exists()
+    finally:
+        holder.communicate("\n", timeout=60)
+    assert coverage_entries(moved) == 0  # once A has closed it, the new name opens
+
+
+def test_a_ledger_renamed_while_this_process_holds_it_is_refused_by_its_new_name(
+    path: Path,
+) -> None:
+    policy = dl.Policy.load(SPATIAL)
+    with dl.Ledger.open(path, policy) as writer:
+        assert release(writer, 0) == "released"
+        moved = path.with_name("moved.db")
+        os.rename(path, moved)
+        with pytest.raises(dl.StoreError, match="open in this process under another name"):
+            dl.Ledger.open(moved, policy)
+        assert release(writer, 1) == "released"

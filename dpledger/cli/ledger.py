@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from dpledger import _sqlite_files as sqlite_files
 from dpledger._files import SQLITE_SIDECARS
 from dpledger.accounting import PLD_MAX_EPSILON, PLD_MIN_EPSILON, pld_installed
 from dpledger.cli.argtypes import ascii_float
@@ -35,7 +36,7 @@ from dpledger.errors import (
     NotALedger,
     StoreError,
 )
-from dpledger.ledger import Ledger, sqlite_files
+from dpledger.ledger import Ledger
 from dpledger.ledger.lifetime import Lifetime
 from dpledger.ledger.records import VerifyReport
 from dpledger.ledger.sqlite import is_damage

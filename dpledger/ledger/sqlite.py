@@ -41,9 +41,9 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote
 
+from dpledger import _sqlite_files as sqlite_files
 from dpledger._files import SQLITE_SIDECARS, check_path_text, check_sidecars, check_sqlite_name
 from dpledger.errors import LedgerCorrupted, LedgerNotFound, NotALedger, StoreError
-from dpledger.ledger import sqlite_files
 from dpledger.ledger.schema import (
     COLUMNS,
     EPOCH_INDEX,

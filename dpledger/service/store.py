@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, cast
 from urllib.parse import quote
 
+from dpledger import _sqlite_files as sqlite_files
 from dpledger._files import SQLITE_SIDECARS, check_path_text, check_sidecars, check_sqlite_name
 from dpledger.errors import (
     InvalidInput,
@@ -47,7 +48,6 @@ from dpledger.errors import (
     StoreError,
     UnknownResource,
 )
-from dpledger.ledger import sqlite_files
 from dpledger.ledger.sqlite import check_sqlite_file
 from dpledger.service.keys import ALGO, ApiKey, NewKey, Scopes, check_name, new_key
 from dpledger.service.store_sql import TABLES, statements

@@ -37,7 +37,7 @@ def claim_ledger(path: Path, *, fresh: bool) -> None:
     check_sqlite_name(str(path), "demo ledger path")
     if not (path.exists() or path.is_symlink()):
         return
-    from dpledger.ledger import sqlite_files
+    from dpledger import _sqlite_files as sqlite_files
     from dpledger.ledger.sqlite import SqliteStore
 
     if sqlite_files.held(path):  # removing its -wal/-shm would corrupt the open ledger

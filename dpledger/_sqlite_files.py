@@ -10,7 +10,9 @@ allocation (one of the two entries is later lost).
 
 So dpledger opens every SQLite ledger and key store connection through :func:`connect`
 and closes it through :func:`close`, which count the connections per file (device,
-inode); :func:`read_header` reads a file's first bytes, and :func:`unless_held` runs a
+inode); :func:`read_header` reads a file's first bytes, :func:`unheld` guards any other
+read of a user-named file (a policy or aggregate file named by mistake may be a ledger
+the process holds), and :func:`unless_held` runs a
 check that opens the files beside it (its ``-shm`` holds the WAL locks), only when no
 connection of this process has it open (one that has is an SQLite database already, and
 the files beside it are SQLite's own). SQLite names those files after the path, so a
@@ -21,18 +23,24 @@ is refused (:class:`StoreError`): its ``-wal``/``-shm`` are the held file's.
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import sqlite3
 import stat
+import struct
+import sys
 import threading
+import time
 import weakref
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from dpledger.errors import StoreError
 
-__all__ = ["close", "connect", "held", "read_header", "unless_held"]
+__all__ = ["close", "connect", "held", "read_header", "unheld", "unless_held"]
 
 _Key = tuple[int, int]  # (st_dev, st_ino)
 
@@ -42,6 +50,10 @@ _NAMES: dict[str, dict[_Key, int]] = {}  # open connections per resolved path, p
 _FINAL: dict[
     int, weakref.finalize[[int, _Key, str], sqlite3.Connection]
 ] = {}  # id(conn) → uncounts it once: at close, or at GC
+_GONE: deque[tuple[int, _Key, str]] = deque()
+"""Connections closed or collected, uncounted by the next holder of ``_LOCK``: a collection
+can run the finalizer while this very thread holds the (non-reentrant) lock, so the
+finalizer only appends here (``deque.append`` is atomic) and never takes the lock."""
 
 
 class _Counted(sqlite3.Connection):
@@ -61,6 +73,7 @@ def held(p: Path) -> bool:
     """Whether a connection of this process (opened by :func:`connect`) has ``p`` open."""
     key = _key(p)
     with _LOCK:
+        _drain()
         return key is not None and key in _COUNT
 
 
@@ -73,6 +86,7 @@ def read_header(p: Path, n: int) -> bytes | None:
     """
     key = _key(p)
     with _LOCK:  # no connection of this process opens the file meanwhile
+        _drain()
         if key is not None and key in _COUNT:
             return None
         fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -89,12 +103,15 @@ def unless_held(p: Path, check: Callable[[], None]) -> None:
     locks) only while no connection of this process has ``p`` open; else skip it: the
     files beside an open database are SQLite's own.
 
-    A ``p`` that names another file than the one this process opened at that path (it was
-    renamed or copied over since) is :class:`StoreError`: the ``-wal``/``-shm`` beside it
-    are the held file's, which opening (or checking) them would corrupt or unlock.
+    Two names for one database are :class:`StoreError`, because SQLite names the
+    ``-wal``/``-shm`` after the path and two names would keep two logs: a ``p`` that names
+    another file than the one this process opened there (renamed or copied over since: its
+    sidecars are the held file's), a file this process holds under another name, and one
+    another process holds without a ``-shm`` beside ``p`` (it opened it by another name).
     """
     key, name = _key(p), _name(p)
     with _LOCK:  # no connection of this process opens the file meanwhile
+        _drain()
         others = [k for k in _NAMES.get(name, {}) if k != key]
         if others:
             raise StoreError(
@@ -104,8 +121,60 @@ def unless_held(p: Path, check: Callable[[], None]) -> None:
                 f"corrupt each other; close every handle to {p} in this process (or restart "
                 f"it), then open it again"
             )
+        if key is not None and key in _COUNT and key not in _NAMES.get(name, {}):
+            raise StoreError(
+                f"{p} is open in this process under another name (it was renamed, moved or "
+                f"linked while open), and SQLite names its -wal and -shm after the path, so "
+                f"the two names would keep two logs and spend one budget twice; open it by "
+                f"the name it was opened with, or close that handle first"
+            )
         if key is None or key not in _COUNT:
+            if _in_use_under_another_name(p, name):
+                raise StoreError(
+                    f"{p} is in use by another process under another name: it was renamed "
+                    f"or moved while open there, and SQLite names its -wal and -shm after the "
+                    f"path, so the two names would keep two logs and spend one budget twice; "
+                    f"stop the process that has it open (or open it by the name that process "
+                    f"uses), then retry; nothing was opened or changed"
+                )
             check()
+
+
+_PENDING_BYTE = 0x40000000  # SQLite's lock bytes in a database file (os_unix.c): PENDING,
+_LOCK_BYTES = 512  # RESERVED, then the 510 SHARED bytes a WAL connection holds while open
+_FLOCK = "@hhqqixxxx"  # Linux's struct flock: type, whence, start, len, pid
+
+
+def _in_use_under_another_name(p: Path, name: str) -> bool:
+    """Whether another process holds SQLite's lock on the database at ``p`` while no
+    ``-shm`` is beside this name: it opened the file by another name (Linux; elsewhere
+    this cannot be seen, and False). A connection starting under this very name holds
+    the lock a moment before its ``-shm`` exists: asked again for up to ~0.5 s."""
+    if sys.platform != "linux":
+        return False
+    for _ in range(20):
+        if os.path.exists(f"{name}-shm") or not _locked(p):
+            return False
+        time.sleep(0.025)
+    return True
+
+
+def _locked(p: Path) -> bool:
+    """Whether another process holds a lock on SQLite's lock bytes of ``p`` (``F_GETLK``
+    takes none; called only while no connection of this process has ``p`` open, so the
+    descriptor closed here drops no lock of ours)."""
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False  # the caller's next step names the problem
+    try:
+        probe = struct.pack(_FLOCK, fcntl.F_WRLCK, os.SEEK_SET, _PENDING_BYTE, _LOCK_BYTES, 0)
+        found = struct.unpack(_FLOCK, fcntl.fcntl(fd, fcntl.F_GETLK, probe))
+        return bool(found[0] != fcntl.F_UNLCK)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def connect(p: Path, uri: str, **kwargs: Any) -> sqlite3.Connection:
@@ -116,14 +185,17 @@ def connect(p: Path, uri: str, **kwargs: Any) -> sqlite3.Connection:
         conn: sqlite3.Connection = sqlite3.connect(uri, uri=True, **kwargs)
         return conn
     with _LOCK:
+        _drain()
         _count(key, name)
     try:
         conn = sqlite3.connect(uri, uri=True, factory=_Counted, **kwargs)
     except BaseException:
         with _LOCK:
+            _drain()
             _uncount(key, name)
         raise
     with _LOCK:
+        _drain()
         _FINAL[id(conn)] = weakref.finalize(conn, _gone, id(conn), key, name)
     return conn
 
@@ -134,13 +206,36 @@ def close(conn: sqlite3.Connection) -> None:
         conn.close()
     finally:
         with _LOCK:
+            _drain()
             done = _FINAL.get(id(conn))
         if done is not None:
-            done()  # runs _gone once; later calls (and the collection) do nothing
+            done()  # queues _gone once; later calls (and the collection) do nothing
+            with _LOCK:
+                _drain()
+
+
+@contextmanager
+def unheld(p: Path, refuse: Callable[[], BaseException]) -> Iterator[None]:
+    """Hold the registry while the body opens and closes the file at ``p`` itself; raise
+    ``refuse()`` instead when a connection of this process has it open (closing any
+    descriptor of it would drop that connection's locks)."""
+    key = _key(p)
+    with _LOCK:
+        _drain()
+        if key is not None and key in _COUNT:
+            raise refuse()
+        yield
 
 
 def _gone(ident: int, key: _Key, name: str) -> None:
-    with _LOCK:
+    """The finalizer of a counted connection: queued, never locked (see ``_GONE``)."""
+    _GONE.append((ident, key, name))
+
+
+def _drain() -> None:
+    """Uncount the connections closed or collected since (under ``_LOCK``)."""
+    while _GONE:
+        ident, key, name = _GONE.popleft()
         _FINAL.pop(ident, None)
         _uncount(key, name)
 
