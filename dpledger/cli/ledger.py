@@ -38,6 +38,7 @@ from dpledger.errors import (
 from dpledger.ledger import Ledger, sqlite_files
 from dpledger.ledger.lifetime import Lifetime
 from dpledger.ledger.records import VerifyReport
+from dpledger.ledger.regions import epoch_regions
 from dpledger.ledger.sqlite import is_damage
 from dpledger.policy import ALL
 
@@ -134,10 +135,9 @@ def _unit_view(ledger: Ledger) -> str:
 def _cmd_show(args: argparse.Namespace) -> int:
     with open_ledger(args, "read") as ledger:
         epochs = sorted({e.draft.epoch for e in ledger.entries()})
-        regions = (*ledger.policy.regions.names, ALL)
         rows = []
         for epoch in epochs:
-            for region in regions:
+            for region in (*epoch_regions(ledger, epoch), ALL):  # with its bound policy's
                 spent = ledger.spent(epoch, region)
                 rows.append(
                     {
