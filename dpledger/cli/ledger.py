@@ -15,7 +15,7 @@ from typing import Any
 
 from dpledger._files import SQLITE_SIDECARS
 from dpledger.accounting import PLD_MAX_EPSILON, PLD_MIN_EPSILON, pld_installed
-from dpledger.cli.argtypes import ascii_float
+from dpledger.cli.argtypes import ascii_fraction
 from dpledger.cli.main import (
     EXIT_OK,
     EXIT_REFUSED,
@@ -71,7 +71,7 @@ def register(subparsers: Any) -> None:
         if name == "lifetime":
             p.add_argument("--region", default=ALL, help="a region, or '*' for the worst")
             p.add_argument(
-                "--delta", type=ascii_float, help="δ for the (ε, δ) views (default: policy's)"
+                "--delta", type=ascii_fraction, help="δ for the (ε, δ) views (default: policy's)"
             )
 
 
