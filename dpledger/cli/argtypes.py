@@ -53,8 +53,8 @@ def ascii_float(text: str) -> float:
         )
     if value == 0 and Decimal(text) != 0:
         raise argparse.ArgumentTypeError(
-            f"{_shown(text)} is too small for a double (it reads as 0): give 0 or a number "
-            "a double holds (magnitude at least about 5e-324)"
+            f"{_shown(text)} is too small for a double (it reads as 0; the smallest non-zero "
+            "magnitude is about 5e-324)"
         )
     return value
 
