@@ -177,3 +177,22 @@ def test_the_service_lists_a_region_a_later_version_removed_in_the_epochs_that_h
         assert "data-epoch='1' data-region='apac'" not in page.text
     finally:
         app.state.service.close()
+
+
+def test_ledger_show_lists_the_regions_an_open_region_epoch_spent_in(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With open regions `ledger show` listed '*' only (the service listed the spent ones):
+    the shared helper lists the regions the epoch spent in, as the service does."""
+    text = V1.replace('names = ["eu-west", "eu-east", "na", "apac"]', "open = true")
+    assert "open = true" in text
+    (tmp_path / "open.toml").write_text(text)
+    path = tmp_path / "o.db"
+    with dl.Ledger.open(path, dl.Policy.load(tmp_path / "open.toml"), mode="create") as ledger:
+        ledger.release(dl.ReleaseRequest(epoch=0, metric="clipped_mean_loss", region="mars",
+                                         cohort=2400), 1000.0)  # fmt: skip
+    argv = ["ledger", "show", "--policy", str(tmp_path / "open.toml"), "--ledger", str(path),
+            "--json"]  # fmt: skip
+    assert main(argv) == 0
+    rows = json.loads(capsys.readouterr().out)["regions"]
+    assert [(r["region"], r["spent"]) for r in rows] == [("mars", "1/5"), ("*", "1/5")]
