@@ -42,11 +42,44 @@ from sklearn.metrics import accuracy_score
 import dpledger as dl
 from dpledger.metrics import classification_metrics, records
 from dpledger.planning.units import client_twin, compare_units, units_table
-from dpledger.sim.silos import dirichlet_silos
+from dpledger.sim.silos import Federation, dirichlet_silos
 
 policy = dl.Policy.load("../policies/cross-silo.toml")
 SILOS = list(policy.regions.names)
 print(policy.protects)
+
+# %% [markdown]
+# ## The plan, fixed before the round: at most 200 records per hospital
+#
+# Under `add_remove` the record count is private: one patient's presence changes it. A
+# release's `cohort` is recorded in the ledger and published with the release, so it
+# must be a number fixed *before* the round from public facts — never the count of the
+# records the silos summed. That count moves by one with one patient: publishing it
+# would tell a data set from its neighbour with no noise at all, whatever ε the release
+# spent on its values.
+#
+# The study plan caps each hospital's contribution at `QUOTA` records, so the planned
+# cohort is `QUOTA × 20`. Each hospital enforces its quota before summing: it keeps its
+# first `QUOTA` records in the order it lists them (admission time, a record's own), so
+# the true count never exceeds the planned one. The quota is set above any hospital's
+# expected enrolment: where it binds, one more patient can push another's record out —
+# a change of two records, which a release protects only at 2ε (group privacy), as with
+# `max_records_per_person = 1`.
+
+# %%
+QUOTA = 200  # records per hospital, from the study plan: public, fixed before the round
+PLANNED_RECORDS = QUOTA * len(SILOS)  # the cohort of every release over all hospitals
+
+
+def within_quota(fed: Federation) -> Federation:
+    """Each hospital's first QUOTA records, in its listed order (silo side)."""
+    sizes = np.minimum(fed.sizes, QUOTA)
+    kept = [fed.order[start : start + n] for start, n in zip(fed.offsets, sizes, strict=True)]
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    return Federation(np.concatenate(kept).astype(np.int64), offsets, sizes)
+
+
+print(f"planned: at most {QUOTA} records per hospital, cohort {PLANNED_RECORDS}")
 
 # %% [markdown]
 # ## 20 hospitals, very different sizes and case mixes
@@ -57,41 +90,44 @@ print(policy.protects)
 # %%
 x, y = load_digits(return_X_y=True)
 model = LogisticRegression(max_iter=300).fit(x[::2] / 16, y[::2])
-fed = dirichlet_silos(y, len(SILOS), alpha=0.3, seed=1)
+fed = within_quota(dirichlet_silos(y, len(SILOS), alpha=0.3, seed=1))
 y_true, y_pred = y[fed.order], model.predict(x / 16)[fed.order]
 
 # silo side: one count per record, one summed 10×10 matrix per hospital
 silo_sums = records.record_confusion(y_true, y_pred, n_classes=10, offsets=fed.offsets)
-n_records = int(silo_sums.records.sum())
+assert silo_sums.records.max() <= QUOTA  # so the total never exceeds PLANNED_RECORDS
 truth = classification_metrics(silo_sums.total(), labels="all")
 assert abs(truth["accuracy"] - accuracy_score(y_true, y_pred)) < 1e-12  # FLAM-exact
-print(f"{n_records} records; silo sizes {sorted(fed.sizes.tolist())}")
+# the simulation's view only: each silo's exact count stays in the silo, never published
+print(f"silo sizes (simulation only) {sorted(fed.sizes.tolist())}")
 print(f"true accuracy {truth['accuracy']:.4f}, macro-F1 {truth['f1_macro']:.4f}")
 
 # %% [markdown]
 # ## The bars before the round: `dpledger plan --compare-units`
 #
-# For the silos' record counts, the same budgets under each unit. The client-level twin
-# of the policy bounds each hospital by the largest hospital's record count (so that
-# no record is clipped away); the record-level policy bounds one person's records.
+# For the planned record counts (each hospital's quota), the same budgets under each
+# unit. The client-level twin of the policy bounds each hospital by its quota, the most
+# records it can contribute (so that no record is clipped away); the record-level policy
+# bounds one person's records.
 
 # %%
-counts = dict(zip(SILOS, fed.sizes.tolist(), strict=True))
-comparison = compare_units(policy, counts)
+planned = dict.fromkeys(SILOS, QUOTA)
+comparison = compare_units(policy, planned)
 print(units_table(comparison))
 
 # %% [markdown]
 # ## One release under each unit, through real ledgers
 #
 # Client-level: the twin policy, a release over all 20 hospitals (cohort = 20 clients).
-# Record-level: the shipped policy, the same summed matrix (cohort = its record count,
-# planned before the round: under `add_remove` the record count is private).
+# Record-level: the shipped policy, the same summed matrix (cohort = `PLANNED_RECORDS`,
+# the planned count, not the number of records summed: see the plan above). Derived
+# metrics divide by the release's noisy total, never by either count.
 
 # %%
 workdir = Path(tempfile.mkdtemp())
-twin = client_twin(policy, int(fed.sizes.max()))
+twin = client_twin(policy, QUOTA)
 releases = {}
-for unit, pol, cohort in (("client", twin, len(SILOS)), ("record", policy, n_records)):
+for unit, pol, cohort in (("client", twin, len(SILOS)), ("record", policy, PLANNED_RECORDS)):
     with dl.Ledger.open(workdir / f"{unit}.db", pol, mode="create") as ledger:
         request = dl.ReleaseRequest(
             epoch=0, metric="digits_confusion", region=dl.ALL, cohort=cohort
@@ -114,7 +150,7 @@ for j, (unit, out) in enumerate(releases.items()):
 ax.scatter(np.arange(len(shown)), [truth[k] for k in shown], color="k", zorder=3, label="truth")
 ax.set_xticks(np.arange(len(shown)), shown)
 ax.set_ylim(-1.05, 1.05)
-ax.set_title(f"digits over 20 hospitals ({n_records} records), ε = 0.5 per release")
+ax.set_title(f"digits over 20 hospitals (≤ {QUOTA} records each), ε = 0.5 per release")
 ax.legend(loc="lower left", fontsize=8)
 plt.show()
 
@@ -122,14 +158,15 @@ plt.show()
 # ## Regression: diabetes, 442 records
 #
 # Each record's y and ŷ are clipped to the declared ranges (`y_clip`, `y_pred_clip`), so
-# its five measures fit the codec and its encoded row has L1 ≤ `cap_per_record`. With
-# only 442 records the record-level bars are honest but wide: R² needs more records (or
-# more ε) than this data set has.
+# its five measures fit the codec and its encoded row has L1 ≤ `cap_per_record`. The
+# same plan holds (at most `QUOTA` records per hospital, cohort `PLANNED_RECORDS`); the
+# release's `n` is a noisy count. With only 442 records the record-level bars are honest
+# but wide: R² needs more records (or more ε) than this data set has.
 
 # %%
 xd, yd = load_diabetes(return_X_y=True)
 pred = LinearRegression().fit(xd, yd).predict(xd)
-fed_d = dirichlet_silos(np.zeros(yd.size, dtype=np.int64), len(SILOS), alpha=0.3, seed=5)
+fed_d = within_quota(dirichlet_silos(np.zeros(yd.size, np.int64), len(SILOS), alpha=0.3, seed=5))
 spec = policy.metric("diabetes_regression")
 assert spec.y_clip is not None
 assert spec.y_pred_clip is not None
@@ -139,8 +176,11 @@ clips = {
 }
 reg = records.record_regression(yd[fed_d.order], pred[fed_d.order], cap=1.0,
                                 offsets=fed_d.offsets, **clips)  # fmt: skip
+assert reg.records.max() <= QUOTA
 with dl.Ledger.open(workdir / "record.db", policy, mode="write") as ledger:
-    request = dl.ReleaseRequest(epoch=0, metric="diabetes_regression", region=dl.ALL, cohort=442)
+    request = dl.ReleaseRequest(
+        epoch=0, metric="diabetes_regression", region=dl.ALL, cohort=PLANNED_RECORDS
+    )
     reg_out = dl.release_regression(ledger, request, reg.total(), spec.record_regression_codec())
 print(reg_out.table())
 
@@ -168,8 +208,8 @@ record_width = record_acc.high - record_acc.low
 ratio = next(r.ratio for r in comparison if r.metric == "digits_confusion")
 assert record_width < 0.1, record_width
 assert client_width > 4 * record_width, (client_width, record_width)
-# the largest hospital's record count over 1 record per person
-assert abs(ratio / int(fed.sizes.max()) - 1) < 1e-9, ratio
+# a hospital's quota (the most records it contributes) over 1 record per person
+assert abs(ratio / QUOTA - 1) < 1e-9, ratio
 print(
     f"accuracy {truth['accuracy']:.3f}: record-level interval "
     f"[{record_acc.low:.3f}, {record_acc.high:.3f}] (width {record_width:.3f}), "

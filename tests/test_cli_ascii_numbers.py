@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from factories import SPATIAL
 
-from dpledger.cli.argtypes import ascii_float, ascii_int
+from dpledger.cli.argtypes import ascii_float, ascii_fraction, ascii_int
 from dpledger.cli.main import main
 
 NOT_ASCII_INTS = ["٣", "２４００", "2_400", " 3", "3 ", "+3", "३", "1" * 31, ""]
@@ -103,6 +103,64 @@ def test_a_number_option_in_other_digits_is_a_usage_error(
     assert code == 2, err
     assert f"argument {option.split()[-1]}" in err
     assert "plain ASCII decimal" in err
+
+
+@pytest.mark.parametrize("option", FLOAT_OPTIONS)
+@pytest.mark.parametrize(("value", "why"), [("1e-400", "too small"), ("1e400", "too large")])
+def test_a_number_a_double_cannot_hold_is_refused_as_typed(
+    option: str, value: str, why: str, where: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--delta 1e-400`` said "delta must be a number in (0, 1), got 0.0": the underflowed
+    double, not what was typed (audit 3, finding 9)."""
+    code, err = _run(_float_commands(where, value)[option], capsys)
+    assert code == 2, err
+    assert f"argument {option.split()[-1]}: {value!r} is {why} for a double" in err
+    assert "got 0.0" not in err
+    assert "Traceback" not in err
+    assert not Path(where["db"]).exists()
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("0.99999999999999999", "'0.99999999999999999' (it rounds to 1 in double precision)"),
+        ("1e-400", "'1e-400' is too small for a double"),
+        ("1", "strictly between 0 and 1, got '1'"),
+        ("0", "strictly between 0 and 1, got '0'"),
+        ("-0.5", "strictly between 0 and 1, got '-0.5'"),
+    ],
+)
+def test_delta_outside_0_1_as_a_double_is_refused_naming_the_text(
+    value: str, shown: str, where: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = _run(_float_commands(where, value)["ledger lifetime --delta"], capsys)
+    assert code == 2, err
+    assert "argument --delta: " in err
+    assert shown in err
+    assert "Traceback" not in err
+    assert not Path(where["db"]).exists()
+
+
+@pytest.mark.parametrize("value", ["50,1e400", "50,٩٩"])
+def test_a_percentile_is_read_as_the_other_number_options(
+    value: str, where: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [*_float_commands(where, "1")["calibrate --epsilon"], "--percentiles", value]
+    code, err = _run(argv, capsys)
+    assert code == 2, err
+    assert f"--percentiles {value!r}: " in err
+    assert f"got {value.split(',')[1]!r}" in err or f"{value.split(',')[1]!r} is too large" in err
+    assert "Traceback" not in err
+
+
+def test_the_smallest_doubles_and_zero_still_read() -> None:
+    assert ascii_float("0e-400") == 0.0
+    assert ascii_float("-0.000") == 0.0
+    assert ascii_float("5e-324") == 5e-324  # the smallest subnormal: not 0
+    with pytest.raises(argparse.ArgumentTypeError, match="'-2e-999' is too small"):
+        ascii_float("-2e-999")
+    assert ascii_fraction("1e-300") == 1e-300
+    assert ascii_fraction("0.9999999999999999") == 0.9999999999999999
 
 
 def test_verify_expected_head_takes_an_ascii_entry_id(

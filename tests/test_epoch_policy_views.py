@@ -9,6 +9,7 @@ v2 whose ε_eval is 10×, epoch 0 (bound to v1, 1/5 spent of 1) showed 49/5 left
 
 from __future__ import annotations
 
+import json
 from fractions import Fraction
 from pathlib import Path
 
@@ -96,3 +97,102 @@ def test_a_region_a_later_version_added_has_a_view_in_an_earlier_epoch(tmp_path:
             ledger.remaining(0, "nowhere")
     argv = ["ledger", "show", "--policy", str(tmp_path / "v2.toml"), "--ledger", str(path)]
     assert main(argv) == 0
+
+
+V3 = V1.replace('version = "1.0.0"', 'version = "3.0.0"').replace(
+    '"na", "apac"]', '"na"]'
+)  # removes region apac
+
+
+@pytest.fixture
+def removed(tmp_path: Path) -> Path:
+    """Epoch 0 bound to v1, where apac spent 1/5; epoch 1 bound to v3, which has no apac."""
+    assert V3.count('"apac"') == 0
+    (tmp_path / "v3.toml").write_text(V3)
+    v1, v3 = dl.Policy.from_toml(V1, source="v1"), dl.Policy.load(tmp_path / "v3.toml")
+    path = tmp_path / "r.db"
+    with dl.Ledger.open(path, v1, mode="create") as ledger:
+        ledger.release(dl.ReleaseRequest(epoch=0, metric="clipped_mean_loss", region="apac",
+                                         cohort=2400), 1000.0)  # fmt: skip
+    with dl.Ledger.open(path, v3) as ledger:
+        ledger.release(request(1), 1000.0)
+    return path
+
+
+def test_ledger_show_lists_a_region_a_later_version_removed_in_the_epochs_that_had_it(
+    removed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`ledger show` listed the opening policy's regions only: under a v3 without apac,
+    epoch 0 showed every region untouched while apac had spent 1/5 (audit 3, finding 7)."""
+    argv = ["ledger", "show", "--policy", str(removed.parent / "v3.toml"), "--ledger",
+            str(removed), "--json"]  # fmt: skip
+    assert main(argv) == 0
+    rows = {(r["epoch"], r["region"]): r for r in json.loads(capsys.readouterr().out)["regions"]}
+    assert rows[(0, "apac")]["spent"] == "1/5"
+    assert rows[(0, "apac")]["remaining"] == "4/5"
+    assert rows[(0, "eu-west")]["spent"] == "0"
+    assert (1, "apac") not in rows  # epoch 1's policy (v3) and the opening one lack it
+    assert rows[(1, "eu-west")]["spent"] == "1/5"
+    assert main(argv[:-1]) == 0
+    assert "epoch    0  apac         spent ε      1/5  left 4/5" in capsys.readouterr().out
+
+
+def test_the_service_lists_a_region_a_later_version_removed_in_the_epochs_that_had_it(
+    removed: Path,
+) -> None:
+    """The budget routes and the page read the served policy's regions only: under v3,
+    GET /v1/budget/0/apac was 404 and /v1/budget/0 and the page omitted apac."""
+    from _service import call
+
+    from dpledger.service import create_app
+    from dpledger.service.keys import Scopes
+    from dpledger.service.state import Settings
+    from dpledger.service.store import ServiceStore, default_location
+
+    with ServiceStore.open(default_location(str(removed)), create=True) as store:
+        made, _ = store.create_key("reader", Scopes(("read",)))
+    auth = {"Authorization": f"Bearer {made.token}"}
+    app = create_app(
+        Settings(ledger=str(removed), policy=dl.Policy.load(removed.parent / "v3.toml"))
+    )
+    try:
+        epoch0 = call(app, "GET", "/v1/budget/0", headers=auth).json()
+        rows = {row["region"]: row for row in epoch0["regions"]}
+        assert list(rows) == ["eu-west", "eu-east", "na", "apac", "*"]
+        assert rows["apac"]["spent"]["amount"] == "1/5"
+        assert rows["apac"]["remaining"]["amount"] == "4/5"
+        detail = call(app, "GET", "/v1/budget/0/apac", headers=auth)
+        assert detail.status_code == 200, detail.text
+        assert detail.json()["spent"]["amount"] == "1/5"
+        spent = {m["metric"]: m["spent"]["amount"] for m in detail.json()["metrics"]}
+        assert spent["clipped_mean_loss"] == "1/5"
+        epoch1 = call(app, "GET", "/v1/budget/1", headers=auth).json()
+        assert "apac" not in {row["region"] for row in epoch1["regions"]}
+        gone = call(app, "GET", "/v1/budget/1/apac", headers=auth)
+        assert (gone.status_code, gone.json()["error"]) == (404, "unknown_resource")
+        assert "epoch 1's regions: ['eu-west', 'eu-east', 'na']" in gone.json()["message"]
+        page = call(app, "GET", "/", headers=auth)
+        assert page.status_code == 200, page.text
+        assert "data-epoch='0' data-region='apac'" in page.text
+        assert "data-epoch='1' data-region='apac'" not in page.text
+    finally:
+        app.state.service.close()
+
+
+def test_ledger_show_lists_the_regions_an_open_region_epoch_spent_in(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With open regions `ledger show` listed '*' only (the service listed the spent ones):
+    the shared helper lists the regions the epoch spent in, as the service does."""
+    text = V1.replace('names = ["eu-west", "eu-east", "na", "apac"]', "open = true")
+    assert "open = true" in text
+    (tmp_path / "open.toml").write_text(text)
+    path = tmp_path / "o.db"
+    with dl.Ledger.open(path, dl.Policy.load(tmp_path / "open.toml"), mode="create") as ledger:
+        ledger.release(dl.ReleaseRequest(epoch=0, metric="clipped_mean_loss", region="mars",
+                                         cohort=2400), 1000.0)  # fmt: skip
+    argv = ["ledger", "show", "--policy", str(tmp_path / "open.toml"), "--ledger", str(path),
+            "--json"]  # fmt: skip
+    assert main(argv) == 0
+    rows = json.loads(capsys.readouterr().out)["regions"]
+    assert [(r["region"], r["spent"]) for r in rows] == [("mars", "1/5"), ("*", "1/5")]

@@ -66,9 +66,11 @@ class TestLedgerSafety:
     def test_reading_a_missing_ledger_is_an_error_and_creates_nothing(
         self, store: StoreUnderTest
     ) -> None:
-        for mode in ("read", "write"):
-            with pytest.raises(LedgerNotFound):
+        for mode, says in (("read", "reading never"), ("write", "mode='write' never")):
+            with pytest.raises(LedgerNotFound) as refused:
                 Ledger.open(store.target, CONTRACT, mode=mode)  # type: ignore[arg-type]
+            assert f"{says} creates one" in str(refused.value)  # the mode asked (audit 3, 9)
+            assert "open with mode='create'" in str(refused.value)
         pending = Ledger.open(store.target, CONTRACT, mode="create")
         try:
             assert pending.check(loss(), 30.0).approved  # a dry run against nothing spent

@@ -10,9 +10,11 @@ error (exit 2) naming the option and what it takes.
 from __future__ import annotations
 
 import argparse
+import math
 import re
+from decimal import Decimal
 
-__all__ = ["ascii_float", "ascii_int"]
+__all__ = ["ascii_float", "ascii_fraction", "ascii_int"]
 
 _INT = re.compile(r"-?[0-9]{1,30}", re.ASCII)
 _FLOAT = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,4})?", re.ASCII)
@@ -37,10 +39,34 @@ def ascii_int(text: str) -> int:
 def ascii_float(text: str) -> float:
     """A number option's value: a plain ASCII decimal, optionally with an exponent
     (``1``, ``0.5``, ``-2``, ``1e-6``); no other digits, spaces, underscores, ``inf`` or
-    ``nan``."""
+    ``nan``, and none a double cannot hold: ``1e-400`` (it would read as 0) or ``1e400``
+    (infinity) is refused naming the text typed, not the 0.0 it would have become."""
     if _FLOAT.fullmatch(text) is None:
         raise argparse.ArgumentTypeError(
             "expected a number written as a plain ASCII decimal (e.g. 0.5 or 1e-6), got "
             + _shown(text)
         )
-    return float(text)
+    value = float(text)
+    if math.isinf(value):
+        raise argparse.ArgumentTypeError(
+            f"{_shown(text)} is too large for a double (it reads as infinity): give a finite number"
+        )
+    if value == 0 and Decimal(text) != 0:
+        raise argparse.ArgumentTypeError(
+            f"{_shown(text)} is too small for a double (it reads as 0; the smallest non-zero "
+            "magnitude is about 5e-324)"
+        )
+    return value
+
+
+def ascii_fraction(text: str) -> float:
+    """A probability option's value (e.g. ``--delta``): an :func:`ascii_float` strictly
+    between 0 and 1 as a double. ``0.99999999999999999`` reads as 1.0 and is refused
+    naming the text typed."""
+    value = ascii_float(text)
+    if not 0 < value < 1:
+        rounded = " (it rounds to 1 in double precision)" if Decimal(text) < value else ""
+        raise argparse.ArgumentTypeError(
+            f"expected a number strictly between 0 and 1, got {_shown(text)}{rounded}"
+        )
+    return value

@@ -16,7 +16,7 @@ from typing import Any
 from dpledger import _sqlite_files as sqlite_files
 from dpledger._files import SQLITE_SIDECARS
 from dpledger.accounting import PLD_MAX_EPSILON, PLD_MIN_EPSILON, pld_installed
-from dpledger.cli.argtypes import ascii_float
+from dpledger.cli.argtypes import ascii_fraction
 from dpledger.cli.main import (
     EXIT_OK,
     EXIT_REFUSED,
@@ -39,6 +39,7 @@ from dpledger.errors import (
 from dpledger.ledger import Ledger
 from dpledger.ledger.lifetime import Lifetime
 from dpledger.ledger.records import VerifyReport
+from dpledger.ledger.regions import epoch_regions
 from dpledger.ledger.sqlite import is_damage
 from dpledger.policy import ALL
 
@@ -71,7 +72,7 @@ def register(subparsers: Any) -> None:
         if name == "lifetime":
             p.add_argument("--region", default=ALL, help="a region, or '*' for the worst")
             p.add_argument(
-                "--delta", type=ascii_float, help="δ for the (ε, δ) views (default: policy's)"
+                "--delta", type=ascii_fraction, help="δ for the (ε, δ) views (default: policy's)"
             )
 
 
@@ -135,10 +136,9 @@ def _unit_view(ledger: Ledger) -> str:
 def _cmd_show(args: argparse.Namespace) -> int:
     with open_ledger(args, "read") as ledger:
         epochs = sorted({e.draft.epoch for e in ledger.entries()})
-        regions = (*ledger.policy.regions.names, ALL)
         rows = []
         for epoch in epochs:
-            for region in regions:
+            for region in (*epoch_regions(ledger, epoch), ALL):  # with its bound policy's
                 spent = ledger.spent(epoch, region)
                 rows.append(
                     {

@@ -42,12 +42,13 @@ def parse_cohort(text: str, flag: str = "--cohort", form: str = "REGION=N") -> t
 
 
 def parse_percentiles(text: str) -> tuple[float, ...]:
-    """``"50,90,99"`` → ``(50.0, 90.0, 99.0)``; range checks happen in calibration."""
+    """``"50,90,99"`` → ``(50.0, 90.0, 99.0)``, each an :func:`ascii_float` (so ``1e400``
+    is refused as typed, not as ``inf``); range checks happen in calibration."""
     try:
-        return tuple(float(p) for p in text.split(",") if p.strip())
-    except ValueError:
+        return tuple(ascii_float(p.strip()) for p in text.split(",") if p.strip())
+    except argparse.ArgumentTypeError as e:
         raise InvalidInput(
-            f"--percentiles {text!r}: expected numbers like 50,90,95,99,100"
+            f"--percentiles {text[:80]!r}: {e}; expected numbers like 50,90,95,99,100"
         ) from None
 
 

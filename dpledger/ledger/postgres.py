@@ -71,7 +71,7 @@ from dpledger.errors import LedgerNotFound, StoreError
 from dpledger.ledger.pgsql import APPEND_ONLY as _APPEND_ONLY
 from dpledger.ledger.pgsql import EPOCH_POLICIES, RELEASES, SCHEMA_1, SCHEMA_3_UPGRADE, SQL
 from dpledger.ledger.records import Entry
-from dpledger.ledger.schema import SCHEMA, SCHEMA_VERSION, row_to_entry
+from dpledger.ledger.schema import SCHEMA, SCHEMA_VERSION, missing_hint, row_to_entry
 from dpledger.ledger.store import SqlStore
 from dpledger.types import Mode
 
@@ -177,8 +177,7 @@ class PostgresStore(PipelinedWrites, SqlStore):
             self.close()
             raise LedgerNotFound(
                 f"no dpledger ledger in {self._location} (no dpl_meta table in its "
-                "search_path): check the URL; reading never creates one (create it with "
-                "`dpledger ledger init`, or open with mode='create')"
+                f"search_path): check the URL; {missing_hint(mode)}"
             )
 
     @property

@@ -30,6 +30,7 @@ __all__ = [
     "SPEND_TABLE",
     "Schema1",
     "Statements",
+    "missing_hint",
     "row_to_entry",
 ]
 
@@ -186,3 +187,13 @@ class Schema1:
     spend: str  # () -> epoch, scope, total of the schema-1 spend table
     upgrade: tuple[str, ...]  # DDL run in order inside the upgrade's transaction
     insert_spend: str  # (epoch, scope, metric, total) into the new spend table
+
+
+def missing_hint(mode: str) -> str:
+    """How a refusal to open a missing ledger ends, in the words of the mode asked for:
+    only ``mode='create'`` creates one."""
+    asked = "reading" if mode == "read" else f"mode={mode!r}"
+    return (
+        f"{asked} never creates one (create it with `dpledger ledger init`, or open with "
+        "mode='create')"
+    )

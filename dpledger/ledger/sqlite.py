@@ -54,6 +54,7 @@ from dpledger.ledger.schema import (
     SPEND_TABLE,
     Schema1,
     Statements,
+    missing_hint,
 )
 from dpledger.ledger.store import SqlStore
 from dpledger.ledger.txn import TxnState
@@ -244,10 +245,7 @@ class SqliteStore(SqlStore):
             self._check_file(p)
             self._conn = self._connect(p)
         elif mode != "create":
-            raise LedgerNotFound(
-                f"no ledger at {self._path}: check the path; reading never creates one "
-                "(create it with `dpledger ledger init`, or open with mode='create')"
-            )
+            raise LedgerNotFound(f"no ledger at {self._path}: check the path; {missing_hint(mode)}")
         else:
             stale = [s for s in SQLITE_SIDECARS if Path(self._path + s).exists()]
             if stale:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import html
 import time
 from dataclasses import dataclass
+from itertools import chain
 from typing import Annotated
 from urllib.parse import parse_qs
 
@@ -23,7 +24,7 @@ from starlette.concurrency import run_in_threadpool
 
 from dpledger.errors import DpLedgerError
 from dpledger.ledger import Entry
-from dpledger.policy import ALL
+from dpledger.ledger.regions import admits, epoch_regions
 from dpledger.service.app import log
 from dpledger.service.auth import SESSION_COOKIE
 from dpledger.service.keys import ApiKey
@@ -75,11 +76,13 @@ def collect(state: ServiceState, viewer: ApiKey) -> PageData:
     with state.ledger() as ledger:
         head = ledger.head()
         epochs = ledger.epochs()[-EPOCHS_SHOWN:]
-        names = list(state.policy.regions.names)
-        if not names:  # open regions: the ones that have spent
-            names = sorted({r for e in epochs for r in ledger.spent_by_region(e)} - {ALL})
+        shown = {e: epoch_regions(ledger, e) for e in epochs}  # with its bound policy's
+        names = list(dict.fromkeys([*state.policy.regions.names, *chain(*shown.values())]))
         budgets = tuple(
-            (e, r, ledger.spent(e, r), ledger.remaining(e, r)) for e in epochs for r in names
+            (e, r, ledger.spent(e, r), ledger.remaining(e, r))
+            for e in epochs
+            for r in names
+            if admits(ledger, e, r)  # not one that neither this policy nor e's has
         )
         recent = ledger.entries(after=max(0, head[0] - ROWS_SHOWN))
     p = state.policy

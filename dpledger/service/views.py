@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from dpledger.approval import MAX_EPOCH
 from dpledger.errors import UnknownResource
 from dpledger.ledger import Ledger
+from dpledger.ledger.regions import admits, epoch_regions
 from dpledger.policy import ALL
 from dpledger.service.models import BudgetOut, EntryOut, budget_out, entry_out
 from dpledger.service.routes import bearer, error_responses, needs, service_state
@@ -30,17 +31,23 @@ Epoch = Annotated[int, Path(ge=0, le=MAX_EPOCH, description="evaluation epoch")]
 Region = Annotated[str, Path(min_length=1, max_length=64, description="a region, or '*'")]
 
 
-def _regions(state: ServiceState, ledger: Ledger, epoch: int | None = None) -> list[str]:
-    names = list(state.policy.regions.names)
-    if not names and epoch is not None:  # open regions: those the epoch has spent in
-        names = sorted(r for r in ledger.spent_by_region(epoch) if r != ALL)
-    return [*names, ALL]
+def _regions(ledger: Ledger, epoch: int) -> list[str]:
+    """The epoch's regions (its bound policy's and this one's), then ``'*'``."""
+    return [*epoch_regions(ledger, epoch), ALL]
 
 
 def _known_region(state: ServiceState, region: str) -> str:
     if region != ALL and not state.policy.regions.admits(region):
         known = list(state.policy.regions.names) or "any region name (open regions)"
         raise UnknownResource(f"unknown region {region!r}; this policy's regions: {known}")
+    return region
+
+
+def _epoch_region(ledger: Ledger, epoch: int, region: str) -> str:
+    """404 for a region neither the policy nor the one ``epoch`` is bound to has."""
+    if not admits(ledger, epoch, region):
+        known = list(epoch_regions(ledger, epoch)) or "any region name (open regions)"
+        raise UnknownResource(f"unknown region {region!r}; epoch {epoch}'s regions: {known}")
     return region
 
 
@@ -95,7 +102,7 @@ def budget(epoch: Epoch, request: Request) -> EpochBudget:
                 spent=budget_out(ledger.spent(epoch, r)),
                 remaining=budget_out(ledger.remaining(epoch, r)),
             )
-            for r in _regions(state, ledger, epoch)
+            for r in _regions(ledger, epoch)
         ]
         opened = epoch in ledger.epochs()
         policy = ledger.epoch_policy(epoch) or state.policy  # the epoch's own budget
@@ -111,10 +118,10 @@ def budget(epoch: Epoch, request: Request) -> EpochBudget:
     summary="One region's budget in an epoch, with each metric's spend",
 )
 def region_budget(epoch: Epoch, region: Region, request: Request) -> RegionDetail:
-    """404 for a region the policy does not have."""
+    """404 for a region neither the policy nor the one the epoch is bound to has."""
     state = service_state(request)
-    _known_region(state, region)
     with state.ledger() as ledger:
+        _epoch_region(ledger, epoch, region)
         bound = ledger.epoch_policy(epoch) or state.policy  # the epoch's own metrics
         metrics = [
             MetricSpend(metric=m, spent=budget_out(ledger.metric_spent(epoch, region, m)))
