@@ -18,6 +18,7 @@ connection of this process has it open (one that has is an SQLite database alrea
 the files beside it are SQLite's own). SQLite names those files after the path, so a
 path another file was renamed or copied over while this process holds the previous one
 is refused (:class:`StoreError`): its ``-wal``/``-shm`` are the held file's.
+:func:`check_sqlite_file` is the check before a ledger or key store file is opened.
 """
 
 from __future__ import annotations
@@ -33,14 +34,23 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from dpledger.errors import StoreError
+from dpledger.errors import LedgerCorrupted, NotALedger, StoreError
 
-__all__ = ["close", "connect", "held", "read_header", "unheld", "unless_held"]
+__all__ = [
+    "FileProblem",
+    "check_sqlite_file",
+    "close",
+    "connect",
+    "held",
+    "read_header",
+    "unheld",
+    "unless_held",
+]
 
 _Key = tuple[int, int]  # (st_dev, st_ino)
 
@@ -268,3 +278,59 @@ def _uncount(key: _Key, name: str) -> None:
         files.pop(key, None)
         if not files:
             _NAMES.pop(name, None)
+
+
+_HEADER = b"SQLite format 3\x00"
+
+FileProblem = Literal["directory", "special", "empty", "foreign"]
+"""Why a path is not an SQLite database file: a directory, not a regular file, 0 bytes, or
+a file without SQLite's header."""
+
+
+def check_sqlite_file(p: Path, what: str, why: Mapping[FileProblem, str]) -> None:
+    """Refuse ``p`` unless it is an SQLite database file, reading it without writing.
+
+    ``what`` names the file in an OS error ("cannot open WHAT: …"); ``why`` is the message
+    for each problem. A directory or special file is a :class:`StoreError`; an empty or
+    foreign file is :class:`LedgerCorrupted` (never adopted: it may be what is left of one;
+    a foreign one is its subclass :class:`NotALedger`).
+    """
+    try:
+        st = p.stat()
+    except OSError as e:
+        raise StoreError(f"cannot open {what}: {e.strerror}") from e
+    if stat.S_ISDIR(st.st_mode):
+        raise StoreError(why["directory"])
+    if not stat.S_ISREG(st.st_mode):
+        raise StoreError(why["special"])
+    links = _settled_links(p, st.st_nlink)
+    if links > 1:
+        raise StoreError(
+            f"{what} has {links} names (hard links): SQLite names its write-ahead log after "
+            f"the path, so processes opening it by different names would each keep their own "
+            f"log, spend the same budget twice and lose entries; remove the other links so "
+            f"that one name is left (copy a ledger with `cp` while nobody writes, never with "
+            f"`ln`), then retry; nothing was opened or changed"
+        )
+    if st.st_size == 0:
+        raise LedgerCorrupted(why["empty"])
+    try:
+        header = read_header(p, len(_HEADER))
+    except OSError as e:
+        raise StoreError(f"cannot read {what}: {e.strerror}") from e
+    if header is not None and header != _HEADER:  # None: this process has it open in SQLite
+        raise NotALedger(why["foreign"])
+
+
+def _settled_links(p: Path, links: int) -> int:
+    """``p``'s link count, given a creator up to ~0.5 s to drop its temporary name (a new
+    ledger is built under a temporary name, linked into place, then unlinked there)."""
+    for _ in range(20):
+        if links <= 1:
+            break
+        time.sleep(0.025)
+        try:
+            links = p.stat().st_nlink
+        except OSError:
+            break  # gone meanwhile: the caller's next step names it
+    return links

@@ -30,19 +30,18 @@ import contextlib
 import json
 import os
 import sqlite3
-import stat
-import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import quote
 
 from dpledger import _sqlite_files as sqlite_files
 from dpledger._files import SQLITE_SIDECARS, check_path_text, check_sidecars, check_sqlite_name
+from dpledger._sqlite_files import check_sqlite_file
 from dpledger.errors import LedgerCorrupted, LedgerNotFound, NotALedger, StoreError
 from dpledger.ledger.schema import (
     COLUMNS,
@@ -60,7 +59,7 @@ from dpledger.ledger.store import SqlStore
 from dpledger.ledger.txn import TxnState
 from dpledger.types import Mode
 
-__all__ = ["FileProblem", "SqliteStore", "check_sqlite_file"]
+__all__ = ["SqliteStore"]
 
 _TRIGGERS = (
     """CREATE TRIGGER IF NOT EXISTS dpl_entries_no_update BEFORE UPDATE ON dpl_entries
@@ -68,62 +67,6 @@ _TRIGGERS = (
     """CREATE TRIGGER IF NOT EXISTS dpl_entries_no_delete BEFORE DELETE ON dpl_entries
        BEGIN SELECT RAISE(ABORT, 'dpledger entries are append-only'); END""",
 )
-_HEADER = b"SQLite format 3\x00"
-
-FileProblem = Literal["directory", "special", "empty", "foreign"]
-"""Why a path is not an SQLite database file: a directory, not a regular file, 0 bytes, or
-a file without SQLite's header."""
-
-
-def check_sqlite_file(p: Path, what: str, why: Mapping[FileProblem, str]) -> None:
-    """Refuse ``p`` unless it is an SQLite database file, reading it without writing.
-
-    ``what`` names the file in an OS error ("cannot open WHAT: …"); ``why`` is the message
-    for each problem. A directory or special file is a :class:`StoreError`; an empty or
-    foreign file is :class:`LedgerCorrupted` (never adopted: it may be what is left of one;
-    a foreign one is its subclass :class:`NotALedger`).
-    """
-    try:
-        st = p.stat()
-    except OSError as e:
-        raise StoreError(f"cannot open {what}: {e.strerror}") from e
-    if stat.S_ISDIR(st.st_mode):
-        raise StoreError(why["directory"])
-    if not stat.S_ISREG(st.st_mode):
-        raise StoreError(why["special"])
-    links = _settled_links(p, st.st_nlink)
-    if links > 1:
-        raise StoreError(
-            f"{what} has {links} names (hard links): SQLite names its write-ahead log after "
-            f"the path, so processes opening it by different names would each keep their own "
-            f"log, spend the same budget twice and lose entries; remove the other links so "
-            f"that one name is left (copy a ledger with `cp` while nobody writes, never with "
-            f"`ln`), then retry; nothing was opened or changed"
-        )
-    if st.st_size == 0:
-        raise LedgerCorrupted(why["empty"])
-    try:
-        header = sqlite_files.read_header(p, len(_HEADER))
-    except OSError as e:
-        raise StoreError(f"cannot read {what}: {e.strerror}") from e
-    if header is not None and header != _HEADER:  # None: this process has it open in SQLite
-        raise NotALedger(why["foreign"])
-
-
-def _settled_links(p: Path, links: int) -> int:
-    """``p``'s link count, given a creator up to ~0.5 s to drop its temporary name (a new
-    ledger is built under a temporary name, linked into place, then unlinked there)."""
-    for _ in range(20):
-        if links <= 1:
-            break
-        time.sleep(0.025)
-        try:
-            links = p.stat().st_nlink
-        except OSError:
-            break  # gone meanwhile: the caller's next step names it
-    return links
-
-
 _SEQ, _ROWID_SEQ = "seq BIGINT PRIMARY KEY", "seq INTEGER PRIMARY KEY"
 _SCHEMA = tuple(statement.replace(_SEQ, _ROWID_SEQ) for statement in SCHEMA)
 """The shared schema with ``seq`` as SQLite's rowid (``INTEGER PRIMARY KEY``, 64-bit): the

@@ -41,6 +41,7 @@ from urllib.parse import quote
 
 from dpledger import _sqlite_files as sqlite_files
 from dpledger._files import SQLITE_SIDECARS, check_path_text, check_sidecars, check_sqlite_name
+from dpledger._sqlite_files import check_sqlite_file
 from dpledger.errors import (
     InvalidInput,
     LedgerCorrupted,
@@ -48,7 +49,6 @@ from dpledger.errors import (
     StoreError,
     UnknownResource,
 )
-from dpledger.ledger.sqlite import check_sqlite_file
 from dpledger.service.keys import ALGO, ApiKey, NewKey, Scopes, check_name, new_key
 from dpledger.service.store_sql import TABLES, statements
 
