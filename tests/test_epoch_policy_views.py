@@ -170,6 +170,11 @@ def test_the_service_lists_a_region_a_later_version_removed_in_the_epochs_that_h
         assert "apac" not in {row["region"] for row in epoch1["regions"]}
         gone = call(app, "GET", "/v1/budget/1/apac", headers=auth)
         assert (gone.status_code, gone.json()["error"]) == (404, "unknown_resource")
+        life = call(app, "GET", "/v1/lifetime/apac", headers=auth)  # its recorded spend
+        assert life.status_code == 200, life.text
+        assert life.json()["releases"] == 1
+        mars = call(app, "GET", "/v1/lifetime/mars", headers=auth)
+        assert (mars.status_code, mars.json()["error"]) == (404, "unknown_resource")
         assert "epoch 1's regions: ['eu-west', 'eu-east', 'na']" in gone.json()["message"]
         page = call(app, "GET", "/", headers=auth)
         assert page.status_code == 200, page.text
@@ -196,3 +201,20 @@ def test_ledger_show_lists_the_regions_an_open_region_epoch_spent_in(
     assert main(argv) == 0
     rows = json.loads(capsys.readouterr().out)["regions"]
     assert [(r["region"], r["spent"]) for r in rows] == [("mars", "1/5"), ("*", "1/5")]
+
+
+def test_the_lifetime_of_a_region_a_later_version_removed_counts_its_spend(
+    removed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its clients spent 1/5 in epoch 0: the lifetime view refused the region as unknown
+    under v3 (left by fix25v, closed at stop 25)."""
+    v3 = dl.Policy.load(removed.parent / "v3.toml")
+    with dl.Ledger.open(removed, v3, mode="read") as ledger:
+        life = ledger.lifetime("apac")
+        assert (life.releases, life.epsilon_basic) == (1, Fraction(1, 5))
+        with pytest.raises(dl.InvalidInput, match="unknown region 'mars'"):
+            ledger.lifetime("mars")
+    argv = ["ledger", "lifetime", "--policy", str(removed.parent / "v3.toml"), "--ledger",
+            str(removed), "--region", "apac"]  # fmt: skip
+    assert main(argv) == 0
+    assert "apac" in capsys.readouterr().out

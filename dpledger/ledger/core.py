@@ -400,7 +400,9 @@ class Ledger:
         ledger whose policy versions changed unit reports each unit on its own). See
         :mod:`dpledger.ledger.lifetime`.
         """
-        self._known_region(region)
+        entries = self.entries()
+        if not any(e.draft.region == region for e in entries):  # else: a removed one's spend
+            self._known_region(region)
         unit = self.policy.privacy_unit if privacy_unit is None else privacy_unit
         if unit not in ("client", "record"):
             raise InvalidInput(f"privacy_unit must be 'client' or 'record', got {unit!r}")
@@ -411,7 +413,7 @@ class Ledger:
         ):
             raise InvalidInput(f"delta must be a number in (0, 1), got {delta!r}")
         return lifetime_of(
-            self.entries(),
+            entries,
             region,
             self.policy.delta if delta is None else delta,
             regions=self.policy.regions.names,

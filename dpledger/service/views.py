@@ -14,13 +14,12 @@ from fastapi import APIRouter, Path, Query, Request, Security
 from pydantic import BaseModel
 
 from dpledger.approval import MAX_EPOCH
-from dpledger.errors import UnknownResource
+from dpledger.errors import InvalidInput, UnknownResource
 from dpledger.ledger import Ledger
 from dpledger.ledger.regions import admits, epoch_regions
 from dpledger.policy import ALL
 from dpledger.service.models import BudgetOut, EntryOut, budget_out, entry_out
 from dpledger.service.routes import bearer, error_responses, needs, service_state
-from dpledger.service.state import ServiceState
 from dpledger.types import Budget
 
 __all__ = ["router"]
@@ -34,13 +33,6 @@ Region = Annotated[str, Path(min_length=1, max_length=64, description="a region,
 def _regions(ledger: Ledger, epoch: int) -> list[str]:
     """The epoch's regions (its bound policy's and this one's), then ``'*'``."""
     return [*epoch_regions(ledger, epoch), ALL]
-
-
-def _known_region(state: ServiceState, region: str) -> str:
-    if region != ALL and not state.policy.regions.admits(region):
-        known = list(state.policy.regions.names) or "any region name (open regions)"
-        raise UnknownResource(f"unknown region {region!r}; this policy's regions: {known}")
-    return region
 
 
 def _epoch_region(ledger: Ledger, epoch: int, region: str) -> str:
@@ -299,9 +291,13 @@ def lifetime(
 ) -> dict[str, Any]:
     """``region='*'``: the worst client, who may change region between epochs."""
     state = service_state(request)
-    _known_region(state, region)
     with state.ledger() as ledger:
-        return ledger.lifetime(region, delta=delta).as_dict()
+        try:  # a region a later version removed still has its recorded spend
+            return ledger.lifetime(region, delta=delta).as_dict()
+        except InvalidInput as e:
+            if region != ALL and not state.policy.regions.admits(region):
+                raise UnknownResource(str(e)) from None  # 404, as for the budget views
+            raise
 
 
 @router.get(
