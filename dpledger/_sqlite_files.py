@@ -23,6 +23,7 @@ is refused (:class:`StoreError`): its ``-wal``/``-shm`` are the held file's.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -48,6 +49,7 @@ __all__ = [
     "connect",
     "held",
     "read_header",
+    "save_if_moved",
     "unheld",
     "unless_held",
 ]
@@ -60,6 +62,7 @@ _NAMES: dict[str, dict[_Key, int]] = {}  # open connections per resolved path, p
 _FINAL: dict[
     int, weakref.finalize[[int, _Key, str], sqlite3.Connection]
 ] = {}  # id(conn) → uncounts it once: at close, or at GC
+_WHERE: dict[int, tuple[_Key, str]] = {}  # id(conn) → the file and name it was opened at
 _GONE: deque[tuple[int, _Key, str]] = deque()
 """Connections closed or collected, uncounted by the next holder of ``_LOCK``: a collection
 can run the finalizer while this very thread holds the (non-reentrant) lock, so the
@@ -207,12 +210,14 @@ def connect(p: Path, uri: str, **kwargs: Any) -> sqlite3.Connection:
     with _LOCK:
         _drain()
         _FINAL[id(conn)] = weakref.finalize(conn, _gone, id(conn), key, name)
+        _WHERE[id(conn)] = (key, name)
     return conn
 
 
 def close(conn: sqlite3.Connection) -> None:
     """Close ``conn`` and uncount it (idempotent; any connection may be passed)."""
     try:
+        save_if_moved(conn)
         conn.close()
     finally:
         with _LOCK:
@@ -237,6 +242,18 @@ def unheld(p: Path, refuse: Callable[[], BaseException]) -> Iterator[None]:
         yield
 
 
+def save_if_moved(conn: sqlite3.Connection) -> None:
+    """Checkpoint ``conn``'s write-ahead log into its file if the file was renamed or moved
+    since it was opened. SQLite names the log after the old path and, once the file has
+    moved, its last connection neither checkpoints nor removes it: the commits in it would
+    be lost to the file's new name. Called after each commit and at close (one ``stat``)."""
+    where = _WHERE.get(id(conn))
+    if where is None or _key(Path(where[1])) == where[0]:
+        return
+    with contextlib.suppress(sqlite3.Error):  # a busy reader: the next commit or close
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+
 def _gone(ident: int, key: _Key, name: str) -> None:
     """The finalizer of a counted connection: queued, never locked (see ``_GONE``)."""
     _GONE.append((ident, key, name))
@@ -247,6 +264,7 @@ def _drain() -> None:
     while _GONE:
         ident, key, name = _GONE.popleft()
         _FINAL.pop(ident, None)
+        _WHERE.pop(ident, None)
         _uncount(key, name)
 
 

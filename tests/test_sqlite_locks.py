@@ -304,3 +304,15 @@ def test_a_ledger_renamed_while_this_process_holds_it_is_refused_by_its_new_name
         with pytest.raises(dl.StoreError, match="open in this process under another name"):
             dl.Ledger.open(moved, policy)
         assert release(writer, 1) == "released"
+    # SQLite neither checkpoints nor removes a moved file's log at close: both commits
+    # would have stayed in l.db-wal, lost to moved.db; they were checkpointed into it
+    assert coverage_entries(moved) == 2
+
+
+def test_commits_before_a_rename_reach_the_file_under_its_new_name(path: Path) -> None:
+    policy = dl.Policy.load(SPATIAL)
+    with dl.Ledger.open(path, policy) as writer:
+        assert release(writer, 0) == "released"  # in the log named after l.db
+        moved = path.with_name("moved.db")
+        os.rename(path, moved)
+    assert coverage_entries(moved) == 1

@@ -390,6 +390,7 @@ class SqliteStore(SqlStore):
             with contextlib.suppress(sqlite3.Error):
                 self._connection().rollback()
             raise
+        sqlite_files.save_if_moved(self._connection())  # renamed meanwhile: keep its commits
         self._kept = pending  # only a committed flush is kept; any other write drops it
 
     def _flushed(
