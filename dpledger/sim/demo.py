@@ -310,7 +310,11 @@ def release_epoch(
     epoch: int = 0,
     on_metric: Callable[[str], None] | None = None,
 ) -> tuple[list[Release], list[Verdict]]:
-    """Release every metric of the ledger's policy in every region, once; keep refusals."""
+    """Release every metric of the ledger's policy in every region, once; keep refusals.
+
+    ``sums`` are :func:`_region_sums` on each metric's :func:`contribution_grid`: each
+    release's bar adds that grid's encoding bound for its cohort
+    (:meth:`~dpledger.metrics.secure_sum.FixedPoint.sum_error`)."""
     policy = ledger.policy
     releases: list[Release] = []
     refusals: list[Verdict] = []
@@ -323,7 +327,8 @@ def release_epoch(
                 edges_version=spec.edges_version, policy_version=policy.version,
             )  # fmt: skip
             try:
-                releases.append(ledger.release(req, total))
+                error = contribution_grid(spec).sum_error(cohorts[region])
+                releases.append(ledger.release(req, total).with_aggregate_error(error))
             except ReleaseRefused as e:
                 if e.verdict is None:
                     raise
