@@ -194,3 +194,19 @@ def test_ordinary_releases_keep_their_intervals_bit_for_bit(tmp_path: Path) -> N
             bounds=(0.0, 3.4), max_count=500.0,
         )  # fmt: skip
         assert (mean.estimate, mean.interval) == (est, iv) or math.isnan(est)
+
+
+def test_the_demos_shares_cover_below_the_grid(tmp_path: Path) -> None:
+    from dpledger.sim.demo import share_interval
+
+    flat = (COUNTS * 1e-5).reshape(-1)
+    truth = float(COUNTS.reshape(-1)[-1] / COUNTS.sum())
+    ok = 0
+    with _ledger(tmp_path, "s.db", "1e9", "0.00001") as ledger:
+        for epoch in range(50):
+            rel = ledger.release(
+                ReleaseRequest(epoch=epoch, metric="cm", region="a", cohort=138), flat
+            )
+            iv = share_interval(rel, -1, slice(None), (0.0, 1.0), "total count")
+            ok += (not iv.usable) or iv.contains(truth)
+    assert ok >= 48

@@ -28,6 +28,7 @@ from dpledger.errors import InvalidInput, ReleaseRefused
 from dpledger.ledger import Ledger, Release
 from dpledger.mechanisms import cohort_floor_of, mechanism_facts
 from dpledger.metrics import spatial
+from dpledger.metrics._slack import account_for_slack
 from dpledger.metrics.declarations import SPATIAL_DECLARATIONS, Bounds
 from dpledger.metrics.secure_sum import FixedPoint, exact_sum
 from dpledger.metrics.uncertainty import Interval, derived_interval
@@ -272,11 +273,22 @@ def share_interval(
     one client can add, so Δ·n bounds any true count.
     """
     most = float(rel.facts.sensitivity) * rel.request.cohort
-    return derived_interval(
-        lambda z: float(z[num] / np.sum(z[den])), rel.noisy_sum, rel.scale, bounds=bounds,
-        distribution=rel.facts.mechanism, denominator=lambda z: float(np.sum(z[den])),
-        denominator_name=what, denominator_max=most,
+
+    def ratio(z: npt.NDArray[np.float64]) -> float:
+        return float(z[num] / np.sum(z[den]))
+
+    iv = derived_interval(
+        ratio, rel.noisy_sum, rel.scale, bounds=bounds, distribution=rel.facts.mechanism,
+        denominator=lambda z: float(np.sum(z[den])), denominator_name=what,
+        denominator_max=most,
     )  # fmt: skip
+
+    def point(rows: npt.NDArray[np.float64]) -> dict[str, npt.NDArray[np.float64]]:
+        return {"f": np.asarray([ratio(z) for z in rows], dtype=np.float64)}
+
+    est = ({"f": math.nan}, {"f": iv})  # the slack (grid, rounding, encoding) widens it
+    _, out = account_for_slack(est, rel.noisy_sum, rel.sum_slack, rel.scale, point, {"f": bounds})
+    return out["f"]
 
 
 def _derive(rel: Release) -> dict[str, float]:
