@@ -73,9 +73,11 @@ def test_the_encoding_bias_is_covered_at_huge_eps_times_n(tmp_path: Path) -> Non
 
 def test_an_ordinary_release_still_covers_at_its_nominal_level(tmp_path: Path) -> None:
     """The easy regime (ε = 1): the bound adds ~1e-8 relative to the bar; coverage ~95%."""
-    before, after = _coverage(tmp_path, "1", 400, 2400)
+    before, after = _coverage(tmp_path, "1", 2000, 2400)
     assert before == after  # the bound changes no release's verdict here
-    assert after >= 0.93 * 400  # 95% nominal; 3 binomial s.e. below is 0.917
+    # 95% nominal (OpenDP's noise cannot be seeded): 4 binomial s.e. below is 0.9305, a
+    # false failure < 1e-4; 3805 of 4000 (0.951) measured
+    assert after >= 0.93 * 2000
 
 
 @settings(max_examples=200, deadline=None)
