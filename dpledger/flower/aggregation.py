@@ -17,7 +17,10 @@ change: it still releases the exact sum at the policy's sensitivity.
 
 A secure-sum implementation plugs in by implementing :class:`Aggregator` — ``check``
 (what it can verify of one reply's payload) and ``total`` (one region's sum) — and is
-passed as ``LedgerEvaluation(..., aggregator=...)``; the wrapper is unchanged.
+passed as ``LedgerEvaluation(..., aggregator=...)``; the wrapper is unchanged. One that
+does not deliver the clients' exact values (a fixed-point grid) also defines
+``sum_error(metric, cohort)``: a public bound on its sum's error per coordinate, which the
+wrapper adds to each release's bar and derived intervals (:func:`aggregate_error`).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from dpledger.flower.wire import MetricPlan
 from dpledger.mechanisms import CLIENT_ROUNDING_SLACK
 from dpledger.metrics.secure_sum import DEFAULT_BITS, FixedPoint, exact_sum
 
-__all__ = ["ROUNDING_SLACK", "Aggregator", "PlainSum"]
+__all__ = ["ROUNDING_SLACK", "Aggregator", "PlainSum", "aggregate_error"]
 
 ROUNDING_SLACK = float(CLIENT_ROUNDING_SLACK)
 """Relative slack on a clear contribution's bounds for client-side float rounding: the
@@ -114,6 +117,18 @@ class PlainSum:
         x = np.asarray(rows, dtype=np.float64).reshape(-1, metric.size)
         out: npt.NDArray[np.float64] = exact_sum(x, self.grid(metric)).reshape(metric.size)
         return out
+
+    def sum_error(self, metric: MetricPlan, cohort: int) -> float:
+        """The encoding's bound on a sum of at most ``cohort`` rows, per coordinate:
+        :meth:`FixedPoint.sum_error` (the grid truncates each value by < one quantum)."""
+        return self.grid(metric).sum_error(cohort)
+
+
+def aggregate_error(aggregator: object, metric: MetricPlan, cohort: int) -> float:
+    """The public bound on ``aggregator``'s sum error for ``metric`` over at most ``cohort``
+    clients: its ``sum_error(metric, cohort)`` if it has one, else 0 (an exact sum)."""
+    bound = getattr(aggregator, "sum_error", None)
+    return 0.0 if bound is None else float(bound(metric, cohort))
 
 
 def _all_within(metric: MetricPlan, x: npt.NDArray[np.float64]) -> bool:

@@ -15,7 +15,9 @@ divide by that does not leak how many reported.
 
 Every input is a released value, a public noise scale or a public bound (the metric's
 clip range, the planned cohort): post-processing that costs no ε, and whether the mean
-is published or flagged never depends on the true number of reporters.
+is published or flagged never depends on the true number of reporters. Each release's
+slack (OpenDP's grid, rounding, the aggregate's encoding: ``sum_slack``) widens the
+interval when it is not negligible against the noise (:mod:`dpledger.metrics._slack`).
 """
 
 from __future__ import annotations
@@ -25,10 +27,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from dpledger.flower.wire import MetricPlan
 from dpledger.ledger import Release
 from dpledger.metrics import Interval, mean_over_noisy_count
+from dpledger.metrics._ratio import MEAN, mean_over_noisy_count_batch
+from dpledger.metrics._slack import account_for_slack
 
 __all__ = ["NO_COUNT", "ReporterMean", "reporter_means"]
 
@@ -101,10 +106,31 @@ def reporter_means(
             out[(region, metric)] = ReporterMean(math.nan, iv, None)
             continue
         count = _scalar(hr, reported_index)
-        estimate, iv = mean_over_noisy_count(
-            _scalar(o), o.scale, count, hr.scale, bounds=(float(low), float(high)),
-            max_count=float(o.request.cohort), sum_distribution=o.facts.mechanism,
-            count_distribution=hr.facts.mechanism,
-        )  # fmt: skip
+        estimate, iv = _mean(o, hr, count, (float(low), float(high)))
         out[(region, metric)] = ReporterMean(estimate, iv, count)
     return out
+
+
+def _mean(
+    o: Release, hr: Release, count: float, bounds: tuple[float, float]
+) -> tuple[float, Interval]:
+    """The mean over reporters and its interval, the two releases' slack accounted for."""
+    cohort = float(o.request.cohort)
+    laws = o.facts.mechanism, hr.facts.mechanism
+    estimate, iv = mean_over_noisy_count(
+        _scalar(o), o.scale, count, hr.scale, bounds=bounds, max_count=cohort,
+        sum_distribution=laws[0], count_distribution=laws[1],
+    )  # fmt: skip
+
+    def point(rows: npt.NDArray[np.float64]) -> dict[str, npt.NDArray[np.float64]]:
+        batch = mean_over_noisy_count_batch(
+            rows[:, 0], o.scale, rows[:, 1], hr.scale, bounds=bounds, max_count=cohort,
+            sum_distribution=laws[0], count_distribution=laws[1],
+        )  # fmt: skip
+        return {MEAN: batch.estimate[MEAN]}
+
+    _, intervals = account_for_slack(
+        ({MEAN: estimate}, {MEAN: iv}), [_scalar(o), count], [o.sum_slack, hr.sum_slack],
+        [o.scale, hr.scale], point, {MEAN: bounds},
+    )  # fmt: skip
+    return estimate, intervals[MEAN]

@@ -45,7 +45,7 @@ from flwr.serverapp.strategy import Result, Strategy
 
 from dpledger.approval import ReleaseRequest, Verdict
 from dpledger.errors import DpLedgerError, InvalidInput, StoreError
-from dpledger.flower.aggregation import Aggregator, PlainSum
+from dpledger.flower.aggregation import Aggregator, PlainSum, aggregate_error
 from dpledger.flower.intake import Intake, sort_replies
 from dpledger.flower.means import reporter_means
 from dpledger.flower.plans import (
@@ -315,6 +315,8 @@ class LedgerEvaluation(Strategy):
         for (region, name), res in zip(keys, results, strict=True):
             if name == self.health_metric:
                 health_releases[region] = res
+            elif isinstance(res, Release):  # the aggregator's own error, in its bar
+                outcomes[(region, name)] = res.with_aggregate_error(self._sum_error(name, res))
             else:
                 outcomes[(region, name)] = res
         derived, errors = self._derive(items, keys, outcomes)
@@ -349,15 +351,24 @@ class LedgerEvaluation(Strategy):
             kind = DERIVED.get(self.plans[name].declaration) if name in self.plans else None
             if kind is None or not isinstance(outcomes.get(key), Release):
                 continue
+            error = self._sum_error(name, outcomes[key])
             try:
                 if kind == "confusion":
-                    derived[key] = release_confusion(self.ledger, req, total)
+                    derived[key] = release_confusion(self.ledger, req, total, aggregate_error=error)
                 else:
                     codec = regression_codec_for(self.policy, name, self.plans[name].params)
-                    derived[key] = release_regression(self.ledger, req, total, codec)
+                    derived[key] = release_regression(
+                        self.ledger, req, total, codec, aggregate_error=error
+                    )
             except DpLedgerError as e:
                 errors[key] = f"{type(e).__name__}: {e}"
         return derived, errors
+
+    def _sum_error(self, name: str, outcome: object) -> float:
+        """The aggregator's public bound on a released sum's error (its cohort's)."""
+        if not isinstance(outcome, Release) or name not in self.plans:
+            return 0.0
+        return aggregate_error(self.aggregator, self.plans[name], outcome.request.cohort)
 
 
 _PREFIX = re.compile(r"^[!-~]{1,64}$")

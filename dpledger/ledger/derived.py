@@ -31,7 +31,10 @@ import numpy.typing as npt
 from dpledger.approval import ReleaseRequest
 from dpledger.errors import InvalidInput
 from dpledger.ledger import Ledger, Release
+from dpledger.metrics._flam_intervals import classification_batch
+from dpledger.metrics._regression_intervals import regression_batch
 from dpledger.metrics._segments import as_real
+from dpledger.metrics._slack import account_for_slack
 from dpledger.metrics.codec import VectorSumCodec
 from dpledger.metrics.flam import flatten_confusion, unflatten_confusion
 from dpledger.metrics.uncertainty import (
@@ -171,6 +174,7 @@ def release_confusion(
     labels: Labels = "all",
     level: float = 0.95,
     method: IntervalMethod = "delta",
+    aggregate_error: float = 0.0,
 ) -> DerivedRelease:
     """Release a summed (C, C) confusion matrix (or its C² flattening) once; derive every metric.
 
@@ -180,7 +184,10 @@ def release_confusion(
     client's row is scaled). ``labels="all"`` averages macro metrics over
     all C classes: after noise almost every class looks present, so "all" is stable.
     cohort × cap (public) bounds the true total count, so a cohort too small to
-    measure anything is always flagged unusable.
+    measure anything is always flagged unusable. ``aggregate_error``: a public bound on
+    the sum's own error per cell (e.g. ``FixedPoint.sum_error(cohort)`` for an
+    :func:`~dpledger.metrics.exact_sum`), added to the release's bar; intervals allow
+    for it and for the release's grid and rounding (:mod:`dpledger.metrics._slack`).
     """
     request = _request(request)
     check_options(level, method, labels=labels)
@@ -203,16 +210,27 @@ def release_confusion(
                 f"metric {request.metric!r} has dimension {spec.size}, not C² for C ≥ 2 "
                 "classes: it cannot hold a confusion matrix"
             )
-    rel = ledger.release(request, flat)  # the spend: nothing below may raise
-    cap = float((spec.cap if spec is not None else None) or math.inf)  # a client's or a record's
+    error = _aggregate_error(aggregate_error)
+    rel = ledger.release(request, flat).with_aggregate_error(error)  # the spend: nothing
+    cap = float((spec.cap if spec is not None else None) or math.inf)  # below may raise
     max_total = cap * request.cohort
     distribution = rel.facts.mechanism
 
     def compute() -> Estimates:
-        return classification_estimates(
+        est = classification_estimates(
             rel.noisy_sum, rel.scale, labels=labels, level=level, method=method,
             distribution=distribution, max_total=max_total,
         )  # fmt: skip
+
+        def point(rows: npt.NDArray[np.float64]) -> dict[str, npt.NDArray[np.float64]]:
+            return classification_batch(
+                rows, rel.scale, labels=labels, level=level, distribution=distribution,
+                max_total=max_total,
+            ).estimate  # fmt: skip
+
+        return account_for_slack(
+            est, rel.noisy_sum, rel.sum_slack, rel.scale, point, CLASSIFICATION_RANGES
+        )
 
     return _derived(rel, compute, CLASSIFICATION_RANGES, level, method)
 
@@ -225,12 +243,14 @@ def release_regression(
     *,
     level: float = 0.95,
     method: IntervalMethod = "delta",
+    aggregate_error: float = 0.0,
 ) -> DerivedRelease:
     """Release summed, codec-encoded regression measures once; derive R², MSE, RMSE, MAE.
 
     ``summed_encoded`` is the sum of clients' ``codec.encode(regression_measures(...))``;
     the policy's metric is a ``vector_sum`` of dimension 5 with a cap ≥ ``codec.cap``
     (checked before the spend, as is the codec: it must be ``regression_codec``'s).
+    ``aggregate_error`` as for :func:`release_confusion` (in encoded units).
     """
     request = _request(request)
     check_options(level, method)
@@ -248,13 +268,34 @@ def release_regression(
                 f"the codec's cap {codec.cap:g} exceeds the policy's {unit} "
                 f"{float(spec.cap):g}: contributions would exceed the charged sensitivity"
             )
-    rel = ledger.release(request, encoded)
+    error = _aggregate_error(aggregate_error)
+    rel = ledger.release(request, encoded).with_aggregate_error(error)
     distribution = rel.facts.mechanism
+    ranges = regression_ranges(codec)
 
     def compute() -> Estimates:
-        return regression_estimates(
+        est = regression_estimates(
             rel.noisy_sum, codec, rel.scale, level=level, method=method,
             distribution=distribution, cohort=request.cohort,
         )  # fmt: skip
 
-    return _derived(rel, compute, regression_ranges(codec), level, method)
+        def point(rows: npt.NDArray[np.float64]) -> dict[str, npt.NDArray[np.float64]]:
+            return regression_batch(
+                rows, codec, rel.scale, level=level, distribution=distribution,
+                cohort=request.cohort,
+            ).estimate  # fmt: skip
+
+        return account_for_slack(est, rel.noisy_sum, rel.sum_slack, rel.scale, point, ranges)
+
+    return _derived(rel, compute, ranges, level, method)
+
+
+def _aggregate_error(value: object) -> float:
+    """A caller's bound on its aggregate's error: a finite number ≥ 0 (checked before the spend)."""
+    try:
+        e = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InvalidInput(f"aggregate_error must be a number >= 0, got {value!r:.60}") from None
+    if isinstance(value, bool) or not (math.isfinite(e) and e >= 0.0):
+        raise InvalidInput(f"aggregate_error must be a finite number >= 0, got {value!r:.60}")
+    return e

@@ -7,6 +7,7 @@ version bump and an upcaster for old rows).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -19,7 +20,8 @@ import numpy as np
 import numpy.typing as npt
 
 from dpledger.approval import ReleaseRequest
-from dpledger.mechanisms import ROUNDING, MechanismFacts
+from dpledger.errors import InvalidInput
+from dpledger.mechanisms import ROUNDING, MechanismFacts, bar_factor
 from dpledger.types import BarKind, Budget, PrivacyUnit, Unit
 
 __all__ = [
@@ -240,7 +242,8 @@ class Release:
     charge: Budget  # exact, in the policy's unit (ε, or ρ under zCDP)
     facts: MechanismFacts
     kind: str
-    sum_slack: float = 0.0  # what a bar adds on the sum for OpenDP's grid and the doubles
+    sum_slack: float = 0.0  # what a bar adds on the sum: OpenDP's grid, the doubles' rounding
+    # and, after with_aggregate_error, the aggregate's own error (a fixed-point encoding)
 
     @classmethod
     def make(
@@ -276,6 +279,25 @@ class Release:
             kind=kind,
             sum_slack=sum_slack,
         )
+
+    def with_aggregate_error(self, sum_error: float) -> Release:
+        """This release with ``sum_error`` added to its slack and its bar (post-processing).
+
+        ``sum_error`` is a public bound on |aggregate − the clients' true sum| per
+        coordinate, e.g. :meth:`~dpledger.metrics.secure_sum.FixedPoint.sum_error` of the
+        cohort for an aggregate summed on a fixed-point grid: the ledger noises the
+        aggregate it is given, so only the caller knows how far that is from the truth.
+        Derived intervals read :attr:`sum_slack`, so they account for it too.
+        """
+        e = float(sum_error)
+        if not (math.isfinite(e) and e >= 0.0):
+            raise InvalidInput(f"sum_error must be a finite number >= 0, got {sum_error!r}")
+        if e == 0.0:
+            return self
+        slack = self.sum_slack + e
+        factor = bar_factor(self.bar, self.facts.mechanism)
+        bar = _half_width(factor, self.scale, slack, self.request.cohort, self.kind)
+        return dataclasses.replace(self, sum_slack=slack, error_bar=bar)
 
     def half_width(self, factor: float) -> float:
         """The half-width at ``factor`` noise scales (e.g. :func:`~dpledger.mechanisms.

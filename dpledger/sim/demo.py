@@ -28,6 +28,7 @@ from dpledger.errors import InvalidInput, ReleaseRefused
 from dpledger.ledger import Ledger, Release
 from dpledger.mechanisms import cohort_floor_of, mechanism_facts
 from dpledger.metrics import spatial
+from dpledger.metrics._slack import account_for_slack
 from dpledger.metrics.declarations import SPATIAL_DECLARATIONS, Bounds
 from dpledger.metrics.secure_sum import FixedPoint, exact_sum
 from dpledger.metrics.uncertainty import Interval, derived_interval
@@ -272,11 +273,22 @@ def share_interval(
     one client can add, so Δ·n bounds any true count.
     """
     most = float(rel.facts.sensitivity) * rel.request.cohort
-    return derived_interval(
-        lambda z: float(z[num] / np.sum(z[den])), rel.noisy_sum, rel.scale, bounds=bounds,
-        distribution=rel.facts.mechanism, denominator=lambda z: float(np.sum(z[den])),
-        denominator_name=what, denominator_max=most,
+
+    def ratio(z: npt.NDArray[np.float64]) -> float:
+        return float(z[num] / np.sum(z[den]))
+
+    iv = derived_interval(
+        ratio, rel.noisy_sum, rel.scale, bounds=bounds, distribution=rel.facts.mechanism,
+        denominator=lambda z: float(np.sum(z[den])), denominator_name=what,
+        denominator_max=most,
     )  # fmt: skip
+
+    def point(rows: npt.NDArray[np.float64]) -> dict[str, npt.NDArray[np.float64]]:
+        return {"f": np.asarray([ratio(z) for z in rows], dtype=np.float64)}
+
+    est = ({"f": math.nan}, {"f": iv})  # the slack (grid, rounding, encoding) widens it
+    _, out = account_for_slack(est, rel.noisy_sum, rel.sum_slack, rel.scale, point, {"f": bounds})
+    return out["f"]
 
 
 def _derive(rel: Release) -> dict[str, float]:
@@ -310,7 +322,11 @@ def release_epoch(
     epoch: int = 0,
     on_metric: Callable[[str], None] | None = None,
 ) -> tuple[list[Release], list[Verdict]]:
-    """Release every metric of the ledger's policy in every region, once; keep refusals."""
+    """Release every metric of the ledger's policy in every region, once; keep refusals.
+
+    ``sums`` are :func:`_region_sums` on each metric's :func:`contribution_grid`: each
+    release's bar adds that grid's encoding bound for its cohort
+    (:meth:`~dpledger.metrics.secure_sum.FixedPoint.sum_error`)."""
     policy = ledger.policy
     releases: list[Release] = []
     refusals: list[Verdict] = []
@@ -323,7 +339,8 @@ def release_epoch(
                 edges_version=spec.edges_version, policy_version=policy.version,
             )  # fmt: skip
             try:
-                releases.append(ledger.release(req, total))
+                error = contribution_grid(spec).sum_error(cohorts[region])
+                releases.append(ledger.release(req, total).with_aggregate_error(error))
             except ReleaseRefused as e:
                 if e.verdict is None:
                     raise
