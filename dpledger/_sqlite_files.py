@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import gc
 import os
 import sqlite3
 import stat
@@ -125,28 +126,30 @@ def unless_held(p: Path, check: Callable[[], None]) -> None:
     key, name = _key(p), _name(p)
     with _LOCK:  # no connection of this process opens the file meanwhile
         _drain()
-        others = [k for k in _NAMES.get(name, {}) if k != key]
-        if others:
+        if any(k != key for k in _NAMES.get(name, {})):
+            gc.collect()  # a handle dropped without close() but not yet collected, first
+            _drain()  # (its finalizer only queues: safe under the lock)
+        if any(k != key for k in _NAMES.get(name, {})):
             raise StoreError(
                 f"{p} is not the file this process opened at that path: another file was "
-                f"renamed or copied over it while the first is still open here, and SQLite "
-                f"names its -wal and -shm after the path, so the two would share them and "
-                f"corrupt each other; close every handle to {p} in this process (or restart "
-                f"it), then open it again"
+                f"renamed, copied or created there while a handle to the first is still open "
+                f"in this process, and SQLite names its -wal and -shm after the path, so the "
+                f"two would share them and corrupt each other; close every handle to {p} in "
+                f"this process (or restart it), then open it again"
             )
         if key is not None and key in _COUNT and key not in _NAMES.get(name, {}):
             raise StoreError(
                 f"{p} is open in this process under another name (it was renamed, moved or "
                 f"linked while open), and SQLite names its -wal and -shm after the path, so "
-                f"the two names would keep two logs and spend one budget twice; open it by "
-                f"the name it was opened with, or close that handle first"
+                f"the two names would keep two logs and lose or double writes; open it by the "
+                f"name it was opened with, or close that handle first"
             )
         if key is None or key not in _COUNT:
             if _in_use_under_another_name(p, name):
                 raise StoreError(
                     f"{p} is in use by another process under another name: it was renamed "
                     f"or moved while open there, and SQLite names its -wal and -shm after the "
-                    f"path, so the two names would keep two logs and spend one budget twice; "
+                    f"path, so the two names would keep two logs and lose or double writes; "
                     f"stop the process that has it open (or open it by the name that process "
                     f"uses), then retry; nothing was opened or changed"
                 )
@@ -163,13 +166,29 @@ def _in_use_under_another_name(p: Path, name: str) -> bool:
     ``-shm`` is beside this name: it opened the file by another name (Linux; elsewhere
     this cannot be seen, and False). A connection starting under this very name holds
     the lock a moment before its ``-shm`` exists: asked again for up to ~0.5 s."""
-    if sys.platform != "linux":
+    if sys.platform != "linux" or not _wal_mode(p):
         return False
     for _ in range(20):
         if os.path.exists(f"{name}-shm") or not _locked(p):
             return False
         time.sleep(0.025)
     return True
+
+
+def _wal_mode(p: Path) -> bool:
+    """Whether the database header says WAL (bytes 18-19 are 2): only a WAL database keeps
+    a ``-shm`` beside its name while open (a rollback-journal one never has one)."""
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        head = os.read(fd, 20)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return head[18:20] == b"\x02\x02"
 
 
 def _locked(p: Path) -> bool:
@@ -217,7 +236,7 @@ def connect(p: Path, uri: str, **kwargs: Any) -> sqlite3.Connection:
 def close(conn: sqlite3.Connection) -> None:
     """Close ``conn`` and uncount it (idempotent; any connection may be passed)."""
     try:
-        save_if_moved(conn)
+        save_if_moved(conn, "TRUNCATE")
         conn.close()
     finally:
         with _LOCK:
@@ -234,24 +253,38 @@ def unheld(p: Path, refuse: Callable[[], BaseException]) -> Iterator[None]:
     """Hold the registry while the body opens and closes the file at ``p`` itself; raise
     ``refuse()`` instead when a connection of this process has it open (closing any
     descriptor of it would drop that connection's locks)."""
-    key = _key(p)
+    key, name = _key(p), _name(p)
     with _LOCK:
         _drain()
         if key is not None and key in _COUNT:
             raise refuse()
+        base = next((name[: -len(s)] for s in _SIDECARS if name.endswith(s)), None)
+        if base is not None and (base in _NAMES or held_key(base)):
+            raise refuse()  # a held database's -wal/-shm: SQLite keeps its WAL locks there
         yield
 
 
-def save_if_moved(conn: sqlite3.Connection) -> None:
+_SIDECARS = ("-wal", "-shm", "-journal")
+
+
+def held_key(name: str) -> bool:
+    """Whether the file at ``name`` is one this process holds (under ``_LOCK``)."""
+    key = _key(Path(name))
+    return key is not None and key in _COUNT
+
+
+def save_if_moved(conn: sqlite3.Connection, mode: str = "PASSIVE") -> None:
     """Checkpoint ``conn``'s write-ahead log into its file if the file was renamed or moved
     since it was opened. SQLite names the log after the old path and, once the file has
     moved, its last connection neither checkpoints nor removes it: the commits in it would
-    be lost to the file's new name. Called after each commit and at close (one ``stat``)."""
+    be lost to the file's new name, and replayed over it if it ever came back to the old
+    name. Called after each commit (``PASSIVE``: never waits) and at close (``TRUNCATE``:
+    the old name's log is emptied once no reader needs it). One ``stat``."""
     where = _WHERE.get(id(conn))
     if where is None or _key(Path(where[1])) == where[0]:
         return
     with contextlib.suppress(sqlite3.Error):  # a busy reader: the next commit or close
-        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        conn.execute(f"PRAGMA wal_checkpoint({mode})")
 
 
 def _gone(ident: int, key: _Key, name: str) -> None:
@@ -323,12 +356,14 @@ def check_sqlite_file(p: Path, what: str, why: Mapping[FileProblem, str]) -> Non
         raise StoreError(why["special"])
     links = _settled_links(p, st.st_nlink)
     if links > 1:
+        left = sorted(x.name for x in p.parent.glob(f".{p.name}.*.creating"))
+        hint = f" ({', '.join(left)} beside it: left by an interrupted creation)" if left else ""
         raise StoreError(
-            f"{what} has {links} names (hard links): SQLite names its write-ahead log after "
-            f"the path, so processes opening it by different names would each keep their own "
-            f"log, spend the same budget twice and lose entries; remove the other links so "
-            f"that one name is left (copy a ledger with `cp` while nobody writes, never with "
-            f"`ln`), then retry; nothing was opened or changed"
+            f"{what} has {links} names (hard links){hint}: SQLite names its write-ahead log "
+            f"after the path, so processes opening it by different names would each keep "
+            f"their own log and lose or double writes (for a ledger: spend one budget twice); "
+            f"remove the other links so that one name is left (copy with `cp` while nobody "
+            f"writes, never with `ln`), then retry; nothing was opened or changed"
         )
     if st.st_size == 0:
         raise LedgerCorrupted(why["empty"])

@@ -257,3 +257,14 @@ def test_numpy_integers_are_accepted_as_epochs_and_cohorts() -> None:
     assert type(req.cohort) is int
     with pytest.raises(InvalidInput):
         ReleaseRequest(epoch=0, metric="loss", region="north", cohort=np.float64(40))
+
+
+def test_add_remove_refuses_an_overflowing_l1_mass_saying_so() -> None:
+    """Review s25: refused with the text of a pass ("L1 mass finite")."""
+    p = Policy.from_toml(ADD_REMOVE.format(relation="add_remove"))
+    req = ReleaseRequest(epoch=0, metric="v", region="r", cohort=100)
+    found = evaluate(p, req, np.array([1e308, -1e308, 1e308]), EpochSpend.empty())
+    assert found.prepared is None
+    bounds = next(c for c in found.verdict.checks if c.name == "clipping_bounds")
+    assert not bounds.passed
+    assert "overflows a double" in bounds.reason

@@ -228,7 +228,12 @@ def _bounds_reason(policy: Policy, metric: str, n: int, ok: bool) -> str:
                 f"for any number of {who}s: {who} clipping failed; fix the client module "
                 "before releasing"
             )
-        return "L1 mass finite (add_remove: the count is private, so no bound grows with it)"
+        return (
+            "L1 mass finite (add_remove: the count is private, so no bound grows with it)"
+            if ok
+            else f"L1 mass overflows a double: no number of capped {who}s sums to it; {who} "
+            "capping failed; fix the client module before releasing"
+        )
     if spec.kind == "scalar_mean" and spec.clip is not None:
         lo, hi = _scalar_range(policy, spec.clip, n)
         return (
