@@ -18,6 +18,7 @@ Every input is a released value, a public noise scale or a public bound: post-pr
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import numpy.typing as npt
@@ -37,12 +38,21 @@ from dpledger.metrics._segments import FloatArray, as_finite
 from dpledger.metrics._selective import selective_ratio
 from dpledger.types import MechanismKind
 
-__all__ = ["MEAN", "REPORTED", "conditional_fieller", "mean_over_noisy_count_batch"]
+__all__ = [
+    "MEAN",
+    "RATIO",
+    "REPORTED",
+    "conditional_fieller",
+    "linear_ratio_batch",
+    "mean_over_noisy_count_batch",
+]
 
 MEAN = "mean"
 """The key of the mean in :func:`mean_over_noisy_count_batch`'s batch."""
 REPORTED = "reported count"
 """The name of the denominator (the noisy count of the clients who reported)."""
+RATIO = "ratio"
+"""The key of the ratio in :func:`linear_ratio_batch`'s batch."""
 
 
 def conditional_fieller(
@@ -156,6 +166,62 @@ def mean_over_noisy_count_batch(
         guards={MEAN: (guard,)}, methods={MEAN: method_name("fieller", dist)},
         base={MEAN: base}, adjusted={MEAN: moved}, conditional=(MEAN,),
     )  # fmt: skip
+
+
+def linear_ratio_batch(
+    released: npt.ArrayLike,
+    std: FloatArray,
+    num: FloatArray,
+    den: FloatArray,
+    *,
+    bounds: tuple[float, float],
+    guard: Guard,
+    level: float = 0.95,
+    distribution: MechanismKind = "laplace",
+) -> Batch:
+    """The ratio (num·x̂)/(den·x̂) of R releases x̂ (R, d), key :data:`RATIO`.
+
+    ``std`` (d,) is each coordinate's noise s.d., ``num``/``den`` (d,) fixed weights (a
+    bucket's share: an indicator of the bucket over one of all buckets; a bucket's mean:
+    two indicators), ``bounds`` the ratio's range, ``guard`` the denominator's (its
+    public maximum). As accuracy's trace / total: Fieller's interval, joined with the one
+    conditional on the guard where the denominator only just passed it
+    (:func:`conditional_fieller`); unusable when the denominator is not clearly positive.
+    Numerator and denominator may share coordinates (a share): the weights carry that.
+
+    Why (stats25, B1): the delta interval on a dominant bucket's share (80–100% of the
+    counts, the total at 8–16 noise scales) covered 0.886–0.938 among published
+    releases, its upper end short of the truth (N/(N + rest) is concave near 1); this
+    one covers ≥ 0.95 there and is narrower.
+    """
+    x = as_finite(np.asarray(released, dtype=np.float64).reshape(-1), "released")
+    x = x.reshape(-1, std.shape[0])
+    r = x.shape[0]
+    w_num = np.broadcast_to(num * std, (r, std.shape[0]))
+    w_den = np.broadcast_to(den * std, (r, std.shape[0]))
+    n_hat, d_hat = x @ num, x @ den
+    lin_den = Linear.of(d_hat, w_den, level, distribution)
+    base, moved = conditional_fieller(
+        n_hat, lin_den, w_num, w_den, guard, level, distribution, bounds
+    )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        theta = n_hat / d_hat
+        w = np.nan_to_num((w_num - theta[:, None] * w_den) / d_hat[:, None])
+    cov = {RATIO: {guard.key: np.sum(w * w_den, axis=-1)}}
+    batch = assemble(
+        {RATIO: Linear.of(theta, w, level, distribution)}, {guard.key: lin_den}, cov,
+        level=level, ranges={RATIO: bounds}, guards={RATIO: (guard,)},
+        methods={RATIO: method_name("fieller", distribution)},
+        base={RATIO: base}, adjusted={RATIO: moved}, conditional=(RATIO,),
+    )  # fmt: skip
+    # Fieller's set is skewed, not centred: at an edge it is clipped (the truth lies in
+    # the range, so clipping keeps its coverage), not kept at half its width, which
+    # stretched a dominant share's [0.53, 1.97] to [0.28, 1] (median width 1.0, not 0.6)
+    ok = batch.code[RATIO] == 0
+    low = np.where(ok, np.clip(base[0], *bounds), batch.low[RATIO])
+    high = np.where(ok, np.clip(base[1], *bounds), batch.high[RATIO])
+    return replace(batch, low={RATIO: low}, high={RATIO: high},
+                   edge={RATIO: np.zeros(r, dtype=bool)})  # fmt: skip
 
 
 def _reals(values: npt.ArrayLike, name: str) -> npt.NDArray[np.float64]:
