@@ -160,3 +160,25 @@ def test_two_class_mcc_covers_a_perfect_model(
     hit = (batch.low["mcc"] <= 1.0) & (batch.high["mcc"] >= 1.0)
     floor = 0.95 - 3.72 * math.sqrt(0.95 * 0.05 / k)
     assert hit[usable].mean() >= floor, (hit[usable].mean(), k)
+
+
+def test_two_class_mcc_hull_takes_its_components_at_one_minus_half_alpha() -> None:
+    """Both methods: where a class is bounded, MCC's interval is the hull of sign·√(J·Mk)
+    over balanced accuracy's and precision_macro's intervals at level 0.975 (Bonferroni),
+    checked against a batch run at that level (``method="monte_carlo"`` had the same
+    defect as delta: stats3, B3)."""
+    for method in ("delta", "monte_carlo"):
+        options: dict[str, Any] = {"method": method, "draws": 200}
+        _, batch = hard_classification_case(
+            (2, "dominant", 1.0, 0.14), "laplace", 300, 7600, **options
+        )
+        _, parts = hard_classification_case(
+            (2, "dominant", 1.0, 0.14), "laplace", 300, 7600, level=0.975, **options
+        )
+        hull = (batch.bounded["mcc"] > 0) & batch.usable("mcc")
+        assert hull.mean() > 0.9, method
+        j = 2.0 * parts.high["balanced_accuracy"] - 1.0
+        m = 2.0 * parts.high["precision_macro"] - 1.0
+        neg = -np.sqrt(np.maximum(-j, 0.0) * np.maximum(-m, 0.0))
+        top = np.where((j > 0) & (m > 0), np.sqrt(np.abs(j * m)), neg)
+        assert np.allclose(batch.high["mcc"][hull], top[hull]), method

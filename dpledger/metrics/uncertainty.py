@@ -134,12 +134,13 @@ def derived_interval(
 
     The delta method assumes f nearly linear over the noise. Where f bends there — a
     square root of a sum within the noise, as in that pooled ratio √(A/B) with
-    A = ΣΣacross² under ~20 noise scales — pass ``method="monte_carlo"``: the delta
-    interval covered 0.74–0.86 there, the redraws 0.942–0.966 (outside audit stats3, S1;
-    stats25). A per-release switch to Monte Carlo, or a flag, where f leaves its
-    straight line within the interval selects on the noise and covered 0.25–0.92 among
-    the releases it kept (stats25), so the method is the caller's choice, made before
-    the release. For a ratio of fixed linear combinations (a share) use
+    A = ΣΣacross² under ~20 noise scales — pass ``method="monte_carlo"``: at ratio 0.5
+    the delta interval covered 0.74–0.86 there, the redraws 0.942–0.950 (outside audit
+    stats3, S1; stats25: 3,000 releases per cell, both laws). A per-release switch to
+    Monte Carlo, or a flag, where f leaves its straight line within the interval selects
+    on the noise: in those cells the switch covered 0.66–0.92 and the flag 0.25–0.89
+    among the releases it kept (stats25), so the method is the caller's choice, made
+    before the release. For a ratio of fixed linear combinations (a share) use
     :func:`ratio_interval`.
     """
 
