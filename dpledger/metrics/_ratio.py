@@ -125,7 +125,9 @@ def mean_over_noisy_count_batch(
     (:func:`conditional_fieller`); the mean is UNUSABLE, with a reason, when the count is
     not clearly positive: ``min(D̂, max_count) > q·se`` fails (D̂ within the noise, or
     even ``max_count`` reporters too few to tell from it). Mixed noise laws use the
-    Laplace quantile (never below the Gaussian one).
+    Laplace quantile (never below the Gaussian one). Under a Laplace count the upper end
+    is at least the bound of :func:`_laplace_count_bound`, which takes the true count to
+    be a whole number of reporters, ≥ 1 wherever the mean is defined.
     """
     try:
         lo_b, hi_b = (float(b) for b in bounds)
