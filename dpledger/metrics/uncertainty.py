@@ -140,8 +140,10 @@ def derived_interval(
     Monte Carlo, or a flag, where f leaves its straight line within the interval selects
     on the noise: in those cells the switch covered 0.66–0.92 and the flag 0.25–0.89
     among the releases it kept (stats25), so the method is the caller's choice, made
-    before the release. For a ratio of fixed linear combinations (a share) use
-    :func:`ratio_interval`.
+    before the release. For that pooled ratio use
+    :func:`~dpledger.metrics.spatial.pooled_ratio_interval` (the square root of A/B's
+    conditional Fieller interval: 0.943–0.978), and for a ratio of fixed linear
+    combinations (a share) :func:`ratio_interval`.
     """
 
     def rows(stack: FloatArray) -> dict[str, FloatArray]:
