@@ -393,9 +393,34 @@ def classification_batch(
     scale per coordinate; ``max_total`` a public bound on the true total count (cohort ×
     cap), used only to keep pure-noise releases flagged. Gradients are analytic
     (:mod:`._confusion_linear`): O(C²) per metric and release.
+
+    At 2 classes MCC's hull (:func:`~._two_class.mcc_two_classes`) takes balanced
+    accuracy's and precision_macro's intervals at level 1 − α/2 (Bonferroni), computed
+    by the same rules at that level: the hull misses on a side only if one of the two
+    misses on that side.
     """
     check_options(level, method, distribution=distribution, draws=draws, labels=labels)
     x = _confusion_batch(released)
+    c = math.isqrt(x.shape[-1])
+
+    def at(lv: float) -> tuple[Batch, dict[str, FloatArray]]:
+        return _classification_batch(x, scale, lv, labels=labels, method=method,
+                                     distribution=distribution, draws=draws, seed=seed,
+                                     max_total=float(max_total))  # fmt: skip
+
+    batch, macro = at(level)
+    if c == 2:  # MCC's hull from its two components at 1 − α/2 each (stats25, B3)
+        batch = mcc_two_classes(batch, macro, at((1.0 + level) / 2.0)[0])
+    return too_noisy(batch, noise_std(scale, c * c, distribution), float(max_total), c)
+
+
+def _classification_batch(
+    x: FloatArray, scale: float | npt.ArrayLike, level: float, *, labels: Labels,
+    method: IntervalMethod, distribution: MechanismKind, draws: int, seed: int,
+    max_total: float,
+) -> tuple[Batch, dict[str, FloatArray]]:  # fmt: skip
+    """:func:`classification_batch` at ``level`` before the 2-class MCC hull and the public
+    noise rule; with the classes the macro averages measure."""
     r, c = x.shape[0], math.isqrt(x.shape[-1])
     std = noise_std(scale, c * c, distribution).reshape(c, c)
     m = x.reshape(r, c, c)
@@ -451,10 +476,8 @@ def classification_batch(
                      conditional=conditional)  # fmt: skip
     classes = {k: include if k.endswith("_weighted") else macro for k in FAMILY}
     batch = _bound_unclear(batch, m, classes, dens, labels, secure)
-    if c == 2:
-        batch = mcc_two_classes(batch, macro)
     if c in SIMULTANEOUS_CLASSES:  # no cut on a class's count (either ``labels``)
         batch = simultaneous_macro(batch, m, std, level, distribution, labels)
     if c in MCC_FIELLER_CLASSES:  # no cut on MCC's spreads (stats37)
         batch = mcc_fieller(batch, m, std, level, distribution, (SPREAD_P, SPREAD_T))
-    return too_noisy(batch, std, float(max_total), c)  # a public rule at 2–6 classes
+    return batch, macro
