@@ -210,3 +210,30 @@ def test_the_demos_shares_cover_below_the_grid(tmp_path: Path) -> None:
             iv = share_interval(rel, -1, slice(None), (0.0, 1.0), "total count")
             ok += (not iv.usable) or iv.contains(truth)
     assert ok >= 48
+
+
+def test_a_near_perfect_model_at_the_range_edge_covers(tmp_path: Path) -> None:
+    """Review s25: the first widening read central differences of point estimates clipped
+    to the range, so at accuracy 1 it moved half as far as the one-sided encoding error
+    (every metric covered 0/40). Off-diagonal cells are each client's 0.99 quantum,
+    truncated to 0 by the grid; now the intervals are computed at the widened scale."""
+    from dpledger.metrics.secure_sum import FixedPoint, exact_sum
+
+    n, cap = 138, 1e-5
+    grid = FixedPoint.for_cap(cap)
+    diag = np.diag(np.diag(COUNTS))
+    row = (diag / diag.sum() * cap * (1 - 1e-6)).reshape(-1)
+    row[[1, 2, 3, 5, 6, 7]] = 0.99 * grid.quantum
+    rows = np.repeat(row[None, :], n, axis=0)
+    aggregate = exact_sum(rows, grid)
+    truth = flam.classification_metrics(rows.sum(axis=0).reshape(3, 3))
+    with _ledger(tmp_path, "edge.db", "1e9", repr(cap)) as ledger:
+        for epoch in range(20):  # the noise (scale 2e-14) is far below the slack
+            out = release_confusion(
+                ledger, ReleaseRequest(epoch=epoch, metric="cm", region="a", cohort=n),
+                aggregate, aggregate_error=grid.sum_error(n),
+            )  # fmt: skip
+            for k, iv in out.intervals.items():
+                assert iv.usable, k
+                assert WIDENED in iv.method
+                assert iv.contains(truth[k]), (k, truth[k], iv)

@@ -27,13 +27,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
 from dpledger.flower.wire import MetricPlan
 from dpledger.ledger import Release
 from dpledger.metrics import Interval, mean_over_noisy_count
-from dpledger.metrics._ratio import MEAN, mean_over_noisy_count_batch
-from dpledger.metrics._slack import account_for_slack
+from dpledger.metrics._ratio import MEAN
+from dpledger.metrics._slack import interval_scales, widened
 
 __all__ = ["NO_COUNT", "ReporterMean", "reporter_means"]
 
@@ -117,20 +116,12 @@ def _mean(
     """The mean over reporters and its interval, the two releases' slack accounted for."""
     cohort = float(o.request.cohort)
     laws = o.facts.mechanism, hr.facts.mechanism
+    (sum_scale, count_scale), did = interval_scales(
+        [o.scale, hr.scale], [o.sum_slack, hr.sum_slack]
+    )  # the two releases' slack: see dpledger.metrics._slack
     estimate, iv = mean_over_noisy_count(
-        _scalar(o), o.scale, count, hr.scale, bounds=bounds, max_count=cohort,
+        _scalar(o), sum_scale, count, count_scale, bounds=bounds, max_count=cohort,
         sum_distribution=laws[0], count_distribution=laws[1],
     )  # fmt: skip
-
-    def point(rows: npt.NDArray[np.float64]) -> dict[str, npt.NDArray[np.float64]]:
-        batch = mean_over_noisy_count_batch(
-            rows[:, 0], o.scale, rows[:, 1], hr.scale, bounds=bounds, max_count=cohort,
-            sum_distribution=laws[0], count_distribution=laws[1],
-        )  # fmt: skip
-        return {MEAN: batch.estimate[MEAN]}
-
-    _, intervals = account_for_slack(
-        ({MEAN: estimate}, {MEAN: iv}), [_scalar(o), count], [o.sum_slack, hr.sum_slack],
-        [o.scale, hr.scale], point, {MEAN: bounds},
-    )  # fmt: skip
+    _, intervals = widened(({MEAN: estimate}, {MEAN: iv}), did)
     return estimate, intervals[MEAN]

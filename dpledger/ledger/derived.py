@@ -31,10 +31,8 @@ import numpy.typing as npt
 from dpledger.approval import ReleaseRequest
 from dpledger.errors import InvalidInput
 from dpledger.ledger import Ledger, Release
-from dpledger.metrics._flam_intervals import classification_batch
-from dpledger.metrics._regression_intervals import regression_batch
 from dpledger.metrics._segments import as_real
-from dpledger.metrics._slack import account_for_slack
+from dpledger.metrics._slack import interval_scales, widened
 from dpledger.metrics.codec import VectorSumCodec
 from dpledger.metrics.flam import flatten_confusion, unflatten_confusion
 from dpledger.metrics.uncertainty import (
@@ -217,20 +215,12 @@ def release_confusion(
     distribution = rel.facts.mechanism
 
     def compute() -> Estimates:
+        (scale,), did = interval_scales(rel.scale, np.full(rel.noisy_sum.size, rel.sum_slack))
         est = classification_estimates(
-            rel.noisy_sum, rel.scale, labels=labels, level=level, method=method,
+            rel.noisy_sum, scale, labels=labels, level=level, method=method,
             distribution=distribution, max_total=max_total,
         )  # fmt: skip
-
-        def point(rows: npt.NDArray[np.float64]) -> dict[str, npt.NDArray[np.float64]]:
-            return classification_batch(
-                rows, rel.scale, labels=labels, level=level, distribution=distribution,
-                max_total=max_total,
-            ).estimate  # fmt: skip
-
-        return account_for_slack(
-            est, rel.noisy_sum, rel.sum_slack, rel.scale, point, CLASSIFICATION_RANGES
-        )
+        return widened(est, did)  # the release's slack: see dpledger.metrics._slack
 
     return _derived(rel, compute, CLASSIFICATION_RANGES, level, method)
 
@@ -274,18 +264,12 @@ def release_regression(
     ranges = regression_ranges(codec)
 
     def compute() -> Estimates:
+        (scale,), did = interval_scales(rel.scale, np.full(rel.noisy_sum.size, rel.sum_slack))
         est = regression_estimates(
-            rel.noisy_sum, codec, rel.scale, level=level, method=method,
+            rel.noisy_sum, codec, scale, level=level, method=method,
             distribution=distribution, cohort=request.cohort,
         )  # fmt: skip
-
-        def point(rows: npt.NDArray[np.float64]) -> dict[str, npt.NDArray[np.float64]]:
-            return regression_batch(
-                rows, codec, rel.scale, level=level, distribution=distribution,
-                cohort=request.cohort,
-            ).estimate  # fmt: skip
-
-        return account_for_slack(est, rel.noisy_sum, rel.sum_slack, rel.scale, point, ranges)
+        return widened(est, did)  # the release's slack: see dpledger.metrics._slack
 
     return _derived(rel, compute, ranges, level, method)
 

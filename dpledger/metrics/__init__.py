@@ -10,6 +10,7 @@ a noisy release. This package imports only numpy, :mod:`dpledger.errors` and
 policy machinery or the ledger.
 """
 
+from dpledger.metrics._slack import interval_scales
 from dpledger.metrics.codec import VectorSumCodec
 from dpledger.metrics.declarations import (
     DECLARATIONS,
@@ -102,6 +103,7 @@ __all__ = [
     "error_magnitude",
     "exact_sum",
     "flatten_confusion",
+    "interval_scales",
     "mean_calibration_gaps",
     "mean_over_noisy_count",
     "participant_weighted_average",

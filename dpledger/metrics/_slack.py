@@ -16,17 +16,19 @@ f's s.d.: a two-sided 95% normal interval then covers with probability
 policy: the grid and rounding are ~1e-6 of the scale or less — keep their intervals bit
 for bit.
 
-**Otherwise** each usable interval is widened on both sides by the first-order worst
-case Σ_i |f(x̂ + s_i·e_i) − f(x̂ − s_i·e_i)| / 2 (central differences at the slack itself,
-so a nonlinearity within the slack counts too), clipped to the metric's range; a metric
-that is undefined at a shifted release is flagged unusable. Post-processing of public
-numbers only.
+**Otherwise** the intervals are computed at a larger noise scale, every coordinate's
+b_i times 1 + k with k = √d·max_i(s_i/b_i) (:func:`interval_scales`), and labelled
+:data:`WIDENED`. An interval's width is linear in the scale, so this adds
+k·(its half-width) ≥ k·‖b·∇f‖₂ ≥ Σ s_i·|∂_i f| (Cauchy–Schwarz, q ≥ 1): at least the
+first-order worst-case shift, for every interval method alike (delta, Fieller, the
+conditional and Monte Carlo sets), at no extra cost, and without reading shifted point
+estimates (clipped to a metric's range, those halved the move at an edge: review s25).
+Post-processing of public numbers only.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
 
 import numpy as np
 import numpy.typing as npt
@@ -34,7 +36,7 @@ import numpy.typing as npt
 from dpledger.metrics._assemble import Estimates
 from dpledger.metrics._intervals import Interval
 
-__all__ = ["NEGLIGIBLE", "WIDENED", "account_for_slack", "slack_ratio"]
+__all__ = ["NEGLIGIBLE", "WIDENED", "interval_scales", "slack_ratio", "widened"]
 
 NEGLIGIBLE = 0.01
 """The slack ratio ‖s/b‖₂ at or below which derived intervals are left as they are (see
@@ -42,8 +44,6 @@ the module doc: the coverage lost is ≤ 1.1e-5)."""
 
 WIDENED = "widened for the release's slack (grid, rounding, encoding)"
 """Appended to the method of an interval :func:`account_for_slack` widened."""
-
-_CHUNK = 2**20  # floats per batch of shifted releases
 
 
 def slack_ratio(slack: npt.ArrayLike, scale: npt.ArrayLike) -> float:
@@ -57,53 +57,34 @@ def slack_ratio(slack: npt.ArrayLike, scale: npt.ArrayLike) -> float:
     return float(np.sqrt(np.sum(r * r)))
 
 
-def account_for_slack(
-    est: Estimates,
-    released: npt.ArrayLike,
-    slack: npt.ArrayLike,
-    scale: npt.ArrayLike,
-    point: Callable[[npt.NDArray[np.float64]], Mapping[str, npt.NDArray[np.float64]]],
-    ranges: Mapping[str, tuple[float, float]],
-) -> Estimates:
-    """``est`` (one release's estimates and intervals) with its release's slack accounted for.
+def interval_scales(scales: npt.ArrayLike, slack: npt.ArrayLike) -> tuple[tuple[float, ...], bool]:
+    """The scales derived intervals are computed at, and whether they were widened.
 
-    ``released`` is the release's vector, ``slack``/``scale`` per coordinate (or one
-    number each), ``point`` maps (R, d) shifted releases to each metric's point estimates
-    (R,), ``ranges`` each metric's range. Returns ``est`` itself when the slack ratio is
-    :data:`NEGLIGIBLE`; otherwise usable intervals widened (see the module doc).
+    ``scales`` and ``slack`` per coordinate of a release (or one number each, with
+    ``slack`` giving the coordinates' count by its shape). The scales themselves (bit for
+    bit) while the slack ratio is :data:`NEGLIGIBLE`; else each times 1 + √d·max(s/b)
+    (see the module doc).
     """
-    x = np.asarray(released, dtype=np.float64).reshape(-1)
-    s = np.broadcast_to(np.asarray(slack, dtype=np.float64).reshape(-1), x.shape)
-    if slack_ratio(s, scale) <= NEGLIGIBLE:
+    s = np.asarray(slack, dtype=np.float64).reshape(-1)
+    b = np.asarray(scales, dtype=np.float64).reshape(-1)
+    given = tuple(float(x) for x in b)
+    if slack_ratio(s, np.broadcast_to(b, s.shape) if b.size == 1 else b) <= NEGLIGIBLE:
+        return given, False
+    bb = np.broadcast_to(b, s.shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        worst = float(np.max(np.where(s > 0, s / bb, 0.0)))
+    k = math.sqrt(s.size) * worst
+    return tuple(x * (1.0 + k) for x in given), True
+
+
+def widened(est: Estimates, did: bool) -> Estimates:
+    """``est`` with each usable interval's method labelled :data:`WIDENED` when ``did``."""
+    if not did:
         return est
     values, intervals = est
-    widths = dict.fromkeys(intervals, 0.0)
-    moved = np.flatnonzero(s > 0)
-    step = max(1, _CHUNK // max(1, 2 * x.size))
-    for start in range(0, moved.size, step):
-        idx = moved[start : start + step]
-        rows = np.repeat(x[None, :], 2 * idx.size, axis=0)
-        at = np.arange(idx.size)
-        rows[2 * at, idx] += s[idx]
-        rows[2 * at + 1, idx] -= s[idx]
-        shifted = point(rows)
-        for k in widths:
-            f = np.asarray(shifted[k], dtype=np.float64)
-            widths[k] += float(np.sum(np.abs(f[0::2] - f[1::2]))) / 2.0
-    out: dict[str, Interval] = {}
-    for k, iv in intervals.items():
-        w = widths[k]
-        lo_r, hi_r = ranges[k]
-        if not iv.usable:
-            out[k] = iv
-        elif not math.isfinite(w):
-            out[k] = Interval(
-                float(lo_r), float(hi_r), iv.level, iv.method,
-                "undefined within the release's slack (grid, rounding, encoding): the "
-                "noise scale is too small against it to tell",
-            )  # fmt: skip
-        else:
-            low = max(iv.low - w, min(iv.low, float(lo_r)))
-            high = min(iv.high + w, max(iv.high, float(hi_r)))
-            out[k] = Interval(low, high, iv.level, f"{iv.method}, {WIDENED}")
+    out = {
+        k: Interval(iv.low, iv.high, iv.level, f"{iv.method}, {WIDENED}", iv.reason)
+        if iv.usable else iv
+        for k, iv in intervals.items()
+    }  # fmt: skip
     return dict(values), out

@@ -28,7 +28,7 @@ from dpledger.errors import InvalidInput, ReleaseRefused
 from dpledger.ledger import Ledger, Release
 from dpledger.mechanisms import cohort_floor_of, mechanism_facts
 from dpledger.metrics import spatial
-from dpledger.metrics._slack import account_for_slack
+from dpledger.metrics._slack import interval_scales, widened
 from dpledger.metrics.declarations import SPATIAL_DECLARATIONS, Bounds
 from dpledger.metrics.secure_sum import FixedPoint, exact_sum
 from dpledger.metrics.uncertainty import Interval, ratio_interval
@@ -279,20 +279,12 @@ def share_interval(
     d = np.asarray(rel.noisy_sum).shape[-1]
     a, b = np.zeros(d), np.zeros(d)
     a[num], b[den] = 1.0, 1.0
-
-    def ratio(z: npt.NDArray[np.float64]) -> float:
-        return float(z[num] / np.sum(z[den]))
-
+    (scale,), did = interval_scales(rel.scale, np.full(d, rel.sum_slack))  # see _slack
     iv = ratio_interval(
-        rel.noisy_sum, rel.scale, a, b, bounds=bounds, distribution=rel.facts.mechanism,
+        rel.noisy_sum, scale, a, b, bounds=bounds, distribution=rel.facts.mechanism,
         denominator_name=what, denominator_max=most,
     )  # fmt: skip
-
-    def point(rows: npt.NDArray[np.float64]) -> dict[str, npt.NDArray[np.float64]]:
-        return {"f": np.asarray([ratio(z) for z in rows], dtype=np.float64)}
-
-    est = ({"f": math.nan}, {"f": iv})  # the slack (grid, rounding, encoding) widens it
-    _, out = account_for_slack(est, rel.noisy_sum, rel.sum_slack, rel.scale, point, {"f": bounds})
+    _, out = widened(({"f": math.nan}, {"f": iv}), did)
     return out["f"]
 
 
