@@ -15,6 +15,7 @@ read alone, as before the column path existed).
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterator
 from typing import Any, NamedTuple
@@ -43,8 +44,8 @@ from test_flower import METRICS, PARAMS, POLICY
 from test_flower_intake import _data, _expected
 from test_flower_npy import lying
 
-from dpledger import Ledger, Policy
-from dpledger.flower import LedgerEvaluation, PlainSum, StaticRegistry, contributions
+from dpledger import Ledger, Policy, Release
+from dpledger.flower import LedgerEvaluation, NotReleased, PlainSum, StaticRegistry, contributions
 from dpledger.flower.columns import RecordColumns
 from dpledger.flower.intake import Intake, _read_all, sort_replies
 from dpledger.flower.npy import npy_header
@@ -457,3 +458,32 @@ def test_npy_column_decodes_np_saves_bytes_and_flags_every_other_string(
     empty, none = npy_column([], dt, size)
     assert empty.shape == (0, size)
     assert none.shape == (0,)
+
+
+@pytest.mark.parametrize("broken", ["raises", "nan", "negative"])
+def test_an_aggregators_broken_sum_error_releases_nothing_of_that_metric_and_charges_nothing(
+    hostile_round: Round, broken: str
+) -> None:
+    """Review s25: a third-party aggregator's sum_error was first asked after the round
+    committed: one that raised lost the round's report with its ε spent. It is asked
+    before the spend now; a bad one means that metric is not released."""
+
+    class Broken(PlainSum):
+        def sum_error(self, metric: Any, cohort: int) -> float:
+            if metric.metric != "loss":
+                return super().sum_error(metric, cohort)
+            if broken == "raises":
+                raise RuntimeError("boom")
+            return math.nan if broken == "nan" else -1.0
+
+    s = hostile_round.waiting(Broken())
+    record = s.aggregate_evaluate(1, hostile_round.replies)
+    assert record is not None
+    report = s.rounds[1]
+    for (region, name), outcome in report.outcomes.items():
+        if name == "loss":
+            assert isinstance(outcome, NotReleased), (region, outcome)
+            assert "sum_error" in outcome.reason
+        else:
+            assert isinstance(outcome, Release), (region, name, outcome)
+    assert not any(e.draft.metric == "loss" for e in s.ledger.entries())

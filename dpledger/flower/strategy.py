@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -290,12 +291,18 @@ class LedgerEvaluation(Strategy):
         items: list[tuple[ReleaseRequest, npt.NDArray[np.float64]]] = []
         keys: list[tuple[str, str]] = []
         outcomes: dict[tuple[str, str], Outcome] = {}
+        bounds: dict[tuple[str, str], float] = {}  # the aggregator's error bound per release
         for region, h in sorted(health.items()):
             cohort = h.reported if replace else h.selected
             for name, m in self.plans.items():
                 if cohort == 0:
                     outcomes[(region, name)] = NotReleased(region, name, "no client reported")
                     continue
+                bound = self._sum_error(name, cohort)  # before the spend: a bad one spends nothing
+                if isinstance(bound, str):
+                    outcomes[(region, name)] = NotReleased(region, name, bound)
+                    continue
+                bounds[(region, name)] = bound
                 empty = np.zeros((0, m.size), dtype=np.float64)
                 total = self.aggregator.total(m, payloads.get(region, {}).get(name, empty))
                 items.append((self._request(r, epoch, region, name, cohort), total))
@@ -316,10 +323,10 @@ class LedgerEvaluation(Strategy):
             if name == self.health_metric:
                 health_releases[region] = res
             elif isinstance(res, Release):  # the aggregator's own error, in its bar
-                outcomes[(region, name)] = res.with_aggregate_error(self._sum_error(name, res))
+                outcomes[(region, name)] = res.with_aggregate_error(bounds[(region, name)])
             else:
                 outcomes[(region, name)] = res
-        derived, errors = self._derive(items, keys, outcomes)
+        derived, errors = self._derive(items, keys, outcomes, bounds)
         at = HEALTH_FIELDS.index("reported")  # add_remove: means over reporters, from releases
         means = {} if replace else reporter_means(outcomes, health_releases, self.plans, at)
         return RoundReport(
@@ -336,6 +343,7 @@ class LedgerEvaluation(Strategy):
         items: list[tuple[ReleaseRequest, npt.NDArray[np.float64]]],
         keys: list[tuple[str, str]],
         outcomes: Mapping[tuple[str, str], Outcome],
+        bounds: Mapping[tuple[str, str], float],
     ) -> tuple[dict[tuple[str, str], DerivedRelease], dict[tuple[str, str], str]]:
         """FLAM metrics of each released confusion matrix or regression measures.
 
@@ -351,7 +359,7 @@ class LedgerEvaluation(Strategy):
             kind = DERIVED.get(self.plans[name].declaration) if name in self.plans else None
             if kind is None or not isinstance(outcomes.get(key), Release):
                 continue
-            error = self._sum_error(name, outcomes[key])
+            error = bounds.get(key, 0.0)
             try:
                 if kind == "confusion":
                     derived[key] = release_confusion(self.ledger, req, total, aggregate_error=error)
@@ -364,11 +372,18 @@ class LedgerEvaluation(Strategy):
                 errors[key] = f"{type(e).__name__}: {e}"
         return derived, errors
 
-    def _sum_error(self, name: str, outcome: object) -> float:
-        """The aggregator's public bound on a released sum's error (its cohort's)."""
-        if not isinstance(outcome, Release) or name not in self.plans:
-            return 0.0
-        return aggregate_error(self.aggregator, self.plans[name], outcome.request.cohort)
+    def _sum_error(self, name: str, cohort: int) -> float | str:
+        """The aggregator's public bound on the sum's error over ``cohort`` clients, asked
+        before the spend: why not, when it fails or is not a finite number ≥ 0."""
+        try:
+            bound = aggregate_error(self.aggregator, self.plans[name], cohort)
+        except Exception as e:  # a third-party aggregator: its failure must not cost ε
+            return f"the aggregator's sum_error failed ({type(e).__name__}: {e}): not released"
+        if not (math.isfinite(bound) and bound >= 0.0):
+            return (
+                f"the aggregator's sum_error gave {bound!r}, not a finite number >= 0; not released"
+            )
+        return bound
 
 
 _PREFIX = re.compile(r"^[!-~]{1,64}$")
