@@ -10,6 +10,7 @@ clients' true mean in 0 of 200 releases. ``FixedPoint.sum_error(n)`` bounds it;
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
 from fractions import Fraction
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from factories import SPATIAL
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -134,3 +136,46 @@ def test_with_aggregate_error_widens_the_bar_and_nothing_else(tmp_path: Path) ->
 
 def test_an_aggregator_without_a_bound_adds_nothing() -> None:
     assert aggregate_error(object(), None, 10) == 0.0  # type: ignore[arg-type]
+
+
+def test_the_cli_and_the_service_add_a_stated_aggregate_error_to_the_bar(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Review s25 (M1): `dpledger release` and POST /v1/releases printed a bar without an
+    aggregator's encoding error and had no way to add it."""
+    from _service import body, call, make_site
+
+    from dpledger.cli.main import main
+    from dpledger.service import create_app
+
+    agg = tmp_path / "a.json"
+    agg.write_text("1000")
+    db = tmp_path / "l.db"
+    args = ["release", "--policy", str(SPATIAL), "--ledger", str(db), "--metric",
+            "clipped_mean_loss", "--region", "na", "--cohort", "2400", "--aggregate",
+            str(agg), "--json"]  # fmt: skip
+    before = list(tmp_path.iterdir())
+    assert main([*args, "--epoch", "0", "--aggregate-error", "-1"]) == 2
+    assert "--aggregate-error must be >= 0" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == before  # refused before anything was spent
+    assert main([*args, "--epoch", "0"]) == 0
+    plain = json.loads(capsys.readouterr().out)["error_bar"]
+    assert main([*args, "--epoch", "1", "--aggregate-error", "24"]) == 0
+    assert json.loads(capsys.readouterr().out)["error_bar"] == pytest.approx(plain + 24 / 2400)
+
+    site = make_site(str(tmp_path / "s.db"), tmp_path)
+    app = create_app(site.settings(connections=1))
+    try:
+        hdr = site.auth("north")
+        first = call(app, "POST", "/v1/releases", json=body(epoch=0), headers=hdr)
+        assert first.status_code == 201, first.text
+        more = call(app, "POST", "/v1/releases", json={**body(epoch=1), "aggregate_error": 10.0},
+                    headers=hdr)  # fmt: skip
+        assert more.status_code == 201, more.text
+        grow = more.json()["error_bar"] - first.json()["error_bar"]
+        assert grow == pytest.approx(10.0 / 1000)
+        bad = call(app, "POST", "/v1/releases", json={**body(epoch=2), "aggregate_error": -1.0},
+                   headers=hdr)  # fmt: skip
+        assert bad.status_code == 422
+    finally:
+        app.state.service.close()

@@ -28,7 +28,7 @@ import numpy.typing as npt
 
 from dpledger._files import check_path_text, check_sqlite_name, read_bounded, strict_json
 from dpledger.approval import ReleaseRequest, Verdict
-from dpledger.cli.argtypes import ascii_int
+from dpledger.cli.argtypes import ascii_float, ascii_int
 from dpledger.cli.output import Undelivered, say, write_out
 from dpledger.errors import (
     DpLedgerError,
@@ -235,10 +235,12 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 def _cmd_release(args: argparse.Namespace) -> int:
     request, aggregate = _request(args), load_aggregate(args.aggregate)
+    if not args.aggregate_error >= 0.0:  # checked before anything is spent
+        raise InvalidInput(f"--aggregate-error must be >= 0, got {args.aggregate_error!r}")
     with open_ledger(args, "create") as ledger:
         new = not ledger.exists
         try:
-            r = ledger.release(request, aggregate)
+            r = ledger.release(request, aggregate).with_aggregate_error(args.aggregate_error)
         except ReleaseRefused as e:
             if e.verdict is None:
                 raise
@@ -296,6 +298,11 @@ def _release_args(p: argparse.ArgumentParser, *, release: bool) -> None:
             dest="release_id",
             help="idempotency key: a retry with the same id returns the recorded release",
         )
+        p.add_argument(
+            "--aggregate-error", dest="aggregate_error", type=ascii_float, default=0.0,
+            help="a public bound on the aggregate's error per coordinate, added to the bar "
+            "(a fixed-point secure sum of n clients: FixedPoint.sum_error(n))",
+        )  # fmt: skip
     p.add_argument(
         "--aggregate", required=True, help="the secure sum: .json (number or list) or .npy"
     )

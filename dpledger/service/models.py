@@ -60,6 +60,13 @@ class CheckBody(_Body):
 class ReleaseBody(CheckBody):
     """A release: checked, charged, noised and recorded; its principal is the caller's key."""
 
+    aggregate_error: Annotated[float, Field(ge=0.0, allow_inf_nan=False)] = Field(
+        default=0.0,
+        description="a public bound on the aggregate's error per coordinate (e.g. a "
+        "fixed-point secure sum's n quanta: FixedPoint.sum_error(n)), added to the "
+        "returned bar (post-processing; the recorded entry is the same)",
+    )
+
 
 class PlanBody(_Body):
     """A plan of one epoch's releases for the given cohorts, against the ledger's spend."""

@@ -197,7 +197,7 @@ def release(
         done = ledger.release(
             req, np.asarray(body.aggregate, dtype=np.float64), principal=key.principal
         )
-    return release_out(done, key.principal)
+    return release_out(done.with_aggregate_error(body.aggregate_error), key.principal)
 
 
 @router.post(
