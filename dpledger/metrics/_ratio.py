@@ -195,16 +195,20 @@ def _laplace_count_bound(
     about how far below t it lies, and the mean was deflated beyond that model (among
     published releases 0.93 at 11% published, 0.86–0.91 at 3–4%; every miss below).
 
-    Selection inflates D̂ and so deflates N̂/D̂: it only moves the truth above the
-    interval. The upper end is raised to N₊/D₋, with N₊ the sum's one-sided 1 − α_N
+    Selection inflates D̂ and so shrinks |N̂/D̂| toward 0: it moves the truth above the
+    interval of a positive mean, and below that of a negative one (review s25: the lower
+    end, left as Fieller's, covered 0.88–0.93 for a negative mean). The upper end is
+    raised to N₊/D₋, and for a negative N₋ the lower end lowered to N₋/D₋ (the mirror
+    image, at the same α_D and α_N, so the interval misses with probability ≤ α_D + 2α_N
+    ≤ α over both sides), with N₊ the sum's one-sided 1 − α_N
     upper bound (its noise is independent of the selection) and D₋ the count's EXACT
     one-sided α_D lower bound conditional on D̂ > t under Laplace(b), α_D + α_N = α/2
     (:data:`_SPLIT`):
     P(D̂ ≥ d | D̂ > t; D) = e^{−(d−t)/b} for D ≤ t (then every D ≤ t is kept: D₋ = 1,
     the fewest reporters a mean has), else D₋ = t − b·ln u, where u = e^{−(D−t)/b}
     solves ½(k/u)/(1 − u/2) = α_D with k = e^{−(d−t)/b}: u = 1 − √(1 − k/α_D).
-    Then P(θ above the interval | passed) ≤ α_D + α_N = α/2 (union bound); the lower end
-    keeps Fieller's, which selection only makes more conservative. Applied only where
+    Then P(θ above the interval | passed) ≤ α_D + α_N = α/2 (union bound), and below it
+    likewise. Applied only where
     conditioning moves D₋ below its unconditional value by > 0.01·b (elsewhere the
     selection is immaterial and Fieller's interval is kept, unwidened).
     """
@@ -217,15 +221,17 @@ def _laplace_count_bound(
         free = d_hat - b * math.log(1.0 / (2.0 * a_d))  # the unconditional bound
         b_n = sd_n / math.sqrt(2.0)
         z = NormalDist().inv_cdf(1.0 - a_n)
-        n_hi = n_hat + (b_n * math.log(1.0 / (2.0 * a_n)) if sum_distribution == "laplace"
-                        else z * sd_n)  # fmt: skip
+        margin = b_n * math.log(1.0 / (2.0 * a_n)) if sum_distribution == "laplace" else z * sd_n
+        n_hi, n_lo = n_hat + margin, n_hat - margin
         top = np.where(n_hi > 0, n_hi / np.minimum(d_lo, max_count), n_hi / max_count)
+        bottom = n_lo / np.minimum(d_lo, max_count)  # a negative sum: its mirror image
         use = (d_hat > t) & (d_lo < free - 0.01 * b) & np.isfinite(hi)
     new_hi = np.where(use, np.maximum(hi, top), hi)
+    new_lo = np.where(use & (n_lo < 0), np.minimum(lo, bottom), lo)
     with np.errstate(invalid="ignore"):  # inf − inf: no θ in the range was kept (flagged)
         half = np.maximum(0.5 * (hi - lo), 1e-300)
-        moved = moved | (use & (new_hi - hi > 0.01 * half))
-    return (lo, new_hi, ok), moved
+        moved = moved | (use & ((new_hi - hi > 0.01 * half) | (lo - new_lo > 0.01 * half)))
+    return (new_lo, new_hi, ok), moved
 
 
 def linear_ratio_batch(
