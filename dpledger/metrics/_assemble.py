@@ -404,8 +404,8 @@ def _reason(batch: Batch, key: str, row: int) -> str | None:
         )
     if code == _UNDEFINED:
         return (
-            "undefined at the released values (a denominator is 0, negative, or too small "
-            "to divide by)"
+            "undefined at the released values: a denominator is 0, negative or too small to "
+            "divide by, or no value in the metric's range is consistent with them at this level"
         )
     if code == TOO_NOISY:
         from dpledger.metrics._two_class import max_noise  # imports this module
