@@ -298,7 +298,10 @@ def pooled_ratio_interval(
     (interval [0, clip]) when ΣΣalong² is not clearly positive. Why (stats25): the
     delta method through ``derived_interval`` covered 0.74–0.86 with ΣΣacross² within
     the noise (outside audit stats3, S1); this covered 0.943–0.978 on a grid (ratio
-    0.5–3, ΣΣalong² at 3–200 noise scales, both laws, 3,000 releases each).
+    0.5–3, ΣΣalong² at 3–200 noise scales, both laws, 3,000 releases each). The
+    interval covers the noise of ``scale`` only: for a release whose slack (OpenDP's grid,
+    rounding, an encoding) is not negligible, pass
+    ``interval_scales(rel.scale, slack per coordinate)[0][0]`` (:mod:`._slack`).
     """
     from dpledger.metrics.uncertainty import ratio_interval  # imports this package
 
