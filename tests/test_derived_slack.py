@@ -14,12 +14,12 @@ from __future__ import annotations
 import math
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import pytest
 
 from dpledger import Ledger, Policy, ReleaseRequest
-from dpledger.flower.means import reporter_means
-from dpledger.flower.wire import MetricPlan
 from dpledger.ledger.derived import release_confusion, release_regression
 from dpledger.metrics import flam, flam_regression, mean_over_noisy_count
 from dpledger.metrics._slack import NEGLIGIBLE, WIDENED, slack_ratio
@@ -118,7 +118,18 @@ def test_a_tiny_regression_release_covers_or_is_flagged(tmp_path: Path) -> None:
         assert ok[k] >= 0.95 * releases, (k, ok[k])
 
 
-def _mean_plan() -> dict[str, MetricPlan]:
+def _flower() -> Any:
+    """dpledger.flower (the flower extra), imported as its own tests do: flwr's import
+    warnings are its own."""
+    pytest.importorskip("flwr", reason="the flower extra is not installed")
+    import dpledger.flower.means
+    import dpledger.flower.wire
+
+    return dpledger.flower
+
+
+def _mean_plan() -> dict[str, Any]:
+    MetricPlan = _flower().wire.MetricPlan
     b = Bounds(low=0.0, high=1e-6)
     return {"loss": MetricPlan("loss", "loss", "scalar_mean", b, None, {}, False)}
 
@@ -138,7 +149,8 @@ def test_a_mean_over_reporters_below_the_grid_covers(tmp_path: Path) -> None:
                 epoch=releases + epoch, metric="health", region="a", cohort=selected
             )
             hr = ledger.release(hreq, [float(k)])
-            (mean,) = reporter_means({("a", "loss"): o}, {"a": hr}, _mean_plan()).values()
+            plans = _mean_plan()
+            (mean,) = _flower().means.reporter_means({("a", "loss"): o}, {"a": hr}, plans).values()
             truth = float(np.sum(x)) / k
             ok += (not mean.usable) or mean.interval.contains(truth)
             _, old = mean_over_noisy_count(
@@ -183,12 +195,13 @@ def test_ordinary_releases_keep_their_intervals_bit_for_bit(tmp_path: Path) -> N
         hr = ledger.release(
             ReleaseRequest(epoch=3, metric="health", region="a", cohort=500), [480.0]
         )
+        flower = _flower()
         plans = {
-            "loss": MetricPlan(
+            "loss": flower.wire.MetricPlan(
                 "loss", "loss", "scalar_mean", Bounds(low=0.0, high=3.4), None, {}, False
             )
         }
-        (mean,) = reporter_means({("a", "loss"): o}, {"a": hr}, plans).values()
+        (mean,) = flower.means.reporter_means({("a", "loss"): o}, {"a": hr}, plans).values()
         est, iv = mean_over_noisy_count(
             float(o.noisy_sum[0]), o.scale, float(hr.noisy_sum[0]), hr.scale,
             bounds=(0.0, 3.4), max_count=500.0,

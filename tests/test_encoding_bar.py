@@ -24,7 +24,6 @@ from hypothesis import strategies as st
 
 import dpledger as dl
 from dpledger.errors import InvalidInput
-from dpledger.flower.aggregation import aggregate_error
 from dpledger.metrics.secure_sum import FixedPoint, exact_sum
 
 POLICY = """name = "bigeps"
@@ -135,6 +134,9 @@ def test_with_aggregate_error_widens_the_bar_and_nothing_else(tmp_path: Path) ->
 
 
 def test_an_aggregator_without_a_bound_adds_nothing() -> None:
+    pytest.importorskip("flwr", reason="the flower extra is not installed")
+    from dpledger.flower.aggregation import aggregate_error
+
     assert aggregate_error(object(), None, 10) == 0.0  # type: ignore[arg-type]
 
 
