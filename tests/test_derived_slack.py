@@ -250,3 +250,19 @@ def test_a_near_perfect_model_at_the_range_edge_covers(tmp_path: Path) -> None:
                 assert iv.usable, k
                 assert WIDENED in iv.method
                 assert iv.contains(truth[k]), (k, truth[k], iv)
+
+
+def test_interval_scales_refuses_what_it_cannot_scale() -> None:
+    """Review s25 (m3): it returned (inf, nan) for an overflowing slack or a zero scale."""
+    from dpledger.errors import InvalidInput
+    from dpledger.metrics import interval_scales
+
+    assert interval_scales(2.0, [1e-9] * 4) == ((2.0,), False)  # negligible: as given
+    (wider,), did = interval_scales(1.0, [0.5] * 4)
+    assert did
+    assert wider == pytest.approx(1.0 + 2.0 * 0.5)  # 1 + √4·max(s/b)
+    for scales, slack in ((0.0, [1.0]), (math.inf, [1.0]), (1.0, [math.nan]), (1.0, [-1.0])):
+        with pytest.raises(InvalidInput, match="finite"):
+            interval_scales(scales, slack)
+    with pytest.raises(InvalidInput, match="too large to give an interval"):
+        interval_scales(1e-300, [1e300])

@@ -291,3 +291,31 @@ def test_a_refused_health_release_leaves_the_mean_flagged(fleet: Fleet, tmp_path
     means = reporter_means(report.outcomes, refused, strategy.plans)
     assert {m.interval.reason for m in means.values()} == {NO_COUNT}
     assert isinstance(report.outcomes[("north", "loss")], Release)
+
+
+@pytest.mark.parametrize("bound", [1e300, 1.7e308])
+def test_an_aggregators_huge_error_bound_flags_the_mean_and_the_round_returns(
+    fleet: Fleet, tmp_path: Path, bound: float
+) -> None:
+    """Review s25: a finite but huge sum_error passed the pre-spend check, then the widened
+    scale overflowed and reporter_means raised after every release of the round was
+    charged (its report lost). Now the mean is flagged and the round returns."""
+    from dpledger.flower import PlainSum
+
+    class Huge(PlainSum):
+        def sum_error(self, metric: Any, cohort: int) -> float:
+            return bound if metric.metric == "loss" else super().sum_error(metric, cohort)
+
+    p = policy(neighbouring="add_remove", eps="1000", epoch="40000", health=True)
+    with Ledger.open(tmp_path / "l.db", p, mode="create") as ledger:
+        strategy, result, _ = run(
+            fleet, ledger, rounds=1, health_metric="health", aggregator=Huge()
+        )
+        charged = {(e.draft.region, e.draft.metric) for e in ledger.entries()}
+    report = strategy.rounds[1]
+    assert ("north", "loss") in charged  # released and charged: its report came back
+    for region in ("north", "south"):
+        mean = report.means[(region, "loss")]
+        assert not mean.usable
+        assert mean.interval.reason  # flagged with a reason (an overflow, or the count's guard)
+    assert result.evaluate_metrics_clientapp[1]["north/loss/unusable"] == 1

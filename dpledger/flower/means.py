@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dpledger.errors import DpLedgerError
 from dpledger.flower.wire import MetricPlan
 from dpledger.ledger import Release
 from dpledger.metrics import Interval, mean_over_noisy_count
@@ -105,7 +106,12 @@ def reporter_means(
             out[(region, metric)] = ReporterMean(math.nan, iv, None)
             continue
         count = _scalar(hr, reported_index)
-        estimate, iv = _mean(o, hr, count, (float(low), float(high)))
+        try:
+            with np.errstate(all="ignore"):  # an extreme release overflows: flagged inside
+                estimate, iv = _mean(o, hr, count, (float(low), float(high)))
+        except DpLedgerError as e:  # after the spend: a failure is a flag, never an error
+            why = f"post-processing failed ({type(e).__name__}: {e})"
+            estimate, iv = math.nan, Interval(float(low), float(high), 0.95, "none", why)
         out[(region, metric)] = ReporterMean(estimate, iv, count)
     return out
 

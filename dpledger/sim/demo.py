@@ -279,7 +279,10 @@ def share_interval(
     d = np.asarray(rel.noisy_sum).shape[-1]
     a, b = np.zeros(d), np.zeros(d)
     a[num], b[den] = 1.0, 1.0
-    (scale,), did = interval_scales(rel.scale, np.full(d, rel.sum_slack))  # see _slack
+    try:
+        (scale,), did = interval_scales(rel.scale, np.full(d, rel.sum_slack))  # see _slack
+    except InvalidInput as e:  # after the spend: a flag, never an error
+        return Interval(*bounds, 0.95, "none", str(e))
     iv = ratio_interval(
         rel.noisy_sum, scale, a, b, bounds=bounds, distribution=rel.facts.mechanism,
         denominator_name=what, denominator_max=most,
