@@ -77,7 +77,7 @@ class FixedPoint:
         ):
             raise InvalidInput(f"bits must be an integer in [8, 40], got {self.bits!r}")
         q = self.quantum
-        if math.ceil(self.low / q) > math.floor(self.high / q):
+        if self._unit_range()[0] > self._unit_range()[1]:
             raise InvalidInput(
                 f"[{self.low!r}, {self.high!r}] holds no point of the grid (quantum {q:.3g}): "
                 "encoded values would leave it; widen the interval or use more bits"
@@ -123,9 +123,20 @@ class FixedPoint:
         """
         x = as_finite(np.asarray(rows, dtype=np.float64).reshape(-1), "contributions")
         q = self.quantum
-        lo, hi = math.ceil(self.low / q), math.floor(self.high / q)
+        lo, hi = self._unit_range()
         units = np.clip(np.trunc(x / q), lo, hi)  # x / 2^k is exact; trunc is exact
         return units.astype(np.int64).reshape(np.shape(rows))
+
+    def _unit_range(self) -> tuple[int, int]:
+        """The grid units inside [low, high]: ceil(low/q), floor(high/q), corrected where
+        the division underflows (a subnormal bound: 5e-324 / 2 reads as 0)."""
+        q = self.quantum
+        lo, hi = math.ceil(self.low / q), math.floor(self.high / q)
+        if lo * q < self.low:
+            lo += 1
+        if hi * q > self.high:
+            hi -= 1
+        return lo, hi
 
     def decode(self, units: npt.ArrayLike) -> FloatArray:
         """Server side: summed integer units → the exact sum as doubles (refuses |units| > 2⁵³)."""
