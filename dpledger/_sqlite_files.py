@@ -162,47 +162,33 @@ _FLOCK = "@hhqqixxxx"  # Linux's struct flock: type, whence, start, len, pid
 
 
 def _in_use_under_another_name(p: Path, name: str) -> bool:
-    """Whether another process holds SQLite's lock on the database at ``p`` while no
+    """Whether another process holds SQLite's lock on the WAL database at ``p`` while no
     ``-shm`` is beside this name: it opened the file by another name (Linux; elsewhere
     this cannot be seen, and False). A connection starting under this very name holds
-    the lock a moment before its ``-shm`` exists: asked again for up to ~0.5 s."""
-    if sys.platform != "linux" or not _wal_mode(p):
+    the lock a moment before its ``-shm`` exists: asked again for up to ~0.5 s.
+
+    One descriptor for the header and every probe; ``F_GETLK`` takes no lock, and this
+    runs only while no connection of this process has ``p`` open, so closing it drops
+    no lock of ours. A rollback-journal database (header bytes 18-19 not 2) never has a
+    ``-shm``: False.
+    """
+    if sys.platform != "linux":
         return False
-    for _ in range(20):
-        if os.path.exists(f"{name}-shm") or not _locked(p):
-            return False
-        time.sleep(0.025)
-    return True
-
-
-def _wal_mode(p: Path) -> bool:
-    """Whether the database header says WAL (bytes 18-19 are 2): only a WAL database keeps
-    a ``-shm`` beside its name while open (a rollback-journal one never has one)."""
-    try:
-        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        head = os.read(fd, 20)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    return head[18:20] == b"\x02\x02"
-
-
-def _locked(p: Path) -> bool:
-    """Whether another process holds a lock on SQLite's lock bytes of ``p`` (``F_GETLK``
-    takes none; called only while no connection of this process has ``p`` open, so the
-    descriptor closed here drops no lock of ours)."""
     try:
         fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return False  # the caller's next step names the problem
     try:
+        if os.read(fd, 20)[18:20] != b"\x02\x02":
+            return False
         probe = struct.pack(_FLOCK, fcntl.F_WRLCK, os.SEEK_SET, _PENDING_BYTE, _LOCK_BYTES, 0)
-        found = struct.unpack(_FLOCK, fcntl.fcntl(fd, fcntl.F_GETLK, probe))
-        return bool(found[0] != fcntl.F_UNLCK)
+        for _ in range(20):
+            if os.path.exists(f"{name}-shm"):
+                return False
+            if struct.unpack(_FLOCK, fcntl.fcntl(fd, fcntl.F_GETLK, probe))[0] == fcntl.F_UNLCK:
+                return False
+            time.sleep(0.025)
+        return True
     except OSError:
         return False
     finally:
@@ -259,7 +245,7 @@ def unheld(p: Path, refuse: Callable[[], BaseException]) -> Iterator[None]:
         if key is not None and key in _COUNT:
             raise refuse()
         base = next((name[: -len(s)] for s in _SIDECARS if name.endswith(s)), None)
-        if base is not None and (base in _NAMES or held_key(base)):
+        if base is not None and (base in _NAMES or _held_key(base)):
             raise refuse()  # a held database's -wal/-shm: SQLite keeps its WAL locks there
         yield
 
@@ -267,7 +253,7 @@ def unheld(p: Path, refuse: Callable[[], BaseException]) -> Iterator[None]:
 _SIDECARS = ("-wal", "-shm", "-journal")
 
 
-def held_key(name: str) -> bool:
+def _held_key(name: str) -> bool:
     """Whether the file at ``name`` is one this process holds (under ``_LOCK``)."""
     key = _key(Path(name))
     return key is not None and key in _COUNT
