@@ -32,7 +32,7 @@ from dpledger.approval import ReleaseRequest
 from dpledger.errors import InvalidInput
 from dpledger.ledger import Ledger, Release
 from dpledger.metrics._segments import as_real
-from dpledger.metrics._slack import interval_scales, widened
+from dpledger.metrics._slack import widened
 from dpledger.metrics.codec import VectorSumCodec
 from dpledger.metrics.flam import flatten_confusion, unflatten_confusion
 from dpledger.metrics.uncertainty import (
@@ -215,7 +215,7 @@ def release_confusion(
     distribution = rel.facts.mechanism
 
     def compute() -> Estimates:
-        (scale,), did = interval_scales(rel.scale, np.full(rel.noisy_sum.size, rel.sum_slack))
+        scale, did = rel.interval_scale()
         est = classification_estimates(
             rel.noisy_sum, scale, labels=labels, level=level, method=method,
             distribution=distribution, max_total=max_total,
@@ -264,7 +264,7 @@ def release_regression(
     ranges = regression_ranges(codec)
 
     def compute() -> Estimates:
-        (scale,), did = interval_scales(rel.scale, np.full(rel.noisy_sum.size, rel.sum_slack))
+        scale, did = rel.interval_scale()
         est = regression_estimates(
             rel.noisy_sum, codec, scale, level=level, method=method,
             distribution=distribution, cohort=request.cohort,

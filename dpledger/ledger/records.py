@@ -22,6 +22,7 @@ import numpy.typing as npt
 from dpledger.approval import ReleaseRequest
 from dpledger.errors import InvalidInput
 from dpledger.mechanisms import ROUNDING, MechanismFacts, bar_factor
+from dpledger.metrics import interval_scales
 from dpledger.types import BarKind, Budget, PrivacyUnit, Unit
 
 __all__ = [
@@ -303,6 +304,13 @@ class Release:
         """The half-width at ``factor`` noise scales (e.g. :func:`~dpledger.mechanisms.
         bar_factor` of another bar kind) in ``value``'s units, the slack included."""
         return _half_width(factor, self.scale, self.sum_slack, self.request.cohort, self.kind)
+
+    def interval_scale(self) -> tuple[float, bool]:
+        """The noise scale intervals derived from this release are computed at, and whether
+        its slack widened it (:func:`dpledger.metrics.interval_scales`: the scale itself
+        while the slack is negligible). InvalidInput when the widening overflows."""
+        (scale,), did = interval_scales(self.scale, np.full(self.noisy_sum.size, self.sum_slack))
+        return scale, did
 
     @property
     def value(self) -> float | npt.NDArray[np.float64]:

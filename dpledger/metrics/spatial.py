@@ -300,8 +300,8 @@ def pooled_ratio_interval(
     the noise (outside audit stats3, S1); this covered 0.943–0.978 on a grid (ratio
     0.5–3, ΣΣalong² at 3–200 noise scales, both laws, 3,000 releases each). The
     interval covers the noise of ``scale`` only: for a release whose slack (OpenDP's grid,
-    rounding, an encoding) is not negligible, pass
-    ``interval_scales(rel.scale, slack per coordinate)[0][0]`` (:mod:`._slack`).
+    rounding, an encoding) is not negligible, pass ``rel.interval_scale()[0]``
+    (:func:`~dpledger.metrics.interval_scales`).
     """
     from dpledger.metrics.uncertainty import ratio_interval  # imports this package
 

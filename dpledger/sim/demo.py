@@ -28,7 +28,7 @@ from dpledger.errors import InvalidInput, ReleaseRefused
 from dpledger.ledger import Ledger, Release
 from dpledger.mechanisms import cohort_floor_of, mechanism_facts
 from dpledger.metrics import spatial
-from dpledger.metrics._slack import interval_scales, widened
+from dpledger.metrics._slack import widened
 from dpledger.metrics.declarations import SPATIAL_DECLARATIONS, Bounds
 from dpledger.metrics.secure_sum import FixedPoint, exact_sum
 from dpledger.metrics.uncertainty import Interval, ratio_interval
@@ -280,7 +280,7 @@ def share_interval(
     a, b = np.zeros(d), np.zeros(d)
     a[num], b[den] = 1.0, 1.0
     try:
-        (scale,), did = interval_scales(rel.scale, np.full(d, rel.sum_slack))  # see _slack
+        scale, did = rel.interval_scale()  # the release's slack: see metrics._slack
     except InvalidInput as e:  # after the spend: a flag, never an error
         return Interval(*bounds, 0.95, "none", str(e))
     iv = ratio_interval(
