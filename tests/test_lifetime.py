@@ -172,7 +172,7 @@ names = ["a"]
 [metrics.m]
 kind = "scalar_mean"
 epsilon = "{eps}"
-clip = {{ low = "0", high = "1", source = "t" }}
+clip = {{ low = "0", high = "{high}", source = "t" }}
 """
 
 
@@ -187,12 +187,14 @@ def test_the_lifetime_views_of_a_tiny_epsilon_are_finite_and_typed(
 
     from dpledger.cli.main import main
 
-    (tmp_path / "p.toml").write_text(TINY.format(eps=eps))
+    # a clip of 1e-9 keeps the noise scale (Δ/ε ≤ 4.5e298) far from the doubles' limit:
+    # with a clip of 1 at ε = 2.2e-308 a draw overflowed 1.8% of the time (refused: below)
+    (tmp_path / "p.toml").write_text(TINY.format(eps=eps, high="1e-9"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # eval_fraction 1 is outside the usual range
         p = Policy.load(tmp_path / "p.toml")
     with Ledger.open(tmp_path / "l.db", p, mode="create") as ledger:
-        ledger.release(ReleaseRequest(epoch=0, metric="m", region="a", cohort=1), 0.5)
+        ledger.release(ReleaseRequest(epoch=0, metric="m", region="a", cohort=1), 5e-10)
         life = ledger.lifetime("a")
     assert life.epsilon_basic == Fraction(eps)
     assert life.epsilon_pld is None
@@ -238,3 +240,37 @@ def test_the_json_states_the_delta_of_the_views_beside_the_headlines(
     assert main([*argv, str(tmp_path / "z.db"), "--delta", "1e-8", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["delta"] == data["views_delta"] == 1e-8  # a zCDP headline is an (ε, δ) view
+
+
+def test_a_noise_draw_that_overflows_a_double_is_refused_and_charges_nothing(
+    tmp_path: Path,
+) -> None:
+    """Found by the suite (1.8% flaky): at ε = 2.2e-308 with a clip of 1 the scale is
+    4.5e307, and a Laplace draw beyond 4 scales overflows; recording it raised an untyped
+    ValueError (nothing was committed). Now a typed PolicyError, nothing recorded or
+    charged, whatever the data (the overflow depends on the noise alone). 1,000 releases:
+    no overflow at all has probability (1 - e^-4)^1000 < 1e-8 (a false failure)."""
+    import warnings
+
+    from dpledger.errors import PolicyError
+
+    (tmp_path / "p.toml").write_text(TINY.format(eps="2.2250738585072014e-308", high="1"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # eval_fraction 1 is outside the usual range
+        p = Policy.load(tmp_path / "p.toml")
+    refused: list[int] = []
+    why = ""
+    with Ledger.open(tmp_path / "l.db", p, mode="create") as ledger:
+        ledger.init()
+        for epoch in range(1000):
+            req = ReleaseRequest(epoch=epoch, metric="m", region="a", cohort=1)
+            try:
+                assert math.isfinite(float(ledger.release(req, 0.5).value))
+            except PolicyError as e:
+                refused.append(epoch)
+                why = str(e)
+        assert "overflowed a double" in why
+        recorded = {e.draft.epoch for e in ledger.entries()}
+        assert recorded == set(range(1000)) - set(refused)
+        assert all(ledger.spent(epoch, "a").amount == 0 for epoch in refused)
+    assert refused

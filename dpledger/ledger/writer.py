@@ -53,7 +53,13 @@ from dpledger.approval import (
     recheck,
     refusal,
 )
-from dpledger.errors import InternalError, InvalidInput, LedgerCorrupted, ReleaseIdConflict
+from dpledger.errors import (
+    InternalError,
+    InvalidInput,
+    LedgerCorrupted,
+    PolicyError,
+    ReleaseIdConflict,
+)
 from dpledger.ledger.records import Entry, EntryDraft, Release
 from dpledger.ledger.store import SqlStore
 from dpledger.policy import MetricSpec, Policy
@@ -384,6 +390,13 @@ class Writer:
         out: dict[int, tuple[float, ...]] = {}
         for facts, members in groups.items():
             noisy = mech.apply_many(facts, [prepared[i].values for i in members])
+            if not all(math.isfinite(x) for row in noisy for x in row):
+                raise PolicyError(
+                    f"a noise draw at scale {facts.scale:.3g} overflowed a double ({len(members)} "
+                    "release(s) not recorded, nothing charged): a scale this large (Δ/ε near "
+                    "the doubles' limit) overflows in some draws whatever the data; raise the "
+                    "metric's ε or narrow its clip or cap"
+                )
             out.update(zip(members, noisy, strict=True))
         return out
 
