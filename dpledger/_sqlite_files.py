@@ -75,9 +75,9 @@ class _Counted(sqlite3.Connection):
     without :func:`close` is uncounted when it is collected (and SQLite closes it)."""
 
 
-def _key(p: Path) -> _Key | None:
+def _key(p: Path | str) -> _Key | None:
     try:
-        st = p.stat()
+        st = os.stat(p)
     except OSError:
         return None
     return (st.st_dev, st.st_ino)
@@ -267,7 +267,7 @@ def save_if_moved(conn: sqlite3.Connection, mode: str = "PASSIVE") -> None:
     name. Called after each commit (``PASSIVE``: never waits) and at close (``TRUNCATE``:
     the old name's log is emptied once no reader needs it). One ``stat``."""
     where = _WHERE.get(id(conn))
-    if where is None or _key(Path(where[1])) == where[0]:
+    if where is None or _key(where[1]) == where[0]:
         return
     with contextlib.suppress(sqlite3.Error):  # a busy reader: the next commit or close
         conn.execute(f"PRAGMA wal_checkpoint({mode})")
