@@ -9,7 +9,7 @@ Every miss was on the side toward 0: passing the guard selects an inflated denom
 and a Laplace overshoot says little about how small the true one is (as for a reporter
 count, stats25 B2). Its upper end (a negative ratio's lower end) is now at least
 ``_laplace_count_bound``'s with no whole-number floor; with these seeds the old
-intervals cover 0.90–0.93 here and these 0.98–1.00.
+intervals cover 0.894–0.931 here and these 0.974–1.00.
 
 Each cell is held to 0.95 − 3.72·√(0.95·0.05/k) among its k published releases (false
 failure 1e-4 per check at a true 0.95; < 0.1% over the 5 checks, union bound). Noise is
@@ -84,3 +84,14 @@ def test_the_bound_is_laplace_only_and_one_coordinate_only(
     linear_ratio_batch(x, lap, e[0] + e[1], e[1], **kw)  # type: ignore[arg-type]
     with pytest.raises(AssertionError, match="bound ran"):
         linear_ratio_batch(x, lap, e[0], 2.0 * e[1], **kw)  # type: ignore[arg-type]
+
+
+def test_reversed_bounds_are_refused() -> None:
+    """A ratio's range with low ≥ high is a typed error (review s26: the bound path
+    returned a usable [0, 0] for bounds (1, 0))."""
+    from dpledger.errors import InvalidInput
+    from dpledger.metrics.uncertainty import ratio_interval
+
+    for bounds in ((1.0, 0.0), (0.5, 0.5), (math.nan, 1.0)):
+        with pytest.raises(InvalidInput, match="low < high"):
+            ratio_interval([1.0, 5.0], 1.0, [1, 0], [0, 1], bounds=bounds)

@@ -269,11 +269,15 @@ def linear_ratio_batch(
     numerator does not share (a calibration bucket's gap sum over its count; the pooled
     ratio's ΣΣacross² over ΣΣalong²) and it only just passed its guard, the truncated-
     Gaussian model of the selection is too light, as for a reporter count (stats25, B2):
-    0.897–0.925 among published releases (6–17% published). Its upper end (a negative
+    0.889–0.931 among published releases (4–17% published). Its upper end (a negative
     ratio's lower end) is then at least :func:`_laplace_count_bound`'s, with no whole-
-    number floor: often the range's edge. A sum of coordinates below (a share of a
-    total) has a lighter tail and is left as it is.
+    number floor: the range's edge within ~4 noise scales of the guard, wider than before
+    up to ~10 (review s26; README). A sum of coordinates below (a share of a total) is
+    not bounded so: a small share there is a documented shortfall (stats4, F3).
     """
+    lo_b, hi_b = bounds
+    if not lo_b < hi_b:
+        raise InvalidInput(f"bounds must be (low, high) with low < high, got {bounds!r}")
     x = as_finite(np.asarray(released, dtype=np.float64).reshape(-1), "released")
     x = x.reshape(-1, std.shape[0])
     r = x.shape[0]
