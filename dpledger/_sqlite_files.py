@@ -222,7 +222,7 @@ def connect(p: Path, uri: str, **kwargs: Any) -> sqlite3.Connection:
 def close(conn: sqlite3.Connection) -> None:
     """Close ``conn`` and uncount it (idempotent; any connection may be passed)."""
     try:
-        save_if_moved(conn, "TRUNCATE")
+        save_if_moved(conn, wait=True)
         conn.close()
     finally:
         with _LOCK:
@@ -259,18 +259,30 @@ def _held_key(name: str) -> bool:
     return key is not None and key in _COUNT
 
 
-def save_if_moved(conn: sqlite3.Connection, mode: str = "PASSIVE") -> None:
-    """Checkpoint ``conn``'s write-ahead log into its file if the file was renamed or moved
-    since it was opened. SQLite names the log after the old path and, once the file has
-    moved, its last connection neither checkpoints nor removes it: the commits in it would
-    be lost to the file's new name, and replayed over it if it ever came back to the old
-    name. Called after each commit (``PASSIVE``: never waits) and at close (``TRUNCATE``:
-    the old name's log is emptied once no reader needs it). One ``stat``."""
+def save_if_moved(conn: sqlite3.Connection, *, wait: bool = False) -> None:
+    """Checkpoint ``conn``'s write-ahead log into its file and empty it if the file was
+    renamed or moved since it was opened. SQLite names the log after the old path and, once
+    the file has moved, its last connection neither checkpoints nor removes it: the commits
+    in it would be lost to the file's new name, and replayed over it (over every later
+    commit) if it ever came back to the old name. ``TRUNCATE`` after each commit (without
+    waiting: a busy reader of this process makes it fail quietly, and the next commit or the
+    close retries) and at close (``wait``: up to the busy timeout), so a process killed after
+    a commit leaves the old name's log empty. What remains: a kill in the moment between a
+    commit and its checkpoint, or while a reader of this process kept the log busy, leaves
+    those commits in the old name's log. One ``stat`` when the file has not moved."""
     where = _WHERE.get(id(conn))
     if where is None or _key(where[1]) == where[0]:
         return
     with contextlib.suppress(sqlite3.Error):  # a busy reader: the next commit or close
-        conn.execute(f"PRAGMA wal_checkpoint({mode})")
+        if wait:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            return
+        (waits,) = conn.execute("PRAGMA busy_timeout").fetchone()
+        conn.execute("PRAGMA busy_timeout=0")
+        try:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            conn.execute(f"PRAGMA busy_timeout={int(waits)}")
 
 
 def _gone(ident: int, key: _Key, name: str) -> None:
