@@ -46,6 +46,7 @@ from dpledger.errors import LedgerCorrupted, NotALedger, StoreError
 __all__ = [
     "FileProblem",
     "check_sqlite_file",
+    "check_writable",
     "close",
     "connect",
     "held",
@@ -371,6 +372,43 @@ def check_sqlite_file(p: Path, what: str, why: Mapping[FileProblem, str]) -> Non
         raise StoreError(f"cannot read {what}: {e.strerror}") from e
     if header is not None and header != _HEADER:  # None: this process has it open in SQLite
         raise NotALedger(why["foreign"])
+
+
+def check_writable(p: Path, what: str) -> None:
+    """Refuse (:class:`StoreError`) to open ``p`` for writing unless this user may write the
+    file, its directory and any ``-wal``/``-shm``/``-journal`` beside it. SQLite opens a file
+    it cannot write read-only, creates the ``-wal`` and ``-shm`` as this user all the same,
+    and fails only at the first write: those files, left owned by this user, then keep the
+    file's owner from writing it (and, in a sticky directory like /tmp, from removing them).
+    Checked before SQLite opens anything, so a refusal creates nothing."""
+    name = _name(p)
+    where = os.path.dirname(name) or "."
+    effective = os.access in os.supports_effective_ids
+    fix = (
+        "run as a user who may write them, grant that permission, or open the ledger for "
+        "reading only; nothing was opened or changed"
+    )
+    if not os.access(name, os.W_OK, effective_ids=effective):
+        raise StoreError(
+            f"{what} {p} is not writable by this user (uid {os.geteuid()}): writing needs "
+            f"write permission on the file and on its directory, where SQLite keeps its -wal "
+            f"and -shm; {fix}"
+        )
+    if not os.access(where, os.W_OK | os.X_OK, effective_ids=effective):
+        raise StoreError(
+            f"the directory {where} of {what} {p} is not writable by this user (uid "
+            f"{os.geteuid()}): SQLite creates and removes the -wal and -shm of a file opened "
+            f"for writing there; {fix}"
+        )
+    for side in _SIDECARS:
+        if os.path.lexists(name + side) and not os.access(
+            name + side, os.W_OK, effective_ids=effective
+        ):
+            raise StoreError(
+                f"{name + side} beside {what} {p} is not writable by this user (uid "
+                f"{os.geteuid()}; another user's process may have left it or be using it): "
+                f"SQLite writes there for every write to the file; {fix}"
+            )
 
 
 def _settled_links(p: Path, links: int) -> int:

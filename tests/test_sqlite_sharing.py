@@ -9,9 +9,13 @@ and its sidecars are left as they were, or that no entry is lost.
 from __future__ import annotations
 
 import os
+import pwd
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -71,3 +75,97 @@ def test_a_writer_killed_after_its_ledger_moved_leaves_nothing_to_replay(path: P
         assert other_process_releases(moved, epoch) == "released"
     os.rename(moved, path)
     assert coverage_entries(path) == 4
+
+
+def as_another_user(act: Callable[[], str]) -> str:
+    """What ``act`` returns (or the error it raises, as ``Type: message``) in a forked
+    process running as ``nobody`` (as this user when not root: the files it is given are
+    then made unwritable to this user too)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.close(read)
+        try:
+            if os.geteuid() == 0:
+                nobody = pwd.getpwnam("nobody")
+                os.setgroups([])
+                os.setgid(nobody.pw_gid)
+                os.setuid(nobody.pw_uid)
+            said = act()
+        except BaseException as e:  # reported to the parent
+            said = f"{type(e).__name__}: {e}"
+        os.write(write, said.encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        said = pipe.read().decode()
+    os.waitpid(pid, 0)
+    return said
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A directory like /tmp (mode 1777) that ``nobody`` can reach (tmp_path cannot be)."""
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam("nobody")
+        except KeyError:
+            pytest.skip("running as root and there is no user 'nobody' to act as another user")
+    where = Path(tempfile.mkdtemp(prefix="dpledger-shared-"))
+    try:
+        where.chmod(0o1777)
+        yield where
+    finally:
+        where.chmod(0o700)
+        shutil.rmtree(where)
+
+
+def _open_for_writing(p: Path) -> Callable[[], str]:
+    def act() -> str:
+        with dl.Ledger.open(p, dl.Policy.load(SPATIAL)) as ledger:
+            ledger.entries()
+        return "opened"
+
+    return act
+
+
+def _files(where: Path) -> dict[str, bytes]:
+    return {f.name: f.read_bytes() for f in sorted(where.iterdir())}
+
+
+def test_a_user_who_cannot_write_the_ledger_is_refused_and_creates_nothing(
+    shared_dir: Path,
+) -> None:
+    """F-A: a user who could read but not write the ledger opened it; SQLite created the
+    -wal and -shm as that user, the release failed, and the owner could write no more."""
+    p = shared_dir / "l.db"
+    with dl.Ledger.open(p, dl.Policy.load(SPATIAL), mode="create") as ledger:
+        ledger.init()
+    p.chmod(0o444)
+    before = _files(shared_dir)
+    said = as_another_user(_open_for_writing(p))
+    assert said.startswith("StoreError: "), said
+    assert "not writable by this user" in said
+    assert _files(shared_dir) == before  # no -wal, no -shm
+    p.chmod(0o644)
+    with dl.Ledger.open(p, dl.Policy.load(SPATIAL)) as ledger:  # the owner still writes
+        assert ledger.verify().ok
+
+
+def test_a_ledger_in_a_directory_its_user_cannot_write_is_a_store_error(
+    shared_dir: Path,
+) -> None:
+    """F-A: a writable ledger in a read-only directory was reported LedgerCorrupted
+    ("not a readable SQLite database: attempt to write a readonly database")."""
+    where = shared_dir / "ro"
+    where.mkdir()
+    p = where / "l.db"
+    with dl.Ledger.open(p, dl.Policy.load(SPATIAL), mode="create") as ledger:
+        ledger.init()
+    p.chmod(0o666)
+    where.chmod(0o555)
+    before = _files(where)
+    said = as_another_user(_open_for_writing(p))
+    assert said.startswith("StoreError: "), said
+    assert f"the directory {where} of SQLite ledger" in said
+    assert _files(where) == before

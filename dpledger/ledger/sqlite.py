@@ -125,6 +125,7 @@ _UPSERT_SPEND = (
     "ON CONFLICT (epoch, scope, metric) DO UPDATE SET total = excluded.total"
 )
 MEMORY = ":memory:"
+_ACCESS = frozenset({3, 8, 14})  # SQLITE_PERM, SQLITE_READONLY, SQLITE_CANTOPEN
 _DAMAGED = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB: the file, not the moment
 
 
@@ -227,6 +228,8 @@ class SqliteStore(SqlStore):
     def _connect(self, p: Path | None) -> sqlite3.Connection:
         if p is not None:  # before SQLite opens (and would adopt) a file beside it
             sqlite_files.unless_held(p, lambda: check_sidecars(self._path))
+            if self.mode != "read":  # before SQLite creates a -wal/-shm it could not use
+                sqlite_files.check_writable(p, "SQLite ledger")
         options: dict[str, Any] = {"timeout": self._timeout_s, "isolation_level": None,
                                    "check_same_thread": False}  # fmt: skip
         try:
@@ -255,6 +258,11 @@ class SqliteStore(SqlStore):
                 )
         except sqlite3.DatabaseError as e:
             sqlite_files.close(conn)
+            if getattr(e, "sqlite_errorcode", 0) & 0xFF in _ACCESS:  # the file may be fine
+                raise StoreError(
+                    f"cannot open SQLite ledger {self._path}: {e}: check the permissions of "
+                    f"the file, of its directory and of any -wal/-shm beside it"
+                ) from e
             raise LedgerCorrupted(f"{self._path} is not a readable SQLite database: {e}") from e
         except BaseException:
             sqlite_files.close(conn)
