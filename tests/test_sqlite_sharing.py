@@ -211,3 +211,60 @@ def test_a_ledger_another_process_holds_still_opens_in_a_third(path: Path) -> No
             assert len(ledger.entries()) == 1
     finally:
         holder.communicate("\n", timeout=60)
+
+
+CRASHED = """
+import os, signal, sys, warnings
+warnings.simplefilter("ignore")
+import dpledger as dl
+ledger = dl.Ledger.open(sys.argv[2], dl.Policy.load(sys.argv[1]))
+ledger.release(dl.ReleaseRequest(epoch=0, metric="coverage", region="na", cohort=2400,
+               edges_version="coverage-cells/v1"), [1.0] * 6)
+os.kill(os.getpid(), signal.SIGKILL)  # the entry stays in the -wal
+"""
+
+
+def _crashed_copy(path: Path, where: Path) -> Path:
+    """A ledger whose one entry is in its -wal, copied as a backup takes it: no -shm."""
+    subprocess.run([sys.executable, "-c", CRASHED, str(SPATIAL), str(path)], check=False)
+    assert Path(f"{path}-wal").stat().st_size > 0
+    where.mkdir(exist_ok=True)
+    for suffix in ("", "-wal"):
+        shutil.copyfile(f"{path}{suffix}", where / f"l.db{suffix}")
+    return where / "l.db"
+
+
+def _verify(p: Path) -> Callable[[], str]:
+    def act() -> str:
+        with dl.Ledger.open(p, dl.Policy.load(SPATIAL), mode="read") as ledger:
+            return f"{ledger.verify().ok} {len(ledger.entries())}"
+
+    return act
+
+
+def test_reading_a_ledger_with_a_log_but_no_index_creates_nothing_beside_it(
+    path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """F-J: verify of such a ledger said ok but created a 32 KiB -shm beside it."""
+    p = _crashed_copy(path, tmp_path / "copy")
+    before = _files(p.parent)
+    private = tmp_path / "tmp"
+    private.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
+    assert _verify(p)() == "True 1"  # the entry in the -wal is read
+    assert _files(p.parent) == before
+    assert list(private.iterdir()) == []  # the private copy is gone with the handle
+
+
+def test_a_ledger_with_a_log_but_no_index_verifies_in_a_read_only_directory(
+    path: Path, shared_dir: Path
+) -> None:
+    """F-J: in a directory its reader cannot write, the same ledger was reported as a
+    failed verification ("unable to open database file", exit 1)."""
+    p = _crashed_copy(path, shared_dir / "ro")
+    for f in p.parent.iterdir():
+        f.chmod(0o444)
+    p.parent.chmod(0o555)
+    before = _files(p.parent)
+    assert as_another_user(_verify(p)) == "True 1"
+    assert _files(p.parent) == before
