@@ -20,7 +20,7 @@ path another file was renamed or copied over while a process holds the previous 
 refused (:class:`StoreError`): its ``-wal``/``-shm`` are the held file's. This process
 knows what it holds; another process is seen on Linux, by ``F_GETLK`` probes of SQLite's
 locks (its ``-shm`` in use while nobody holds the file now at the path; or the file held
-while nobody uses a ``-shm`` beside this name: it was opened by another name). A holder
+while no ``-shm`` is beside this name: it was opened by another name). A holder
 killed meanwhile leaves no lock: its ``-wal`` beside the path cannot be told from the
 file's own. :func:`check_sqlite_file` is the check before a ledger or key store file is
 opened, :func:`check_writable` the one before it is opened for writing (SQLite would
@@ -193,8 +193,8 @@ def _other_process_problem(p: Path, name: str) -> OtherProcess | None:
     """How another process uses the database at ``p`` under another name (Linux; elsewhere
     this cannot be seen, and None):
 
-    * ``moved``: it holds SQLite's lock on this WAL database while nobody uses a ``-shm``
-      beside this name: it opened the file by another name (renamed or moved since);
+    * ``moved``: it holds SQLite's lock on this WAL database while no ``-shm`` is beside
+      this name: it opened the file by another name (renamed or moved since);
     * ``replaced``: a ``-shm`` beside this name is in use (its lock bytes held) while nobody
       holds SQLite's lock on the file now at this name: those users opened another file
       here, and this one was moved or copied over it since. SQLite would apply their log
@@ -218,14 +218,15 @@ def _other_process_problem(p: Path, name: str) -> OtherProcess | None:
         wal = os.read(fd, 20)[18:20] == b"\x02\x02"  # a rollback-journal file never has one
         found: OtherProcess | None = None
         for _ in range(20):
-            if shm < 0:
-                with contextlib.suppress(OSError):
+            shm_here = os.path.lexists(f"{name}-shm")
+            if shm_here and shm < 0:
+                with contextlib.suppress(OSError):  # unreadable: its users cannot be seen
                     shm = os.open(f"{name}-shm", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
                     if not stat.S_ISREG(os.fstat(shm).st_mode):
                         return None  # not SQLite's: the sidecar check names it
             shm_used = shm >= 0 and _locked(shm, _SHM_LOCKS, _SHM_LOCK_BYTES)
             db_used = _locked(fd, _PENDING_BYTE, _LOCK_BYTES)
-            if db_used and not shm_used and wal:
+            if db_used and not shm_here and wal:
                 found = "moved"
             elif shm_used and not db_used:
                 found = "replaced"
