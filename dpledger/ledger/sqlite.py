@@ -176,7 +176,7 @@ class SqliteStore(SqlStore):
         self._kept: _Kept | None = None
         self._version: int | None = None  # data_version read under the current write lock
         self._pending: _Kept | None = None  # what the current transaction leaves if it commits
-        self._copy: Path | None = None  # a private copy read instead (sqlite_copy)
+        # removes the private copy read instead of the file, if any (sqlite_copy)
         self._copy_gone: weakref.finalize[[Path], SqliteStore] | None = None
         if self._path != MEMORY:  # never a name SQLite gives another database's files
             check_sqlite_name(self._path)
@@ -284,7 +284,6 @@ class SqliteStore(SqlStore):
         if self.mode == "read" and log_without_index(name):
             copy = private_copy(p, name)
             if copy is not None:
-                self._copy = copy.parent
                 self._copy_gone = weakref.finalize(self, drop_copy, copy.parent)
                 return copy, f"file:{quote(str(copy))}?mode=ro"
         return p, self._uri(p)
@@ -293,7 +292,7 @@ class SqliteStore(SqlStore):
         """Remove the private copy this store read, if any (after its connection closed)."""
         if self._copy_gone is not None:
             self._copy_gone()
-        self._copy = self._copy_gone = None
+        self._copy_gone = None
 
     def exists(self) -> bool:
         """Whether the ledger exists; a pending store attaches to one created meanwhile."""
