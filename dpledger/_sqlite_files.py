@@ -16,9 +16,15 @@ the process holds), and :func:`unless_held` runs a
 check that opens the files beside it (its ``-shm`` holds the WAL locks), only when no
 connection of this process has it open (one that has is an SQLite database already, and
 the files beside it are SQLite's own). SQLite names those files after the path, so a
-path another file was renamed or copied over while this process holds the previous one
-is refused (:class:`StoreError`): its ``-wal``/``-shm`` are the held file's.
-:func:`check_sqlite_file` is the check before a ledger or key store file is opened.
+path another file was renamed or copied over while a process holds the previous one is
+refused (:class:`StoreError`): its ``-wal``/``-shm`` are the held file's. This process
+knows what it holds; another process is seen on Linux, by ``F_GETLK`` probes of SQLite's
+locks (its ``-shm`` in use while nobody holds the file now at the path; or the file held
+while no ``-shm`` is beside this name: it was opened by another name). A holder
+killed meanwhile leaves no lock: its ``-wal`` beside the path cannot be told from the
+file's own. :func:`check_sqlite_file` is the check before a ledger or key store file is
+opened, :func:`check_writable` the one before it is opened for writing (SQLite would
+create the ``-wal``/``-shm`` as a user who cannot write the file).
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from dpledger.errors import LedgerCorrupted, NotALedger, StoreError
 __all__ = [
     "FileProblem",
     "check_sqlite_file",
+    "check_writable",
     "close",
     "connect",
     "held",
@@ -120,8 +127,9 @@ def unless_held(p: Path, check: Callable[[], None]) -> None:
     Two names for one database are :class:`StoreError`, because SQLite names the
     ``-wal``/``-shm`` after the path and two names would keep two logs: a ``p`` that names
     another file than the one this process opened there (renamed or copied over since: its
-    sidecars are the held file's), a file this process holds under another name, and one
-    another process holds without a ``-shm`` beside ``p`` (it opened it by another name).
+    sidecars are the held file's), a file this process holds under another name, and, seen
+    in another process (:func:`_other_process_problem`), a file held there under another
+    name or one put over the file that process holds under this name.
     """
     key, name = _key(p), _name(p)
     with _LOCK:  # no connection of this process opens the file meanwhile
@@ -145,7 +153,8 @@ def unless_held(p: Path, check: Callable[[], None]) -> None:
                 f"name it was opened with, or close that handle first"
             )
         if key is None or key not in _COUNT:
-            if _in_use_under_another_name(p, name):
+            problem = _other_process_problem(p, name)
+            if problem == "moved":
                 raise StoreError(
                     f"{p} is in use by another process under another name: it was renamed "
                     f"or moved while open there, and SQLite names its -wal and -shm after the "
@@ -153,46 +162,84 @@ def unless_held(p: Path, check: Callable[[], None]) -> None:
                     f"stop the process that has it open (or open it by the name that process "
                     f"uses), then retry; nothing was opened or changed"
                 )
+            if problem == "replaced":
+                raise StoreError(
+                    f"{p} is not the file that another process has open under this name: "
+                    f"this file was moved or copied over it while that process held it, and "
+                    f"SQLite would apply that process's log (the -wal and -shm beside {p}) to "
+                    f"this file and lose entries of both; stop the process that still holds "
+                    f"the previous file (or let it finish), then retry; nothing was opened or "
+                    f"changed"
+                )
             check()
 
 
 _PENDING_BYTE = 0x40000000  # SQLite's lock bytes in a database file (os_unix.c): PENDING,
 _LOCK_BYTES = 512  # RESERVED, then the 510 SHARED bytes a WAL connection holds while open
+_SHM_LOCKS, _SHM_LOCK_BYTES = 120, 9  # in a -shm: the 8 WAL-index locks, then the DMS byte
+# (os_unix.c UNIX_SHM_BASE, UNIX_SHM_DMS) every connection with the -shm open has locked
 _FLOCK = "@hhqqixxxx"  # Linux's struct flock: type, whence, start, len, pid
 
+OtherProcess = Literal["moved", "replaced"]
 
-def _in_use_under_another_name(p: Path, name: str) -> bool:
-    """Whether another process holds SQLite's lock on the WAL database at ``p`` while no
-    ``-shm`` is beside this name: it opened the file by another name (Linux; elsewhere
-    this cannot be seen, and False). A connection starting under this very name holds
-    the lock a moment before its ``-shm`` exists: asked again for up to ~0.5 s.
 
-    One descriptor for the header and every probe; ``F_GETLK`` takes no lock, and this
-    runs only while no connection of this process has ``p`` open, so closing it drops
-    no lock of ours. A rollback-journal database (header bytes 18-19 not 2) never has a
-    ``-shm``: False.
+def _locked(fd: int, start: int, length: int) -> bool:
+    """Whether another process holds a lock on these bytes (``F_GETLK``: takes none)."""
+    probe = struct.pack(_FLOCK, fcntl.F_WRLCK, os.SEEK_SET, start, length, 0)
+    return bool(struct.unpack(_FLOCK, fcntl.fcntl(fd, fcntl.F_GETLK, probe))[0] != fcntl.F_UNLCK)
+
+
+def _other_process_problem(p: Path, name: str) -> OtherProcess | None:
+    """How another process uses the database at ``p`` under another name (Linux; elsewhere
+    this cannot be seen, and None):
+
+    * ``moved``: it holds SQLite's lock on this WAL database while no ``-shm`` is beside
+      this name: it opened the file by another name (renamed or moved since);
+    * ``replaced``: a ``-shm`` beside this name is in use (its lock bytes held) while nobody
+      holds SQLite's lock on the file now at this name: those users opened another file
+      here, and this one was moved or copied over it since. SQLite would apply their log
+      to this file.
+
+    A connection holds its lock on the database file from before it opens the ``-shm``
+    until after it closes it, so a legitimate user of this name is never either; one
+    starting or closing is given up to ~0.5 s. Only ``F_GETLK`` (no lock is taken), one
+    read-only descriptor per file (the ``-shm`` is never created), and this runs only
+    while no connection of this process has ``p`` (or another file under this name) open,
+    so closing them drops no lock of ours.
     """
     if sys.platform != "linux":
-        return False
+        return None
     try:
         fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
-        return False  # the caller's next step names the problem
+        return None  # the caller's next step names the problem
+    shm = -1
     try:
-        if os.read(fd, 20)[18:20] != b"\x02\x02":
-            return False
-        probe = struct.pack(_FLOCK, fcntl.F_WRLCK, os.SEEK_SET, _PENDING_BYTE, _LOCK_BYTES, 0)
+        wal = os.read(fd, 20)[18:20] == b"\x02\x02"  # a rollback-journal file never has one
+        found: OtherProcess | None = None
         for _ in range(20):
-            if os.path.exists(f"{name}-shm"):
-                return False
-            if struct.unpack(_FLOCK, fcntl.fcntl(fd, fcntl.F_GETLK, probe))[0] == fcntl.F_UNLCK:
-                return False
+            shm_here = os.path.lexists(f"{name}-shm")
+            if shm_here and shm < 0:
+                with contextlib.suppress(OSError):  # unreadable: its users cannot be seen
+                    shm = os.open(f"{name}-shm", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+                    if not stat.S_ISREG(os.fstat(shm).st_mode):
+                        return None  # not SQLite's: the sidecar check names it
+            shm_used = shm >= 0 and _locked(shm, _SHM_LOCKS, _SHM_LOCK_BYTES)
+            db_used = _locked(fd, _PENDING_BYTE, _LOCK_BYTES)
+            if db_used and not shm_here and wal:
+                found = "moved"
+            elif shm_used and not db_used:
+                found = "replaced"
+            else:
+                return None
             time.sleep(0.025)
-        return True
+        return found
     except OSError:
-        return False
+        return None
     finally:
         os.close(fd)
+        if shm >= 0:
+            os.close(shm)
 
 
 def connect(p: Path, uri: str, **kwargs: Any) -> sqlite3.Connection:
@@ -222,7 +269,7 @@ def connect(p: Path, uri: str, **kwargs: Any) -> sqlite3.Connection:
 def close(conn: sqlite3.Connection) -> None:
     """Close ``conn`` and uncount it (idempotent; any connection may be passed)."""
     try:
-        save_if_moved(conn, "TRUNCATE")
+        save_if_moved(conn, wait=True)
         conn.close()
     finally:
         with _LOCK:
@@ -259,18 +306,30 @@ def _held_key(name: str) -> bool:
     return key is not None and key in _COUNT
 
 
-def save_if_moved(conn: sqlite3.Connection, mode: str = "PASSIVE") -> None:
-    """Checkpoint ``conn``'s write-ahead log into its file if the file was renamed or moved
-    since it was opened. SQLite names the log after the old path and, once the file has
-    moved, its last connection neither checkpoints nor removes it: the commits in it would
-    be lost to the file's new name, and replayed over it if it ever came back to the old
-    name. Called after each commit (``PASSIVE``: never waits) and at close (``TRUNCATE``:
-    the old name's log is emptied once no reader needs it). One ``stat``."""
+def save_if_moved(conn: sqlite3.Connection, *, wait: bool = False) -> None:
+    """Checkpoint ``conn``'s write-ahead log into its file and empty it if the file was
+    renamed or moved since it was opened. SQLite names the log after the old path and, once
+    the file has moved, its last connection neither checkpoints nor removes it: the commits
+    in it would be lost to the file's new name, and replayed over it (over every later
+    commit) if it ever came back to the old name. ``TRUNCATE`` after each commit (without
+    waiting: a busy reader of this process makes it fail quietly, and the next commit or the
+    close retries) and at close (``wait``: up to the busy timeout), so a process killed after
+    a commit leaves the old name's log empty. What remains: a kill in the moment between a
+    commit and its checkpoint, or while a reader of this process kept the log busy, leaves
+    those commits in the old name's log. One ``stat`` when the file has not moved."""
     where = _WHERE.get(id(conn))
     if where is None or _key(where[1]) == where[0]:
         return
     with contextlib.suppress(sqlite3.Error):  # a busy reader: the next commit or close
-        conn.execute(f"PRAGMA wal_checkpoint({mode})")
+        if wait:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            return
+        (waits,) = conn.execute("PRAGMA busy_timeout").fetchone()
+        conn.execute("PRAGMA busy_timeout=0")
+        try:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            conn.execute(f"PRAGMA busy_timeout={int(waits)}")
 
 
 def _gone(ident: int, key: _Key, name: str) -> None:
@@ -359,6 +418,43 @@ def check_sqlite_file(p: Path, what: str, why: Mapping[FileProblem, str]) -> Non
         raise StoreError(f"cannot read {what}: {e.strerror}") from e
     if header is not None and header != _HEADER:  # None: this process has it open in SQLite
         raise NotALedger(why["foreign"])
+
+
+def check_writable(p: Path, what: str) -> None:
+    """Refuse (:class:`StoreError`) to open ``p`` for writing unless this user may write the
+    file, its directory and any ``-wal``/``-shm``/``-journal`` beside it. SQLite opens a file
+    it cannot write read-only, creates the ``-wal`` and ``-shm`` as this user all the same,
+    and fails only at the first write: those files, left owned by this user, then keep the
+    file's owner from writing it (and, in a sticky directory like /tmp, from removing them).
+    Checked before SQLite opens anything, so a refusal creates nothing."""
+    name = _name(p)
+    where = os.path.dirname(name) or "."
+    effective = os.access in os.supports_effective_ids
+    fix = (
+        "run as a user who may write them, grant that permission, or open the ledger for "
+        "reading only; nothing was opened or changed"
+    )
+    if not os.access(name, os.W_OK, effective_ids=effective):
+        raise StoreError(
+            f"{what} {p} is not writable by this user (uid {os.geteuid()}): writing needs "
+            f"write permission on the file and on its directory, where SQLite keeps its -wal "
+            f"and -shm; {fix}"
+        )
+    if not os.access(where, os.W_OK | os.X_OK, effective_ids=effective):
+        raise StoreError(
+            f"the directory {where} of {what} {p} is not writable by this user (uid "
+            f"{os.geteuid()}): SQLite creates and removes the -wal and -shm of a file opened "
+            f"for writing there; {fix}"
+        )
+    for side in _SIDECARS:
+        if os.path.lexists(name + side) and not os.access(
+            name + side, os.W_OK, effective_ids=effective
+        ):
+            raise StoreError(
+                f"{name + side} beside {what} {p} is not writable by this user (uid "
+                f"{os.geteuid()}; another user's process may have left it or be using it): "
+                f"SQLite writes there for every write to the file; {fix}"
+            )
 
 
 def _settled_links(p: Path, links: int) -> int:

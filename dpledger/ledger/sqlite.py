@@ -18,7 +18,9 @@ clobber each other. Reading (mode ``read``) never writes: a ledger nobody has
 open is read ``immutable`` (no ``-wal``/``-shm`` is created beside it, no write permission
 is needed: a read-only copy or another user's ledger verifies in place); a ledger in use,
 or left with a WAL by a crashed writer, is read through a read-only connection, which
-never checkpoints the WAL into the file nor removes it. A path named like SQLite's own
+never checkpoints the WAL into the file nor removes it; one left with a ``-wal`` but no
+``-shm`` (a copy of a crashed ledger), where SQLite would create the ``-shm``, is read from
+a private copy (:mod:`dpledger.ledger.sqlite_copy`). A path named like SQLite's own
 files (``…-wal``, ``…-shm``, ``…-journal``) is refused, and so is opening ``X`` while a
 file SQLite would take for ``X``'s journal is not one (another database named ``X-wal``):
 SQLite would delete or overwrite it.
@@ -31,6 +33,7 @@ import json
 import os
 import sqlite3
 import uuid
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -55,6 +58,7 @@ from dpledger.ledger.schema import (
     Statements,
     missing_hint,
 )
+from dpledger.ledger.sqlite_copy import drop_copy, log_without_index, private_copy
 from dpledger.ledger.store import SqlStore
 from dpledger.ledger.txn import TxnState
 from dpledger.types import Mode
@@ -125,6 +129,7 @@ _UPSERT_SPEND = (
     "ON CONFLICT (epoch, scope, metric) DO UPDATE SET total = excluded.total"
 )
 MEMORY = ":memory:"
+_ACCESS = frozenset({3, 8, 14})  # SQLITE_PERM, SQLITE_READONLY, SQLITE_CANTOPEN
 _DAMAGED = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB: the file, not the moment
 
 
@@ -171,6 +176,8 @@ class SqliteStore(SqlStore):
         self._kept: _Kept | None = None
         self._version: int | None = None  # data_version read under the current write lock
         self._pending: _Kept | None = None  # what the current transaction leaves if it commits
+        # removes the private copy read instead of the file, if any (sqlite_copy)
+        self._copy_gone: weakref.finalize[[Path], SqliteStore] | None = None
         if self._path != MEMORY:  # never a name SQLite gives another database's files
             check_sqlite_name(self._path)
         if self._path == MEMORY:
@@ -227,15 +234,17 @@ class SqliteStore(SqlStore):
     def _connect(self, p: Path | None) -> sqlite3.Connection:
         if p is not None:  # before SQLite opens (and would adopt) a file beside it
             sqlite_files.unless_held(p, lambda: check_sidecars(self._path))
+            if self.mode != "read":  # before SQLite creates a -wal/-shm it could not use
+                sqlite_files.check_writable(p, "SQLite ledger")
         options: dict[str, Any] = {"timeout": self._timeout_s, "isolation_level": None,
                                    "check_same_thread": False}  # fmt: skip
         try:
             if p is None:
                 conn: sqlite3.Connection = sqlite3.connect(MEMORY, **options)
             else:
-                uri = self._uri(p)
-                conn = sqlite_files.connect(p, uri, **options)
+                conn = sqlite_files.connect(*self._target(p), **options)
         except sqlite3.Error as e:
+            self._drop_copy()
             raise StoreError(f"cannot open SQLite ledger {self._path}: {e}") from e
         try:
             conn.execute(f"PRAGMA busy_timeout={int(self._timeout_s * 1000)}")
@@ -255,11 +264,35 @@ class SqliteStore(SqlStore):
                 )
         except sqlite3.DatabaseError as e:
             sqlite_files.close(conn)
+            self._drop_copy()
+            if getattr(e, "sqlite_errorcode", 0) & 0xFF in _ACCESS:  # the file may be fine
+                raise StoreError(
+                    f"cannot open SQLite ledger {self._path}: {e}: check the permissions of "
+                    f"the file, of its directory and of any -wal/-shm beside it"
+                ) from e
             raise LedgerCorrupted(f"{self._path} is not a readable SQLite database: {e}") from e
         except BaseException:
             sqlite_files.close(conn)
+            self._drop_copy()
             raise
         return conn
+
+    def _target(self, p: Path) -> tuple[Path, str]:
+        """The file to open for ``p`` and its URI: a private copy when a read would create
+        a ``-shm`` beside it (see :mod:`dpledger.ledger.sqlite_copy`)."""
+        name = os.path.realpath(p)
+        if self.mode == "read" and log_without_index(name):
+            copy = private_copy(p, name)
+            if copy is not None:
+                self._copy_gone = weakref.finalize(self, drop_copy, copy.parent)
+                return copy, f"file:{quote(str(copy))}?mode=ro"
+        return p, self._uri(p)
+
+    def _drop_copy(self) -> None:
+        """Remove the private copy this store read, if any (after its connection closed)."""
+        if self._copy_gone is not None:
+            self._copy_gone()
+        self._copy_gone = None
 
     def exists(self) -> bool:
         """Whether the ledger exists; a pending store attaches to one created meanwhile."""
@@ -457,3 +490,5 @@ class SqliteStore(SqlStore):
             sqlite_files.close(self._conn)
         except sqlite3.Error as e:
             raise StoreError(f"closing {self._path}: {e}") from e
+        finally:
+            self._drop_copy()

@@ -137,6 +137,8 @@ def _connect(p: Path, *, read_only: bool) -> sqlite3.Connection:
     """
     # before SQLite adopts a file beside it (skipped while this process has it open)
     sqlite_files.unless_held(p, lambda: check_sidecars(str(p), "key store"))
+    if not read_only:  # before SQLite creates a -wal/-shm it could not use
+        sqlite_files.check_writable(p, "key store")
     path = quote(str(p.resolve()))
     if not read_only:
         uri = f"file:{path}?mode=rw"
