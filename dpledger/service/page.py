@@ -107,6 +107,10 @@ def _amount(b: Budget) -> str:
     return f"{float(b.amount):.4g}"
 
 
+CHART_LABEL = "share of each epoch's budget left, per region"
+"""The burn-down chart's accessible name (escaped where used: it holds an apostrophe)."""
+
+
 def _chart(d: PageData) -> str:
     """Grouped bars: per epoch, each region's remaining share of the epoch's budget."""
     epochs = sorted({e for e, *_ in d.budgets})
@@ -120,7 +124,7 @@ def _chart(d: PageData) -> str:
     total = float(d.eval_budget.amount) or 1.0
     parts = [
         f"<svg id='burndown' role='img' width='{width}' height='{top + plot_h + 58}' "
-        f"aria-label='share of each epoch's budget left, per region'>",
+        f"aria-label='{_e(CHART_LABEL)}'>",
         f"<text x='0' y='{top + 4}' font-size='10'>100%</text>",
         f"<text x='0' y='{top + plot_h}' font-size='10'>0%</text>",
         f"<line x1='{left - 4}' y1='{top + plot_h}' x2='{width}' y2='{top + plot_h}' "
