@@ -265,6 +265,10 @@ def _login_page(message: str = "") -> str:
 </body></html>"""
 
 
+_MAX_SESSION = 200
+"""The longest session cookie read (the ones issued are far shorter)."""
+
+
 def _html(body: str, status: int = 200) -> HTMLResponse:
     return HTMLResponse(body, status_code=status, headers={"Content-Security-Policy": CSP})
 
@@ -278,13 +282,17 @@ def _viewer(request: Request, session: str | None) -> ApiKey | None:
         if key is None:
             log.warning("page: authentication failed: %s", why)
         return key
-    return state.auth.from_session(session)
+    return state.auth.from_session(_bounded(session))
+
+
+def _bounded(session: str | None) -> str | None:
+    """The cookie, or None if longer than any session this service issues: an invalid
+    session like any other (sign in again), never a 422 the browser cannot get past."""
+    return session if session is None or len(session) <= _MAX_SESSION else None
 
 
 @router.get("/")
-def index(
-    request: Request, dpl_session: Annotated[str | None, Cookie(max_length=200)] = None
-) -> Response:
+def index(request: Request, dpl_session: Annotated[str | None, Cookie()] = None) -> Response:
     """The page, for a signed-in key with ``read``; anyone else is sent to sign in."""
     key = _viewer(request, dpl_session)
     if key is None:
@@ -337,12 +345,10 @@ async def login(request: Request) -> Response:
 
 
 @router.post("/logout")
-def logout(
-    request: Request, dpl_session: Annotated[str | None, Cookie(max_length=200)] = None
-) -> Response:
+def logout(request: Request, dpl_session: Annotated[str | None, Cookie()] = None) -> Response:
     """End the session in the store (its cookie no longer signs in anywhere), forget it."""
     state: ServiceState = request.app.state.service
-    key = state.auth.end_session(dpl_session)
+    key = state.auth.end_session(_bounded(dpl_session))
     if key is not None:
         log.info("page: %s signed out", key.principal)
     response = RedirectResponse("/login", status_code=303)
