@@ -9,8 +9,10 @@ amounts are parsed only as the ledger writes them (``"3"`` or ``"1/5"``), bounde
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
@@ -102,3 +104,27 @@ def test_a_rewritten_last_hash_says_what_differs(store: StoreUnderTest) -> None:
         p.startswith("chain head is entry 3 with hash ") and "but entry 3's hash is 0000" in p
         for p in report.problems
     ), report.problems
+
+
+def test_the_service_answers_verify_of_a_tampered_total_with_its_problems(
+    tmp_path: Path,
+) -> None:
+    """It was a 500 "internal error": verify is a 200 ``{"ok": false, problems}``."""
+    from _service import body, call, make_site
+
+    from dpledger.service import create_app
+
+    site = make_site(str(tmp_path / "l.db"), tmp_path)
+    app = create_app(site.settings(connections=2))
+    try:
+        r = call(app, "POST", "/v1/releases", json=body(), headers=site.auth("admin"))
+        assert r.status_code == 201, r.text
+        with sqlite3.connect(tmp_path / "l.db") as conn:
+            conn.execute("UPDATE dpl_spend SET total = '1e99999'")
+        conn.close()
+        r = call(app, "GET", "/v1/verify", headers=site.auth("admin"))
+        assert r.status_code == 200, r.text
+        assert r.json()["ok"] is False
+        assert any("is not a budget amount" in p for p in r.json()["problems"])
+    finally:
+        app.state.service.close()
