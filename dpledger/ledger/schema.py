@@ -144,6 +144,8 @@ def stored_amount(value: object) -> Fraction:
     if not isinstance(value, str):
         raise ValueError(f"a budget amount is stored as text, got {type(value).__name__}")
     m = _AMOUNT.fullmatch(value) if len(value) <= 8601 else None
+    if m is None and _AMOUNT.fullmatch(value[1:41]) and value.startswith("-"):
+        raise ValueError(f"a negative spend total or charge, {value[:40]!r}")
     if m is None:
         raise ValueError(
             f"{value[:40]!r}{'…' if len(value) > 40 else ''} is not a budget amount as the "
