@@ -33,6 +33,7 @@ __all__ = [
     "Unit",
     "cohort_size",
     "fraction_text",
+    "nonnegative_real",
     "positive_real",
 ]
 
@@ -76,6 +77,29 @@ def positive_real(value: object, what: str) -> float:
         x = math.inf
     if not (math.isfinite(x) and x > 0):
         raise InvalidInput(f"{what} must be finite and > 0, got {value!r:.40}")
+    return x
+
+
+def nonnegative_real(value: object, what: str) -> float:
+    """``value`` as a finite double ≥ 0 (an error bound): a real number (int, float,
+    Fraction, a numpy integer or float; not a bool, string or array); else
+    :class:`InvalidInput` naming ``what``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InvalidInput(
+            f"{what} must be a real number >= 0 (int, float or Fraction), "
+            f"got {type(value).__name__} {value!r:.40}"
+        )
+    try:
+        x = float(value)
+    except OverflowError:
+        x = math.inf
+    if not (math.isfinite(x) and x >= 0):
+        shown = (
+            f"{value!r:.40}"
+            if not isinstance(value, int) or abs(value) < 10**40
+            else "an integer of more than 40 digits"
+        )
+        raise InvalidInput(f"{what} must be finite and >= 0, got {shown}")
     return x
 
 

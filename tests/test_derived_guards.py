@@ -62,6 +62,9 @@ BAD_CONFUSION: list[tuple[str, object, dict[str, object]]] = [
     ("negative cell", np.where(np.eye(10) > 0, -1.0, GOOD_CONFUSION), {}),
     ("all negative", -np.ones((10, 10)), {}),
     ("negative flattened", -np.ones(100), {}),
+    # an OverflowError, and a string coerced to 1.0, before the bound was checked by type
+    ("aggregate_error 10**400", GOOD_CONFUSION, {"aggregate_error": 10**400}),
+    ("aggregate_error text", GOOD_CONFUSION, {"aggregate_error": "1"}),
 ]
 
 

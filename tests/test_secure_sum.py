@@ -79,3 +79,30 @@ def test_encoding_preserves_but_does_not_enforce_an_l1_cap() -> None:
     grid = FixedPoint.for_cap(3.0)
     units = grid.encode([[3.0, 3.0, 3.0]])  # each coordinate within [−3, 3]: kept as is
     assert float(np.abs(units).sum()) * grid.quantum == 9.0  # the row's L1 9 > cap: not clipped
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        ((0.0, 1e-320), "too close to 0"),  # the quantum underflowed: ZeroDivisionError
+        (("0", "1"), "low must be a real number"),  # TypeError
+        ((0.0, 10**400), "high must be finite"),  # OverflowError
+        ((0.0, [1.0]), "high must be a real number"),
+    ],
+)
+def test_a_grid_that_cannot_exist_is_refused_with_a_typed_error(
+    args: tuple[object, ...], named: str
+) -> None:
+    with pytest.raises(InvalidInput, match=named):
+        FixedPoint(*args)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("clients", [10**400, 2**63, -1, True, "5", 2.0, None])
+def test_sum_error_refuses_what_is_not_a_cohort_with_a_typed_error(clients: object) -> None:
+    with pytest.raises(InvalidInput, match="clients must be an integer"):
+        FixedPoint(0.0, 1.0).sum_error(clients)  # type: ignore[arg-type]
+
+
+def test_sum_error_takes_a_numpy_count() -> None:
+    grid = FixedPoint(0.0, 1.0)
+    assert grid.sum_error(np.int64(5)) == grid.sum_error(5)  # type: ignore[arg-type]

@@ -169,8 +169,8 @@ def test_json_that_is_not_a_finite_array_of_numbers_is_a_422(
 @pytest.mark.parametrize(
     ("raw", "status"),
     [(b"[" * 5000 + b"]" * 5000, 400), (b'{"aggregate": ' + b"9" * 5000 + b"}", 400),
-     (b"\xff\xfe{}", 422), (b"{not json", 422)],
-    ids=["nested too deeply", "a 5000-digit integer", "not UTF-8", "not JSON"],
+     (b"\xff\xfe{}", 422), (b"{not json", 422), ('{"x": "n\xf6rth"}'.encode("latin-1"), 422)],
+    ids=["nested too deeply", "a 5000-digit integer", "not UTF-8", "not JSON", "Latin-1"],
 )  # fmt: skip
 def test_a_body_json_cannot_read_is_a_typed_400_or_422_as_documented(
     app: Any, site: Site, raw: bytes, status: int

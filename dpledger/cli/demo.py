@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from dpledger.cli.argtypes import ascii_int
 from dpledger.cli.main import EXIT_OK, EXIT_REFUSED, at_args, committed_but_undelivered
-from dpledger.cli.output import Undelivered, say, write_out
+from dpledger.cli.output import Undelivered, json_text, say, write_out
 from dpledger.sim.demo import DEFAULT_POLICY, DemoResult, run_demo
 from dpledger.sim.plots import write_plots
 from dpledger.sim.report import as_json, text_report
@@ -32,7 +31,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     )
     plots = write_plots(result, Path(args.plots)) if args.plots else []
     if args.json:
-        report = json.dumps({**as_json(result), "plots": [str(p) for p in plots]}, indent=2)
+        report = json_text({**as_json(result), "plots": [str(p) for p in plots]}, sort_keys=False)
     else:
         report = "\n".join([text_report(result), *(f"wrote {p}" for p in plots)])
     try:

@@ -8,7 +8,6 @@ schema in place, keeping every hash. Exit codes are :mod:`dpledger.cli.main`'s.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from dpledger.cli.main import (
     ledger_target,
     open_ledger,
 )
-from dpledger.cli.output import Undelivered, say, write_out
+from dpledger.cli.output import Undelivered, json_text, say, write_out
 from dpledger.errors import (
     InvalidInput,
     LedgerCorrupted,
@@ -262,7 +261,7 @@ def _is_sqlite(p: Path) -> bool:
 def _cmd_export(args: argparse.Namespace) -> int:
     target = _export_target(args) if args.out else None
     with open_ledger(args, "read") as ledger:
-        lines = (json.dumps(e.as_dict(), sort_keys=True) + "\n" for e in ledger.entries())
+        lines = (json_text(e.as_dict(), indent=None) + "\n" for e in ledger.entries())
         if target is None:
             for line in lines:
                 write_out(line.rstrip("\n"), flush=False)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import json
 import os
 import shlex
 import sys
@@ -29,7 +28,7 @@ import numpy.typing as npt
 from dpledger._files import check_path_text, check_sqlite_name, read_bounded, strict_json
 from dpledger.approval import ReleaseRequest, Verdict
 from dpledger.cli.argtypes import ascii_float, ascii_int
-from dpledger.cli.output import Undelivered, say, write_out
+from dpledger.cli.output import Undelivered, json_text, say, write_out
 from dpledger.errors import (
     DpLedgerError,
     InternalError,
@@ -67,7 +66,7 @@ def emit(data: Any, as_json: bool, text: str) -> None:
 
     :class:`Undelivered` if standard output cannot take it (closed, full, reader gone).
     """
-    write_out(json.dumps(data, indent=2, sort_keys=True) if as_json else text)
+    write_out(json_text(data) if as_json else text)
 
 
 def at_args(policy: str, ledger: str) -> str:

@@ -14,10 +14,13 @@ are :class:`Undelivered` here.
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import os
 import sys
+from typing import Any
 
-__all__ = ["Undelivered", "say", "write_out"]
+__all__ = ["Undelivered", "json_text", "say", "write_out"]
 
 
 class Undelivered(Exception):
@@ -76,3 +79,20 @@ def say(text: str) -> bool:
     except (OSError, ValueError):
         return False
     return True
+
+
+def json_text(data: Any, *, indent: int | None = 2, sort_keys: bool = True) -> str:
+    """``data`` as strict JSON, the one way every command prints JSON: a non-finite float
+    (an error bar that overflowed a double) is ``null``, as the service answers, never
+    the non-JSON tokens ``Infinity``/``NaN`` that ``json.dumps`` writes by default."""
+    return json.dumps(_finite(data), indent=indent, sort_keys=sort_keys, allow_nan=False)
+
+
+def _finite(x: Any) -> Any:
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_finite(v) for v in x]
+    return x

@@ -13,7 +13,7 @@ import warnings
 from pathlib import Path
 
 from dpledger.cli.argtypes import ascii_float, ascii_int
-from dpledger.cli.output import write_out
+from dpledger.cli.output import json_text, write_out
 from dpledger.errors import InvalidInput
 from dpledger.planning.clip import (
     calibrate_clip,
@@ -112,7 +112,7 @@ def _print_comparison(policy: Policy, cohorts: dict[str, int], as_json: bool) ->
 
     rows = compare_definitions(policy, cohorts)
     if as_json:
-        write_out(json.dumps([r.model_dump() for r in rows], indent=2))
+        write_out(json_text([r.model_dump() for r in rows], sort_keys=False))
         return 0
     write_out(
         f"error bar per metric at the same per-epoch (ε, δ = {policy.delta:g}) guarantee\n"
@@ -148,7 +148,7 @@ def _print_unit_comparison(policy: Policy, silo_args: list[str], as_json: bool) 
         raise InvalidInput("give the federation's silos: --silo NAME=RECORDS (repeatable)")
     rows = compare_units(policy, silos)
     if as_json:
-        write_out(json.dumps([r.model_dump() for r in rows], indent=2))
+        write_out(json_text([r.model_dump() for r in rows], sort_keys=False))
     else:
         write_out(units_table(rows))
     return 0
@@ -173,7 +173,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if args.json:
         data = result.model_dump(mode="json")
         data["recommended_source"] = result.source_string()
-        write_out(json.dumps(data, indent=2, allow_nan=False))  # strict JSON: no NaN/Infinity
+        write_out(json_text(data, sort_keys=False))  # strict JSON: no NaN/Infinity
     else:
         write_out(result.table())
         write_out(f"clip.source = {json.dumps(result.source_string())}")

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from dpledger._files import check_regular_file
 from dpledger.cli.argtypes import ascii_int
 from dpledger.cli.main import EXIT_UNDELIVERED, committed_but_undelivered
-from dpledger.cli.output import Undelivered, say, write_out
+from dpledger.cli.output import Undelivered, json_text, say, write_out
 from dpledger.errors import DpLedgerError, InvalidInput, LedgerCorrupted
 from dpledger.policy import Policy
 from dpledger.service.keys import ACTIONS, ApiKey, Scopes
@@ -158,7 +158,7 @@ def cmd_keys_create(args: argparse.Namespace) -> int:
         try:
             if args.json:
                 shown = {"key": made.token, **record.as_dict()}
-                write_out(json.dumps(shown, indent=2, sort_keys=True))
+                write_out(json_text(shown))
             else:
                 write_out(made.token)
         except Undelivered as e:
@@ -212,7 +212,7 @@ def cmd_keys_list(args: argparse.Namespace) -> int:
     with ServiceStore.open(_keys_location(args), read_only=True) as store:
         records = store.list_keys()
     if args.json:
-        write_out(json.dumps([k.as_dict() for k in records], indent=2, sort_keys=True))
+        write_out(json_text([k.as_dict() for k in records]))
     else:
         write_out("\n".join(_key_line(k) for k in records) or "no keys")
     return 0

@@ -32,7 +32,7 @@ from dpledger import mechanisms as mech
 from dpledger.accounting import EpochSpend, binding_loss
 from dpledger.errors import DpLedgerError, StoreError
 from dpledger.ledger.records import GENESIS, Entry, VerifyReport, chain_hash, chain_hash_v1
-from dpledger.ledger.schema import CHAIN_V1_THROUGH, row_to_entry
+from dpledger.ledger.schema import CHAIN_V1_THROUGH, row_to_entry, stored_amount
 from dpledger.ledger.store import SqlStore
 from dpledger.policy import ALL, Policy
 
@@ -258,6 +258,12 @@ def _check_meta(
         a.problems.append(f"meta head_seq is unreadable: {head_seq!r}")
     elif not (isinstance(head_hash, str) and _HEX64.fullmatch(head_hash)):
         a.problems.append(f"meta head_hash is unreadable: {head_hash!r}")
+    elif int(head_seq) == a.prev_seq and head_hash != a.prev_hash:
+        a.problems.append(
+            f"chain head is entry {head_seq} with hash {head_hash[:16]}… but entry "
+            f"{a.prev_seq}'s hash is {str(a.prev_hash)[:16]}…: the head or the last entry "
+            "was rewritten"
+        )
     elif (int(head_seq), head_hash) != (a.prev_seq, a.prev_hash):
         a.problems.append(
             f"chain head is entry {head_seq} but the last entry is {a.prev_seq}: entries were "
@@ -280,23 +286,34 @@ def _check_meta(
 
 def _check_spend(a: _Audit, rows: Iterable[tuple[Any, ...]]) -> None:
     stored: dict[tuple[int, str, str], Fraction] = {}
+    unreadable = set()
     for epoch, scope, metric, total in rows:
         try:
             if isinstance(epoch, bool) or not isinstance(epoch, int):
                 raise TypeError(f"epoch {epoch!r} is not an integer")
-            stored[(epoch, str(scope), str(metric))] = Fraction(total)
+            stored[(epoch, str(scope), str(metric))] = stored_amount(total)
         except (ValueError, TypeError, ZeroDivisionError) as e:
+            unreadable.add((epoch, str(scope), str(metric)))
             a.problems.append(
                 f"spend row (epoch {epoch!r}, scope {scope!r}, metric {metric!r}) is "
                 f"unreadable: {e}"
             )
     for key in sorted(set(a.charges) | set(stored)):
         have, want = stored.get(key), a.charges.get(key, Fraction(0))
-        if have != want:
+        if have != want and key not in unreadable:
             a.problems.append(
-                f"spend of epoch {key[0]} scope {key[1]!r} metric {key[2]!r} is {have} but its "
-                f"entries sum to {want}"
+                f"spend of epoch {key[0]} scope {key[1]!r} metric {key[2]!r} is "
+                f"{_shown(have)} but its entries sum to {_shown(want)}"
             )
+
+
+def _shown(q: Fraction | None) -> str:
+    """A sum of (possibly tampered) charges as text: exact unless too long to print."""
+    if q is None:
+        return "missing"
+    if max(q.numerator.bit_length(), q.denominator.bit_length()) < 3000:
+        return f"{q}"
+    return f"≈{float(q):.6g}"
 
 
 def _check_epochs(a: _Audit) -> None:
@@ -313,7 +330,7 @@ def _check_epochs(a: _Audit) -> None:
         loss, region = binding_loss(policy, spend.by_scope(), ALL)
         if loss > policy.eval_budget:
             a.problems.append(
-                f"epoch {epoch}, region {region}: loss {loss} exceeds its policy's "
+                f"epoch {epoch}, region {region}: loss {_shown(loss)} exceeds its policy's "
                 f"{policy.eval_budget}"
             )
         for metric in sorted({m for _, m in by_epoch[epoch]}):
@@ -321,8 +338,8 @@ def _check_epochs(a: _Audit) -> None:
             used, region = binding_loss(policy, spend.of_metric(metric), ALL)
             if allocation is not None and used > allocation:
                 a.problems.append(
-                    f"epoch {epoch}, region {region}: metric {metric} spent {used}, over its "
-                    f"allocation {allocation}"
+                    f"epoch {epoch}, region {region}: metric {metric} spent {_shown(used)}, "
+                    f"over its allocation {allocation}"
                 )
     a.notices.extend(budget_notices(budgets))
 

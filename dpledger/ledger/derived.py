@@ -46,7 +46,7 @@ from dpledger.metrics.uncertainty import (
     regression_ranges,
 )
 from dpledger.policy import MetricSpec
-from dpledger.types import IntervalMethod, Labels
+from dpledger.types import IntervalMethod, Labels, nonnegative_real
 
 __all__ = ["DerivedRelease", "release_confusion", "release_regression"]
 
@@ -276,10 +276,4 @@ def release_regression(
 
 def _aggregate_error(value: object) -> float:
     """A caller's bound on its aggregate's error: a finite number ≥ 0 (checked before the spend)."""
-    try:
-        e = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise InvalidInput(f"aggregate_error must be a number >= 0, got {value!r:.60}") from None
-    if isinstance(value, bool) or not (math.isfinite(e) and e >= 0.0):
-        raise InvalidInput(f"aggregate_error must be a finite number >= 0, got {value!r:.60}")
-    return e
+    return nonnegative_real(value, "aggregate_error")

@@ -37,7 +37,7 @@ from typing import Any
 from dpledger.errors import DpLedgerError, MigrationRefused
 from dpledger.ledger.core import open_store
 from dpledger.ledger.records import GENESIS, chain_hash_v1
-from dpledger.ledger.schema import SCHEMA_VERSION, row_to_entry
+from dpledger.ledger.schema import SCHEMA_VERSION, row_to_entry, stored_amount
 from dpledger.ledger.store import SqlStore, head_of
 from dpledger.types import fraction_text
 
@@ -135,7 +135,7 @@ def _verified_schema_1(
     for (epoch, region, _), v in per_metric.items():
         per_scope[epoch, region] = per_scope.get((epoch, region), Fraction(0)) + v
     try:
-        stored = {(int(ep), str(sc)): Fraction(str(t)) for ep, sc, t in store.schema_1_spend()}
+        stored = {(int(ep), str(sc)): stored_amount(t) for ep, sc, t in store.schema_1_spend()}
     except (ValueError, TypeError, ZeroDivisionError) as err:
         problems.append(f"the spend table is unreadable ({err})")
         stored = per_scope

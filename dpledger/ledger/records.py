@@ -20,10 +20,9 @@ import numpy as np
 import numpy.typing as npt
 
 from dpledger.approval import ReleaseRequest
-from dpledger.errors import InvalidInput
 from dpledger.mechanisms import ROUNDING, MechanismFacts, bar_factor
 from dpledger.metrics import interval_scales
-from dpledger.types import BarKind, Budget, PrivacyUnit, Unit
+from dpledger.types import BarKind, Budget, PrivacyUnit, Unit, nonnegative_real
 
 __all__ = [
     "GENESIS",
@@ -290,9 +289,7 @@ class Release:
         aggregate it is given, so only the caller knows how far that is from the truth.
         Derived intervals read :attr:`sum_slack`, so they account for it too.
         """
-        e = float(sum_error)
-        if not (math.isfinite(e) and e >= 0.0):
-            raise InvalidInput(f"sum_error must be a finite number >= 0, got {sum_error!r}")
+        e = nonnegative_real(sum_error, "sum_error")
         if e == 0.0:
             return self
         slack = self.sum_slack + e

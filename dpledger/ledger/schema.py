@@ -8,6 +8,7 @@ without trusting it (an unreadable value is :class:`~dpledger.errors.LedgerCorru
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -32,6 +33,7 @@ __all__ = [
     "Statements",
     "missing_hint",
     "row_to_entry",
+    "stored_amount",
 ]
 
 SCHEMA_VERSION = "3"
@@ -115,7 +117,7 @@ def row_to_entry(row: Sequence[Any]) -> Entry:
         draft = EntryDraft(
             _int(epoch), _text(scope), _text(metric), _text(pname), _text(pver), _text(phash),
             None if edges is None else _text(edges), facts,
-            Budget(Fraction(_text(charge)), cast(Unit, _text(unit))),
+            Budget(stored_amount(charge), cast(Unit, _text(unit))),
             _int(cohort), out, None if release_id is None else _text(release_id),
             None if request_hash is None else _text(request_hash),
             None if principal is None else _text(principal),
@@ -124,6 +126,35 @@ def row_to_entry(row: Sequence[Any]) -> Entry:
     except (ValueError, TypeError, ZeroDivisionError, AttributeError, RecursionError,
             InvalidInput) as e:  # fmt: skip
         raise LedgerCorrupted(f"entry {seq!r} cannot be read: {type(e).__name__}: {e}") from e
+
+
+_AMOUNT = re.compile(r"(0|[1-9][0-9]{0,4299})(?:/([1-9][0-9]{0,4299}))?")
+MAX_STORED_AMOUNT = Fraction(10**18)
+"""The largest charge or spend total a ledger can hold: far above any policy's budget
+(at most 1e9), and small enough that every float view of it (a lifetime sum, ε²/2)
+stays finite."""
+
+
+def stored_amount(value: object) -> Fraction:
+    """A stored charge or spend total, read only in the form the ledger writes it
+    (:func:`~dpledger.types.fraction_text`: ``"3"`` or ``"1/5"``, at most 4300 digits a
+    side, at most :data:`MAX_STORED_AMOUNT`); anything else raises :class:`ValueError`
+    (the caller reports the ledger corrupted). Never builds a huge integer: a decimal
+    such as ``"1e9999999"`` is refused by its form, not evaluated."""
+    if not isinstance(value, str):
+        raise ValueError(f"a budget amount is stored as text, got {type(value).__name__}")
+    m = _AMOUNT.fullmatch(value) if len(value) <= 8601 else None
+    if m is None and _AMOUNT.fullmatch(value[1:41]) and value.startswith("-"):
+        raise ValueError(f"a negative spend total or charge, {value[:40]!r}")
+    if m is None:
+        raise ValueError(
+            f"{value[:40]!r}{'…' if len(value) > 40 else ''} is not a budget amount as the "
+            "ledger writes one (an integer or p/q)"
+        )
+    q = Fraction(int(m[1]), int(m[2] or 1))
+    if q > MAX_STORED_AMOUNT:
+        raise ValueError(f"a budget amount above 1e18 ({value[:20]}…) exceeds any policy's budget")
+    return q
 
 
 def _int(v: object) -> int:

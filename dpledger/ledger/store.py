@@ -38,6 +38,7 @@ from dpledger.ledger.schema import (
     Schema1,
     Statements,
     row_to_entry,
+    stored_amount,
 )
 from dpledger.ledger.txn import TxnState, WriteTxn
 from dpledger.types import Mode
@@ -461,11 +462,9 @@ class SqlStore(ABC):
 
 
 def _spent(total: Any) -> Fraction:
-    """A stored spend total; a negative one raises ValueError (the caller: corrupted)."""
-    value = Fraction(total)
-    if value < 0:
-        raise ValueError(f"a negative spend total, {total!r}")
-    return value
+    """A stored spend total (:func:`stored_amount`); ValueError if unreadable (the caller:
+    corrupted)."""
+    return stored_amount(total)
 
 
 def stored_int(value: Any, location: str, what: str) -> int:

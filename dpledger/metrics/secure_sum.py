@@ -41,6 +41,7 @@ cap (a privacy bug: the charge assumes the cap), so the grid keeps truncation.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,6 +49,7 @@ import numpy.typing as npt
 
 from dpledger.errors import InvalidInput
 from dpledger.metrics._segments import FloatArray, IntArray, as_finite, check_positive
+from dpledger.types import MAX_COHORT
 
 __all__ = ["DEFAULT_BITS", "FixedPoint", "exact_sum"]
 
@@ -68,6 +70,16 @@ class FixedPoint:
     bits: int = DEFAULT_BITS
 
     def __post_init__(self) -> None:
+        for name in ("low", "high"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, numbers.Real):
+                raise InvalidInput(
+                    f"{name} must be a real number, got {type(v).__name__} {v!r:.40}"
+                )
+            try:
+                object.__setattr__(self, name, float(v))
+            except OverflowError:
+                raise InvalidInput(f"{name} must be finite, got a number beyond a double") from None
         if not (math.isfinite(self.low) and math.isfinite(self.high) and self.low < self.high):
             raise InvalidInput(f"need finite low < high, got [{self.low!r}, {self.high!r}]")
         if (
@@ -77,6 +89,11 @@ class FixedPoint:
         ):
             raise InvalidInput(f"bits must be an integer in [8, 40], got {self.bits!r}")
         q = self.quantum
+        if q == 0.0:
+            raise InvalidInput(
+                f"[{self.low!r}, {self.high!r}] is too close to 0 for a {self.bits}-bit grid "
+                "(its quantum underflows a double): widen the interval or use fewer bits"
+            )
         if self._unit_range()[0] > self._unit_range()[1]:
             raise InvalidInput(
                 f"[{self.low!r}, {self.high!r}] holds no point of the grid (quantum {q:.3g}): "
@@ -111,8 +128,16 @@ class FixedPoint:
         """A public bound on |decoded sum − true sum| per coordinate over ``clients``
         contributions inside [low, high]: ``clients`` quanta (exact in doubles). Add it to
         a release's bar (:meth:`~dpledger.ledger.Release.with_aggregate_error`)."""
-        if isinstance(clients, bool) or not isinstance(clients, int) or clients < 0:
-            raise InvalidInput(f"clients must be an integer >= 0, got {clients!r}")
+        if isinstance(clients, bool) or not isinstance(clients, numbers.Integral):
+            raise InvalidInput(
+                f"clients must be an integer >= 0, got {type(clients).__name__} {clients!r:.40}"
+            )
+        if not 0 <= clients <= MAX_COHORT:
+            shown = f"{clients}" if abs(clients) < 10**40 else "an integer of more than 40 digits"
+            raise InvalidInput(
+                f"clients must be an integer in 0..{MAX_COHORT:_} (the largest cohort a release "
+                f"accepts), got {shown}"
+            )
         return float(clients) * self.quantum
 
     def encode(self, rows: npt.ArrayLike) -> IntArray:

@@ -381,6 +381,11 @@ def _handlers(app: FastAPI, state: ServiceState) -> None:
     async def http_error(request: Request, exc: Exception) -> JSONResponse:
         if not isinstance(exc, StarletteHTTPException):
             raise exc
+        if exc.status_code == 400 and isinstance(exc.__cause__, UnicodeDecodeError):
+            # FastAPI's 400 for any body its parser raised on: one that is not UTF-8 (nor
+            # UTF-16/32) is invalid input, a 422 like a body that is not JSON
+            wrong = InvalidInput("the request body is not UTF-8 text: send JSON in UTF-8")
+            return _json(422, error_body(wrong, 422))
         body = {"error": f"http_{exc.status_code}", "message": str(exc.detail)}
         return _json(exc.status_code, body, dict(exc.headers or {}))
 

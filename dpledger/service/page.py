@@ -107,6 +107,10 @@ def _amount(b: Budget) -> str:
     return f"{float(b.amount):.4g}"
 
 
+CHART_LABEL = "share of each epoch's budget left, per region"
+"""The burn-down chart's accessible name (escaped where used: it holds an apostrophe)."""
+
+
 def _chart(d: PageData) -> str:
     """Grouped bars: per epoch, each region's remaining share of the epoch's budget."""
     epochs = sorted({e for e, *_ in d.budgets})
@@ -120,7 +124,7 @@ def _chart(d: PageData) -> str:
     total = float(d.eval_budget.amount) or 1.0
     parts = [
         f"<svg id='burndown' role='img' width='{width}' height='{top + plot_h + 58}' "
-        f"aria-label='share of each epoch's budget left, per region'>",
+        f"aria-label='{_e(CHART_LABEL)}'>",
         f"<text x='0' y='{top + 4}' font-size='10'>100%</text>",
         f"<text x='0' y='{top + plot_h}' font-size='10'>0%</text>",
         f"<line x1='{left - 4}' y1='{top + plot_h}' x2='{width}' y2='{top + plot_h}' "
@@ -261,6 +265,10 @@ def _login_page(message: str = "") -> str:
 </body></html>"""
 
 
+_MAX_SESSION = 200
+"""The longest session cookie read (the ones issued are far shorter)."""
+
+
 def _html(body: str, status: int = 200) -> HTMLResponse:
     return HTMLResponse(body, status_code=status, headers={"Content-Security-Policy": CSP})
 
@@ -274,13 +282,17 @@ def _viewer(request: Request, session: str | None) -> ApiKey | None:
         if key is None:
             log.warning("page: authentication failed: %s", why)
         return key
-    return state.auth.from_session(session)
+    return state.auth.from_session(_bounded(session))
+
+
+def _bounded(session: str | None) -> str | None:
+    """The cookie, or None if longer than any session this service issues: an invalid
+    session like any other (sign in again), never a 422 the browser cannot get past."""
+    return session if session is None or len(session) <= _MAX_SESSION else None
 
 
 @router.get("/")
-def index(
-    request: Request, dpl_session: Annotated[str | None, Cookie(max_length=200)] = None
-) -> Response:
+def index(request: Request, dpl_session: Annotated[str | None, Cookie()] = None) -> Response:
     """The page, for a signed-in key with ``read``; anyone else is sent to sign in."""
     key = _viewer(request, dpl_session)
     if key is None:
@@ -333,12 +345,10 @@ async def login(request: Request) -> Response:
 
 
 @router.post("/logout")
-def logout(
-    request: Request, dpl_session: Annotated[str | None, Cookie(max_length=200)] = None
-) -> Response:
+def logout(request: Request, dpl_session: Annotated[str | None, Cookie()] = None) -> Response:
     """End the session in the store (its cookie no longer signs in anywhere), forget it."""
     state: ServiceState = request.app.state.service
-    key = state.auth.end_session(dpl_session)
+    key = state.auth.end_session(_bounded(dpl_session))
     if key is not None:
         log.info("page: %s signed out", key.principal)
     response = RedirectResponse("/login", status_code=303)
