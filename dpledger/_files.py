@@ -173,6 +173,8 @@ def _peek(path: str) -> tuple[int, bytes] | str | None:
         return "is a directory, not a file" if stat.S_ISDIR(st.st_mode) else "is no regular file"
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:  # removed since the stat (another connection's close)
+        return None
     except OSError as e:
         return f"cannot be read ({e.strerror})"
     try:

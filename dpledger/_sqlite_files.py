@@ -16,8 +16,9 @@ the process holds), and :func:`unless_held` runs a
 check that opens the files beside it (its ``-shm`` holds the WAL locks), only when no
 connection of this process has it open (one that has is an SQLite database already, and
 the files beside it are SQLite's own). SQLite names those files after the path, so a
-path another file was renamed or copied over while a process holds the previous one is
-refused (:class:`StoreError`): its ``-wal``/``-shm`` are the held file's. This process
+path another file was renamed or moved over while a process holds the previous one is
+refused (:class:`StoreError`): its ``-wal``/``-shm`` are the held file's (copying into
+the held file itself writes the same inode and cannot be seen). This process
 knows what it holds; another process is seen on Linux, by ``F_GETLK`` probes of SQLite's
 locks (its ``-shm`` in use while nobody holds the file now at the path; or the file held
 while no ``-shm`` is beside this name: it was opened by another name). A holder
@@ -431,7 +432,7 @@ def check_writable(p: Path, what: str) -> None:
     where = os.path.dirname(name) or "."
     effective = os.access in os.supports_effective_ids
     fix = (
-        "run as a user who may write them, grant that permission, or open the ledger for "
+        f"run as a user who may write them, grant that permission, or open the {what} for "
         "reading only; nothing was opened or changed"
     )
     if not os.access(name, os.W_OK, effective_ids=effective):

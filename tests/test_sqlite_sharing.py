@@ -268,3 +268,51 @@ def test_a_ledger_with_a_log_but_no_index_verifies_in_a_read_only_directory(
     before = _files(p.parent)
     assert as_another_user(_verify(p)) == "True 1"
     assert _files(p.parent) == before
+
+
+def test_no_usable_temporary_directory_is_a_store_error(
+    path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review s26: with no temporary directory for the private copy the read raised a bare
+    FileNotFoundError (the CLI's exit 3, "internal error"); now a StoreError saying what
+    to do, and nothing is created beside the ledger."""
+    p = _crashed_copy(path, tmp_path / "copy")
+    before = _files(p.parent)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing" / "tmp"))
+    with pytest.raises(dl.StoreError, match=r"no temporary directory .* set TMPDIR"):
+        _verify(p)()
+    assert _files(p.parent) == before
+
+
+def test_a_log_checkpointed_away_while_it_is_copied_is_read_in_place(
+    path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review s26: a writer that opened, released into and closed the ledger while its
+    private copy was being made removed the -wal between the two copies, and the read
+    was refused ("copying it failed: No such file or directory"). Here SQLite itself
+    does that between the copies: a connection opens the file (it recovers the log into
+    a new -shm) and closes (the last one: it checkpoints and removes both)."""
+    import sqlite3
+
+    from dpledger.ledger import sqlite_copy
+
+    p = _crashed_copy(path, tmp_path / "copy")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    real = shutil.copyfile
+    copies: list[str] = []
+
+    def copy_then_checkpoint(src: str, dst: str) -> str:
+        out = real(src, dst)
+        copies.append(str(src))
+        if len(copies) == 1:  # after the file, before its -wal
+            conn = sqlite3.connect(f"file:{p}?mode=rw", uri=True)
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchall()
+            conn.close()
+        return out
+
+    monkeypatch.setattr(sqlite_copy.shutil, "copyfile", copy_then_checkpoint)
+    assert Path(f"{p}-wal").stat().st_size > 0  # the entry is in the log until the hook runs
+    assert _verify(p)() == "True 1"  # the entry, now checkpointed into the file
+    assert copies == [os.path.realpath(p)]  # one copy attempt, then read in place
+    assert not Path(f"{p}-wal").exists()
+    assert not Path(f"{p}-shm").exists()

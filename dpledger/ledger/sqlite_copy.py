@@ -8,7 +8,8 @@ database file". Nobody holds such a ledger (a WAL connection keeps its ``-shm``)
 file and its log are copied into a directory this process creates and removes, and read
 there: nothing is created or changed beside the ledger, and no write permission is
 needed. The copy costs the ledger's size in the system's temporary directory while the
-read handle is open.
+read handle is open, and the handle reads the ledger as it was when opened: a commit
+another process makes later is not seen through it (open a new handle to see it).
 """
 
 from __future__ import annotations
@@ -49,7 +50,14 @@ def private_copy(p: Path, name: str) -> Path | None:
     temporary directory (remove it with :func:`drop_copy`); None when it stopped being a
     log without an index meanwhile (then read it in place). A file that keeps changing
     while it is copied is a :class:`StoreError`."""
-    where = Path(tempfile.mkdtemp(prefix="dpledger-read-"))
+    try:
+        where = Path(tempfile.mkdtemp(prefix="dpledger-read-"))
+    except OSError as e:  # no usable temporary directory (read-only, missing, full)
+        raise StoreError(
+            f"cannot read {p}: it has a -wal but no -shm (a copy of a crashed ledger?), so it "
+            f"is read from a private copy, and no temporary directory could be made for it "
+            f"({e.strerror or e}); set TMPDIR to a writable directory, then retry"
+        ) from e
     copy = where / "ledger.db"
     try:
         for _ in range(3):
@@ -61,9 +69,12 @@ def private_copy(p: Path, name: str) -> Path | None:
             def refuse() -> BaseException:
                 return StoreError(f"{p} is open in this process; read it through that handle")
 
-            with sqlite_files.unheld(p, refuse):  # closing a copy's descriptor drops no lock
-                shutil.copyfile(name, copy)
-                shutil.copyfile(f"{name}-wal", f"{copy}-wal")
+            try:
+                with sqlite_files.unheld(p, refuse):  # a copy's descriptor drops no lock
+                    shutil.copyfile(name, copy)
+                    shutil.copyfile(f"{name}-wal", f"{copy}-wal")
+            except FileNotFoundError:  # a writer checkpointed and removed the log meanwhile
+                continue  # _seen decides again: read in place, or copy again
             if _seen(name) == before:
                 return copy
     except OSError as e:
