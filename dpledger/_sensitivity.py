@@ -9,6 +9,7 @@ numbers and re-exports every name, which is where callers import them from.
 from __future__ import annotations
 
 import math
+import sys
 from fractions import Fraction
 
 from dpledger.errors import InternalError, InvalidInput
@@ -41,7 +42,10 @@ fixed-point secure sum, as secure-aggregation protocols compute; see
 
 def float_up(q: Fraction) -> float:
     """The smallest double ≥ ``q``: sensitivities and scales are rounded against privacy."""
-    f = float(q)
+    try:
+        f = float(q)
+    except OverflowError:  # beyond a double (a tampered ledger's sum): ±the largest
+        return math.inf if q > 0 else -sys.float_info.max
     return f if Fraction(f) >= q else math.nextafter(f, math.inf)
 
 

@@ -63,20 +63,29 @@ def cohort_size(value: object, what: str = "cohort") -> int:
     return n
 
 
+def _shown(value: object) -> str:
+    """``value``'s repr cut to 40 characters; a number too large to print in full (an
+    integer or Fraction beyond Python's 4300-digit conversion limit) by its type."""
+    try:
+        return f"{value!r:.40}"
+    except ValueError:
+        return f"a {type(value).__name__} too large to print"
+
+
 def positive_real(value: object, what: str) -> float:
     """``value`` as a finite double > 0: an int, float or Fraction (not a bool, complex,
     string, Decimal or array); else :class:`InvalidInput` naming ``what``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise InvalidInput(
             f"{what} must be a real number (int, float or Fraction), "
-            f"got {type(value).__name__} {value!r:.40}"
+            f"got {type(value).__name__} {_shown(value)}"
         )
     try:
         x = float(value)
     except OverflowError:
         x = math.inf
     if not (math.isfinite(x) and x > 0):
-        raise InvalidInput(f"{what} must be finite and > 0, got {value!r:.40}")
+        raise InvalidInput(f"{what} must be finite and > 0, got {_shown(value)}")
     return x
 
 
@@ -87,7 +96,7 @@ def nonnegative_real(value: object, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise InvalidInput(
             f"{what} must be a real number >= 0 (int, float or Fraction), "
-            f"got {type(value).__name__} {value!r:.40}"
+            f"got {type(value).__name__} {_shown(value)}"
         )
     try:
         x = float(value)
@@ -95,7 +104,7 @@ def nonnegative_real(value: object, what: str) -> float:
         x = math.inf
     if not (math.isfinite(x) and x >= 0):
         shown = (
-            f"{value!r:.40}"
+            _shown(value)
             if not isinstance(value, int) or abs(value) < 10**40
             else "an integer of more than 40 digits"
         )

@@ -313,7 +313,10 @@ def _shown(q: Fraction | None) -> str:
         return "missing"
     if max(q.numerator.bit_length(), q.denominator.bit_length()) < 3000:
         return f"{q}"
-    return f"≈{float(q):.6g}"
+    try:
+        return f"≈{float(q):.6g}"
+    except OverflowError:  # a sum of tampered amounts beyond a double: its size only
+        return f"≈10^{round((q.numerator.bit_length() - q.denominator.bit_length()) * 0.30103)}"
 
 
 def _check_epochs(a: _Audit) -> None:

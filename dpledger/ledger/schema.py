@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -129,10 +130,12 @@ def row_to_entry(row: Sequence[Any]) -> Entry:
 
 
 _AMOUNT = re.compile(r"(0|[1-9][0-9]{0,4299})(?:/([1-9][0-9]{0,4299}))?")
-MAX_STORED_AMOUNT = Fraction(10**18)
-"""The largest charge or spend total a ledger can hold: far above any policy's budget
-(at most 1e9), and small enough that every float view of it (a lifetime sum, ε²/2)
-stays finite."""
+MAX_STORED_AMOUNT = Fraction(sys.float_info.max)
+"""The largest charge or spend total a ledger can hold: the largest double. A charge is
+an ε or ρ OpenDP accepted (a double); a policy's budget was unbounded before 1a94fce, so
+an older ledger may hold amounts far above today's 1e9 limit (review s26: a cap of 1e18
+refused such a ledger), but none beyond this, and every float view of an amount (a
+lifetime, a message) stays finite below it."""
 
 
 def stored_amount(value: object) -> Fraction:
@@ -153,7 +156,10 @@ def stored_amount(value: object) -> Fraction:
         )
     q = Fraction(int(m[1]), int(m[2] or 1))
     if q > MAX_STORED_AMOUNT:
-        raise ValueError(f"a budget amount above 1e18 ({value[:20]}…) exceeds any policy's budget")
+        raise ValueError(
+            f"a budget amount above the largest double ({value[:20]}…, {len(value)} "
+            "characters): no charge OpenDP accepts is that large"
+        )
     return q
 
 
