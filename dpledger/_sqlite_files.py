@@ -447,9 +447,12 @@ def check_writable(p: Path, what: str) -> None:
             f"{os.geteuid()}): SQLite creates and removes the -wal and -shm of a file opened "
             f"for writing there; {fix}"
         )
-    for side in _SIDECARS:
-        if os.path.lexists(name + side) and not os.access(
-            name + side, os.W_OK, effective_ids=effective
+    for side in _SIDECARS:  # one a writer's close removed meanwhile is no obstacle
+        f = name + side
+        if (
+            os.path.lexists(f)
+            and not os.access(f, os.W_OK, effective_ids=effective)
+            and os.path.exists(f)
         ):
             raise StoreError(
                 f"{name + side} beside {what} {p} is not writable by this user (uid "

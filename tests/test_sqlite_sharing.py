@@ -316,3 +316,26 @@ def test_a_log_checkpointed_away_while_it_is_copied_is_read_in_place(
     assert copies == [os.path.realpath(p)]  # one copy attempt, then read in place
     assert not Path(f"{p}-wal").exists()
     assert not Path(f"{p}-shm").exists()
+
+
+def test_a_log_removed_while_writability_is_checked_is_no_obstacle(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The full suite's 8-process first-open race: a -wal seen beside the ledger was
+    removed by another writer's close before its permission was checked, and the open
+    was refused as "not writable". The removal is simulated at the check."""
+    from dpledger import _sqlite_files
+
+    wal = Path(f"{path}-wal")
+    wal.write_bytes(b"")
+    real = os.access
+
+    def vanishing(p: str, mode: int, **kw: bool) -> bool:
+        if p.endswith("-wal") and wal.exists():
+            wal.unlink()  # another process's last close, just now
+            return real(p, mode, **kw)
+        return real(p, mode, **kw)
+
+    monkeypatch.setattr(_sqlite_files.os, "access", vanishing)
+    _sqlite_files.check_writable(path, "SQLite ledger")  # no StoreError
+    assert not wal.exists()
