@@ -23,10 +23,15 @@ Each (cell, metric) with k ≥ 50 usable is held to ``min(0.93, 0.95 − 3.72·�
 (false failure 1e-4 per check at a true 0.95; < 0.5% over the 3 × 2 × 7 checks, union
 bound). The fix must not pass by flagging or by publishing [0, 1]: every key is usable
 in ≥ 60% of releases (measured ≥ 72%) and the mean width of balanced accuracy,
-recall_macro and f1_macro is ≤ 0.3 (measured ≤ 0.22), precision_macro's ≤ 0.7
-(measured 0.26–0.56: its minority class is often bounded). Those bounds lie ≥ 10
-binomial s.e. from the measured values: with fixed seeds they fail only if the rule
-changes.
+recall_macro and f1_macro is ≤ 0.4, precision_macro's ≤ 0.7 (measured 0.26–0.56: its
+minority class is often bounded). Those bounds lie ≥ 10 binomial s.e. from the measured
+values: with fixed seeds they fail only if the rule changes. Since s26c (stats4, F5) the
+2-class macro averages take simultaneous per-class Fieller intervals wherever a class
+is not far clear of the noise (``_simultaneous``): here they cover 0.956–0.998, and the
+mean width of balanced accuracy, recall_macro and f1_macro is ≤ 0.34 (was ≤ 0.22; the
+Laplace cell at noise 0.12 is 0.23 → 0.33, the others within 0.02), precision_macro's
+0.21–0.43 — the price, in these cells, of removing the class-count cut (the bound was
+0.3 before).
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ RELEASES = 10_000
 KEYS = ("balanced_accuracy", "precision_macro", "recall_macro", "f1_macro",
         "precision_weighted", "f1_weighted", "mcc")  # fmt: skip
 MIN_USABLE_SHARE = 0.6
-MAX_WIDTH = {"balanced_accuracy": 0.3, "recall_macro": 0.3, "f1_macro": 0.3,
+MAX_WIDTH = {"balanced_accuracy": 0.4, "recall_macro": 0.4, "f1_macro": 0.4,
              "precision_macro": 0.7}  # fmt: skip
 
 

@@ -57,7 +57,11 @@ when its count's own interval lies above its threshold (:data:`TWO_CLASS_FACTOR`
 BOUNDS every other class, published with that bound rather than flagged (flagged only
 when both classes are bounded); MCC there is the hull of √(J·Mk) over the intervals of
 balanced accuracy and precision_macro, which carry those bounds
-(:func:`_two_class_measured`, :func:`~._two_class.mcc_two_classes`). MCC
+(:func:`_two_class_measured`, :func:`~._two_class.mcc_two_classes`). Since s26c that
+rule's flag (both classes bounded) no longer decides publication either: wherever a
+class is not far clear of the noise the 2-class macro averages take the simultaneous
+per-class sets of :mod:`._simultaneous`, as at 3–6 classes (stats4, F5: with a public
+maximum 2–3 × the true total the flag selected, 0.70–0.94 covered among published). MCC
 no longer needs every class's count clear (statistics review, D5): that flagged it
 whenever a class was absent or never predicted, at any noise, although MCC is defined
 and measured there; without it every cell of a 960-cell grid (2–10 classes; rare,
@@ -309,8 +313,10 @@ def _two_class_measured(
     covers 0.946–1.00 among published releases and precision_macro is published in
     ≥ 99% of releases (was 0–2% at noise ≥ 0.1); its interval is 0.26–0.6 wide where
     its minority class is bounded. Where almost every release has both classes bounded
-    (a good model, noise ~0.2–0.3 of a cell) the flag selects again; those releases are not
-    published, by the public rule :data:`TWO_CLASS_MAX_NOISE`.
+    (a good model, noise ~0.2–0.3 of a cell) the flag selects again, also below the public
+    rule :data:`TWO_CLASS_MAX_NOISE` when the public maximum exceeds the true total (F5);
+    so since s26c the macro averages' intervals and codes come from :mod:`._simultaneous`
+    wherever a class is not far clear, and this rule decides only where MCC takes its hull.
     """
     return {
         fam: np.stack([clear(dens[g.key], replace(g, factor=TWO_CLASS_FACTOR))

@@ -1,4 +1,4 @@
-"""At 3–6 classes: the macro averages from simultaneous per-class Fieller intervals.
+"""At 2–6 classes: the macro averages from simultaneous per-class Fieller intervals.
 
 A macro average (and balanced accuracy) over C classes is the mean of C per-class ratios
 r_k = N_k / D_k of linear sums of the matrix's cells (recall: M_kk / t_k, precision:
@@ -7,7 +7,10 @@ M_kk / p_k, F1: 2·M_kk / (t_k + p_k)). Each r_k gets Fieller's set at the per-c
 the largest quantile of that pivot over θ ∈ [0, 1] (Cornish–Fisher under Laplace noise,
 never below z): a set exact for Gaussian noise at any true count, near the noise or not,
 and conservative for Laplace. Where D̂_k is not clear of the noise at that level
-(D̂_k² ≤ q²·Var D̂_k: the set unbounded) the class contributes its whole range [0, 1].
+(D̂_k² ≤ q²·Var D̂_k: the set unbounded) the class contributes its whole range [0, 1],
+as it does where the set holds no value of [0, 1] (every value rejected, probability
+≤ α/C; it was a zero-width point at an edge, caught at 2 classes by
+``tests/test_coverage.py``, s26c).
 By Bonferroni all C sets hold at once with probability ≥ 1 − α, and then the mean of
 the r_k lies in [mean of the lower ends, mean of the upper ends].
 
@@ -78,7 +81,7 @@ __all__ = [
     "simultaneous_macro",
 ]
 
-SIMULTANEOUS_CLASSES = (3, 4, 5, 6)
+SIMULTANEOUS_CLASSES = (2, 3, 4, 5, 6)
 """The class counts whose macro averages use :func:`simultaneous_macro`: 3–4 since stats35
 (those the former ``FEW_MEASURED`` flag applied to), 5–6 since stats37. There the former
 rule (a class measured when its count passed 2 × q·se, bounded otherwise, the average's
@@ -87,7 +90,15 @@ balanced accuracy and recall_macro 0.93–0.94 (6 classes, Gaussian noise 0.02 o
 accuracy 0.9–0.99; the delta interval of a ratio whose denominator's c.v. is ~0.2 is
 skewed, and the rule's cut selects), f1_macro 0.855 among published with a dominant class
 (5 classes, accuracy 0.99, Laplace noise 0.1). From 7 classes the former rule stays
-(measured there: ``tests/test_coverage_many_classes.py``)."""
+(measured there: ``tests/test_coverage_many_classes.py``). 2 since s26c (outside audit
+stats4, F5): the 2-class rule (a class measured when its count's interval cleared its
+threshold, the average flagged when both were bounded) is a cut the public noise rule
+was meant to keep out of reach, but it reads the public maximum, and with a maximum 2–3 ×
+the true total (clients below the cap) noise 0.2–0.29 of a true cell passed it: among
+the 1–20% published, balanced accuracy, recall_macro and precision_macro covered
+0.70–0.94 and f1_macro 0.82–0.91 (Laplace, balanced classes, accuracy 0.9–1.0). With
+these sets the same cells publish ≥ 98% and cover 0.974–0.998
+(``tests/test_coverage_two_class_max_total.py``)."""
 SAFE_FACTOR = 6.0
 """At 3–4 classes a release keeps the delta interval when every class's count exceeds
 this many times q·se of its noise at the per-class level (all far clear of the noise; 4
@@ -98,15 +109,20 @@ there, and 6 × q·se (~16 s.e.) sent easy cells to the per-class sets at up to 
 width for no coverage (6 balanced classes, accuracy 0.55, Laplace noise 0.1 of a cell:
 0.052 → 0.258); 3 × q·se (~8 s.e.) keeps them on the delta interval and still sends a
 1% class at ~5 s.e. to the per-class sets (6 classes, 1%, Gaussian 0.02, 20,000
-releases: balanced accuracy 0.995–0.997 at 3, 0.953–0.959 at 2.5; stats37)."""
+releases: balanced accuracy 0.995–0.997 at 3, 0.953–0.959 at 2.5; stats37). Also the
+switch at 2 classes (s26c): at 6 the balanced cells of an easy 2-class grid (noise 0.1
+of a cell, accuracy 0.55–0.99) took the per-class sets at 1.2–2 × the width (0.144 →
+0.297); at 3 those keep the delta interval, and the per-class sets still take the cells
+of F5 (every macro average 0.974–0.998; the easy grid and F5's grid ≥ 0.945, chance;
+f1_macro 0.951 with Gaussian 50/50 at 0.2 of a cell, where the switch flips)."""
 SIMULTANEOUS = "fieller per class at level 1 − α/C, the average of their ends"
 _THETAS = np.linspace(0.0, 1.0, 11)  # where the pivot's quantile is taken (its largest)
 
 
 def safe_factor(c: int) -> float:
-    """The delta switch's factor at ``c`` classes (:data:`SAFE_FACTOR`, from 5
-    :data:`SAFE_FACTOR_FROM_5`)."""
-    return SAFE_FACTOR if c <= 4 else SAFE_FACTOR_FROM_5
+    """The delta switch's factor at ``c`` classes (:data:`SAFE_FACTOR` at 3–4,
+    :data:`SAFE_FACTOR_FROM_5` at 2 and from 5)."""
+    return SAFE_FACTOR if 3 <= c <= 4 else SAFE_FACTOR_FROM_5
 
 
 def _masks(key: str, c: int, k: int) -> tuple[FloatArray, FloatArray]:
@@ -136,10 +152,12 @@ def class_bounds(
     a = d_hat * d_hat - q2 * vd
     b = n_hat * d_hat - q2 * cv
     disc = np.sqrt(np.maximum(b * b - a * (n_hat * n_hat - q2 * vn), 0.0))
-    bounded = a <= 0.0
-    div = np.where(bounded, 1.0, a)
-    low = np.where(bounded, 0.0, np.clip((b - disc) / div, 0.0, 1.0))
-    high = np.where(bounded, 1.0, np.clip((b + disc) / div, 0.0, 1.0))
+    div = np.where(a <= 0.0, 1.0, a)
+    low, high = np.clip((b - disc) / div, 0.0, 1.0), np.clip((b + disc) / div, 0.0, 1.0)
+    # unbounded (a ≤ 0), or empty within [0, 1] (every value rejected: probability ≤ the
+    # set's α, so any interval keeps the guarantee): the whole range, never a point
+    bounded = (a <= 0.0) | ~(high > low)
+    low, high = np.where(bounded, 0.0, low), np.where(bounded, 1.0, high)
     factor = safe_factor(c)
     safe = d_hat * d_hat > factor**2 * q2 * vd
     return low, high, bounded.astype(np.float64), safe

@@ -3,8 +3,10 @@
 The class rule itself (which class is measured, which bounded) is
 :func:`~._flam_intervals._two_class_measured`; this module finishes a 2-class batch from
 it: :func:`mcc_two_classes` takes MCC's interval from balanced accuracy's and
-precision_macro's where a class is bounded, and :func:`too_noisy` withholds the macro
-averages and MCC above :data:`TWO_CLASS_MAX_NOISE` (a rule on public quantities only).
+precision_macro's (since s26c the simultaneous per-class sets of :mod:`._simultaneous`
+wherever a class is not far clear of the noise) where a class is bounded, and
+:func:`too_noisy` withholds the macro averages and MCC above
+:data:`TWO_CLASS_MAX_NOISE` (a rule on public quantities only).
 Post-processing of released values and public scales, like the rest of the intervals.
 """
 
@@ -41,7 +43,14 @@ class's count passes its rule mostly by noise; among published releases, balance
 accuracy covered 0.88–0.93 and MCC 0.80–0.90 at noise 0.2 of a cell (accuracy 0.9–0.99,
 10,000 releases; 13–35% published), 0.82–0.89 at 0.3, while every cell at ≤ 0.15 covered
 ≥ 0.949 (accuracy 0.55–0.99, both laws). Without a public maximum (``max_total`` = inf)
-the rule cannot apply; a maximum far above the true total applies it late."""
+the rule cannot apply, and a maximum m × the true total applies it from 0.15·m of a true
+cell: with m = 2–3 (clients below the cap) the former per-class rule covered 0.70–0.94
+among the 1–20% it published at 0.2–0.29 (stats4, F5). Since s26c the 2-class macro
+averages no longer rely on this rule: they take the simultaneous per-class sets of
+:mod:`._simultaneous` (no cut on a class's count), which covered 0.974–0.998 in those
+cells, published in ≥ 98% of releases. The rule stays (a public rule cannot lower
+coverage among published releases) and still withholds them, and MCC, above 0.15 of a
+cell of the largest matrix."""
 FEW_CLASS_MAX_NOISE = 0.10
 """At 3 to :data:`NOISE_RULE_MAX_CLASSES` classes the macro averages and balanced accuracy
 are not published when the noise s.e. of a class's count, b·√(2C), exceeds this fraction
