@@ -483,7 +483,7 @@ def _classification_batch(
     classes = {k: include if k.endswith("_weighted") else macro for k in FAMILY}
     batch = _bound_unclear(batch, m, classes, dens, labels, secure)
     if c in SIMULTANEOUS_CLASSES:  # no cut on a class's count (either ``labels``)
-        batch = simultaneous_macro(batch, m, std, level, distribution, labels)
+        batch = simultaneous_macro(batch, m, std, level, distribution, labels, TOTAL)
     if c in MCC_FIELLER_CLASSES:  # no cut on MCC's spreads (stats37)
         batch = mcc_fieller(batch, m, std, level, distribution, (SPREAD_P, SPREAD_T))
     return batch, macro
