@@ -14,9 +14,11 @@ allocation is spent once, and every entry is in the file afterwards.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -53,6 +55,22 @@ def other_process_releases(path: Path, epoch: int) -> str:
         capture_output=True, text=True, timeout=120, check=True,
     )  # fmt: skip
     return done.stdout.strip()
+
+
+@contextlib.contextmanager
+def held_elsewhere(path: Path, script: str | None = None) -> Iterator[subprocess.Popen[str]]:
+    """Another process holding the ledger at ``path`` (``script``, :data:`HOLD` by default,
+    prints "holding" once it does); it is told to finish (a newline) on leaving."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", script or HOLD, str(SPATIAL), str(path)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "holding"
+        yield holder
+    finally:
+        holder.communicate("\n", timeout=60)
 
 
 def release(ledger: dl.Ledger, epoch: int) -> str:
@@ -273,13 +291,7 @@ def test_a_ledger_renamed_while_another_process_holds_it_is_refused_by_its_new_n
 ) -> None:
     """Audit 3: process A holds the ledger, it is renamed (log rotation, tidying up), and a
     release through the new name kept a second write-ahead log: both spent the allocation."""
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD, str(SPATIAL), str(path)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert holder.stdout is not None
-        assert holder.stdout.readline().strip() == "holding"
+    with held_elsewhere(path):
         moved = path.with_name("moved.db")
         os.rename(path, moved)
         policy = dl.Policy.load(SPATIAL)
@@ -288,8 +300,6 @@ def test_a_ledger_renamed_while_another_process_holds_it_is_refused_by_its_new_n
                 dl.Ledger.open(moved, policy, mode=mode).entries()  # type: ignore[arg-type]
         assert not Path(f"{moved}-wal").exists()
         assert not Path(f"{moved}-shm").exists()
-    finally:
-        holder.communicate("\n", timeout=60)
     assert coverage_entries(moved) == 0  # once A has closed it, the new name opens
 
 

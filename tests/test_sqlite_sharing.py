@@ -20,7 +20,12 @@ from pathlib import Path
 
 import pytest
 from factories import SPATIAL
-from test_sqlite_locks import HOLD, coverage_entries, other_process_releases, release
+from test_sqlite_locks import (
+    coverage_entries,
+    held_elsewhere,
+    other_process_releases,
+    release,
+)
 
 import dpledger as dl
 
@@ -178,13 +183,7 @@ def test_a_file_moved_over_a_ledger_another_process_holds_is_refused(path: Path)
     backup = path.with_name("backup.db")
     with dl.Ledger.open(backup, dl.Policy.load(SPATIAL), mode="create") as ledger:
         assert release(ledger, 0) == "released"
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD, str(SPATIAL), str(path)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert holder.stdout is not None
-        assert holder.stdout.readline().strip() == "holding"
+    with held_elsewhere(path):
         os.rename(backup, path)  # a restore over the live name
         before = _files(path.parent)
         assert {f"{path.name}-wal", f"{path.name}-shm"} <= set(before)  # A's
@@ -192,25 +191,15 @@ def test_a_file_moved_over_a_ledger_another_process_holds_is_refused(path: Path)
             with pytest.raises(dl.StoreError, match="not the file that another process has"):
                 dl.Ledger.open(path, dl.Policy.load(SPATIAL), mode=mode)  # type: ignore[arg-type]
         assert _files(path.parent) == before
-    finally:
-        holder.communicate("\n", timeout=60)
     assert coverage_entries(path) == 1  # the backup, as it was, once A is gone
 
 
 def test_a_ledger_another_process_holds_still_opens_in_a_third(path: Path) -> None:
     """The probe behind F-B refuses no legitimate user: the holder locks the file too."""
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD, str(SPATIAL), str(path)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert holder.stdout is not None
-        assert holder.stdout.readline().strip() == "holding"
+    with held_elsewhere(path):
         assert other_process_releases(path, 0) == "released"
         with dl.Ledger.open(path, dl.Policy.load(SPATIAL), mode="read") as ledger:
             assert len(ledger.entries()) == 1
-    finally:
-        holder.communicate("\n", timeout=60)
 
 
 CRASHED = """
