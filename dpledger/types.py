@@ -226,11 +226,16 @@ class Budget:
         return self.amount < self._same(other).amount
 
     def __float__(self) -> float:
-        return float(self.amount)
+        """The amount as a double: +inf beyond the largest one (a sum of tampered charges
+        on a ledger that fails verification; the exact amount is :attr:`text`)."""
+        try:
+            return float(self.amount)
+        except OverflowError:
+            return math.inf
 
     def __str__(self) -> str:
         return f"{self.symbol} {self.text}"
 
     def as_dict(self) -> dict[str, object]:
         """JSON-ready form: the unit, the exact amount as text, and a float to read."""
-        return {"unit": self.unit, "amount": self.text, "value": float(self.amount)}
+        return {"unit": self.unit, "amount": self.text, "value": float(self)}

@@ -94,3 +94,15 @@ def test_a_tiny_total_that_passed_its_guard_by_noise_covers(
         hit = (batch.low[key] <= 1.0) & (batch.high[key] >= 1.0)
         floor = 0.95 - 3.72 * math.sqrt(0.95 * 0.05 / k)
         assert hit[usable].mean() >= floor, (key, hit[usable].mean(), k)
+
+
+def test_a_whole_range_average_keeps_its_plug_in_estimate() -> None:
+    """Review s26: where the near-total rule gives the whole range, the estimate came out
+    0.0 (the former class flag had set it to the measured classes' average, 0 with none
+    measured) beside accuracy 1.0; it is the per-class plug-in, as elsewhere."""
+    from dpledger.metrics.uncertainty import classification_estimates
+
+    values, intervals = classification_estimates([6, 0, 0, 6], 1.0, distribution="laplace")
+    for key in ("balanced_accuracy", "precision_macro", "recall_macro", "f1_macro"):
+        assert (intervals[key].low, intervals[key].high) == (0.0, 1.0)
+        assert values[key] == 1.0

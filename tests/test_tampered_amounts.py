@@ -69,6 +69,19 @@ def test_views_of_amounts_beyond_a_double_do_not_overflow() -> None:
         nonnegative_real(Fraction(10**5000), "aggregate_error")
 
 
+def test_a_budget_beyond_a_double_reads_as_infinity() -> None:
+    """Review s26: two tampered charges each at the largest double sum past it, and
+    ``float(budget)`` / ``as_dict()`` (lifetime's JSON, the service's budget routes, the
+    page) raised OverflowError: the CLI's exit 3 and HTTP 500s on a ledger that merely
+    fails verification."""
+    from dpledger.types import Budget
+
+    big = Budget(2 * Fraction(1.7976931348623157e308), "epsilon")
+    assert float(big) == float("inf")
+    assert big.as_dict()["value"] == float("inf")
+    assert big.as_dict()["amount"] == big.text  # the exact amount stays
+
+
 @pytest.mark.parametrize("text", BAD)
 def test_other_forms_are_refused_quickly(text: str) -> None:
     start = time.monotonic()

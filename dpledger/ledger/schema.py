@@ -134,8 +134,8 @@ MAX_STORED_AMOUNT = Fraction(sys.float_info.max)
 """The largest charge or spend total a ledger can hold: the largest double. A charge is
 an ε or ρ OpenDP accepted (a double); a policy's budget was unbounded before 1a94fce, so
 an older ledger may hold amounts far above today's 1e9 limit (review s26: a cap of 1e18
-refused such a ledger), but none beyond this, and every float view of an amount (a
-lifetime, a message) stays finite below it."""
+refused such a ledger), but none beyond this. Each amount's float view is finite below it; a sum of
+them beyond a double (a tampered ledger, which fails verification) reads as +inf."""
 
 
 def stored_amount(value: object) -> Fraction:

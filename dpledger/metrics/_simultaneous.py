@@ -149,6 +149,24 @@ def _masks(key: str, c: int, k: int) -> tuple[FloatArray, FloatArray]:
     return num, den
 
 
+def _plug_in(m: FloatArray, key: str) -> FloatArray:
+    """The macro average's plug-in on the noisy matrices (R,): the mean of the per-class
+    ratios N̂_k / D̂_k, each clipped to [0, 1], over the classes with D̂_k > 0 (NaN if
+    none). A point estimate only: the interval decides what is published."""
+    c = m.shape[-1]
+    ratios = []
+    for k in range(c):
+        num, den = _masks(key, c, k)
+        n_hat, d_hat = (m * num).sum(axis=(-2, -1)), (m * den).sum(axis=(-2, -1))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratios.append(np.where(d_hat > 0, np.clip(n_hat / d_hat, 0.0, 1.0), np.nan))
+    r = np.stack(ratios, axis=1)
+    n = np.sum(~np.isnan(r), axis=1)
+    with np.errstate(invalid="ignore"):
+        out: FloatArray = np.where(n > 0, np.nansum(r, axis=1) / np.maximum(n, 1), np.nan)
+    return out
+
+
 def class_bounds(
     m: FloatArray, std: FloatArray, key: str, k: int, level: float, dist: MechanismKind
 ) -> tuple[FloatArray, FloatArray, FloatArray, BoolArray]:
@@ -249,7 +267,11 @@ def simultaneous_macro(
         code[key] = np.where(usable, 0, batch.code[key])
         low[key] = np.where(usable, lo, 0.0)
         high[key] = np.where(usable, hi, 1.0)
-        est[key] = np.clip(np.nan_to_num(batch.estimate[key], nan=0.5), low[key], high[key])
+        # where the former interval's estimate is no plug-in (a class flag set it to the
+        # measured classes' average, 0 when none was measured) or the range replaced it
+        plug = np.where(near | (batch.code[key] != 0), _plug_in(m, key), batch.estimate[key])
+        mid = 0.5 * (low[key] + high[key])
+        est[key] = np.clip(np.where(np.isnan(plug), mid, plug), low[key], high[key])
         bounded[key] = np.where(usable, n_bounded, batch.bounded[key]).astype(np.int64)
         adjusted[key] = batch.adjusted[key] & safe
         edge[key] = batch.edge[key] & safe

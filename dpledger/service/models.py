@@ -179,7 +179,7 @@ class EntryOut(BaseModel):
 
 def budget_out(b: Budget) -> BudgetOut:
     """The wire form of a :class:`Budget`."""
-    return BudgetOut(unit=b.unit, amount=b.text, value=float(b.amount))
+    return BudgetOut(unit=b.unit, amount=b.text, value=float(b))
 
 
 def verdict_out(v: Verdict) -> VerdictOut:

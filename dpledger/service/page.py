@@ -104,7 +104,7 @@ def _e(value: object) -> str:
 
 
 def _amount(b: Budget) -> str:
-    return f"{float(b.amount):.4g}"
+    return f"{float(b):.4g}"
 
 
 CHART_LABEL = "share of each epoch's budget left, per region"
@@ -121,7 +121,7 @@ def _chart(d: PageData) -> str:
     legend_w = sum(24 + 7 * len(r) for r in regions)
     width = max(left + group_w * len(epochs) + 10, left + legend_w, 540)
     bar_w = (group_w - 14) / max(1, len(regions))
-    total = float(d.eval_budget.amount) or 1.0
+    total = float(d.eval_budget) or 1.0
     parts = [
         f"<svg id='burndown' role='img' width='{width}' height='{top + plot_h + 58}' "
         f"aria-label='{_e(CHART_LABEL)}'>",
@@ -137,7 +137,7 @@ def _chart(d: PageData) -> str:
             rem = left_of.get((epoch, region))
             if rem is None:
                 continue
-            frac = min(1.0, float(rem.amount) / total)
+            frac = min(1.0, float(rem) / total)
             h = plot_h * frac
             color = _PALETTE[j % len(_PALETTE)]
             parts.append(
@@ -168,11 +168,11 @@ def _chart(d: PageData) -> str:
 
 def _budget_rows(d: PageData) -> str:
     rows = []
-    total = float(d.eval_budget.amount) or 1.0
+    total = float(d.eval_budget) or 1.0
     order = {r: i for i, r in enumerate(d.regions)}
     newest_first = sorted(d.budgets, key=lambda row: (-row[0], order.get(row[1], 0)))
     for epoch, region, spent, rem in newest_first:
-        used = 100 * float(spent.amount) / total
+        used = 100 * float(spent) / total
         rows.append(
             f"<tr data-epoch='{epoch}' data-region='{_e(region)}'><td class='num'>{epoch}</td>"
             f"<td>{_e(region)}</td><td class='num spent' title='{_e(spent.text)}'>"
