@@ -74,6 +74,8 @@ def private_copy(p: Path, name: str) -> Path | None:
                     shutil.copyfile(name, copy)
                     shutil.copyfile(f"{name}-wal", f"{copy}-wal")
             except FileNotFoundError:  # a writer checkpointed and removed the log meanwhile
+                if not where.is_dir():  # no: the temporary directory itself went away
+                    raise
                 continue  # _seen decides again: read in place, or copy again
             if _seen(name) == before:
                 return copy
