@@ -166,7 +166,7 @@ def unless_held(p: Path, check: Callable[[], None]) -> None:
             if problem == "replaced":
                 raise StoreError(
                     f"{p} is not the file that another process has open under this name: "
-                    f"this file was moved or copied over it while that process held it, and "
+                    f"this file was moved over it (mv) while that process held it, and "
                     f"SQLite would apply that process's log (the -wal and -shm beside {p}) to "
                     f"this file and lose entries of both; stop the process that still holds "
                     f"the previous file (or let it finish), then retry; nothing was opened or "
@@ -198,7 +198,7 @@ def _other_process_problem(p: Path, name: str) -> OtherProcess | None:
       this name: it opened the file by another name (renamed or moved since);
     * ``replaced``: a ``-shm`` beside this name is in use (its lock bytes held) while nobody
       holds SQLite's lock on the file now at this name: those users opened another file
-      here, and this one was moved or copied over it since. SQLite would apply their log
+      here, and this one was moved over it since. SQLite would apply their log
       to this file.
 
     A connection holds its lock on the database file from before it opens the ``-shm``
