@@ -118,7 +118,7 @@ def test_a_spent_budget_is_a_409_naming_the_check_never_the_aggregate(app: Any, 
         (logged,) = store.refusals()
     assert logged.principal == site.principals["north"]
     assert (logged.action, logged.status, logged.failed) == ("release", 409, ("budget",))
-    assert "777" not in repr(logged)
+    assert "777.12" not in repr(logged)  # the aggregate; a random key id may hold "777"
 
 
 @pytest.mark.parametrize(
