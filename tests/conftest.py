@@ -1,6 +1,7 @@
 """Shared fixtures: one real PostgreSQL server per session, a fresh database per test,
 ``store``: each contract test once per store (SQLite, PostgreSQL; see ``_stores.py``), and
-``chromium``: a real headless browser for the service's page.
+``chromium``: a real headless browser for the service's page, and ``site``/``app``: an
+SQLite ledger with its key store and the service app over it (a module may override them).
 
 The server is started by :mod:`pgserver` (initdb + pg_ctl on a temp directory, as the
 unprivileged ``postgres`` user when running as root) the first time a test asks for
@@ -71,6 +72,25 @@ def pg_server(request: pytest.FixtureRequest) -> Iterator[PgServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Any:
+    """An SQLite ledger under the small test policy and a key store holding one key per
+    role (``_service.make_site``)."""
+    from _service import make_site
+
+    return make_site(str(tmp_path / "ledger.db"), tmp_path)
+
+
+@pytest.fixture
+def app(site: Any) -> Iterator[Any]:
+    """The service app over ``site``, closed after the test."""
+    from dpledger.service import create_app
+
+    made = create_app(site.settings(connections=2))
+    yield made
+    made.state.service.close()
 
 
 @pytest.fixture(scope="session")

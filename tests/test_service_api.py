@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _service import Site, body, call, make_site, request, snapshot
+from _service import Site, body, call, request, snapshot
 
 from dpledger.errors import InvalidInput, LedgerCorrupted, StoreError
 from dpledger.ledger import Ledger
@@ -24,18 +24,6 @@ from dpledger.service.state import body_bytes_needed
 from dpledger.service.store import ServiceStore, default_location
 
 DISTINCT = 777.123456789  # an aggregate whose text must never come back
-
-
-@pytest.fixture
-def site(tmp_path: Path) -> Site:
-    return make_site(str(tmp_path / "ledger.db"), tmp_path)
-
-
-@pytest.fixture
-def app(site: Site) -> Iterator[Any]:
-    made = create_app(site.settings(connections=2))
-    yield made
-    made.state.service.close()
 
 
 def release(app: Any, site: Site, role: str, payload: dict[str, Any], **headers: str) -> Any:

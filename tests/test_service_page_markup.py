@@ -8,29 +8,14 @@ other invalid cookie gets, so a browser holding one could not reach the sign-in 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from html.parser import HTMLParser
-from pathlib import Path
 from typing import Any
 
 import pytest
-from _service import Site, body, call, make_site
+from _service import Site, body, call
 
-from dpledger.service import create_app
 from dpledger.service.auth import SESSION_COOKIE
 from dpledger.service.page import CHART_LABEL
-
-
-@pytest.fixture
-def site(tmp_path: Path) -> Site:
-    return make_site(str(tmp_path / "ledger.db"), tmp_path)
-
-
-@pytest.fixture
-def app(site: Site) -> Iterator[Any]:
-    made = create_app(site.settings(connections=2))
-    yield made
-    made.state.service.close()
 
 
 class _Tags(HTMLParser):
