@@ -75,40 +75,35 @@ def _shown(value: object) -> str:
 def positive_real(value: object, what: str) -> float:
     """``value`` as a finite double > 0: an int, float or Fraction (not a bool, complex,
     string, Decimal or array); else :class:`InvalidInput` naming ``what``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise InvalidInput(
-            f"{what} must be a real number (int, float or Fraction), "
-            f"got {type(value).__name__} {_shown(value)}"
-        )
-    try:
-        x = float(value)
-    except OverflowError:
-        x = math.inf
-    if not (math.isfinite(x) and x > 0):
-        raise InvalidInput(f"{what} must be finite and > 0, got {_shown(value)}")
-    return x
+    return _real(value, what, zero=False)
 
 
 def nonnegative_real(value: object, what: str) -> float:
     """``value`` as a finite double ≥ 0 (an error bound): a real number (int, float,
     Fraction, a numpy integer or float; not a bool, string or array); else
     :class:`InvalidInput` naming ``what``."""
+    return _real(value, what, zero=True)
+
+
+def _real(value: object, what: str, *, zero: bool) -> float:
+    """:func:`positive_real` (``zero`` false) or :func:`nonnegative_real`."""
+    sign = ">= 0" if zero else "> 0"
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise InvalidInput(
-            f"{what} must be a real number >= 0 (int, float or Fraction), "
+            f"{what} must be a real number{' >= 0' if zero else ''} (int, float or Fraction), "
             f"got {type(value).__name__} {_shown(value)}"
         )
     try:
         x = float(value)
     except OverflowError:
         x = math.inf
-    if not (math.isfinite(x) and x >= 0):
+    if not (math.isfinite(x) and (x >= 0 if zero else x > 0)):
         shown = (
             _shown(value)
             if not isinstance(value, int) or abs(value) < 10**40
             else "an integer of more than 40 digits"
         )
-        raise InvalidInput(f"{what} must be finite and >= 0, got {shown}")
+        raise InvalidInput(f"{what} must be finite and {sign}, got {shown}")
     return x
 
 
