@@ -9,7 +9,8 @@ With these seeds and 8,000 releases per cell the delta interval covers 0.886–0
 Since stats25 the ratio goes through accuracy's interval (Fieller's, conditional on the
 guard where the denominator only just passed: ``_ratio.linear_ratio_batch``), which covers
 0.97–0.98 in these cells and is narrower where the share dominates (median width 0.60
-against 0.77 at Laplace share 0.95, T/b = 8).
+against 0.77 at Laplace share 0.95, T/b = 8, until a Laplace total near its guard was
+given the whole range: ``test_coverage_small_share.py``).
 
 Each cell is held to 0.95 − 3.72·√(0.95·0.05/k) among its k published releases (false
 failure 1e-4 per check at a true 0.95; < 0.1% over the 6 checks, union bound).
@@ -67,7 +68,10 @@ def test_ratio_covers_among_published(law: str, what: str, truth: float, size: f
     assert k >= 0.4 * RELEASES, k  # the guard publishes 45–99% here
     hit = (batch.low[RATIO] <= truth) & (truth <= batch.high[RATIO])
     assert hit[usable].mean() >= 0.95 - 3.72 * math.sqrt(0.95 * 0.05 / k), (hit[usable].mean(), k)
-    if what == "share":  # narrower than the delta interval was (0.60–0.77 wide)
+    if what == "share" and not (law == "laplace" and size < 10):
+        # narrower than the delta interval was (0.60–0.77 wide). A Laplace total within
+        # b·ln(1/α_D) ≈ 3.9 b of its guard gives the whole range (stats4 F3,
+        # ``_ratio._share_bound``): at 8 noise scales most published shares are [0, 1]
         assert float(np.median((batch.high[RATIO] - batch.low[RATIO])[usable])) <= 0.65
 
 

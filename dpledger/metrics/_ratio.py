@@ -273,7 +273,9 @@ def linear_ratio_batch(
     ratio's lower end) is then at least :func:`_laplace_count_bound`'s, with no whole-
     number floor: the range's edge within ~4 noise scales of the guard, wider than before
     up to ~10 (review s26; README). A sum of coordinates below (a share of a total) is
-    not bounded so: a small share there is a documented shortfall (stats4, F3).
+    bounded so; a share of it (N a sub-sum of the total) is the whole range where the
+    total only just passed (:func:`_share_bound`; stats4, F3: a small share covered
+    0.92–0.94 there).
     """
     lo_b, hi_b = bounds
     if not lo_b < hi_b:
@@ -298,6 +300,9 @@ def linear_ratio_batch(
         base, moved = _laplace_count_bound(
             base, moved, n_hat, sd_n, "laplace", d_hat, b_d, t, guard.maximum, level, floor=0.0
         )
+    elif distribution == "laplace" and (b_share := _share_scale(num, den, std)) is not None:
+        t = guard.factor * lin_den.q * lin_den.se
+        base, moved = _share_bound(base, moved, d_hat, t, b_share, level)
     with np.errstate(divide="ignore", invalid="ignore"):
         theta = n_hat / d_hat
         w = np.nan_to_num((w_num - theta[:, None] * w_den) / d_hat[:, None])
@@ -316,6 +321,51 @@ def linear_ratio_batch(
     high = np.where(ok, np.clip(base[1], *bounds), batch.high[RATIO])
     return replace(batch, low={RATIO: low}, high={RATIO: high},
                    edge={RATIO: np.zeros(r, dtype=bool)})  # fmt: skip
+
+
+def _share_scale(num: FloatArray, den: FloatArray, std: FloatArray) -> float | None:
+    """The largest Laplace scale b (the ratio's units) among the denominator's
+    coordinates when the ratio is a share of a total: the denominator sums n ≥ 2
+    coordinates with one weight, the numerator k of them (0 < k < n) with that weight;
+    else None."""
+    below = np.flatnonzero(den)
+    if below.size < 2 or np.any(num[den == 0] != 0):
+        return None
+    w, part = den[below], num[below]
+    k = int(np.count_nonzero(part))
+    if not (np.all(w == w[0]) and w[0] > 0 and 0 < k < below.size):
+        return None
+    if np.any((part != 0) & (part != w)):
+        return None
+    return float(w[0] * np.max(std[below]) / math.sqrt(2.0))
+
+
+def _share_bound(
+    base: Base, moved: BoolArray, d_hat: FloatArray, t: FloatArray, b: float, level: float
+) -> tuple[Base, BoolArray]:
+    """A share N/T of a Laplace total that passed its guard by < b·ln(1/α_D): the whole
+    range.
+
+    Why (stats4, F3): the guard selects totals whose noise lifted them, and under
+    Laplace that lift often comes from one coordinate, the share's own with probability
+    ~k/n: a small share was inflated past its interval (0.923–0.94 among published
+    releases at a total of 1–2 noise scales, every miss below the interval).
+
+    Given T̂ > t, the true total's exact one-sided 1 − α_D lower bound is
+    inf{T ≥ 0 : P(T̂ ≥ observed | T̂ > t; T) > α_D}. For T ≤ t that probability is
+    S(x + u)/S(x) (S the noise's survival function, x = t − T, u = T̂ − t), which is
+    nonincreasing in x (the noise, a sum of Laplace terms, is log-concave) and tends to
+    e^{−u/b} (b the largest term's scale): where e^{−u/b} > α_D every T down to 0 is
+    kept, the bound is 0, and N/T is bounded by nothing (N ≤ N₊ and M = T − N ≤ M₊ give
+    [1 − M₊/T₋, N₊/T₋], the whole range at T₋ = 0). Further from the guard the selection
+    moved little (measured: ≥ 0.95 from there), and the interval is left as it was.
+    α_D is :func:`_laplace_count_bound`'s.
+    """
+    lo, hi, ok = base
+    a_d = _SPLIT * (1.0 - level) / 2.0
+    near = (d_hat > t) & (d_hat - t <= b * math.log(1.0 / a_d)) & np.isfinite(hi)
+    new_lo, new_hi = np.where(near, -np.inf, lo), np.where(near, np.inf, hi)
+    return (new_lo, new_hi, ok), moved | near
 
 
 def _reals(values: npt.ArrayLike, name: str) -> npt.NDArray[np.float64]:
