@@ -76,13 +76,16 @@ def test_only_a_laplace_total_near_its_guard_changes(monkeypatch: pytest.MonkeyP
     t = float(Guard("total count", 1e9).factor) * _guard_threshold()
     a_d = 0.8 * 0.05 / 2.0
     near = (total > t) & (total - t <= B * math.log(1.0 / a_d))
-    assert near.any() and (~near & usable).any()
-    assert np.all(lo[near & usable] == 0.0) and np.all(hi[near & usable] == 1.0)
+    assert near.any()
+    assert (~near & usable).any()
+    assert np.all(lo[near & usable] == 0.0)
+    assert np.all(hi[near & usable] == 1.0)
     far = ~near & usable
-    assert np.array_equal(lo[far], old_lo[far]) and np.array_equal(hi[far], old_hi[far])
+    assert np.array_equal(lo[far], old_lo[far])
+    assert np.array_equal(hi[far], old_hi[far])
     g = _releases(0.3, 12.0, 18, "gaussian")[:2000]
-    assert all(np.array_equal(a, b) for a, b in zip(_batch(g, "gaussian"),
-                                                    _old(monkeypatch, g, "gaussian")))  # fmt: skip
+    new, old = _batch(g, "gaussian"), _old(monkeypatch, g, "gaussian")
+    assert all(np.array_equal(a, b) for a, b in zip(new, old, strict=True))
 
 
 def _guard_threshold() -> float:
