@@ -20,7 +20,7 @@ from typing import Any
 
 from dpledger.ledger import Ledger
 from dpledger.ledger.schema import COLUMNS
-from dpledger.ledger.sqlite import _INSERT_ENTRY, _UPSERT_SPEND, SQL
+from dpledger.ledger.sqlite_sql import INSERT_ENTRY, SQL, UPSERT_SPEND
 from dpledger.policy import Policy
 
 __all__ = ["RawLedgerTxn", "captured_rows"]
@@ -68,8 +68,8 @@ class RawLedgerTxn:
         c = self._conn
         c.execute("BEGIN IMMEDIATE")
         c.execute("PRAGMA data_version").fetchall()
-        c.executemany(_INSERT_ENTRY, rows)
-        c.executemany(_UPSERT_SPEND, self._spend)
+        c.executemany(INSERT_ENTRY, rows)
+        c.executemany(UPSERT_SPEND, self._spend)
         c.executemany(SQL.set_meta, [("head_seq", str(self._seq)), ("head_hash", rows[-1][-1])])
         c.execute("COMMIT")
 

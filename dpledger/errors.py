@@ -19,6 +19,7 @@ __all__ = [
     "InternalError",
     "InvalidAggregate",
     "InvalidInput",
+    "LedgerChanged",
     "LedgerCorrupted",
     "LedgerNotFound",
     "LedgerOfAnotherPolicy",
@@ -58,6 +59,12 @@ class PolicyError(DpLedgerError, ValueError):
 
 class StoreError(DpLedgerError):
     """The ledger's database failed (locked, unreachable, I/O); the release did not happen."""
+
+
+class LedgerChanged(StoreError):
+    """Another process changed the ledger while a read handle that reads it without
+    SQLite's locks read it (see :mod:`dpledger.ledger.sqlite_fresh`): nothing is wrong
+    with the ledger; read again."""
 
 
 class LedgerNotFound(StoreError):

@@ -20,6 +20,7 @@ notices, so that an auditor sees from which epoch a larger budget applied.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import warnings
@@ -30,7 +31,7 @@ from typing import Any
 
 from dpledger import mechanisms as mech
 from dpledger.accounting import EpochSpend, binding_loss
-from dpledger.errors import DpLedgerError, StoreError
+from dpledger.errors import DpLedgerError, LedgerChanged, StoreError
 from dpledger.ledger.records import GENESIS, Entry, VerifyReport, chain_hash, chain_hash_v1
 from dpledger.ledger.schema import CHAIN_V1_THROUGH, row_to_entry, stored_amount
 from dpledger.ledger.store import SqlStore
@@ -39,6 +40,7 @@ from dpledger.policy import ALL, Policy
 __all__ = ["budget_notices", "verify"]
 
 _BATCH = 2000
+_READS = 3  # reads of a ledger another process keeps changing under a lock-free handle
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -63,7 +65,22 @@ class _Audit:
 def verify(
     store: SqlStore, current: Policy, expected_head: tuple[int, str] | None = None
 ) -> VerifyReport:
-    """Verify the ledger in ``store`` (opened with ``current``); see the module docstring."""
+    """Verify the ledger in ``store`` (opened with ``current``); see the module docstring.
+
+    A read handle that reads without SQLite's locks reads again when another process
+    changed the ledger meanwhile (:class:`LedgerChanged`), up to three times.
+    """
+    for _ in range(_READS - 1):
+        with contextlib.suppress(LedgerChanged):
+            return _verify(store, current, expected_head, again=True)
+    return _verify(store, current, expected_head, again=False)
+
+
+def _verify(
+    store: SqlStore, current: Policy, expected_head: tuple[int, str] | None, *, again: bool
+) -> VerifyReport:
+    """One read of the ledger, verified; ``again``: raise :class:`LedgerChanged` (the
+    caller reads again) rather than report it."""
     a = _Audit()
     try:
         with store.snapshot():
@@ -79,6 +96,8 @@ def verify(
             spend = store.audit_rows("spend")
             a.problems.extend(store.integrity_problems())
     except StoreError as e:
+        if again and isinstance(e, LedgerChanged):
+            raise
         return VerifyReport(a.checked, (*a.problems, f"store unreadable: {e}"), tuple(a.notices))
     _check_meta(a, meta, current, expected_head)
     _check_spend(a, spend)

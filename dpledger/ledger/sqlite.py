@@ -20,10 +20,11 @@ is needed: a read-only copy or another user's ledger verifies in place); a ledge
 or left with a WAL by a crashed writer, is read through a read-only connection, which
 never checkpoints the WAL into the file nor removes it; one left with a ``-wal`` but no
 ``-shm`` (a copy of a crashed ledger), where SQLite would create the ``-shm``, is read from
-a private copy (:mod:`dpledger.ledger.sqlite_copy`). A path named like SQLite's own
-files (``…-wal``, ``…-shm``, ``…-journal``) is refused, and so is opening ``X`` while a
-file SQLite would take for ``X``'s journal is not one (another database named ``X-wal``):
-SQLite would delete or overwrite it.
+a private copy (:mod:`dpledger.ledger.sqlite_copy`). Neither takes SQLite's locks, so a
+read handle reconnects when the file or its sidecars changed (:mod:`.sqlite_fresh`).
+A path named like SQLite's own files (``…-wal``, ``…-shm``, ``…-journal``) is refused,
+and so is opening ``X`` while a file SQLite would take for ``X``'s journal is not one
+(another database named ``X-wal``): SQLite would delete or overwrite it.
 """
 
 from __future__ import annotations
@@ -45,92 +46,37 @@ from urllib.parse import quote
 from dpledger import _sqlite_files as sqlite_files
 from dpledger._files import SQLITE_SIDECARS, check_path_text, check_sidecars, check_sqlite_name
 from dpledger._sqlite_files import check_sqlite_file
-from dpledger.errors import LedgerCorrupted, LedgerNotFound, NotALedger, StoreError
+from dpledger.errors import (
+    LedgerChanged,
+    LedgerCorrupted,
+    LedgerNotFound,
+    NotALedger,
+    StoreError,
+)
 from dpledger.ledger.schema import (
-    COLUMNS,
-    EPOCH_INDEX,
-    PARAMETERLESS,
-    SCHEMA,
-    SCHEMA_1_COLUMNS,
     SCHEMA_VERSION,
-    SPEND_TABLE,
-    Schema1,
-    Statements,
     missing_hint,
 )
 from dpledger.ledger.sqlite_copy import drop_copy, log_without_index, private_copy
+from dpledger.ledger.sqlite_fresh import Seen, seen
+from dpledger.ledger.sqlite_sql import (
+    INSERT_ENTRY,
+    SCHEMA_1,
+    SCHEMA_3_UPGRADE,
+    SQL,
+    TABLES,
+    UPSERT_SPEND,
+)
 from dpledger.ledger.store import SqlStore
 from dpledger.ledger.txn import TxnState
 from dpledger.types import Mode
 
 __all__ = ["SqliteStore"]
 
-_TRIGGERS = (
-    """CREATE TRIGGER IF NOT EXISTS dpl_entries_no_update BEFORE UPDATE ON dpl_entries
-       BEGIN SELECT RAISE(ABORT, 'dpledger entries are append-only'); END""",
-    """CREATE TRIGGER IF NOT EXISTS dpl_entries_no_delete BEFORE DELETE ON dpl_entries
-       BEGIN SELECT RAISE(ABORT, 'dpledger entries are append-only'); END""",
-)
-_SEQ, _ROWID_SEQ = "seq BIGINT PRIMARY KEY", "seq INTEGER PRIMARY KEY"
-_SCHEMA = tuple(statement.replace(_SEQ, _ROWID_SEQ) for statement in SCHEMA)
-"""The shared schema with ``seq`` as SQLite's rowid (``INTEGER PRIMARY KEY``, 64-bit): the
-entries are one B-tree keyed by ``seq``, not a table plus a unique index on it."""
-_ENTRIES = next(s for s in _SCHEMA if "dpl_entries (" in s and _ROWID_SEQ in s)
-_SCHEMA_3_UPGRADE = (
-    # SQLite cannot drop a column's UNIQUE index: the entries move, as they are, into a
-    # table of the schema-3 shape (same columns and types, so the same stored values)
-    _ENTRIES.replace("dpl_entries (", "dpl_entries_3 (", 1),
-    f"INSERT INTO dpl_entries_3 ({COLUMNS}) SELECT {COLUMNS} FROM dpl_entries ORDER BY seq",
-    "DROP TABLE dpl_entries",  # drops its indexes and triggers (none of them fires)
-    "ALTER TABLE dpl_entries_3 RENAME TO dpl_entries",
-    EPOCH_INDEX,
-    *_TRIGGERS,
-)
-
-SQL = Statements(
-    epoch_policy="SELECT policy_hash, policy_version FROM dpl_entries WHERE epoch = ? "
-    "ORDER BY seq LIMIT 1",
-    releases=f"SELECT {COLUMNS} FROM dpl_entries "
-    "WHERE release_id IN (SELECT value FROM json_each(?))",
-    policy_hashes="SELECT hash FROM dpl_policies WHERE version = ?",
-    insert_policy="INSERT INTO dpl_policies (hash, name, version, body) VALUES (?, ?, ?, ?)",
-    state="SELECT NULL, key, NULL, value FROM dpl_meta WHERE key IN ('head_seq', 'head_hash') "
-    "UNION ALL SELECT epoch, scope, metric, total FROM dpl_spend "
-    "WHERE epoch IN (SELECT value FROM json_each(?))",
-    spend="SELECT scope, metric, total FROM dpl_spend WHERE epoch = ?",
-    policy_body="SELECT body FROM dpl_policies WHERE hash = ?",
-    set_meta="INSERT INTO dpl_meta (key, value) VALUES (?, ?) "
-    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-    entries=f"SELECT {COLUMNS} FROM dpl_entries WHERE seq > ? "
-    "AND (? IS NULL OR epoch = ?) AND (? IS NULL OR scope = ?) AND (? IS NULL OR metric = ?) "
-    "ORDER BY seq LIMIT ?",
-    **PARAMETERLESS,
-)
-"""The store's statements, in SQLite's dialect (``?`` parameters, JSON arrays for lists)."""
-SCHEMA_1 = Schema1(
-    entries=f"SELECT {SCHEMA_1_COLUMNS} FROM dpl_entries WHERE seq > ? ORDER BY seq LIMIT ?",
-    spend="SELECT epoch, scope, total FROM dpl_spend ORDER BY epoch, scope",
-    upgrade=(
-        "ALTER TABLE dpl_entries ADD COLUMN release_id TEXT",
-        "ALTER TABLE dpl_entries ADD COLUMN request_hash TEXT",
-        "ALTER TABLE dpl_entries ADD COLUMN principal TEXT",
-        "CREATE UNIQUE INDEX dpl_entries_release_id ON dpl_entries (release_id)",
-        "ALTER TABLE dpl_policies ADD COLUMN name TEXT NOT NULL DEFAULT ''",
-        "UPDATE dpl_policies SET name = json_extract(body, '$.name')",
-        "DROP TABLE dpl_spend",
-        SPEND_TABLE,
-    ),
-    insert_spend="INSERT INTO dpl_spend (epoch, scope, metric, total) VALUES (?, ?, ?, ?)",
-)
-"""How this store reads and upgrades a schema-1 ledger (ALTER TABLE is transactional here)."""
-_INSERT_ENTRY = f"INSERT INTO dpl_entries ({COLUMNS}) VALUES ({', '.join(['?'] * 19)})"
-_UPSERT_SPEND = (
-    "INSERT INTO dpl_spend (epoch, scope, metric, total) VALUES (?, ?, ?, ?) "
-    "ON CONFLICT (epoch, scope, metric) DO UPDATE SET total = excluded.total"
-)
 MEMORY = ":memory:"
 _ACCESS = frozenset({3, 8, 14})  # SQLITE_PERM, SQLITE_READONLY, SQLITE_CANTOPEN
 _DAMAGED = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB: the file, not the moment
+_ATTEMPTS = 4  # reads of one statement by a handle whose file keeps changing under it
 
 
 def is_damage(e: BaseException | None) -> bool:
@@ -163,7 +109,7 @@ class SqliteStore(SqlStore):
 
     sql = SQL
     schema_1 = SCHEMA_1
-    schema_3_upgrade = _SCHEMA_3_UPGRADE
+    schema_3_upgrade = SCHEMA_3_UPGRADE
     schema_3_refuses = "SELECT seq FROM dpl_entries WHERE typeof(seq) != 'integer' LIMIT 5"
 
     def __init__(self, path: str | Path, mode: Mode = "write", *, timeout_s: float = 60.0) -> None:
@@ -178,6 +124,10 @@ class SqliteStore(SqlStore):
         self._pending: _Kept | None = None  # what the current transaction leaves if it commits
         # removes the private copy read instead of the file, if any (sqlite_copy)
         self._copy_gone: weakref.finalize[[Path], SqliteStore] | None = None
+        # a read without SQLite's locks (immutable, or a private copy): the file as it was
+        # then (sqlite_fresh); a statement reconnects when it differs
+        self._seen: Seen | None = None
+        self._reading = 0  # read transactions open: their statements do not reconnect
         if self._path != MEMORY:  # never a name SQLite gives another database's files
             check_sqlite_name(self._path)
         if self._path == MEMORY:
@@ -238,11 +188,16 @@ class SqliteStore(SqlStore):
                 sqlite_files.check_writable(p, "SQLite ledger")
         options: dict[str, Any] = {"timeout": self._timeout_s, "isolation_level": None,
                                    "check_same_thread": False}  # fmt: skip
+        self._seen = None
         try:
             if p is None:
                 conn: sqlite3.Connection = sqlite3.connect(MEMORY, **options)
             else:
-                conn = sqlite_files.connect(*self._target(p), **options)
+                before = seen(os.path.realpath(p)) if self.mode == "read" else None
+                target, uri = self._target(p)
+                conn = sqlite_files.connect(target, uri, **options)
+                if target != p or uri.endswith("immutable=1"):
+                    self._seen = before
         except sqlite3.Error as e:
             self._drop_copy()
             raise StoreError(f"cannot open SQLite ledger {self._path}: {e}") from e
@@ -344,7 +299,7 @@ class SqliteStore(SqlStore):
     def _build(conn: sqlite3.Connection, meta: dict[str, str]) -> None:
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for stmt in (*_SCHEMA, *_TRIGGERS):
+            for stmt in TABLES:
                 conn.execute(stmt)
             rows = [("schema_version", SCHEMA_VERSION), *meta.items()]
             conn.executemany("INSERT INTO dpl_meta (key, value) VALUES (?, ?)", rows)
@@ -360,19 +315,53 @@ class SqliteStore(SqlStore):
 
     # -- SqlStore ---------------------------------------------------------------------
 
+    def _stale(self) -> bool:
+        """Whether this handle reads without SQLite's locks and the file changed since."""
+        return self._seen is not None and seen(os.path.realpath(self._path)) != self._seen
+
+    def _reconnect(self) -> None:
+        """A new connection to the ledger as it is now (:mod:`.sqlite_fresh`)."""
+        conn, self._conn, self._seen = self._conn, None, None
+        if conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                sqlite_files.close(conn)
+        self._drop_copy()
+        p = Path(self._path)
+        self._check_file(p)
+        self._conn = self._connect(p)
+
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         if self._conn is None:
             raise LedgerNotFound(f"no ledger at {self._path} yet")
-        try:
-            return self._conn.execute(sql, tuple(params)).fetchall()
-        except sqlite3.Error as e:
-            if is_damage(e):
-                raise StoreError(
-                    f"SQLite ledger {self._path} is damaged: {e}; restore it from a backup"
-                ) from e
-            raise StoreError(f"SQLite ledger {self._path}: {e}") from e
-        except OverflowError as e:  # an integer beyond SQLite's 64 bits
-            raise StoreError(f"SQLite ledger {self._path}: {e}") from e
+        for _ in range(_ATTEMPTS):
+            fresh = self._seen is None or self._reading > 0  # SQLite's locks, or pinned
+            if not fresh and self._stale():
+                self._reconnect()
+            try:
+                rows = self._connection().execute(sql, tuple(params)).fetchall()
+            except sqlite3.Error as e:
+                if fresh or not self._stale():
+                    raise self._failure(e) from e
+                continue  # it changed while read: read it again
+            except OverflowError as e:  # an integer beyond SQLite's 64 bits
+                raise StoreError(f"SQLite ledger {self._path}: {e}") from e
+            if fresh or not self._stale():
+                return rows
+        raise self._changed()
+
+    def _changed(self) -> LedgerChanged:
+        return LedgerChanged(
+            f"SQLite ledger {self._path} changed while this read handle read it (another "
+            "process wrote to it; nothing is wrong with it): read again"
+        )
+
+    def _failure(self, e: sqlite3.Error) -> StoreError:
+        """The StoreError for an SQLite error met reading or writing."""
+        if is_damage(e):
+            return StoreError(
+                f"SQLite ledger {self._path} is damaged: {e}; restore it from a backup"
+            )
+        return StoreError(f"SQLite ledger {self._path}: {e}")
 
     def _list(self, values: Sequence[object]) -> object:
         return json.dumps(list(values))
@@ -385,8 +374,8 @@ class SqliteStore(SqlStore):
     ) -> None:
         conn = self._connection()
         try:
-            conn.executemany(_INSERT_ENTRY, entries)
-            conn.executemany(_UPSERT_SPEND, spend)
+            conn.executemany(INSERT_ENTRY, entries)
+            conn.executemany(UPSERT_SPEND, spend)
             conn.executemany(SQL.set_meta, [("head_seq", str(head[0])), ("head_hash", head[1])])
         except (sqlite3.Error, OverflowError) as e:
             raise StoreError(f"SQLite ledger {self._path}: {e}") from e
@@ -469,11 +458,21 @@ class SqliteStore(SqlStore):
 
     @contextmanager
     def _read_transaction(self) -> Iterator[None]:
-        # in WAL mode a deferred transaction reads one snapshot from its first read on
-        self._execute("BEGIN DEFERRED")
+        # in WAL mode a deferred transaction reads one snapshot from its first read on;
+        # read without SQLite's locks, it is one only if the file did not change meanwhile
+        self._execute("BEGIN DEFERRED")  # reconnects first if the file changed
+        self._reading += 1
         try:
             yield
+        except (StoreError, LedgerCorrupted, sqlite3.Error) as e:
+            if self._reading == 1 and self._stale():
+                raise self._changed() from e
+            raise
+        else:
+            if self._reading == 1 and self._stale():
+                raise self._changed()
         finally:
+            self._reading -= 1
             with contextlib.suppress(sqlite3.Error):
                 self._connection().rollback()
 

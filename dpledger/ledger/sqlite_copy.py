@@ -8,8 +8,8 @@ database file". Nobody holds such a ledger (a WAL connection keeps its ``-shm``)
 file and its log are copied into a directory this process creates and removes, and read
 there: nothing is created or changed beside the ledger, and no write permission is
 needed. The copy costs the ledger's size in the system's temporary directory while the
-read handle is open, and the handle reads the ledger as it was when opened: a commit
-another process makes later is not seen through it (open a new handle to see it).
+read handle is open; when the ledger or its sidecars change, the handle reconnects
+(:mod:`.sqlite_fresh`): to a new copy, or in place once a ``-shm`` is there.
 """
 
 from __future__ import annotations
