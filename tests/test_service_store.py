@@ -207,3 +207,42 @@ def test_a_scope_names_what_a_request_lacks() -> None:
     assert Scopes(("release",), ("north",)).missing("release", "*", "x") == (
         "the global release (region '*')"
     )
+
+
+CRASH_AFTER_A_REVOCATION = (
+    "import os, signal, sqlite3, sys; c = sqlite3.connect(sys.argv[1], isolation_level=None);"
+    "c.execute('PRAGMA wal_autocheckpoint=0');"
+    "c.execute(\"UPDATE dpl_svc_keys SET revoked_at = '2026-12-01T00:00:00+00:00'\");"
+    "os.kill(os.getpid(), signal.SIGKILL)"
+)  # a writer that commits into the WAL and dies before any checkpoint
+
+
+def test_a_key_store_with_a_log_but_no_index_is_read_without_creating_anything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a ledger's (audit 4, F-J): `keys list` of a copy of a crashed key store (its
+    file and -wal, no -shm) created a -shm beside it; now it reads a private copy."""
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    live = tmp_path / "live.keys.db"
+    with ServiceStore.open(str(live), create=True) as store:
+        store.create_key("maps", Scopes(("read",), ("north",), None))
+    subprocess.run([sys.executable, "-c", CRASH_AFTER_A_REVOCATION, str(live)], check=False)
+    assert Path(f"{live}-wal").stat().st_size > 0
+    backup = tmp_path / "backup"
+    backup.mkdir()
+    for suffix in ("", "-wal"):
+        shutil.copyfile(f"{live}{suffix}", backup / f"k.db{suffix}")
+    before = {p.name: p.read_bytes() for p in backup.iterdir()}
+    private = tmp_path / "tmp"
+    private.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
+    with ServiceStore.open(str(backup / "k.db"), read_only=True) as store:
+        (key,) = store.list_keys()
+        assert key.revoked_at is not None  # the revocation in the -wal is read
+        assert len(list(private.iterdir())) == 1
+    assert {p.name: p.read_bytes() for p in backup.iterdir()} == before
+    assert list(private.iterdir()) == []  # the private copy is gone with the store

@@ -49,6 +49,7 @@ from dpledger.errors import (
     StoreError,
     UnknownResource,
 )
+from dpledger.ledger.sqlite_copy import drop_copy, log_without_index, private_copy
 from dpledger.service.keys import ALGO, ApiKey, NewKey, Scopes, check_name, new_key
 from dpledger.service.store_sql import TABLES, statements
 
@@ -129,26 +130,37 @@ def _check_file(p: Path) -> None:
     })  # fmt: skip
 
 
-def _connect(p: Path, *, read_only: bool) -> sqlite3.Connection:
-    """A connection to the existing file ``p`` that can never create it.
+def _connect(
+    p: Path, *, read_only: bool, private: bool = False
+) -> tuple[sqlite3.Connection, Path | None]:
+    """A connection to the existing file ``p`` that can never create it, and the private
+    copy it reads, if any (the caller removes it with ``drop_copy`` after closing).
 
     Read-only, it writes nothing: through the WAL when one is beside it (a read-only
     connection never checkpoints), else ``immutable`` (no ``-wal``/``-shm`` is made).
+    ``private``: a store left with a ``-wal`` but no ``-shm``, where SQLite would create
+    the ``-shm``, is read from a private copy (:mod:`dpledger.ledger.sqlite_copy`).
     """
     # before SQLite adopts a file beside it (skipped while this process has it open)
     sqlite_files.unless_held(p, lambda: check_sidecars(str(p), "key store"))
     if not read_only:  # before SQLite creates a -wal/-shm it could not use
         sqlite_files.check_writable(p, "key store")
-    path = quote(str(p.resolve()))
-    if not read_only:
+    path, target, copy = quote(str(p.resolve())), p, None
+    name = os.path.realpath(p)
+    if private and read_only and log_without_index(name):
+        copy = private_copy(p, name)
+    if copy is not None:
+        target, uri = copy, f"file:{quote(str(copy))}?mode=ro"
+    elif not read_only:
         uri = f"file:{path}?mode=rw"
     elif any(Path(f"{p.resolve()}{s}").exists() for s in ("-wal", "-shm")):
         uri = f"file:{path}?mode=ro"
     else:
         uri = f"file:{path}?immutable=1"
     try:
-        conn = sqlite_files.connect(p, uri, isolation_level=None, check_same_thread=False)
+        conn = sqlite_files.connect(target, uri, isolation_level=None, check_same_thread=False)
     except sqlite3.Error as e:
+        drop_copy(None if copy is None else copy.parent)
         raise StoreError(f"cannot open the key store {p}: {e}") from e
     try:
         conn.execute("PRAGMA busy_timeout=30000")
@@ -158,8 +170,9 @@ def _connect(p: Path, *, read_only: bool) -> sqlite3.Connection:
             conn.execute("PRAGMA synchronous=FULL")
     except sqlite3.Error as e:
         sqlite_files.close(conn)
+        drop_copy(None if copy is None else copy.parent)
         raise StoreError(f"cannot open the key store {p}: {e}") from e
-    return conn
+    return conn, None if copy is None else copy.parent
 
 
 _SQLITE = statements("?")
@@ -178,6 +191,7 @@ class ServiceStore:
         self._pg = pg
         self._url = url  # PostgreSQL: to reconnect after the server dropped the session
         self._in_txn = False
+        self._copy: Path | None = None  # the private copy read instead (sqlite_copy)
         self._sql = _PG if pg else _SQLITE
         self._lock = threading.Lock()
 
@@ -223,24 +237,28 @@ class ServiceStore:
                 raise LedgerNotFound(_missing(path))
             cls._build_sqlite(p)
         _check_file(p)
-        conn = _connect(p, read_only=True)
+        conn, copy = _connect(p, read_only=True, private=read_only)
         try:
             found = conn.execute(
                 "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'dpl_svc_meta'"
             ).fetchall()
         except sqlite3.DatabaseError as e:
             sqlite_files.close(conn)
+            drop_copy(copy)
             raise LedgerCorrupted(f"{path} is not a readable SQLite database: {e}") from e
         if not found:
             sqlite_files.close(conn)
+            drop_copy(copy)
             raise LedgerCorrupted(
                 f"{path} is an SQLite database but not a dpledger key store: move it away "
                 "or pass another --keys path (it is never adopted as a key store)"
             )
         if not read_only:  # it is ours: now it may be written (revocations, refusals)
             sqlite_files.close(conn)
-            conn = _connect(p, read_only=False)
-        return cls(path, conn, pg=False)
+            conn, copy = _connect(p, read_only=False)
+        store = cls(path, conn, pg=False)
+        store._copy = copy
+        return store
 
     @classmethod
     def _build_sqlite(cls, target: Path) -> None:
@@ -358,6 +376,8 @@ class ServiceStore:
                 self._conn.close()
             else:
                 sqlite_files.close(self._conn)
+        drop_copy(self._copy)
+        self._copy = None
 
     def __enter__(self) -> ServiceStore:
         return self
