@@ -210,11 +210,13 @@ flam = dl.Policy.from_toml(
     epsilon = "0.5"
     dimension = {C * C}
     cap_per_client = "{CAP}"
+    nonnegative = true
     [metrics.confusion_high_accuracy_model]
     kind = "vector_sum"
     epsilon = "0.5"
     dimension = {C * C}
     cap_per_client = "{CAP}"
+    nonnegative = true
     ''',
     source="flam-eval",
 )

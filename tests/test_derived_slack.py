@@ -41,6 +41,7 @@ kind = "vector_sum"
 epsilon = "{eps}"
 dimension = 9
 cap_per_client = "{cap}"
+nonnegative = true
 [metrics.reg]
 kind = "vector_sum"
 epsilon = "{eps}"

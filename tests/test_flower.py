@@ -719,3 +719,31 @@ def test_each_malformed_reply_is_rejected_with_a_reason(how: str) -> None:
         ]
         why = next((w for w in found if w is not None), None)
     assert why is not None, how
+
+
+def test_flam_metrics_are_derived_from_the_committed_release_alone(
+    fleet: Fleet, ledger_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Audit 5, F4: the wrapper read its FLAM metrics back by re-submitting the private sum
+    to release_confusion, which refused a negative cell of a signed metric: whether they
+    were published told the cell's sign. Now they are post-processing of the release."""
+    from dpledger.ledger import derived as derived_module
+
+    def resubmitted(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a private sum was submitted again")
+
+    from dpledger.flower import strategy as strategy_module
+
+    for module in (derived_module, strategy_module):
+        for name in ("release_confusion", "release_regression"):
+            monkeypatch.setattr(module, name, resubmitted, raising=False)
+    with Ledger.open(ledger_path, exact(), mode="create") as ledger:
+        strategy, _, _ = run(fleet, ledger, rounds=1)
+        report = strategy.rounds[1]
+        for region in ("north", "south"):
+            rel = report.outcomes[(region, "confusion")]
+            assert isinstance(rel, Release)
+            again = derived_module.derive_confusion(rel, 100.0 * rel.request.cohort)
+            assert report.derived[(region, "confusion")].metrics == again.metrics
+            assert (region, "regression") in report.derived
+        assert not report.derive_errors

@@ -30,6 +30,7 @@ kind = "vector_sum"
 epsilon = "{{per}}"
 dimension = {C * C}
 cap_per_client = "20"
+nonnegative = true
 
 [metrics.regression]
 kind = "vector_sum"
@@ -131,6 +132,7 @@ kind = "vector_sum"
 epsilon = "1"
 dimension = 100
 cap_per_client = "150"
+nonnegative = true
 
 [metrics.not_square]
 kind = "vector_sum"

@@ -147,6 +147,11 @@ def metric_plan(
             f"{metric}: {declaration} has signed coordinates; declare the policy metric "
             "with nonnegative = false"
         )
+    if DERIVED.get(declaration) == "confusion" and not spec.is_nonnegative:
+        raise InvalidInput(
+            f"{metric}: a confusion matrix counts; declare the policy metric nonnegative = "
+            "true (signed, a client's negative cell would be a valid row)"
+        )
     if DERIVED.get(declaration) == "confusion":
         c = params.get("n_classes")
         if not isinstance(c, int) or c < 2 or c * c != spec.size:

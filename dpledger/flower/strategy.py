@@ -67,7 +67,7 @@ from dpledger.flower.report import (
 )
 from dpledger.flower.wire import PLAN_RECORD, MetricPlan, RoundPlan
 from dpledger.ledger import Ledger, Release
-from dpledger.ledger.derived import DerivedRelease, release_confusion, release_regression
+from dpledger.ledger.derived import DerivedRelease, derive_confusion, derive_regression
 from dpledger.policy import ALL
 
 __all__ = ["LedgerEvaluation"]
@@ -326,7 +326,7 @@ class LedgerEvaluation(Strategy):
                 outcomes[(region, name)] = res.with_aggregate_error(bounds[(region, name)])
             else:
                 outcomes[(region, name)] = res
-        derived, errors = self._derive(items, keys, outcomes, bounds)
+        derived, errors = self._derive(items, keys, outcomes)
         at = HEALTH_FIELDS.index("reported")  # add_remove: means over reporters, from releases
         means = {} if replace else reporter_means(outcomes, health_releases, self.plans, at)
         return RoundReport(
@@ -343,31 +343,25 @@ class LedgerEvaluation(Strategy):
         items: list[tuple[ReleaseRequest, npt.NDArray[np.float64]]],
         keys: list[tuple[str, str]],
         outcomes: Mapping[tuple[str, str], Outcome],
-        bounds: Mapping[tuple[str, str], float],
     ) -> tuple[dict[tuple[str, str], DerivedRelease], dict[tuple[str, str], str]]:
-        """FLAM metrics of each released confusion matrix or regression measures.
-
-        The round already committed them: asking ``release_confusion`` or
-        ``release_regression`` again with the same release id and sum is a retry, which
-        returns the recorded release (no new noise, nothing charged) with its derived
-        metrics and intervals.
-        """
+        """FLAM metrics of each released confusion matrix or regression measures, derived
+        from the committed release alone (post-processing: the private sum is never
+        read again; audit 5, F4)."""
         derived: dict[tuple[str, str], DerivedRelease] = {}
         errors: dict[tuple[str, str], str] = {}
-        for key, (req, total) in zip(keys, items, strict=True):
+        for key, (req, _) in zip(keys, items, strict=True):
             name = key[1]
             kind = DERIVED.get(self.plans[name].declaration) if name in self.plans else None
-            if kind is None or not isinstance(outcomes.get(key), Release):
+            rel = outcomes.get(key)
+            if kind is None or not isinstance(rel, Release):
                 continue
-            error = bounds.get(key, 0.0)
             try:
                 if kind == "confusion":
-                    derived[key] = release_confusion(self.ledger, req, total, aggregate_error=error)
+                    cap = float(self.policy.metric(name).cap or math.inf)
+                    derived[key] = derive_confusion(rel, cap * req.cohort)
                 else:
                     codec = regression_codec_for(self.policy, name, self.plans[name].params)
-                    derived[key] = release_regression(
-                        self.ledger, req, total, codec, aggregate_error=error
-                    )
+                    derived[key] = derive_regression(rel, codec)
             except DpLedgerError as e:
                 errors[key] = f"{type(e).__name__}: {e}"
         return derived, errors

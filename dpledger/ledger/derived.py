@@ -48,7 +48,13 @@ from dpledger.metrics.uncertainty import (
 from dpledger.policy import MetricSpec
 from dpledger.types import IntervalMethod, Labels, nonnegative_real
 
-__all__ = ["DerivedRelease", "release_confusion", "release_regression"]
+__all__ = [
+    "DerivedRelease",
+    "derive_confusion",
+    "derive_regression",
+    "release_confusion",
+    "release_regression",
+]
 
 ESTIMATOR = (
     "estimates are plug-ins on the unclamped noisy release (no clamping bias), clipped to "
@@ -177,9 +183,10 @@ def release_confusion(
     """Release a summed (C, C) confusion matrix (or its C² flattening) once; derive every metric.
 
     The policy's metric must be a ``vector_sum`` of dimension C² whose cap bounds a
-    client's (L1-capped) confusion counts. A negative cell is refused before the spend,
-    whatever the metric's ``nonnegative`` flag (counts may be fractional: a capped
-    client's row is scaled). ``labels="all"`` averages macro metrics over
+    client's (L1-capped) confusion counts, declared ``nonnegative = true``: a signed one
+    is refused before the spend (a public fact; audit 5, F4: refusing a signed metric's
+    negative cell told its sign, uncharged), and so is a negative cell (counts may be
+    fractional: a capped client's row is scaled). ``labels="all"`` averages macro metrics over
     all C classes: after noise almost every class looks present, so "all" is stable.
     cohort × cap (public) bounds the true total count, so a cohort too small to
     measure anything is always flagged unusable. ``aggregate_error``: a public bound on
@@ -193,13 +200,6 @@ def release_confusion(
     if matrix.ndim == 1:
         matrix = unflatten_confusion(matrix)  # a C² flattening, as clients' rows are summed
     flat = flatten_confusion(matrix).reshape(-1)
-    negative = int(np.count_nonzero(flat < 0))
-    if negative:  # whatever the metric's nonnegative flag: counts are never negative
-        raise InvalidInput(
-            f"summed_confusion has {negative} negative cell(s): a confusion matrix sums "
-            "clients' nonnegative counts, so a client's row or the aggregation is wrong; "
-            "nothing was released or charged"
-        )
     spec = _vector_spec(ledger, request)
     if spec is not None:
         c = math.isqrt(spec.size)
@@ -208,10 +208,42 @@ def release_confusion(
                 f"metric {request.metric!r} has dimension {spec.size}, not C² for C ≥ 2 "
                 "classes: it cannot hold a confusion matrix"
             )
+        if not spec.is_nonnegative:  # the policy's fact, public: never the sum's signs
+            raise InvalidInput(
+                f"metric {request.metric!r} is signed (a vector_sum without nonnegative = "
+                "true): a confusion matrix counts, so declare it nonnegative = true; under a "
+                "signed metric a negative cell is a valid sum, and refusing it would tell "
+                "its sign; nothing was released or charged"
+            )
+    negative = int(np.count_nonzero(flat < 0))
+    if negative:  # a nonnegative metric: no valid sum has one (the ledger refuses it too)
+        raise InvalidInput(
+            f"summed_confusion has {negative} negative cell(s): a confusion matrix sums "
+            "clients' nonnegative counts, so a client's row or the aggregation is wrong; "
+            "nothing was released or charged"
+        )
     error = _aggregate_error(aggregate_error)
     rel = ledger.release(request, flat).with_aggregate_error(error)  # the spend: nothing
     cap = float((spec.cap if spec is not None else None) or math.inf)  # below may raise
-    max_total = cap * request.cohort
+    return derive_confusion(rel, cap * request.cohort, labels=labels, level=level, method=method)
+
+
+def derive_confusion(
+    rel: Release,
+    max_total: float,
+    *,
+    labels: Labels = "all",
+    level: float = 0.95,
+    method: IntervalMethod = "delta",
+) -> DerivedRelease:
+    """Every classification metric of a committed confusion-matrix release, with its
+    interval: post-processing of the released values only (no ε, no private sum).
+
+    ``max_total``: a public bound on the true total count (cohort × cap). Used by
+    :func:`release_confusion` after its spend and by the Flower wrapper on a round's
+    committed releases. It returns: a failure becomes flags.
+    """
+    check_options(level, method, labels=labels)
     distribution = rel.facts.mechanism
 
     def compute() -> Estimates:
@@ -260,6 +292,19 @@ def release_regression(
             )
     error = _aggregate_error(aggregate_error)
     rel = ledger.release(request, encoded).with_aggregate_error(error)
+    return derive_regression(rel, codec, level=level, method=method)
+
+
+def derive_regression(
+    rel: Release,
+    codec: VectorSumCodec,
+    *,
+    level: float = 0.95,
+    method: IntervalMethod = "delta",
+) -> DerivedRelease:
+    """R², MSE, RMSE and MAE of a committed release of encoded regression measures, with
+    intervals: post-processing of the released values only (no ε, no private sum)."""
+    check_options(level, method)
     distribution = rel.facts.mechanism
     ranges = regression_ranges(codec)
 
@@ -267,7 +312,7 @@ def release_regression(
         scale, did = rel.interval_scale()
         est = regression_estimates(
             rel.noisy_sum, codec, scale, level=level, method=method,
-            distribution=distribution, cohort=request.cohort,
+            distribution=distribution, cohort=rel.request.cohort,
         )  # fmt: skip
         return widened(est, did)  # the release's slack: see dpledger.metrics._slack
 
