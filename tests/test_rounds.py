@@ -167,3 +167,32 @@ def test_partial_must_be_a_real_bool(store: StoreUnderTest, partial: object) -> 
     with pytest.raises(InvalidInput, match="partial must be True or False"):
         ledger.release_round(round_of(("loss",)), partial=partial)  # type: ignore[arg-type]
     assert len(ledger) == 0
+
+
+def test_a_partial_round_refused_whole_writes_nothing(store: StoreUnderTest) -> None:
+    """Audit 5, F7: a partial round whose every request was refused under the lock (here:
+    epoch 0 is bound to version 1) still committed the opening policy's row."""
+    store.open().release(req("loss", "a"), 30.0)
+    text = CONTRACT_POLICY.replace('version = "1"', 'version = "2"')
+    v2 = Policy.from_toml(text.replace('epoch_epsilon = "4"', 'epoch_epsilon = "5"'))
+    ledger = store.open(v2)
+    count = "SELECT count(*) FROM dpl_policies"
+    before = (store.raw(count), ledger.head(), len(ledger))
+    files = _files(store)
+    result = ledger.release_round(round_of(("loss", "hist5")), partial=True)
+    assert result.releases == ()
+    assert len(result.refusals) == 4
+    assert (store.raw(count), ledger.head(), len(ledger)) == before
+    assert _files(store) == files
+    ledger.release(req("loss", "a", epoch=1), 30.0)  # a release that commits records it
+    assert store.raw(count) == [(2,)]
+
+
+def _files(store: StoreUnderTest) -> dict[str, bytes]:
+    """The SQLite ledger's file and log, byte for byte ({} on PostgreSQL)."""
+    if store.kind != "sqlite":
+        return {}
+    from pathlib import Path
+
+    return {s: Path(store.target + s).read_bytes() for s in ("", "-wal")
+            if Path(store.target + s).exists()}  # fmt: skip

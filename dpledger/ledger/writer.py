@@ -330,9 +330,6 @@ class Writer:
         # the state is read with the lock; the noise is drawn before any state is read
         with self._store.write(epochs, meanwhile=later) as txn:
             txn.load(epochs, [r.release_id for r in requests if r.release_id])
-            txn.record_policy(
-                self.policy.content_hash, self.policy.name, self.policy.version, self._body
-            )
             for i, p in prepared.items():
                 req = p.verdict.request
                 if req.release_id is not None:
@@ -352,6 +349,10 @@ class Writer:
                     raise refusal(late)
                 txn.stage(drafts[i])
                 fresh.append((i, p))
+            if fresh:  # a round refused whole writes nothing, not even the policy (audit 5, F7)
+                txn.record_policy(
+                    self.policy.content_hash, self.policy.name, self.policy.version, self._body
+                )
             entries = txn.flush()
         for (i, p), entry in zip(fresh, entries, strict=True):
             out[i] = to_release(p.verdict.request, p.spec, entry)
