@@ -19,7 +19,7 @@ import pytest
 from factories import SPATIAL, spatial
 
 from dpledger import Ledger, ReleaseRequest
-from dpledger.errors import LedgerChanged
+from dpledger.errors import LedgerChanged, StoreError
 
 AGG = np.float64(1234.5)
 WRITER = """
@@ -124,3 +124,38 @@ def test_a_snapshot_that_another_process_changed_is_read_again_not_mixed(
         with pytest.raises(LedgerChanged, match="nothing is wrong with it"):
             read_across_a_write()
         assert store.count() == 20
+
+
+def test_a_ledger_that_keeps_changing_gives_no_verdict_not_a_failed_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review s27: after its retries verify put LedgerChanged in its problems, and the CLI
+    printed FAILED (exit 1) for a sound ledger another process kept writing."""
+    from dpledger.ledger import audit
+    from dpledger.ledger.sqlite import SqliteStore
+
+    path = tmp_path / "L.db"
+    one_release(path)
+    monkeypatch.setattr(audit.time, "sleep", lambda s: None)
+    with Ledger.open(path, spatial(), mode="read") as reader:
+        monkeypatch.setattr(SqliteStore, "_stale", lambda self: self._reading > 0)
+        with pytest.raises(LedgerChanged):
+            reader.verify()
+        monkeypatch.undo()
+        assert reader.verify().ok
+
+
+def test_another_ledger_moved_over_the_path_is_refused_not_read(tmp_path: Path) -> None:
+    """Review s27, M3: the handle followed its path to another policy's ledger."""
+    from factories import policy
+
+    path, other = tmp_path / "L.db", tmp_path / "other.db"
+    one_release(path)
+    with Ledger.open(other, policy(), mode="create") as made:
+        assert made.init()
+    with Ledger.open(path, spatial(), mode="read") as reader:
+        assert len(reader.entries()) == 1
+        other.replace(path)
+        for _ in range(2):  # and it stays refused
+            with pytest.raises(StoreError, match="is now another ledger"):
+                reader.entries()

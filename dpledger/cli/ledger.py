@@ -39,7 +39,7 @@ from dpledger.ledger import Ledger
 from dpledger.ledger.lifetime import Lifetime
 from dpledger.ledger.records import VerifyReport
 from dpledger.ledger.regions import epoch_regions
-from dpledger.ledger.sqlite import is_damage
+from dpledger.ledger.sqlite_errors import is_damage
 from dpledger.policy import ALL
 
 __all__ = ["register"]

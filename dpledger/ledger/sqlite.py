@@ -58,7 +58,8 @@ from dpledger.ledger.schema import (
     missing_hint,
 )
 from dpledger.ledger.sqlite_copy import drop_copy, log_without_index, private_copy
-from dpledger.ledger.sqlite_fresh import Seen, seen
+from dpledger.ledger.sqlite_errors import is_access, is_damage
+from dpledger.ledger.sqlite_fresh import Seen, binding, seen
 from dpledger.ledger.sqlite_sql import (
     INSERT_ENTRY,
     SCHEMA_1,
@@ -74,20 +75,7 @@ from dpledger.types import Mode
 __all__ = ["SqliteStore"]
 
 MEMORY = ":memory:"
-_ACCESS = frozenset({3, 8, 14})  # SQLITE_PERM, SQLITE_READONLY, SQLITE_CANTOPEN
-_DAMAGED = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB: the file, not the moment
 _ATTEMPTS = 4  # reads of one statement by a handle whose file keeps changing under it
-
-
-def is_damage(e: BaseException | None) -> bool:
-    """Whether ``e`` (or the SQLite error behind it) says the database file is damaged.
-
-    A damaged file stays a :class:`StoreError` where it is met (the write did not happen),
-    but ``dpledger ledger verify`` reports it as a failed verification.
-    """
-    while e is not None and not isinstance(e, sqlite3.Error):
-        e = e.__cause__
-    return e is not None and getattr(e, "sqlite_errorcode", 0) & 0xFF in _DAMAGED
 
 
 _KEPT_EPOCHS = 64
@@ -128,6 +116,7 @@ class SqliteStore(SqlStore):
         # then (sqlite_fresh); a statement reconnects when it differs
         self._seen: Seen | None = None
         self._reading = 0  # read transactions open: their statements do not reconnect
+        self._gone = ""  # why this read handle stopped: another ledger is at its path
         if self._path != MEMORY:  # never a name SQLite gives another database's files
             check_sqlite_name(self._path)
         if self._path == MEMORY:
@@ -220,7 +209,7 @@ class SqliteStore(SqlStore):
         except sqlite3.DatabaseError as e:
             sqlite_files.close(conn)
             self._drop_copy()
-            if getattr(e, "sqlite_errorcode", 0) & 0xFF in _ACCESS:  # the file may be fine
+            if is_access(e):  # the file may be fine
                 raise StoreError(
                     f"cannot open SQLite ledger {self._path}: {e}: check the permissions of "
                     f"the file, of its directory and of any -wal/-shm beside it"
@@ -251,6 +240,8 @@ class SqliteStore(SqlStore):
 
     def exists(self) -> bool:
         """Whether the ledger exists; a pending store attaches to one created meanwhile."""
+        if self._gone:  # another ledger is at the path now: never read as this one
+            raise StoreError(self._gone)
         if self._conn is None and self._path != MEMORY:
             with self._lock:
                 p = Path(self._path)
@@ -315,6 +306,9 @@ class SqliteStore(SqlStore):
 
     # -- SqlStore ---------------------------------------------------------------------
 
+    def _no_ledger(self) -> str:
+        return f"no ledger at {self._path} (not created yet, or moved away)"
+
     def _stale(self) -> bool:
         """Whether this handle reads without SQLite's locks and the file changed since."""
         return self._seen is not None and seen(os.path.realpath(self._path)) != self._seen
@@ -322,6 +316,7 @@ class SqliteStore(SqlStore):
     def _reconnect(self) -> None:
         """A new connection to the ledger as it is now (:mod:`.sqlite_fresh`)."""
         conn, self._conn, self._seen = self._conn, None, None
+        was = binding(conn) if conn is not None else None  # a ledger's never changes
         if conn is not None:
             with contextlib.suppress(sqlite3.Error):
                 sqlite_files.close(conn)
@@ -329,10 +324,20 @@ class SqliteStore(SqlStore):
         p = Path(self._path)
         self._check_file(p)
         self._conn = self._connect(p)
+        now = binding(self._conn)
+        if was is not None and now not in (was, None):
+            sqlite_files.close(self._conn)
+            self._conn = None
+            self._drop_copy()
+            self._gone = (
+                f"{self._path} is now another ledger (policy and unit {now}, not {was}): it "
+                "was moved or linked over the one this handle read; open it anew"
+            )
+            raise StoreError(self._gone)
 
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         if self._conn is None:
-            raise LedgerNotFound(f"no ledger at {self._path} yet")
+            raise StoreError(self._gone) if self._gone else LedgerNotFound(self._no_ledger())
         for _ in range(_ATTEMPTS):
             fresh = self._seen is None or self._reading > 0  # SQLite's locks, or pinned
             if not fresh and self._stale():
@@ -478,7 +483,7 @@ class SqliteStore(SqlStore):
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
-            raise LedgerNotFound(f"no ledger at {self._path} yet")
+            raise StoreError(self._gone) if self._gone else LedgerNotFound(self._no_ledger())
         return self._conn
 
     def close(self) -> None:

@@ -14,8 +14,9 @@ as it is and never calls a change damage.
 from __future__ import annotations
 
 import os
+import sqlite3
 
-__all__ = ["Seen", "seen"]
+__all__ = ["Seen", "binding", "seen"]
 
 Seen = tuple[tuple[int, ...], bool, bool]
 """(the file's device, inode, size, modification and change times in ns; whether a
@@ -31,3 +32,15 @@ def seen(name: str) -> Seen | None:
         return None
     ident = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     return ident, os.path.lexists(f"{name}-wal"), os.path.lexists(f"{name}-shm")
+
+
+def binding(conn: sqlite3.Connection) -> tuple[tuple[str, str], ...] | None:
+    """The ledger's policy binding (policy name, budget unit) read through ``conn``;
+    None when it cannot be read (the caller then has nothing to compare)."""
+    try:
+        rows = conn.execute(
+            "SELECT key, value FROM dpl_meta WHERE key IN ('policy_name', 'unit') ORDER BY key"
+        ).fetchall()
+    except sqlite3.Error:
+        return None
+    return tuple((str(k), str(v)) for k, v in rows)

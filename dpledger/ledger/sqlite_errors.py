@@ -1,0 +1,26 @@
+"""What an SQLite error says about a ledger file: damaged, or only out of reach."""
+
+from __future__ import annotations
+
+import sqlite3
+
+__all__ = ["is_access", "is_damage"]
+
+_ACCESS = frozenset({3, 8, 14})  # SQLITE_PERM, SQLITE_READONLY, SQLITE_CANTOPEN
+_DAMAGED = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB: the file, not the moment
+
+
+def is_damage(e: BaseException | None) -> bool:
+    """Whether ``e`` (or the SQLite error behind it) says the database file is damaged.
+
+    A damaged file stays a :class:`StoreError` where it is met (the write did not happen),
+    but ``dpledger ledger verify`` reports it as a failed verification.
+    """
+    while e is not None and not isinstance(e, sqlite3.Error):
+        e = e.__cause__
+    return e is not None and getattr(e, "sqlite_errorcode", 0) & 0xFF in _DAMAGED
+
+
+def is_access(e: sqlite3.Error) -> bool:
+    """Whether SQLite could not open the file for lack of permission (it may be fine)."""
+    return getattr(e, "sqlite_errorcode", 0) & 0xFF in _ACCESS
