@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import json
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -259,15 +260,22 @@ def calibrate(
     guess = start * float(loss / budget) ** power  # the map's overshoot, corrected once
     # an upper end that fits: the map also charges each coordinate's rounding to the grid
     # (~dimension · 2**k), so a Δ near the grid can need far more than 2 × the closed form
-    hi = max(2 * start, guess)
+    hi = min(max(2 * start, guess), _LARGEST)
     for _ in range(64):
-        if not math.isfinite(hi) or fits(hi):
+        if hi == _LARGEST or fits(hi):
             break
-        hi *= 2
-    scale = least_float(fits, start, hi, guess) if math.isfinite(hi) else None
-    if scale is None:
-        raise InternalError(f"could not calibrate {mechanism} to {budget} at Δ={sensitivity}")
+        hi = min(2 * hi, _LARGEST)
+    scale = least_float(fits, start, hi, min(guess, hi))
+    if scale is None:  # even the largest double is too little noise for this budget
+        raise InvalidInput(
+            f"no noise scale within the range of a double calibrates {mechanism} noise at "
+            f"sensitivity {sensitivity!r} to a budget of {float(budget):.3g} {measure}: use a "
+            "larger budget (fewer rounds per epoch) or a smaller sensitivity (other units)"
+        )
     return facts_at(scale)
+
+
+_LARGEST = sys.float_info.max
 
 
 def apply(facts: MechanismFacts, aggregate: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
