@@ -7,12 +7,14 @@ import math
 import sys
 from fractions import Fraction
 
+import factories
 import pytest
 from factories import SPATIAL
 
 import dpledger as dl
 from dpledger import mechanisms as mech
 from dpledger.errors import InvalidInput, PolicyError
+from dpledger.policy import limits
 
 
 def _scalar(budget: str, *, high: str = "3.4", extra: str = "", zcdp: bool = False) -> str:
@@ -116,3 +118,24 @@ def test_a_recorded_policy_is_read_as_it_was_accepted() -> None:
     data["epoch_epsilon"] = "34/250000000000000000000" + "0" * 290
     policy = dl.Policy.from_mapping(data, recorded=True)
     assert policy.release_budget("loss") < Fraction(1, 10**307)
+
+
+def _policies() -> list[dl.Policy]:
+    text = SPATIAL.read_text(encoding="utf-8")
+    out = [dl.Policy.load(p) for p in sorted(SPATIAL.parent.glob("*.toml"))]
+    out.append(dl.Policy.from_toml(text.replace('"replace"', '"add_remove"')))
+    zcdp = text.replace('definition = "pure"', 'definition = "zcdp"')
+    zcdp = zcdp.replace('epoch_epsilon = "4.0"', 'epoch_rho = "0.5"')
+    out.append(dl.Policy.from_toml(zcdp))
+    out += [factories.policy(neighbouring=r) for r in ("replace", "add_remove")]
+    return out
+
+
+@pytest.mark.parametrize("policy", _policies(), ids=lambda p: f"{p.name}-{p.neighbouring}")
+def test_the_load_checks_sensitivity_bound_covers_every_release_sensitivity(
+    policy: dl.Policy,
+) -> None:
+    for name, spec in policy.metrics.items():
+        assert limits._sensitivity_bound(policy, spec) >= mech.policy_sensitivity(policy, name) / (
+            1 + 1e-9
+        ), name
