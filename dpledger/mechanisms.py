@@ -52,6 +52,7 @@ from dpledger.types import (
     PrivacyUnit,
     Unit,
     cohort_size,
+    nonnegative_real,
     positive_real,
 )
 
@@ -388,7 +389,14 @@ def error_bar(
     """
     n = cohort_size(n, "cohort n")
     scale, rounding = _scale_and_rounding(sensitivity, budget, measure, mechanism, magnitude)
-    return error_bar_for_scale(scale, n, bar, mechanism, GRID_SLACK, rounding)
+    out = error_bar_for_scale(scale, n, bar, mechanism, GRID_SLACK, rounding)
+    if not math.isfinite(out):  # not a number anyone can use; a policy's bar never is
+        raise InvalidInput(
+            f"the {bar} error bar of sensitivity {float(sensitivity):.3g} at this budget and "
+            f"n={n} is beyond the range of a double: use a larger budget or cohort, or a "
+            "smaller sensitivity (other units)"
+        )
+    return out
 
 
 def cohort_floor(
@@ -423,17 +431,7 @@ def _scale_and_rounding(
     ``magnitude``: what :func:`error_bar` and :func:`cohort_floor` both start from."""
     amount, unit = _amount(budget, measure, mechanism)
     scale = noise_scale(positive_real(sensitivity, "sensitivity"), amount, unit)
-    return scale, _nonnegative(magnitude, "magnitude") * ROUNDING
-
-
-def _nonnegative(value: float, what: str) -> float:
-    """``value`` as a finite float ≥ 0, else :class:`InvalidInput`."""
-    if isinstance(value, bool) or not isinstance(value, int | float | Fraction):
-        raise InvalidInput(f"{what} must be a real number ≥ 0, got {value!r}")
-    v = float(value)
-    if not (math.isfinite(v) and v >= 0):
-        raise InvalidInput(f"{what} must be finite and ≥ 0, got {value!r}")
-    return v
+    return scale, nonnegative_real(magnitude, "magnitude") * ROUNDING
 
 
 @functools.lru_cache(maxsize=1024)
