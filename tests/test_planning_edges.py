@@ -12,6 +12,7 @@ from factories import SPATIAL, spatial
 
 import dpledger as dl
 from dpledger.errors import InvalidInput
+from dpledger.planning import compare_definitions
 
 VALUES = np.linspace(0.0, 5.0, 200)
 
@@ -98,3 +99,15 @@ def test_error_bar_reads_a_numpy_magnitude() -> None:
     assert dl.error_bar(1.0, 1.0, 100, magnitude=np.float32(2.0)) == dl.error_bar(
         1.0, 1.0, 100, magnitude=2.0
     )
+
+
+def test_compare_definitions_names_the_metric_whose_converted_budget_underflows() -> None:
+    # ε 2.5e-301 per release converts to a ρ (≈ ε²) far below the doubles' range
+    text = (
+        'name = "cd"\nversion = "1"\nneighbouring = "replace"\nepoch_epsilon = "1e-300"\n'
+        '[regions]\nnames = ["na"]\n[metrics.loss]\nkind = "scalar_mean"\nweight = "1"\n'
+        'clip = { low = "0", high = "0.001", source = "t" }\n'
+    )
+    policy = dl.Policy.from_toml(text)
+    with pytest.raises(InvalidInput, match=r"metric 'loss': its converted per-release ρ at"):
+        compare_definitions(policy, {"na": 1})
