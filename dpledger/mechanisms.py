@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import json
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -51,6 +52,7 @@ from dpledger.types import (
     PrivacyUnit,
     Unit,
     cohort_size,
+    nonnegative_real,
     positive_real,
 )
 
@@ -259,15 +261,22 @@ def calibrate(
     guess = start * float(loss / budget) ** power  # the map's overshoot, corrected once
     # an upper end that fits: the map also charges each coordinate's rounding to the grid
     # (~dimension · 2**k), so a Δ near the grid can need far more than 2 × the closed form
-    hi = max(2 * start, guess)
+    hi = min(max(2 * start, guess), _LARGEST)
     for _ in range(64):
-        if not math.isfinite(hi) or fits(hi):
+        if hi == _LARGEST or fits(hi):
             break
-        hi *= 2
-    scale = least_float(fits, start, hi, guess) if math.isfinite(hi) else None
-    if scale is None:
-        raise InternalError(f"could not calibrate {mechanism} to {budget} at Δ={sensitivity}")
+        hi = min(2 * hi, _LARGEST)
+    scale = least_float(fits, start, hi, min(guess, hi))
+    if scale is None:  # even the largest double is too little noise for this budget
+        raise InvalidInput(
+            f"no noise scale within the range of a double calibrates {mechanism} noise at "
+            f"sensitivity {sensitivity!r} to a budget of {float(budget):.3g} {measure}: use a "
+            "larger budget (fewer rounds per epoch) or a smaller sensitivity (other units)"
+        )
     return facts_at(scale)
+
+
+_LARGEST = sys.float_info.max
 
 
 def apply(facts: MechanismFacts, aggregate: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
@@ -380,7 +389,14 @@ def error_bar(
     """
     n = cohort_size(n, "cohort n")
     scale, rounding = _scale_and_rounding(sensitivity, budget, measure, mechanism, magnitude)
-    return error_bar_for_scale(scale, n, bar, mechanism, GRID_SLACK, rounding)
+    out = error_bar_for_scale(scale, n, bar, mechanism, GRID_SLACK, rounding)
+    if not math.isfinite(out):  # not a number anyone can use; a policy's bar never is
+        raise InvalidInput(
+            f"the {bar} error bar of sensitivity {float(sensitivity):.3g} at this budget and "
+            f"n={n} is beyond the range of a double: use a larger budget or cohort, or a "
+            "smaller sensitivity (other units)"
+        )
+    return out
 
 
 def cohort_floor(
@@ -415,17 +431,7 @@ def _scale_and_rounding(
     ``magnitude``: what :func:`error_bar` and :func:`cohort_floor` both start from."""
     amount, unit = _amount(budget, measure, mechanism)
     scale = noise_scale(positive_real(sensitivity, "sensitivity"), amount, unit)
-    return scale, _nonnegative(magnitude, "magnitude") * ROUNDING
-
-
-def _nonnegative(value: float, what: str) -> float:
-    """``value`` as a finite float ≥ 0, else :class:`InvalidInput`."""
-    if isinstance(value, bool) or not isinstance(value, int | float | Fraction):
-        raise InvalidInput(f"{what} must be a real number ≥ 0, got {value!r}")
-    v = float(value)
-    if not (math.isfinite(v) and v >= 0):
-        raise InvalidInput(f"{what} must be finite and ≥ 0, got {value!r}")
-    return v
+    return scale, nonnegative_real(magnitude, "magnitude") * ROUNDING
 
 
 @functools.lru_cache(maxsize=1024)

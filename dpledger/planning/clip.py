@@ -28,10 +28,10 @@ import numpy.typing as npt
 from dpledger import mechanisms as mech
 from dpledger._files import read_bounded
 from dpledger.errors import InvalidInput, PlotUnavailable
+from dpledger.planning._clip_args import LARGEST, check_args, clip_low, normal_or_zero
 from dpledger.planning._common import text_table
 from dpledger.policy import Clip, FrozenModel
-from dpledger.policy.base import MAX_BOUND, MAX_BUDGET, MIN_NORMAL
-from dpledger.types import Neighbouring, cohort_size
+from dpledger.types import Neighbouring
 
 __all__ = [
     "COMMON_PERCENTILE",
@@ -220,11 +220,6 @@ def _is_float(s: str) -> bool:
     return True
 
 
-_LARGEST = float(MAX_BOUND)
-"""The largest held-out value or ``low`` accepted: a policy's clip bound limit (beyond it
-a candidate bound could not be written into a policy)."""
-
-
 def _clean(values: object) -> tuple[npt.NDArray[np.float64], int]:
     """Finite float64 values (sorted) and how many NaN were dropped.
 
@@ -258,46 +253,13 @@ def _clean(values: object) -> tuple[npt.NDArray[np.float64], int]:
     inf = int(np.isinf(arr).sum())
     if inf:
         raise InvalidInput(f"{inf} held-out value(s) are infinite; per-client values are finite")
-    big = int((np.abs(arr) > _LARGEST).sum())
+    big = int((np.abs(arr) > LARGEST).sum())
     if big:
         raise InvalidInput(
             f"{big} held-out value(s) exceed 1e12 in magnitude, more than any clip bound a "
             "policy takes: rescale the metric"
         )
     return np.sort(arr), dropped
-
-
-_SMALLEST_EPSILON, _LARGEST_EPSILON = float(MIN_NORMAL), float(MAX_BUDGET)
-"""The per-release ε calibration takes: a policy's budget range (a normal double ≤ 1e9)."""
-
-
-def _normal_or_zero(x: float) -> bool:
-    """Whether ``x`` is 0 or a normal double: what a policy's clip bound may be."""
-    return x == 0 or abs(x) >= _SMALLEST_EPSILON
-
-
-def _check_args(percentiles: Sequence[float], epsilon: float, cohort: int) -> tuple[float, ...]:
-    if (
-        isinstance(epsilon, bool)
-        or not isinstance(epsilon, numbers.Real)
-        or not (math.isfinite(epsilon) and epsilon > 0)
-    ):
-        raise InvalidInput(f"epsilon must be a finite number > 0, got {epsilon!r}")
-    if not _SMALLEST_EPSILON <= float(epsilon) <= _LARGEST_EPSILON:
-        raise InvalidInput(
-            f"epsilon must lie between 2.2e-308 and 1e9, the per-release ε a policy accepts "
-            f"(a normal double, at most 1e9), got {float(epsilon):g}: use an ε in that range"
-        )
-    cohort_size(cohort, "cohort n")
-    pcts = tuple(float(p) for p in percentiles)
-    if not pcts:
-        raise InvalidInput("give at least one candidate percentile")
-    bad = [p for p in pcts if not 0 <= p <= 100]
-    if bad:
-        raise InvalidInput(f"percentiles must lie in [0, 100], got {bad}")
-    if len(set(pcts)) != len(pcts):
-        raise InvalidInput(f"percentiles must be distinct, got {list(pcts)}")
-    return pcts
 
 
 def calibrate_clip(
@@ -328,15 +290,9 @@ def calibrate_clip(
             source = f"held-out {path.name}" + (f"[{column}]" if column else "")
     if neighbouring not in ("replace", "add_remove"):
         raise InvalidInput(f"neighbouring must be 'replace' or 'add_remove', got {neighbouring!r}")
-    pcts = _check_args(percentiles, epsilon, cohort)
-    if isinstance(low, bool) or not isinstance(low, numbers.Real) or not math.isfinite(low):
-        raise InvalidInput(f"low must be a finite number, got {low!r}")
-    if abs(low) > _LARGEST:
-        raise InvalidInput(f"low must lie within ±1e12 (a policy's clip bounds), got {low!r}")
-    if not _normal_or_zero(float(low)):
-        raise InvalidInput(
-            f"low must be 0 or at least 2.2e-308 in magnitude (a policy's clip bounds), got {low!r}"
-        )
+    pcts = check_args(percentiles, epsilon, cohort)
+    low_q = clip_low(low)
+    low = float(low_q)
     x, dropped = _clean(values)
     n = x.size
     bounds = np.percentile(x, pcts)
@@ -346,9 +302,7 @@ def calibrate_clip(
             f"candidate bound(s) {', '.join(flat)} are not above low = {low:g}: "
             "no range to clip to; lower `low` or drop those percentiles"
         )
-    tiny = [
-        f"p{p:g} = {b:.3g}" for p, b in zip(pcts, bounds, strict=True) if not _normal_or_zero(b)
-    ]
+    tiny = [f"p{p:g} = {b:.3g}" for p, b in zip(pcts, bounds, strict=True) if not normal_or_zero(b)]
     if tiny:
         raise InvalidInput(
             f"candidate bound(s) {', '.join(tiny)} are below 2.2e-308, the smallest clip "
@@ -363,7 +317,7 @@ def calibrate_clip(
     bias = clipped_sum / n - prefix[-1] / n
     clipped_fraction = (n_low + (n - n_le)) / n
     deltas = [  # the ledger's rule, one implementation (a handful of candidates)
-        mech.scalar_sensitivity(Fraction(low), Fraction(float(b)), neighbouring) for b in bounds
+        mech.scalar_sensitivity(low_q, Fraction(float(b)), neighbouring) for b in bounds
     ]
     beyond = InvalidInput(
         f"at ε = {float(epsilon):g} and cohort {int(cohort)} the noise scale Δ/(ε·n) of a "

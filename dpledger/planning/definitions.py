@@ -79,11 +79,13 @@ def compare_definitions(policy: Policy, cohorts: Mapping[str, int]) -> tuple[Def
             continue
         d1 = mech.policy_sensitivity(policy, name, "laplace")
         d2 = mech.policy_sensitivity(policy, name, "gaussian")
-        b = mech.noise_scale(d1, eps_eval * share, "epsilon")
-        sigma = mech.noise_scale(d2, rho_eval * share, "rho")
+        b = _scale(name, d1, eps_eval * share, "epsilon")
+        sigma = _scale(name, d2, rho_eval * share, "rho")
         for region, n in cohorts.items():
             lap = mech.error_bar_for_scale(b, n, spec.bar, "laplace")
             gau = mech.error_bar_for_scale(sigma, n, spec.bar, "gaussian")
+            if not (math.isfinite(lap) and math.isfinite(gau)):
+                raise _beyond(name, "its error bar")
             out.append(
                 DefinitionChoice(
                     region=region,
@@ -96,3 +98,22 @@ def compare_definitions(policy: Policy, cohorts: Mapping[str, int]) -> tuple[Def
                 )
             )
     return tuple(out)
+
+
+def _scale(metric: str, sensitivity: float, budget: Fraction, unit: str) -> float:
+    """The closed-form noise scale of one side of the comparison; the metric named when
+    the converted budget (ρ ≈ ε²/4·ln(1/δ) underflows below ε ≈ 1e-154) leaves none."""
+    try:
+        return mech.noise_scale(sensitivity, budget, "epsilon" if unit == "epsilon" else "rho")
+    except InvalidInput:
+        sym = "ε" if unit == "epsilon" else "ρ"
+        shown = f" {float(budget):.3g}" if float(budget) > 0 else ""
+        raise _beyond(metric, f"its converted per-release {sym}{shown}") from None
+
+
+def _beyond(metric: str, what: str) -> InvalidInput:
+    return InvalidInput(
+        f"cannot compare definitions for metric {metric!r}: {what} at the same guarantee is "
+        "beyond the range of a double (the ε ↔ ρ conversion of so small a budget "
+        "underflows); compare at a larger budget"
+    )

@@ -24,6 +24,7 @@ from dpledger.planning._common import (
     validated_rounds,
 )
 from dpledger.policy import BudgetValue, ExactDecimal, FrozenModel, Policy
+from dpledger.policy.base import MIN_NORMAL
 from dpledger.types import BarKind, Budget, MechanismKind, Unit, cohort_size, positive_real
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
 
 _ZERO = Fraction(0)
 _SIG_DIGITS = 4  # inverse-planning budgets are rounded up to this many significant digits
+_SMALLEST = float(MIN_NORMAL)
 
 
 class MetricRequirement(FrozenModel):
@@ -106,7 +108,16 @@ def budget_for_target(policy: Policy, metric: str, target: float | None, cohort:
             "and the doubles' rounding alone exceed it; state the metric in smaller units"
         )
     scale = fits / mech.bar_factor(spec.bar, kind)  # the noise that just fits
-    raw = delta / scale if policy.unit == "epsilon" else delta**2 / (2.0 * scale**2)
+    # floats: a huge target's budget underflows to 0 (** raised OverflowError); none
+    # overflows: fits ≥ an ulp of the grid step (≈ 4e-28) keeps Δ/scale below ~1e47
+    ratio = delta / scale
+    raw = ratio if policy.unit == "epsilon" else ratio * ratio / 2.0
+    if raw < _SMALLEST:
+        raise InvalidInput(
+            f"target {goal!r} for {metric!r} at n={n} needs a budget below 2.2e-308, the "
+            "smallest per-release budget a policy takes: any budget meets it; pass a "
+            "target that could be missed"
+        )
     q = _ceil_sig(raw)
     step = Fraction(10) ** (math.floor(math.log10(float(q))) - (_SIG_DIGITS - 1))
 
@@ -206,10 +217,7 @@ def budget_for_scale(
     releases use, and maps ``sensitivity`` through it (L1, or L2 for Gaussian). The
     result is exact (ε, or ρ for ``measure="rho"``) and never below the true loss.
     """
-    try:
-        d, s = float(sensitivity), float(scale)
-    except (TypeError, ValueError) as e:
-        raise InvalidInput(f"sensitivity and scale must be numbers: {e}") from e
+    d, s = positive_real(sensitivity, "sensitivity"), positive_real(scale, "noise scale")
     try:
         facts = mech.MechanismFacts(mechanism, measure, d, s, dimension, k=k)
         loss = mech.privacy_loss(facts)

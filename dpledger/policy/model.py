@@ -31,6 +31,7 @@ from dpledger.policy.base import (
     name_ok,
 )
 from dpledger.policy.hashing import content_hash
+from dpledger.policy.limits import budget_limit_problems
 from dpledger.policy.loading import parse_toml, read_policy_text
 from dpledger.policy.metric import MetricSpec
 from dpledger.policy.regions import Regions
@@ -155,6 +156,8 @@ class Policy(FrozenModel):
                     f"metric {name!r} costs {absolute} per release, more than the whole "
                     f"evaluation budget {self.eval_fraction * budget}: it could never be released"
                 )
+        if not problems and not RECORDED.get():  # a recorded policy reads as it was accepted
+            problems.extend(budget_limit_problems(self))
         if problems:
             raise ValueError("; ".join(problems))
         return self

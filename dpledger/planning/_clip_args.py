@@ -1,0 +1,85 @@
+"""The argument checks of :func:`dpledger.planning.clip.calibrate_clip` (private).
+
+Every argument is refused with :class:`InvalidInput` naming it; numpy scalars are read as
+the real numbers they are, and an integer beyond a double (10**400) is out of range, not
+an ``OverflowError``.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterable, Sequence
+from fractions import Fraction
+
+from dpledger.errors import InvalidInput
+from dpledger.policy.base import MAX_BOUND, MAX_BUDGET, MIN_NORMAL
+from dpledger.types import cohort_size, positive_real
+
+__all__ = ["LARGEST", "check_args", "clip_low", "normal_or_zero"]
+
+LARGEST = float(MAX_BOUND)
+"""The largest held-out value or ``low`` accepted: a policy's clip bound limit (beyond it
+a candidate bound could not be written into a policy)."""
+
+
+_SMALLEST_EPSILON, _LARGEST_EPSILON = float(MIN_NORMAL), float(MAX_BUDGET)
+"""The per-release ε calibration takes: a policy's budget range (a normal double ≤ 1e9)."""
+
+
+def normal_or_zero(x: float) -> bool:
+    """Whether ``x`` is 0 or a normal double: what a policy's clip bound may be."""
+    return x == 0 or abs(x) >= _SMALLEST_EPSILON
+
+
+def check_args(percentiles: Sequence[float], epsilon: float, cohort: int) -> tuple[float, ...]:
+    """The percentiles as floats, once ``epsilon`` and ``cohort`` are checked."""
+    eps = positive_real(epsilon, "epsilon")
+    if not _SMALLEST_EPSILON <= eps <= _LARGEST_EPSILON:
+        raise InvalidInput(
+            f"epsilon must lie between 2.2e-308 and 1e9, the per-release ε a policy accepts "
+            f"(a normal double, at most 1e9), got {eps:g}: use an ε in that range"
+        )
+    cohort_size(cohort, "cohort n")
+    if isinstance(percentiles, str | bytes) or not isinstance(percentiles, Iterable):
+        raise InvalidInput(
+            f"percentiles must be a sequence of numbers in [0, 100], e.g. (50, 99), got "
+            f"{type(percentiles).__name__} {percentiles!r:.40}"
+        )
+    pcts = tuple(_percentile(p) for p in percentiles)
+    if not pcts:
+        raise InvalidInput("give at least one candidate percentile")
+    bad = [p for p in pcts if not 0 <= p <= 100]
+    if bad:
+        raise InvalidInput(f"percentiles must lie in [0, 100], got {bad}")
+    if len(set(pcts)) != len(pcts):
+        raise InvalidInput(f"percentiles must be distinct, got {list(pcts)}")
+    return pcts
+
+
+def clip_low(low: object) -> Fraction:
+    """``low`` exactly (an int or Fraction as written, else its double), within ±1e12 and 0
+    or a normal double, as a policy's clip bounds are."""
+    if isinstance(low, bool) or not isinstance(low, numbers.Real):
+        raise InvalidInput(f"low must be a real number, got {type(low).__name__} {low!r:.40}")
+    x = _float(low)
+    if not abs(x) <= LARGEST:
+        raise InvalidInput(f"low must lie within ±1e12 (a policy's clip bounds), got {x!r}")
+    if not normal_or_zero(x):
+        raise InvalidInput(f"low must be 0 or at least 2.2e-308 in magnitude (a policy's "
+                           f"clip bounds), got {x!r}")  # fmt: skip
+    return Fraction(low) if isinstance(low, numbers.Rational) else Fraction(x)
+
+
+def _percentile(p: object) -> float:
+    if isinstance(p, bool) or not isinstance(p, numbers.Real):
+        raise InvalidInput(f"percentiles must be numbers in [0, 100], got {p!r:.40}")
+    return _float(p)  # out of range (nan, inf, 10**400): refused by check_args
+
+
+def _float(value: numbers.Real) -> float:
+    """``value`` as a double; an integer beyond a double's range (10**400) as inf."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
