@@ -200,7 +200,13 @@ def _add_units(
 ) -> None:
     """Add each row's grid units to its group's total in ``acc`` (groups × d, int64);
     ``one`` names the block's only group, if it has one."""
-    units = encode(grid, rows)
+    try:
+        units = encode(grid, rows)
+    except InvalidInput as e:
+        if not np.isfinite(rows).all():
+            raise
+        # values outside the grid: its count is this block's, not the fleet's
+        raise InvalidInput(f"{e} (counted in one block of {len(rows):,} clients)") from None
     if one is not None:
         acc[one[0]] += units.sum(axis=0)
         return
