@@ -167,7 +167,8 @@ def encode(grid: FixedPoint, rows: FloatArray) -> IntArray:
     reductions, False for NaN), trunc(x / quantum) is already inside the grid's integer
     range — for x ≥ 0 it is floor(x/q) ≤ floor(high/q), for x < 0 it is ceil(x/q) ≥
     ceil(low/q) — so the clamp is the identity, and a float-to-int64 cast is trunc.
-    Otherwise (NaN, a value outside, an interval away from 0) the grid's own encode runs.
+    Otherwise (NaN, a value outside, an interval away from 0) the grid's own encode runs,
+    which refuses NaN and values outside beyond float rounding.
     """
     return _encode(grid, rows, owned=False)
 
