@@ -177,6 +177,12 @@ def test_csv_column_is_read_and_empty_cells_are_dropped_as_nan(tmp_path: Path) -
     assert "held.csv[loss]" in res.source
 
 
+def test_zeros_in_any_spelling_still_read_as_zero(tmp_path: Path) -> None:
+    path = tmp_path / "zeros.csv"
+    path.write_text("v\n0\n-0.0\n0e5\n.0E-9\n5e-324\n", encoding="utf-8")
+    assert load_held_out(path).tolist() == [0.0, 0.0, 0.0, 0.0, 5e-324]
+
+
 def test_single_column_csv_needs_no_column_name(tmp_path: Path) -> None:
     path = tmp_path / "one.csv"
     path.write_text("loss\n1\n2\n3\n", encoding="utf-8")
@@ -186,7 +192,9 @@ def test_single_column_csv_needs_no_column_name(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("name", "text", "column", "message"),
     [
-        ("a.csv", "x,y\n1,2\n", None, "name one with column"),
+        ("a.csv", "x,y\n1,2\n", None, "name one with --column"),  # the CLI flag (audit 5 F8)
+        ("a.csv", "x\n2\n1e-400\n", None, r"line 3: '1e-400' is too small for a double \(it"),
+        ("a.csv", "x\n2\n-5e-999\n", None, "line 3: '-5e-999' is too small"),
         ("a.csv", "x,y\n1,2\n", "z", "no column 'z'"),
         ("a.csv", "x\n1\noops\n", "x", "line 3: 'oops' is not a number"),
         ("a.csv", "", None, "empty"),

@@ -189,3 +189,49 @@ def test_ascii_numbers_still_read_as_before() -> None:
     assert [ascii_int(t) for t in ("0", "2400", "-1", "007")] == [0, 2400, -1, 7]
     got = [ascii_float(t) for t in ("1", "0.5", "-2", "1e-6", "2.5E3", ".5", "5.")]
     assert got == [1.0, 0.5, -2.0, 1e-6, 2500.0, 0.5, 5.0]
+
+
+@pytest.mark.parametrize(
+    ("option", "reason"),
+    [
+        ("calibrate --epsilon", "epsilon must be a finite number > 0, got -1e+308"),
+        ("calibrate --low", "low must lie within ±1e12"),
+        ("ledger lifetime --delta", "strictly between 0 and 1, got '-1e308'"),
+    ],
+)
+def test_a_negative_number_with_an_exponent_reaches_its_option(
+    option: str, reason: str, where: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Audit 5, F8: ``--low -1e308`` was argparse's "expected one argument" (it read
+    ``-1e308`` as an option); only ``--low=-1e308`` worked."""
+    code, err = _run(_float_commands(where, "-1e308")[option], capsys)
+    assert code == 2, err
+    assert "expected one argument" not in err
+    assert reason in err
+
+
+def test_a_negative_low_with_an_exponent_calibrates(
+    where: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = _run(_float_commands(where, "-2.5E-1")["calibrate --low"], capsys)
+    assert code == 0, err
+
+
+def test_every_number_option_takes_a_negative_number_with_an_exponent() -> None:
+    """The options joined to a following ``-1e5`` are every option typed as a number."""
+    from dpledger.cli.argtypes import NUMBER_OPTIONS, join_negative_numbers
+    from dpledger.cli.main import build_parser
+
+    typed: set[str] = set()
+    parsers = [build_parser()]
+    while parsers:
+        parser = parsers.pop()
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                parsers.extend(action.choices.values())
+            elif action.type in (ascii_float, ascii_fraction):
+                typed.update(action.option_strings)
+    assert typed == NUMBER_OPTIONS
+    assert join_negative_numbers(["--low", "-1e5", "--json", "-2", "--low", "x"]) == [
+        "--low=-1e5", "--json", "-2", "--low", "x",
+    ]  # fmt: skip

@@ -303,3 +303,23 @@ def test_released_and_refused_count_the_health_release_alike(fleet: Fleet, tmp_p
             1 for k, v in record.items() if k.endswith("/refused") and v == 1
         )
     assert result.evaluate_metrics_clientapp[2]["refused"] == 4  # the epoch is spent
+
+
+def test_plain_sum_reads_a_value_within_the_rounding_slack_as_the_clip_edge() -> None:
+    """Audit 5, F9: the grid now refuses values outside its clip beyond its own rounding
+    allowance (up to its next grid point), which at 40 bits is narrower than the slack
+    PlainSum.check allows: such a row passed the check and must still be summed (as the
+    edge), not refused after the check."""
+    from dpledger.flower.aggregation import ROUNDING_SLACK
+    from dpledger.flower.wire import MetricPlan
+    from dpledger.metrics.declarations import Bounds
+
+    m = MetricPlan("loss", "clipped_loss", "scalar_mean", Bounds(low=0.0, high=3.4), None, {},
+                   True)  # fmt: skip
+    agg = PlainSum(bits=40)
+    value = 3.4 * (1 + 0.9 * ROUNDING_SLACK)  # past the grid's next point, inside the slack
+    assert value > agg.grid(m).accepted_range()[1]
+    rows = np.array([[value], [1.0]])
+    assert agg.check(m, rows) == [None, None]
+    assert agg.total(m, rows).tobytes() == agg.total(m, np.array([[3.4], [1.0]])).tobytes()
+    assert agg.check(m, np.array([[3.4 * (1 + 2 * ROUNDING_SLACK)]])) != [None]

@@ -215,12 +215,20 @@ def test_encode_fast_path_gives_the_grids_integers() -> None:
     cases = [
         (FixedPoint.for_cap(40.0), rng.uniform(-40, 40, (50, 7))),
         (FixedPoint(0.0, 3.4), rng.uniform(0, 3.4, (50, 1))),
-        (FixedPoint(0.0, 3.4), rng.uniform(-1, 5, (50, 1))),  # outside: the grid clamps
-        (FixedPoint(1.0, 5.0), rng.uniform(0, 6, (50, 1))),  # away from 0
+        (FixedPoint(0.0, 3.4), np.array([[3.4000000000000004], [-1e-300]])),  # rounding
+        (FixedPoint(1.0, 5.0), rng.uniform(1, 5, (50, 1))),  # away from 0
         (FixedPoint.for_cap(1.0, bits=40), np.array([[1.0, -1.0, 0.0, 2.0**-40]])),
     ]
     for grid, rows in cases:
         np.testing.assert_array_equal(blocks.encode(grid, rows), grid.encode(rows))
+    outside = [
+        (FixedPoint(0.0, 3.4), rng.uniform(-1, 5, (50, 1))),
+        (FixedPoint(1.0, 5.0), rng.uniform(0, 6, (50, 1))),
+    ]
+    for grid, rows in outside:  # refused on both paths, never clamped (audit 5, F9)
+        for encode in (blocks.encode, lambda g, r: g.encode(r)):
+            with pytest.raises(InvalidInput, match="outside the grid's"):
+                encode(grid, rows)
     with pytest.raises(InvalidInput, match="NaN"):
         blocks.encode(FixedPoint.for_cap(1.0), np.array([[0.5, math.nan]]))
 

@@ -87,8 +87,8 @@ def test_the_cells_path_is_the_one_taken_for_the_shipped_grid(taken: list[bool])
 
 @pytest.mark.parametrize(
     "grid",
-    [FixedPoint(-1.0, 1.0), FixedPoint(0.5, 8.0), FixedPoint(-(2.0**30), 2.0**30)],
-    ids=["counts-clamped", "zero-outside", "quantum-above-1"],
+    [FixedPoint(-2.5, 2.5), FixedPoint(-(2.0**30), 2.0**30)],
+    ids=["uncapped-length-above-high", "quantum-above-1"],
 )
 def test_a_grid_the_cells_cannot_serve_falls_back_to_rows(
     grid: FixedPoint, taken: list[bool]
@@ -103,6 +103,23 @@ def test_a_grid_the_cells_cannot_serve_falls_back_to_rows(
         np.testing.assert_array_equal(sums[g], exact_sum(rows[groups == g], grid))
     assert taken
     assert not any(taken)
+
+
+@pytest.mark.parametrize(
+    "grid", [FixedPoint(-1.0, 1.0), FixedPoint(0.5, 8.0)], ids=["counts-above", "zero-below"]
+)
+def test_a_grid_the_counts_do_not_fit_is_refused_not_clamped(grid: FixedPoint) -> None:
+    """Audit 5, F9: counts of a cap-5 confusion on a [−1, 1] grid (or zero counts on a grid
+    away from 0) were clamped onto it, silently: now refused, as exact_sum refuses them."""
+    lengths = [3, 7, 2, 11, 5]
+    data, offsets = _labels(lengths, 3, 2), _offsets(lengths)
+    job = Contribution(CONFUSION, Bounds(cap=5.0), {"n_classes": 3}, grid)
+    groups = np.array([0, 1, 0, 1, 1])
+    with pytest.raises(InvalidInput, match=r"outside the grid's.*counted in one block"):
+        sum_contributions({"cm": job}, data, offsets=offsets, groups=groups)
+    rows = CONFUSION.contribute(data, job.bounds, offsets=offsets, n_classes=3)
+    with pytest.raises(InvalidInput, match="outside the grid's"):
+        exact_sum(rows, grid)
 
 
 def test_cell_counts_give_the_confusion_rows_bit_for_bit() -> None:
@@ -160,7 +177,7 @@ def test_capped_units_equal_encoding_the_scaled_rows(
     seed: int,
 ) -> None:
     # Tables (few distinct factors, small counts) and the direct fallback (many distinct
-    # factors, large counts) alike; grids that clamp some entries go through grid.encode.
+    # factors, large counts) alike; entries past the grid are refused on every path.
     rng = np.random.default_rng(seed)
     counts = rng.integers(0, top + 1, (n_rows, width)).astype(np.int64)
     if repeat_factors:
@@ -168,12 +185,22 @@ def test_capped_units_equal_encoding_the_scaled_rows(
     else:
         factor = rng.uniform(0.0, 1.0, n_rows)
     grid = FixedPoint(low=bounds[0], high=bounds[1], bits=bounds[2])
-    want = blocks.encode(grid, counts.astype(np.float64) * factor[:, None])
+    most = counts.max(axis=1, initial=0) + rng.integers(0, 3, n_rows)
+    scaled = counts.astype(np.float64) * factor[:, None]
+    if scaled.size and float(scaled.max()) > grid.accepted_range()[1]:  # all paths refuse
+        for path in (
+            lambda: blocks.encode(grid, scaled),
+            lambda: blocks.capped_units(grid, counts, factor),
+            lambda: blocks._capped_units_reused(grid, counts, factor, most),
+        ):
+            with pytest.raises(InvalidInput, match="outside the grid's"):
+                path()
+        return
+    want = blocks.encode(grid, scaled)
     got = blocks.capped_units(grid, counts, factor)
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
     # the summing path's form: reused buffers, no reductions when no clamp can apply
-    most = counts.max(axis=1, initial=0) + rng.integers(0, 3, n_rows)
     reused = blocks._capped_units_reused(grid, counts, factor, most)
     assert reused.dtype == want.dtype
     np.testing.assert_array_equal(reused, want)

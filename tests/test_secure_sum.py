@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -106,3 +107,61 @@ def test_sum_error_refuses_what_is_not_a_cohort_with_a_typed_error(clients: obje
 def test_sum_error_takes_a_numpy_count() -> None:
     grid = FixedPoint(0.0, 1.0)
     assert grid.sum_error(np.int64(5)) == grid.sum_error(5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("rows", "grid", "count"),
+    [
+        ([[5.0]], FixedPoint(0.0, 3.4), "1 of 1"),  # was read as 3.39999998
+        ([[-1.0]], FixedPoint(0.0, 3.4), "1 of 1"),  # was read as 0
+        ([[3.4000001]], FixedPoint(0.0, 3.4), "1 of 1"),  # 1e-7 out: more than rounding
+        ([[1e300]], FixedPoint(0.0, 3.4), "1 of 1"),
+        ([[1.0], [9.0], [2.0]], FixedPoint(0.0, 3.4), "1 of 3"),  # was summed to 6.4
+        ([[5.0, 0.0], [0.5, -7.0]], FixedPoint.for_cap(1.0), "2 of 4"),  # was [1, 0]
+        ([[0.0], [3.0]], FixedPoint(0.3, 5.7), "1 of 2"),  # was put on 0.3
+    ],
+)
+def test_values_outside_the_grid_are_refused_not_clamped(
+    rows: list[list[float]], grid: FixedPoint, count: str
+) -> None:
+    """Audit 5, F9: a clamped sum hid a failed client clip (and broke sum_error's bound)."""
+    with pytest.raises(InvalidInput, match=rf"{count} contribution value.*outside the grid's"):
+        exact_sum(rows, grid)
+    with pytest.raises(InvalidInput, match="clip each client's contribution"):
+        grid.encode(rows)
+
+
+@pytest.mark.parametrize(
+    "grid",
+    [
+        FixedPoint(0.0, 3.4),
+        FixedPoint(0.3, 5.7),
+        FixedPoint(-5.0, -1.0),
+        FixedPoint.for_cap(1.0),
+        FixedPoint.for_cap(40.0, bits=40),
+        FixedPoint(0.0, math.nextafter(4.0, 0.0)),  # the next grid point is the next double
+    ],
+)
+def test_float_rounding_past_an_edge_is_read_as_the_edge_within_one_quantum(
+    grid: FixedPoint,
+) -> None:
+    below, above = grid.accepted_range()
+    q = Fraction(grid.quantum)
+    for edge, past, beyond in (
+        (grid.high, above, math.nextafter(above, math.inf)),
+        (grid.low, below, math.nextafter(below, -math.inf)),
+    ):
+        rounded = math.nextafter(edge, past)  # one double out: always accepted
+        values = np.array([[rounded], [past]])
+        units = grid.encode(values)
+        assert units.tolist() == grid.encode([[edge], [edge]]).tolist()  # read as the edge
+        for v, u in zip(values[:, 0].tolist(), units[:, 0].tolist(), strict=True):
+            assert abs(Fraction(v) - int(u) * q) <= q  # so sum_error(n) still bounds the sum
+        total = Fraction(float(exact_sum(values, grid)[0]))
+        assert abs(total - Fraction(rounded) - Fraction(past)) <= Fraction(grid.sum_error(2))
+        with pytest.raises(InvalidInput, match="1 of 1 contribution value"):
+            grid.encode([[beyond]])
+    assert below < grid.low
+    assert grid.high < above
+    assert above - grid.high <= grid.quantum
+    assert grid.low - below <= grid.quantum

@@ -14,11 +14,28 @@ import math
 import re
 from decimal import Decimal
 
-__all__ = ["ascii_float", "ascii_fraction", "ascii_int"]
+__all__ = ["NUMBER_OPTIONS", "ascii_float", "ascii_fraction", "ascii_int", "join_negative_numbers"]
 
 _INT = re.compile(r"-?[0-9]{1,30}", re.ASCII)
 _FLOAT = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,4})?", re.ASCII)
 _SHOWN = 40  # characters of a bad value quoted back
+
+
+NUMBER_OPTIONS = frozenset({"--low", "--epsilon", "--aggregate-error", "--delta"})
+"""The options whose value is an :func:`ascii_float` (or :func:`ascii_fraction`)."""
+
+
+def join_negative_numbers(argv: list[str]) -> list[str]:
+    """``argv`` with each negative number that follows one of :data:`NUMBER_OPTIONS` joined
+    to it (``--low -1e308`` → ``--low=-1e308``): argparse reads ``-1e308`` (a negative number
+    with an exponent) as an option, and refused ``--low -1e308`` as "expected one argument"."""
+    out: list[str] = []
+    for arg in argv:
+        if out and out[-1] in NUMBER_OPTIONS and arg.startswith("-") and _FLOAT.fullmatch(arg):
+            out[-1] = f"{out[-1]}={arg}"
+        else:
+            out.append(arg)
+    return out
 
 
 def _shown(text: str) -> str:

@@ -27,7 +27,7 @@ import numpy.typing as npt
 
 from dpledger._files import check_path_text, check_sqlite_name, read_bounded, strict_json
 from dpledger.approval import ReleaseRequest, Verdict
-from dpledger.cli.argtypes import ascii_float, ascii_int
+from dpledger.cli.argtypes import ascii_float, ascii_int, join_negative_numbers
 from dpledger.cli.output import Undelivered, json_text, say, write_out
 from dpledger.errors import (
     DpLedgerError,
@@ -348,7 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     3 internal)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv  # accepted anywhere on the line
-    args = build_parser().parse_args([a for a in argv if a != "--debug"])
+    args = build_parser().parse_args(join_negative_numbers([a for a in argv if a != "--debug"]))
     args.debug = debug
     shown = warnings.showwarning
     warnings.showwarning = _warn

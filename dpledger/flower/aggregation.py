@@ -113,9 +113,18 @@ class PlainSum:
         return out
 
     def total(self, metric: MetricPlan, rows: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
-        """Encode each contribution on the grid, add the integers exactly, decode once."""
+        """Encode each contribution on the grid, add the integers exactly, decode once.
+
+        The rows passed :meth:`check`, which allows :data:`ROUNDING_SLACK` past a bound
+        for client rounding; that slack can reach past the grid's own rounding allowance
+        (:meth:`FixedPoint.accepted_range`, which refuses the rest), so each coordinate is
+        first set to the grid's interval here: the slack's values are read as the edge,
+        and the units are those the grid gives the edge itself.
+        """
         x = np.asarray(rows, dtype=np.float64).reshape(-1, metric.size)
-        out: npt.NDArray[np.float64] = exact_sum(x, self.grid(metric)).reshape(metric.size)
+        grid = self.grid(metric)
+        x = np.clip(x, grid.low, grid.high)  # only rounding slack: check() refused the rest
+        out: npt.NDArray[np.float64] = exact_sum(x, grid).reshape(metric.size)
         return out
 
     def sum_error(self, metric: MetricPlan, cohort: int) -> float:

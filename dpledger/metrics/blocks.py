@@ -167,7 +167,8 @@ def encode(grid: FixedPoint, rows: FloatArray) -> IntArray:
     reductions, False for NaN), trunc(x / quantum) is already inside the grid's integer
     range — for x ≥ 0 it is floor(x/q) ≤ floor(high/q), for x < 0 it is ceil(x/q) ≥
     ceil(low/q) — so the clamp is the identity, and a float-to-int64 cast is trunc.
-    Otherwise (NaN, a value outside, an interval away from 0) the grid's own encode runs.
+    Otherwise (NaN, a value outside, an interval away from 0) the grid's own encode runs,
+    which refuses NaN and values outside beyond float rounding.
     """
     return _encode(grid, rows, owned=False)
 
@@ -200,7 +201,13 @@ def _add_units(
 ) -> None:
     """Add each row's grid units to its group's total in ``acc`` (groups × d, int64);
     ``one`` names the block's only group, if it has one."""
-    units = encode(grid, rows)
+    try:
+        units = encode(grid, rows)
+    except InvalidInput as e:
+        if not np.isfinite(rows).all():
+            raise
+        # values outside the grid: its count is this block's, not the fleet's
+        raise InvalidInput(f"{e} (counted in one block of {len(rows):,} clients)") from None
     if one is not None:
         acc[one[0]] += units.sum(axis=0)
         return

@@ -15,18 +15,23 @@ compute anyway (fixed-point integers summed modulo 2ᵏ).
 coordinate on the grid of ``quantum`` = 2^(e − bits), where 2^(e−1) ≤ bound < 2^e: each
 coordinate becomes the integer trunc(x / quantum) (exact: a division by a power of two;
 rounded toward zero, so |encoded| ≤ |x| and every L1 cap or clip interval containing 0
-still holds exactly; intervals not containing 0 are clamped to their grid points
-inside, and one holding no grid point is refused). Encoding PRESERVES a cap that the
-contributions already meet; it does not ENFORCE one: ``for_cap(cap)`` bounds each
-coordinate by ``cap``, not a row's L1 norm, so clip rows first (the metric functions
-of :mod:`dpledger.metrics` do). A client holds < 2^bits units per coordinate, integers
+still holds exactly; values at the edge of an interval not containing 0 go to its grid
+point inside, and an interval holding no grid point is refused). A value outside
+[low, high] is REFUSED (InvalidInput), not clamped: a clamped sum would hide a failed
+client clip from the ledger's gross clipping check. Only float rounding past an edge is
+read as the edge: up to the grid's first point beyond it
+(:meth:`FixedPoint.accepted_range`). Encoding PRESERVES a cap that the contributions
+already meet; it does not ENFORCE one: ``for_cap(cap)`` bounds each coordinate by
+``cap``, not a row's L1 norm, so clip rows first (the metric functions of
+:mod:`dpledger.metrics` do). A client holds < 2^bits units per coordinate, integers
 sum exactly, and the total decodes to an exact double while |Σ units| ≤ 2⁵³: for cohorts up to
 :attr:`FixedPoint.max_clients` ≥ 2^(53 − bits) clients (134 million at the default 26
 bits).
 
 **The encoding error is in the error bar.** Truncation moves each coordinate of a
 contribution inside [low, high] by less than one quantum (≤ 2·bound·2⁻²⁶, 3e-8 of the
-bound), and always the same way (toward zero, or onto the interval): on a sum of n
+bound; one past an edge by rounding, by at most one quantum), and always the same way
+(toward zero, or onto the interval): on a sum of n
 clients the error is one-sided and can reach n quanta — n·quantum/2 on average for
 values spread over the grid. That is NOT negligible at every ε and cohort: with a clip
 [0, 3.4] and ε = 1e9 it is ~7000× the ci95 of a mean over 2,400 clients, and it passes
@@ -120,13 +125,15 @@ class FixedPoint:
 
     @property
     def max_error(self) -> float:
-        """The most encoding moves one coordinate of a contribution inside [low, high]:
-        strictly less than this (one quantum; see the module doc)."""
+        """The most encoding moves one coordinate of a contribution: strictly less than
+        this (one quantum; see the module doc) inside [low, high], at most this for float
+        rounding past an edge (:meth:`accepted_range`); anything else is refused."""
         return self.quantum
 
     def sum_error(self, clients: int) -> float:
         """A public bound on |decoded sum − true sum| per coordinate over ``clients``
-        contributions inside [low, high]: ``clients`` quanta (exact in doubles). Add it to
+        contributions that :meth:`encode` accepts (inside [low, high], or past an edge by
+        rounding: :meth:`accepted_range`): ``clients`` quanta (exact in doubles). Add it to
         a release's bar (:meth:`~dpledger.ledger.Release.with_aggregate_error`)."""
         if isinstance(clients, bool) or not isinstance(clients, numbers.Integral):
             raise InvalidInput(
@@ -143,14 +150,43 @@ class FixedPoint:
     def encode(self, rows: npt.ArrayLike) -> IntArray:
         """Client side: contributions → int64 grid units (toward zero, inside [low, high]).
 
-        Each coordinate lands in [low, high] and never grows in magnitude, so a row that
-        meets an L1 cap still meets it; a row that does not is NOT clipped to it here.
+        Every value must lie in [low, high]: one farther out is refused (InvalidInput,
+        with how many), never clamped, since a clamped sum would hide that client
+        clipping failed (the ledger's gross clipping check sees only the sum). Clip
+        first: ``np.clip`` for a scalar; the metric functions of :mod:`dpledger.metrics`
+        clip and cap their rows. A value past an edge by float rounding (a cap applied
+        in doubles can land an ulp out) is accepted up to the grid's first point beyond
+        that edge (:meth:`accepted_range`: at least one double and at most one quantum
+        past it) and encoded as the edge is, so it moves by at most one quantum and
+        :meth:`sum_error` still bounds the sum. Each coordinate keeps its
+        sign and never grows in magnitude, so a row that meets an L1 cap still meets it;
+        a row that does not is NOT refused here (the grid bounds coordinates only).
         """
         x = as_finite(np.asarray(rows, dtype=np.float64).reshape(-1), "contributions")
         q = self.quantum
         lo, hi = self._unit_range()
+        below, above = self.accepted_range()
+        outside = (x < below) | (x > above)
+        if outside.any():
+            first = float(x[int(np.argmax(outside))])
+            raise InvalidInput(
+                f"{int(np.count_nonzero(outside)):,} of {x.size:,} contribution value(s) lie "
+                f"outside the grid's [{self.low!r}, {self.high!r}] (e.g. {first!r}): clip "
+                "each client's contribution to it first (np.clip for a scalar; the metric "
+                "functions of dpledger.metrics clip and cap their rows); the grid does not "
+                "clamp, so that a failed client clip is not hidden in the sum"
+            )
         units = np.clip(np.trunc(x / q), lo, hi)  # x / 2^k is exact; trunc is exact
         return units.astype(np.int64).reshape(np.shape(rows))
+
+    def accepted_range(self) -> tuple[float, float]:
+        """The values :meth:`encode` accepts: the grid points one quantum beyond [low,
+        high] (``(⌈low/q⌉ − 1)·q`` and ``(⌊high/q⌋ + 1)·q``, exact doubles, or ±inf past
+        the largest double). Float rounding past an edge up to these is read as
+        the edge; each such value is encoded within one quantum of itself."""
+        q = self.quantum
+        lo, hi = self._unit_range()
+        return (lo - 1) * q, (hi + 1) * q  # exact: an integer < 2^42 times a power of two
 
     def _unit_range(self) -> tuple[int, int]:
         """The grid units inside [low, high]: ceil(low/q), floor(high/q), corrected where
@@ -176,7 +212,8 @@ def exact_sum(rows: npt.ArrayLike, grid: FixedPoint) -> FloatArray:
 
     The stand-in for a secure aggregator: encode each client, sum integers exactly,
     decode once. Refuses more clients than :attr:`FixedPoint.max_clients` (a public
-    bound, so the check depends on no client's data).
+    bound, so the check depends on no client's data), and any value outside the grid's
+    [low, high] beyond float rounding (:meth:`FixedPoint.encode`): it never clamps.
     """
     try:
         arr = np.asarray(rows, dtype=np.float64)

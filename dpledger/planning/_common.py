@@ -9,6 +9,9 @@ from __future__ import annotations
 import numbers
 from collections.abc import Iterable, Mapping, Sequence
 
+import numpy as np
+import numpy.typing as npt
+
 from dpledger import mechanisms as mech
 from dpledger.errors import InvalidInput
 from dpledger.policy import ALL, Policy
@@ -16,12 +19,32 @@ from dpledger.types import cohort_size
 
 __all__ = [
     "positive_int",
+    "refuse_read_as_zero",
     "release_sensitivity_of",
     "text_table",
     "validated_cohorts",
     "validated_policy",
     "validated_rounds",
 ]
+
+
+def refuse_read_as_zero(
+    where: str, text: npt.NDArray[np.str_], values: npt.NDArray[np.float64]
+) -> None:
+    """Refuse a number written in ``text`` that is not zero but reads as 0.0 in
+    ``values`` (``1e-400``: below a double's smallest magnitude), naming its line (the
+    header is line 1), rather than reading it silently as 0."""
+    zero = np.flatnonzero(values == 0)
+    if zero.size == 0:
+        return
+    digits = np.char.partition(np.char.lower(text[zero]), "e")[:, 0]  # before any exponent
+    nonzero = np.char.strip(digits, "+-.0") != ""
+    if nonzero.any():
+        i = int(zero[np.argmax(nonzero)])
+        raise InvalidInput(
+            f"{where}, line {i + 2}: {str(text[i])!r} is too small for a double (it reads as "
+            "0; the smallest non-zero magnitude is about 5e-324): write 0 if it is 0"
+        )
 
 
 def text_table(headers: Sequence[str], rows: Iterable[Sequence[str]], align: str = "") -> str:

@@ -29,7 +29,7 @@ from dpledger import mechanisms as mech
 from dpledger._files import read_bounded
 from dpledger.errors import InvalidInput, PlotUnavailable
 from dpledger.planning._clip_args import LARGEST, check_args, clip_low, normal_or_zero
-from dpledger.planning._common import text_table
+from dpledger.planning._common import refuse_read_as_zero, text_table
 from dpledger.policy import Clip, FrozenModel
 from dpledger.types import Neighbouring
 
@@ -195,7 +195,7 @@ def load_held_out(path: str | os.PathLike[str], column: str | None = None) -> np
         )
     if column is None:
         if len(header) != 1:
-            raise InvalidInput(f"{p}: the CSV has columns {header}; name one with column=...")
+            raise InvalidInput(f"{p}: the CSV has columns {header}; name one with --column")
         column = header[0]
     if column not in header:
         raise InvalidInput(f"{p}: no column {column!r}; the CSV has {header}")
@@ -204,12 +204,14 @@ def load_held_out(path: str | os.PathLike[str], column: str | None = None) -> np
     text = np.asarray(cells, dtype=str)
     text = np.where(text == "", "nan", text)
     try:
-        return text.astype(np.float64)
+        values = text.astype(np.float64)
     except ValueError:
         bad = next(i for i, c in enumerate(cells) if c and not _is_float(c))
         raise InvalidInput(
             f"{p}: column {column!r}, line {bad + 2}: {cells[bad]!r} is not a number"
         ) from None
+    refuse_read_as_zero(f"{p}: column {column!r}", text, values)  # 1e-400 is not 0
+    return values
 
 
 def _is_float(s: str) -> bool:

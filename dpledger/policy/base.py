@@ -86,9 +86,18 @@ def _from_text(value: str) -> Fraction:
         return Fraction(value)
     if _RATIO.fullmatch(value) is not None:
         num, den = value.split("/")
-        if int(den) == 0:
+        try:
+            p, q = int(num), int(den)
+        except ValueError:  # Python's limit on parsing integers (4,300 digits by default)
+            raise ValueError(
+                f"a part of this p/q number has {max(len(num.lstrip('-')), len(den)):,} "
+                f"digits, more than the {sys.get_int_max_str_digits():,} Python reads as one "
+                'integer; no policy number needs that many: write a decimal (e.g. "0.25") '
+                "or a shorter fraction"
+            ) from None
+        if q == 0:
             raise ValueError(f"{value!r} divides by zero")
-        return Fraction(int(num), int(den))
+        return Fraction(p, q)
     raise bad
 
 
@@ -145,7 +154,7 @@ def _double_in_range(q: Fraction, upper: Fraction, what: str, limit: str) -> Fra
     if q != 0 and abs(q) < MIN_NORMAL:
         raise ValueError(
             f"a nonzero {what} must be at least the smallest normal double 2.2e-308 "
-            f"(this is {float(q):.3g}); use a larger value"
+            f"(this is {_magnitude(q)}); use a larger value"
         )
     if abs(q) > upper:
         raise ValueError(
@@ -153,6 +162,17 @@ def _double_in_range(q: Fraction, upper: Fraction, what: str, limit: str) -> Fra
             "and budget sums stay finite doubles; use a smaller value or other units"
         )
     return q
+
+
+def _magnitude(q: Fraction) -> str:
+    """``q`` as a double (``3.1e-310``), or its order of magnitude where the double would
+    read 0 (``about 1e-3998``): math.log10 of an integer takes any size."""
+    if float(q) != 0:
+        return f"{float(q):.3g}"
+    power = math.log10(abs(q.numerator)) - math.log10(q.denominator)
+    exponent = math.floor(power)
+    mantissa = min(10 ** (power - exponent), 9.9)  # 9.96 would show as "1e+01"
+    return f"about {'-' if q < 0 else ''}{mantissa:.2g}e{exponent}, which a double reads as 0"
 
 
 def _budget_range(q: Fraction) -> Fraction:
