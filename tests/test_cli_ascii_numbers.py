@@ -194,7 +194,7 @@ def test_ascii_numbers_still_read_as_before() -> None:
 @pytest.mark.parametrize(
     ("option", "reason"),
     [
-        ("calibrate --epsilon", "epsilon must be a finite number > 0, got -1e+308"),
+        ("calibrate --epsilon", "epsilon must be finite and > 0, got -1e+308"),
         ("calibrate --low", "low must lie within ±1e12"),
         ("ledger lifetime --delta", "strictly between 0 and 1, got '-1e308'"),
     ],
