@@ -419,3 +419,48 @@ def test_budget_notices_name_every_loosening_between_versions(store: StoreUnderT
     notices = ledger.verify().notices
     assert any("raised rounds_per_epoch from 1 (version 1) to 2" in n for n in notices)
     assert any("raised δ from 1e-06 (version 1) to 1e-05" in n for n in notices)
+
+
+TINY = """
+name = "tiny"
+version = "1"
+neighbouring = "replace"
+epoch_epsilon = "1000000000"
+eval_fraction = "0.25"
+allocation = "pooled"
+[regions]
+names = ["na"]
+[metrics.cm]
+kind = "vector_sum"
+dimension = 9
+cap_per_client = "0.0000001"
+nonnegative = true
+epsilon = "100000000"
+[metrics.loss]
+kind = "scalar_mean"
+clip = { low = "0", high = "0.0000001", source = "t" }
+epsilon = "100000000"
+"""
+
+
+def test_an_exact_retry_below_opendps_grid_returns_the_release(tmp_path: Path) -> None:
+    """Audit 5, F3: at a noise scale below OpenDP's 2**-40 output grid the recorded value
+    lies up to two grid steps from the aggregate, past ~22 scales: 54 of 100 exact
+    retries were ReleaseIdConflict. The retry rule now allows for the grid."""
+    policy = Policy.from_toml(TINY, source="tiny")
+    assert len(policy.metrics) == 2
+    rng = np.random.default_rng(1)
+    with Ledger.open(tmp_path / "t.db", policy, mode="create") as ledger:
+        for i in range(60):
+            metric = "cm" if i % 2 == 0 else "loss"
+            agg = rng.uniform(0, 1.5e-6, 9) if metric == "cm" else float(rng.uniform(0, 1.3e-5))
+            req = ReleaseRequest(epoch=i, metric=metric, region="na", cohort=138,
+                                 release_id=f"r{i}")  # fmt: skip
+            first = ledger.release(req, agg)
+            assert first.scale < 2.0**-40
+            spent = ledger.spent(i, "na")
+            again = ledger.release(req, agg)
+            assert again.entry_id == first.entry_id
+            assert ledger.spent(i, "na") == spent
+        with pytest.raises(ReleaseIdConflict):  # a different aggregate is still a conflict
+            ledger.release(req, agg + 1e-8)
