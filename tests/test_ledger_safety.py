@@ -11,6 +11,7 @@ import json
 import threading
 from collections.abc import Callable
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import numpy as np
