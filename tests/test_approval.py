@@ -59,7 +59,7 @@ GOOD = [10.0, 20.0, 30.0, 40.0, 50.0]
         (req(), np.array(GOOD, dtype=object), "aggregate_dtype", InvalidAggregate),
         (req(), np.array(GOOD, dtype=complex), "aggregate_dtype", InvalidAggregate),
         (req(), ["1", "2", "3", "4", "5"], "aggregate_dtype", InvalidAggregate),
-        (req(), [2**60, 0, 0, 0, 0], "aggregate_dtype", InvalidAggregate),
+        (req(), [2**60, 0, 0, 0, 0], "clipping_bounds", InvalidAggregate),
         (req(), [-1.0, *GOOD[1:]], "counts_nonnegative", InvalidAggregate),
         (req(), [401.0, 0, 0, 0, 0], "clipping_bounds", InvalidAggregate),
         (req("loss"), 201.0, "clipping_bounds", InvalidAggregate),
