@@ -747,3 +747,23 @@ def test_flam_metrics_are_derived_from_the_committed_release_alone(
             assert report.derived[(region, "confusion")].metrics == again.metrics
             assert (region, "regression") in report.derived
         assert not report.derive_errors
+
+
+def test_an_epoch_past_the_ledgers_last_is_refused_before_any_round(
+    fleet: Fleet, ledger_path: Path
+) -> None:
+    """Audit 5, F6: first_epoch was unbounded; a round past epoch 2**63 - 1 raised out of
+    aggregate_evaluate and ended the run (after earlier rounds had written)."""
+    last = 2**63 - 1
+    with Ledger.open(ledger_path, exact(), mode="create") as ledger:
+        inner = FedAvg(fraction_train=0.0)
+        with pytest.raises(InvalidInput, match="first_epoch"):
+            LedgerEvaluation(inner, ledger, metrics=METRICS, params=PARAMS, first_epoch=last + 1)
+        strategy = LedgerEvaluation(inner, ledger, metrics=METRICS, params=PARAMS,
+                                    first_epoch=last)  # fmt: skip
+        grid = LocalGrid(make_client(fleet), N_NODES, offline=(OFFLINE,))
+        with pytest.raises(InvalidInput, match="past the last ledger epoch"):
+            strategy.start(grid=grid, initial_arrays=ArrayRecord({"w": Array(np.zeros(2))}),
+                           num_rounds=exact().rounds_per_epoch + 1)  # fmt: skip
+        assert len(ledger) == 0
+        assert list(strategy.configure_evaluate(4, ArrayRecord(), ConfigRecord(), grid)) == []

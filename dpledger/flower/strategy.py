@@ -44,7 +44,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Result, Strategy
 
-from dpledger.approval import ReleaseRequest, Verdict
+from dpledger.approval import MAX_EPOCH, ReleaseRequest, Verdict
 from dpledger.errors import DpLedgerError, InvalidInput, StoreError
 from dpledger.flower.aggregation import Aggregator, PlainSum, aggregate_error
 from dpledger.flower.intake import Intake, sort_replies
@@ -121,8 +121,15 @@ class LedgerEvaluation(Strategy):
             raise InvalidInput(f"ledger must be a dpledger Ledger, got {type(ledger).__name__}")
         if ledger.mode == "read":
             raise InvalidInput("the ledger was opened with mode='read': open it to write")
-        if isinstance(first_epoch, bool) or not isinstance(first_epoch, int) or first_epoch < 0:
-            raise InvalidInput(f"first_epoch must be an integer ≥ 0, got {first_epoch!r}")
+        if (
+            isinstance(first_epoch, bool)
+            or not isinstance(first_epoch, int)
+            or not 0 <= first_epoch <= MAX_EPOCH
+        ):
+            raise InvalidInput(
+                f"first_epoch must be an integer in [0, 2**63 - 1] (a ledger epoch), got "
+                f"{first_epoch!r}"
+            )
         _check_parts(registry, aggregator, release_prefix, on_round)
         if ledger.policy.privacy_unit != "client":
             raise InvalidInput(
@@ -198,6 +205,16 @@ class LedgerEvaluation(Strategy):
     ) -> Result:
         """Run Flower's round loop (:meth:`Strategy.start`) as a new run: fresh release ids
         and a new :attr:`rounds` (an earlier run's reports stay in the dict it returned)."""
+        if (
+            isinstance(num_rounds, int)
+            and num_rounds >= 1
+            and (self.epoch_of(num_rounds) > MAX_EPOCH)
+        ):  # before any round: a late round would have no epoch (audit 5, F6)
+            raise InvalidInput(
+                f"round {num_rounds} would be epoch {self.epoch_of(num_rounds)}, past the "
+                f"last ledger epoch 2**63 - 1: lower first_epoch ({self.first_epoch}) or "
+                "num_rounds"
+            )
         if self.rounds or self._pending:
             self.run_tag = uuid.uuid4().hex[:16]
             self.rounds = {}
@@ -215,6 +232,9 @@ class LedgerEvaluation(Strategy):
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
         """Sample with the wrapped strategy, keep nodes with a region, fix the planned cohorts."""
+        if self.epoch_of(server_round) > MAX_EPOCH:  # a loop not run by start()
+            _LOG.error("round %d: past the last ledger epoch, not evaluated", server_round)
+            return []
         messages = list(self.strategy.configure_evaluate(server_round, arrays, config, grid))
         if not messages:
             return []
