@@ -357,8 +357,13 @@ def _share_bound(
     nonincreasing in x (the noise, a sum of Laplace terms, is log-concave) and tends to
     e^{−u/b} (b the largest term's scale): where e^{−u/b} > α_D every T down to 0 is
     kept, the bound is 0, and N/T is bounded by nothing (N ≤ N₊ and M = T − N ≤ M₊ give
-    [1 − M₊/T₋, N₊/T₋], the whole range at T₋ = 0). Further from the guard the selection
-    moved little (measured: ≥ 0.95 from there), and the interval is left as it was.
+    [1 − M₊/T₋, N₊/T₋], the whole range at T₋ = 0). Further from the guard the interval
+    is left as it was. Measured among all published releases at level 0.95: ≥ 0.954
+    (3–50 buckets, shares 0–1, totals 0.6–32 noise scales, unequal scales, level 0.9
+    too). Known shortfalls (review s27): among releases whose total passed just beyond
+    the window the small-share intervals cover less (0.83–0.93 at 0.95), and at level
+    0.99 the small-share cells cover 0.980–0.984 overall. The total's exact conditional
+    bound T₋ > 0 beyond the window would close them, at a large width cost.
     α_D is :func:`_laplace_count_bound`'s.
     """
     lo, hi, ok = base
