@@ -4,7 +4,8 @@ Outside audit 5, F2: an integer sum above 2**53 was refused (``aggregate_dtype``
 uncharged, while its neighbour one unit below was approved — a refusal on the private
 sum's size, reachable within a policy's bounds (cap 1e12, ~9,000 clients). Integers are
 now rounded to the nearest double, as the caller's own float64 would be (the bar's
-``sum_slack`` allows for it); Python integers past 64 bits alike.
+``sum_slack`` allows for it); Python integers past 64 bits alike, also beside a float
+(numpy then keeps them as objects: review s27b).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def test_neighbouring_integer_sums_get_the_same_decision(
     with dl.Ledger.open(tmp_path / "l.db", policy, mode="create") as ledger:
         verdicts = []
         for total in (edge - 1, edge, edge + 1):
-            for agg in ([total, 0], np.array([total, 0], dtype=object)):
+            for agg in ([total, 0], np.array([total, 0], dtype=object), [total, 0.5]):
                 verdicts.append(ledger.check(REQ, agg))
         assert all(v.approved for v in verdicts), [v.summary() for v in verdicts]
         rel = ledger.release(REQ, [edge + 1, 0])

@@ -194,7 +194,7 @@ REFUSALS: dict[str, Refusal] = {
     "inf": Refusal(loss(), float("inf"), InvalidAggregate, "aggregate_finite"),
     "wrong_length": Refusal(_h5(), np.full(4, 1.0), InvalidAggregate, "aggregate_shape"),
     "object_dtype": Refusal(
-        _h5(), np.array([1, 1, 1, 1, 1], dtype=object), InvalidAggregate, "aggregate_dtype"
+        _h5(), np.array([1, 1, 1, 1, None], dtype=object), InvalidAggregate, "aggregate_dtype"
     ),
     "two_d": Refusal(_h5(), np.ones((1, 5)), InvalidAggregate, "aggregate_shape"),
     "negative_counts": Refusal(

@@ -59,13 +59,20 @@ def as_float64(aggregate: object) -> tuple[npt.NDArray[np.float64] | None, str]:
         return arr.astype(np.float64), ""
     if k in "iu":
         return arr.astype(np.float64), ""
-    if k == "O" and all(type(x) is int for x in arr.reshape(-1).tolist()):
-        # Python integers past 64 bits (numpy keeps them as objects): read alike
+    if k == "O" and all(_real_scalar(x) for x in arr.reshape(-1).tolist()):
+        # Python integers past 64 bits (numpy keeps them as objects, beside a float too)
         try:
             return arr.astype(np.float64), ""
         except OverflowError:
             return None, "integers beyond the largest double"
     return None, f"dtype {arr.dtype} is not a real number type; send float64 or integers"
+
+
+def _real_scalar(x: object) -> bool:
+    """A real number by its type (a bool is not one: it is refused, not coerced)."""
+    return isinstance(x, int | float | np.integer | np.floating) and not isinstance(
+        x, bool | np.bool_
+    )
 
 
 def aggregate_checks(
