@@ -335,9 +335,11 @@ class LedgerEvaluation(Strategy):
         results: tuple[Release | Verdict | NotReleased, ...]
         try:
             results = self.ledger.release_round(items, partial=True).outcomes if items else ()
-        except StoreError as e:
-            _LOG.error("round %d: the ledger failed, nothing released: %s", r, e)
-            results = tuple(NotReleased(k[0], k[1], f"ledger error: {e}") for k in keys)
+        except DpLedgerError as e:  # the store failed, or a noise draw overflowed a double:
+            # the round's transaction rolled back (nothing charged), the run goes on
+            _LOG.error("round %d: nothing released: %s", r, e)
+            what = "ledger error" if isinstance(e, StoreError) else type(e).__name__
+            results = tuple(NotReleased(k[0], k[1], f"{what}: {e}") for k in keys)
         health_releases: dict[str, Release | Verdict | NotReleased] = {}
         for (region, name), res in zip(keys, results, strict=True):
             if name == self.health_metric:
