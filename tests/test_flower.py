@@ -784,4 +784,5 @@ def test_a_noise_draw_that_overflows_does_not_end_the_run(fleet: Fleet, ledger_p
             for outcome in report.outcomes.values():
                 if isinstance(outcome, NotReleased):
                     assert "overflowed a double" in outcome.reason
-        assert ledger.verify().ok
+        if ledger_path.exists():  # every round may have overflowed: then nothing was made
+            assert ledger.verify().ok
