@@ -80,3 +80,18 @@ def test_the_flower_plan_refuses_a_signed_confusion_metric() -> None:
         plans.metric_plan(policy, "cm", "confusion_matrix", {"n_classes": 3})
     ok = dl.Policy.from_toml(TOML.format(relation="replace", flag="nonnegative = true"), source="t")
     assert plans.metric_plan(ok, "cm", "confusion_matrix", {"n_classes": 3}).nonnegative
+
+
+def test_an_unknown_metric_is_refused_alike_whatever_the_signs(tmp_path: Path) -> None:
+    """Review s27b, M3: for an unknown metric a +0.5 cell gave PolicyMismatch and a −0.5
+    cell InvalidInput: the error's type told the sign (nothing was released)."""
+    flag = "nonnegative = true"
+    policy = dl.Policy.from_toml(TOML.format(relation="replace", flag=flag), source="t")
+    unknown = REQ.model_copy(update={"metric": "nope"})
+    kinds = set()
+    with dl.Ledger.open(tmp_path / "l.db", policy, mode="create") as ledger:
+        for cell in (0.5, -0.5):
+            with pytest.raises(dl.DpLedgerError) as e:
+                dl.release_confusion(ledger, unknown, _total(cell))
+            kinds.add(type(e.value))
+    assert len(kinds) == 1

@@ -159,3 +159,24 @@ def test_another_ledger_moved_over_the_path_is_refused_not_read(tmp_path: Path) 
         for _ in range(2):  # and it stays refused
             with pytest.raises(StoreError, match="is now another ledger"):
                 reader.entries()
+
+
+def test_an_older_copy_moved_over_the_path_is_refused_not_a_rollback(tmp_path: Path) -> None:
+    """Review s27b, M2: a backup of the same ledger, older than what the handle had read,
+    moved over the path was followed: the handle's entries went from 3 back to 1 and
+    verify said ok — a budget rolled back. A later state of the same ledger is read."""
+    import shutil
+
+    path, backup = tmp_path / "L.db", tmp_path / "backup.db"
+    one_release(path)
+    shutil.copyfile(path, backup)
+    write(path, 1, 3)
+    with Ledger.open(path, spatial(), mode="read") as reader:
+        assert len(reader.entries()) == 3
+        write(path, 3, 5)  # the same ledger, grown: followed
+        assert len(reader.entries()) == 5
+        backup.replace(path)
+        with pytest.raises(StoreError, match="does not hold entry 5"):
+            reader.entries()
+        with pytest.raises(StoreError, match="open it anew"):
+            reader.verify()

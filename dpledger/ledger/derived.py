@@ -215,8 +215,8 @@ def release_confusion(
                 "signed metric a negative cell is a valid sum, and refusing it would tell "
                 "its sign; nothing was released or charged"
             )
-    negative = int(np.count_nonzero(flat < 0))
-    if negative:  # a nonnegative metric: no valid sum has one (the ledger refuses it too)
+    negative = int(np.count_nonzero(flat < 0)) if spec is not None else 0  # unknown: the
+    if negative:  # ledger refuses it first; nonnegative: no valid sum has a negative cell
         raise InvalidInput(
             f"summed_confusion has {negative} negative cell(s): a confusion matrix sums "
             "clients' nonnegative counts, so a client's row or the aggregation is wrong; "

@@ -59,7 +59,7 @@ from dpledger.ledger.schema import (
 )
 from dpledger.ledger.sqlite_copy import drop_copy, log_without_index, private_copy
 from dpledger.ledger.sqlite_errors import is_access, is_damage
-from dpledger.ledger.sqlite_fresh import Seen, binding, seen
+from dpledger.ledger.sqlite_fresh import Seen, identity, seen, successor
 from dpledger.ledger.sqlite_sql import (
     INSERT_ENTRY,
     SCHEMA_1,
@@ -316,7 +316,7 @@ class SqliteStore(SqlStore):
     def _reconnect(self) -> None:
         """A new connection to the ledger as it is now (:mod:`.sqlite_fresh`)."""
         conn, self._conn, self._seen = self._conn, None, None
-        was = binding(conn) if conn is not None else None  # a ledger's never changes
+        was = identity(conn) if conn is not None else None  # what this handle has seen
         if conn is not None:
             with contextlib.suppress(sqlite3.Error):
                 sqlite_files.close(conn)
@@ -324,14 +324,14 @@ class SqliteStore(SqlStore):
         p = Path(self._path)
         self._check_file(p)
         self._conn = self._connect(p)
-        now = binding(self._conn)
-        if was is not None and now not in (was, None):
+        why = successor(self._conn, was) if was is not None else ""
+        if why:
             sqlite_files.close(self._conn)
             self._conn = None
             self._drop_copy()
             self._gone = (
-                f"{self._path} is now another ledger (policy and unit {now}, not {was}): it "
-                "was moved or linked over the one this handle read; open it anew"
+                f"{self._path} is now {why}: it was moved, linked or copied over the ledger "
+                "this handle read; open it anew"
             )
             raise StoreError(self._gone)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import sqlite3
 
-__all__ = ["Seen", "binding", "seen"]
+__all__ = ["Seen", "identity", "seen", "successor"]
 
 Seen = tuple[tuple[int, ...], bool, bool]
 """(the file's device, inode, size, modification and change times in ns; whether a
@@ -34,13 +34,36 @@ def seen(name: str) -> Seen | None:
     return ident, os.path.lexists(f"{name}-wal"), os.path.lexists(f"{name}-shm")
 
 
-def binding(conn: sqlite3.Connection) -> tuple[tuple[str, str], ...] | None:
-    """The ledger's policy binding (policy name, budget unit) read through ``conn``;
-    None when it cannot be read (the caller then has nothing to compare)."""
+def identity(conn: sqlite3.Connection) -> tuple[tuple[str, ...], int, str] | None:
+    """What a read handle has seen of its ledger: its policy binding (name, unit) and its
+    chain head (seq, hash); None when it cannot be read (nothing to compare)."""
     try:
-        rows = conn.execute(
-            "SELECT key, value FROM dpl_meta WHERE key IN ('policy_name', 'unit') ORDER BY key"
-        ).fetchall()
-    except sqlite3.Error:
+        rows = dict(
+            conn.execute(
+                "SELECT key, value FROM dpl_meta WHERE key IN "
+                "('policy_name', 'unit', 'head_seq', 'head_hash')"
+            ).fetchall()
+        )
+        head = int(rows.get("head_seq") or 0), str(rows.get("head_hash") or "")
+    except (sqlite3.Error, ValueError):
         return None
-    return tuple((str(k), str(v)) for k, v in rows)
+    return (str(rows.get("policy_name")), str(rows.get("unit"))), *head
+
+
+def successor(conn: sqlite3.Connection, seen: tuple[tuple[str, ...], int, str]) -> str:
+    """Why the ledger through ``conn`` is not the one seen (another ledger, or an older
+    copy: its chain does not hold the head seen), or "" when it extends it."""
+    now = identity(conn)
+    if now is None:
+        return ""  # unreadable: the read that follows says why
+    if now[0] != seen[0]:
+        return f"another ledger (policy and unit {now[0]}, not {seen[0]})"
+    if seen[1] == 0:
+        return ""
+    try:
+        row = conn.execute("SELECT hash FROM dpl_entries WHERE seq = ?", (seen[1],)).fetchone()
+    except sqlite3.Error:
+        return ""
+    if row is None or str(row[0]) != seen[2]:
+        return f"a ledger whose chain does not hold entry {seen[1]} as this handle read it"
+    return ""

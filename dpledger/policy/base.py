@@ -153,8 +153,8 @@ def _double_in_range(q: Fraction, upper: Fraction, what: str, limit: str) -> Fra
         return q
     if q != 0 and abs(q) < MIN_NORMAL:
         raise ValueError(
-            f"a nonzero {what} must be at least the smallest normal double 2.2e-308 "
-            f"(this is {_magnitude(q)}); use a larger value"
+            f"a nonzero {what} must be at least the smallest normal double "
+            f"2.2250738585072014e-308 (this is {_magnitude(q)}); use a larger value"
         )
     if abs(q) > upper:
         raise ValueError(
@@ -168,7 +168,7 @@ def _magnitude(q: Fraction) -> str:
     """``q`` as a double (``3.1e-310``), or its order of magnitude where the double would
     read 0 (``about 1e-3998``): math.log10 of an integer takes any size."""
     if float(q) != 0:
-        return f"{float(q):.3g}"
+        return repr(float(q))  # every digit: 2.2e-308 just below the limit is not the limit
     power = math.log10(abs(q.numerator)) - math.log10(q.denominator)
     exponent = math.floor(power)
     mantissa = min(10 ** (power - exponent), 9.9)  # 9.96 would show as "1e+01"
