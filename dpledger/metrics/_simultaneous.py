@@ -153,18 +153,24 @@ def _plug_in(m: FloatArray, key: str) -> FloatArray:
     """The macro average's plug-in on the noisy matrices (R,): the mean of the per-class
     ratios N̂_k / D̂_k, each clipped to [0, 1], over the classes with D̂_k > 0 (NaN if
     none). A point estimate only: the interval decides what is published."""
-    c = m.shape[-1]
-    ratios = []
-    for k in range(c):
-        num, den = _masks(key, c, k)
-        n_hat, d_hat = (m * num).sum(axis=(-2, -1)), (m * den).sum(axis=(-2, -1))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratios.append(np.where(d_hat > 0, np.clip(n_hat / d_hat, 0.0, 1.0), np.nan))
-    r = np.stack(ratios, axis=1)
+    n_hat, d_hat = _ratio_parts(m, key)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(d_hat > 0, np.clip(n_hat / d_hat, 0.0, 1.0), np.nan)
     n = np.sum(~np.isnan(r), axis=1)
     with np.errstate(invalid="ignore"):
         out: FloatArray = np.where(n > 0, np.nansum(r, axis=1) / np.maximum(n, 1), np.nan)
     return out
+
+
+def _ratio_parts(m: FloatArray, key: str) -> tuple[FloatArray, FloatArray]:
+    """(N̂, D̂) (R, C) of every class's ratio, from the diagonal and margins (O(R·C²))."""
+    diag = np.diagonal(m, axis1=-2, axis2=-1)
+    t, p = m.sum(axis=-1), m.sum(axis=-2)
+    if key == "precision_macro":
+        return diag, p
+    if key == "f1_macro":
+        return 2.0 * diag, t + p
+    return diag, t  # balanced_accuracy, recall_macro
 
 
 def class_bounds(
@@ -173,7 +179,8 @@ def class_bounds(
     """(low, high, bounded, safe) of class k's ratio over R releases: Fieller's set in [0, 1]."""
     c = m.shape[-1]
     num, den = _masks(key, c, k)
-    n_hat, d_hat = (m * num).sum(axis=(-2, -1)), (m * den).sum(axis=(-2, -1))
+    n_all, d_all = _ratio_parts(m, key)
+    n_hat, d_hat = n_all[:, k], d_all[:, k]
     w_n, w_d = (num * std).reshape(-1), (den * std).reshape(-1)  # in noise-s.d. units
     _, qs = quantile_factor(w_n[None, :] - _THETAS[:, None] * w_d[None, :], level, dist)
     q2 = float(np.max(qs)) ** 2
@@ -213,21 +220,36 @@ def surely_present(
     if w is None:
         return np.ones(m.shape[0], dtype=bool)
     se, q = quantile_factor((w * std).reshape(1, -1), level, dist)
-    return np.asarray((m * w).sum(axis=(-2, -1)) > float(q[0] * se[0]))
+    t, p = m[:, k, :].sum(axis=-1), m[:, :, k].sum(axis=-1)
+    count = t if key == "balanced_accuracy" else t + p - m[:, k, k]  # row, or row ∪ column
+    return np.asarray(count > float(q[0] * se[0]))
+
+
+def _least_mean(v: FloatArray, sure: BoolArray) -> FloatArray:
+    """(R,) min of mean(v[S]) over every non-empty S ⊇ sure. For a given size the least
+    mean takes the sure classes and the smallest others, so the minimum is over the C + 1
+    prefixes of the others sorted ascending (exact; O(C log C), not 2^C sets)."""
+    r, c = v.shape
+    n_sure = sure.sum(axis=1)
+    s_sure = np.where(sure, v, 0.0).sum(axis=1)
+    rest = np.sort(np.where(sure, np.inf, v), axis=1)  # the others ascending, sure ones last
+    cum = np.concatenate(
+        [np.zeros((r, 1)), np.cumsum(np.where(np.isfinite(rest), rest, 0.0), axis=1)], axis=1
+    )
+    j = np.arange(c + 1)[None, :]
+    size = n_sure[:, None] + j
+    ok = (j <= (c - n_sure)[:, None]) & (size > 0)
+    means = np.where(ok, (s_sure[:, None] + cum) / np.maximum(size, 1), np.inf)
+    out: FloatArray = means.min(axis=1)
+    return out
 
 
 def subset_range(
     low: FloatArray, high: FloatArray, sure: BoolArray
 ) -> tuple[FloatArray, FloatArray]:
     """(R,) min of mean(low) and max of mean(high) over every non-empty class set S
-    with sure ⊆ S (``low``, ``high``, ``sure``: (R, C); C ≤ 6, so all 2^C − 1 ≤ 63 sets)."""
-    c = low.shape[-1]
-    sets = np.array([[(s >> k) & 1 for k in range(c)] for s in range(1, 1 << c)], dtype=bool)
-    size = sets.sum(axis=1).astype(np.float64)
-    admissible = ~(sure[:, None, :] & ~sets[None, :, :]).any(axis=-1)  # (R, S)
-    lo = np.where(admissible, (low @ sets.T) / size, np.inf).min(axis=1)
-    hi = np.where(admissible, (high @ sets.T) / size, -np.inf).max(axis=1)
-    return lo, hi
+    with sure ⊆ S (``low``, ``high``, ``sure``: (R, C)); see :func:`_least_mean`."""
+    return _least_mean(low, sure), -_least_mean(-high, sure)
 
 
 def simultaneous_macro(
