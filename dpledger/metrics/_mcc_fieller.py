@@ -129,7 +129,11 @@ def fieller_bounds(
     div = np.where(unbounded, 1.0, qa)
     low = np.where(unbounded, -1.0, np.clip((qb - disc) / div, -1.0, 1.0))
     high = np.where(unbounded, 1.0, np.clip((qb + disc) / div, -1.0, 1.0))
-    return low, high, unbounded
+    # a set wholly outside [−1, 1] (every value rejected: probability ≤ its α, so any
+    # interval keeps the level) was a zero-width point at an edge (MCC near 1 at 10
+    # classes, s27c): the whole range, as in :mod:`._simultaneous`
+    empty = ~unbounded & ~(high > low)
+    return np.where(empty, -1.0, low), np.where(empty, 1.0, high), unbounded
 
 
 def mcc_fieller(
