@@ -140,7 +140,7 @@ count's noise had pushed it over): balanced accuracy and precision_macro covered
 0.944–0.949 (7 classes, Gaussian noise 0.03 of a cell, accuracy 0.99: precision_macro 0.945,
 its rare predicted count at 7 s.e.); at 3.5 0.95–0.999 there; at 4 the grid above went to
 the per-class sets at 3–4 × the width under Gaussian noise too (0.032–0.055 → 0.10–0.19);
-at 3.5 its widths are 1.0–1.15 × the delta ones (s27c)."""
+at 3.5 its widths are 1.0–1.16 × the delta ones (s27c)."""
 NEAR_TOTAL = 3.0
 """A total within this many noise s.e. above its guard (q·se) gives every macro average the
 whole range [0, 1] (review s26): the per-class sets hold over all releases, not among
