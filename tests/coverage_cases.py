@@ -88,7 +88,8 @@ MARGINAL_CLASSIFICATION = (  # (accuracy, total n, metrics whose guards pass in 
 )
 """The marginal zone: the grid's matrices at cohorts where the named metrics' guards pass
 in only a minority of releases (noise b = 300 is 4.7–6.3 × the mean cell for the total,
-0.5–0.9 × for the class counts)."""
+0.5–0.9 × for the class counts). Since s27c no guard on a class count or spread decides
+whether a 10-class macro average or MCC is published (they are, in every release)."""
 REG_CODEC = flam_regression.regression_codec(
     y_bounds=(40.0, 160.0), residual_bound=30.0, max_samples=20.0, cap=1.0
 )

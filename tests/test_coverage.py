@@ -50,6 +50,7 @@ from coverage_cases import (
 )
 
 from dpledger.metrics._assemble import FEW_CLASSES, Batch
+from dpledger.metrics._two_class import MACRO_KEYS
 from dpledger.metrics.flam import CLASSIFICATION_KEYS
 from dpledger.metrics.flam_regression import REGRESSION_KEYS
 
@@ -96,15 +97,23 @@ def test_classification_intervals_cover_or_are_flagged(
         if noise <= 0.1:  # signal clear: the acceptance must not pass by flagging
             assert flagged <= EASY_FLAGS, (key, flagged)
             assert not (batch.code[key] > 0).any(), key  # no denominator guard fires
-            assert not (batch.bounded[key] > 0).any(), key  # every class measured
+            if key in MACRO_KEYS:  # per-class sets (10 classes, s27c): a class's set is
+                # [0, 1] where it lies wholly past 1 (≤ α/C per class), a recall near 1
+                assert (batch.bounded[key] > 0).mean() <= EASY_FLAGS, key
+            else:
+                assert not (batch.bounded[key] > 0).any(), key  # every class measured
     if noise == 1.0:  # noise = the mean cell: the total still carries accuracy
         for key in ACCURACY_LIKE:
             assert batch.usable(key).mean() >= 0.98, key
-        # the rare classes' counts are within the noise: MCC (every class's marginals in
-        # its denominator) is flagged, and so are the averages most of whose classes are
-        assert (batch.code["mcc"] > 1).mean() >= 0.95  # a spread guard (N² − Σt²…) fired
+        # the rare classes' counts are within the noise. These were flagged (MCC by a
+        # spread guard, the averages most of whose classes are bounded): cuts on noisy
+        # counts, which selected at 7–10 classes (audit stats5, F2–F3). Since s27c (10
+        # classes: 2–12) MCC takes Fieller's set and the averages the simultaneous
+        # per-class sets: published, wide (mostly [0, 1]), covering (checked above)
+        assert not (batch.code["mcc"] > 1).any()  # no spread guard (N² − Σt²…) flags
         for key in ("balanced_accuracy", "precision_macro", "recall_macro"):
-            assert (batch.code[key] == FEW_CLASSES).mean() >= 0.95, key
+            assert not (batch.code[key] == FEW_CLASSES).any(), key
+            assert np.median(batch.high[key] - batch.low[key]) >= 0.8, key
 
 
 @pytest.mark.slow
@@ -145,6 +154,9 @@ def test_marginal_zone_covers_among_the_releases_that_pass(
     _assert_covers(batch, truth, CLASSIFICATION_KEYS)
     for key in marginal:
         usable = batch.usable(key)
+        if key in MACRO_KEYS or key == "mcc":  # 10 classes: no class-count or spread
+            assert usable.mean() >= 0.99, (key, usable.mean())  # cut since s27c (stats5)
+            continue
         assert 0.10 <= usable.mean() <= 0.60, (key, "not marginal", usable.mean())
         hit = (batch.low[key] <= truth[key]) & (truth[key] <= batch.high[key])
         assert hit[usable].mean() >= NOMINAL_FLOOR, (key, hit[usable].mean(), usable.sum())

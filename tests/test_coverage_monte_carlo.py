@@ -32,7 +32,7 @@ from dpledger.metrics.flam import CLASSIFICATION_KEYS
 
 REGIMES = (  # (classes, priors, accuracy, noise / mean cell), releases
     ((50, "balanced", 0.6, 1.0), 150),  # many classes: the doubled bias (0.63–0.81 before)
-    ((10, "balanced", 0.6, 1.0), 600),  # heavy noise: classes bounded, averages flagged
+    ((10, "balanced", 0.6, 1.0), 600),  # heavy noise: classes bounded (per-class sets)
 )
 DRAWS = 300
 ACCURACY_LIKE = ("accuracy", "precision_micro", "recall_micro", "f1_micro", "recall_weighted")
@@ -68,8 +68,11 @@ def test_monte_carlo_covers_and_keeps_the_delta_methods_guards(
         expected = "fieller" if key in ACCURACY_LIKE else "monte_carlo"
         assert mc.method[key].startswith(expected), key
         usable = mc.usable(key)
-        if key not in ACCURACY_LIKE and usable.any():  # the redraws' interval, not the delta's
-            assert (mc.low[key] != delta.low[key])[usable].mean() > 0.9, key
+        # the redraws' interval, not the delta's, except where the per-class sets replace
+        # both (a macro average near the noise at 2–12 classes: at 10 since s27c)
+        own = usable & ~mc.per_class[key][1] if key in mc.per_class else usable
+        if key not in ACCURACY_LIKE and own.any():
+            assert (mc.low[key] != delta.low[key])[own].mean() > 0.9, key
 
 
 MARGINAL_RELEASES = 1000

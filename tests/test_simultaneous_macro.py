@@ -89,3 +89,19 @@ def test_a_class_set_is_fiellers_and_exact_for_gaussian_noise() -> None:
         hit = (low <= 0.8) & (high >= 0.8)
         assert 0.94 <= hit.mean() <= 0.96 or (expect_bounded and hit.mean() >= 0.95), hit.mean()
         assert bounded.mean() > 0.5 if expect_bounded else bounded.mean() == 0.0
+
+
+@pytest.mark.parametrize("classes", [1, 2, 5, 8])
+def test_subset_range_equals_the_search_over_every_class_set(classes: int) -> None:
+    """The sorted-prefix extremes (s27c: O(C log C), so the scheme runs at 7–12 classes)
+    equal the former search over all 2^C − 1 class sets containing the sure ones."""
+    rng = np.random.default_rng(classes)
+    low = rng.uniform(0.0, 1.0, (300, classes))
+    high = low + rng.uniform(0.0, 1.0 - low)
+    sure = rng.uniform(size=(300, classes)) < rng.uniform(size=(300, 1))
+    sets = np.array([[(s >> k) & 1 for k in range(classes)] for s in range(1, 1 << classes)])
+    size = sets.sum(axis=1)
+    ok = ~(sure[:, None, :] & (sets[None, :, :] == 0)).any(axis=-1)
+    lo, hi = subset_range(low, high, sure)
+    np.testing.assert_allclose(lo, np.where(ok, (low @ sets.T) / size, np.inf).min(axis=1))
+    np.testing.assert_allclose(hi, np.where(ok, (high @ sets.T) / size, -np.inf).max(axis=1))
