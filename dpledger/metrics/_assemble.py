@@ -81,7 +81,7 @@ OUTSIDE = -2
 FEW_CLASSES = -3
 """Code of a per-class average with fewer than half of its classes clear of the noise (or,
 for a macro average over 3 or more classes, a class within the noise and at most 2
-measured, except at 3–12 classes (:mod:`._simultaneous`); at 2 classes, both classes bounded)."""
+measured, except at 3–16 classes (:mod:`._simultaneous`); at 2 classes, both classes bounded)."""
 UNBOUNDED = -4
 """Code of an interval with an infinite end (R²'s low end at −∞): the metric's whole range."""
 TOO_NOISY = -5

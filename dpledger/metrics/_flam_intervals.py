@@ -37,7 +37,7 @@ noise (every metric); fewer than half of the classes measured (a per-class avera
 would be mostly bound, and the few classes that pass are those whose noise inflated
 their count — measured among such releases, 0.83–0.86 covered), or, for a macro
 average at 3 or more classes, a class bounded with at most :data:`FEW_MEASURED` classes
-measured — from 13 classes only: at 3–12 classes (either ``labels``) the macro averages
+measured — from 17 classes only: at 3–16 classes (either ``labels``) the macro averages
 are never flagged by a class's count, and where a class is not far clear of the noise
 take the extreme averages of simultaneous per-class Fieller intervals over the class
 sets that may be present instead (:mod:`._simultaneous`; that flag was a cut on a rare
@@ -47,7 +47,7 @@ at all above a public noise limit, :data:`~._two_class.FEW_CLASS_MAX_NOISE`); an
 MCC, either term of its denominator product, N² − Σp² and N² − Σt², not above 3 × q·se
 of its own noise (:data:`SPREAD_FACTOR`; a 2-class model with a 10% minority class within
 2–4 s.e. of the noise covered 0.87–0.92 among usable releases with per-class count guards
-alone) — from 13 classes only: at 3–12 classes the spread guards flag nothing, and where a
+alone) — from 17 classes only: at 3–16 classes the spread guards flag nothing, and where a
 spread is not far clear MCC's interval is Fieller's set for A / √(B·D)
 (:mod:`._mcc_fieller`; the guard was a cut, 0.91–0.94 covered among the 7–17% it
 published with a weak model and a rare class at 3 classes, Laplace noise 0.15 of a cell).
@@ -137,7 +137,7 @@ SPREAD_FACTOR = 3.0
 many times q·se of its own linearised noise."""
 FEW_MEASURED = 2
 """At 3 or more classes a macro average (or balanced accuracy) is unusable when a class
-is bounded and at most this many are measured (at 3–12 classes the rule of
+is bounded and at most this many are measured (at 3–16 classes the rule of
 :mod:`._simultaneous` replaces it: this flag is itself a cut, and among published
 releases a rare class near its threshold covered 0.62–0.93). A class that only just passed was
 selected by noise that inflated its count, which deflates its ratio, and one or two such

@@ -1,4 +1,4 @@
-"""At 3–12 classes: MCC's interval near the noise is Fieller's, and no spread guard flags it.
+"""At 3–16 classes: MCC's interval near the noise is Fieller's, and no spread guard flags it.
 
 MCC = A / G with A = N·Σtp − Σ t_k·p_k and G = √(B·D), B = N² − Σ p_k² (the predicted
 classes' spread) and D = N² − Σ t_k² (the true classes'). With A and G linearised in the
@@ -62,10 +62,11 @@ __all__ = [
     "mcc_terms",
 ]
 
-MCC_FIELLER_CLASSES = tuple(range(3, 13))
+MCC_FIELLER_CLASSES = tuple(range(3, 17))
 """The class counts whose MCC uses :func:`mcc_fieller` near the noise (2 classes have their
-own rule, :func:`~._two_class.mcc_two_classes`; from 13 classes the spread guard stays).
-7–12 since s27c (outside audit stats5, F3): the guard selected there too, MCC covered
+own rule, :func:`~._two_class.mcc_two_classes`; from 17 classes the spread guard stays).
+7–16 since s27c (outside audit stats5, F3; 13–16 after review s27c): the guard selected
+there too, MCC covered
 0.89–0.94 among the 1–2% published (7–10 classes, a 50% class predicted for 90–95% of
 samples, Laplace noise 0.05–0.1 or Gaussian 0.2 of a cell); Fieller's set covers 0.975–0.978
 there, all published. Not beyond 12: at 20 classes in heavy noise (Laplace 0.6 of a cell,
