@@ -348,7 +348,7 @@ class LedgerEvaluation(Strategy):
                 outcomes[(region, name)] = res.with_aggregate_error(bounds[(region, name)])
             else:
                 outcomes[(region, name)] = res
-        derived, errors = self._derive(items, keys, outcomes)
+        derived, errors = self._derive(outcomes)
         at = HEALTH_FIELDS.index("reported")  # add_remove: means over reporters, from releases
         means = {} if replace else reporter_means(outcomes, health_releases, self.plans, at)
         return RoundReport(
@@ -361,26 +361,22 @@ class LedgerEvaluation(Strategy):
         )  # fmt: skip
 
     def _derive(
-        self,
-        items: list[tuple[ReleaseRequest, npt.NDArray[np.float64]]],
-        keys: list[tuple[str, str]],
-        outcomes: Mapping[tuple[str, str], Outcome],
+        self, outcomes: Mapping[tuple[str, str], Outcome]
     ) -> tuple[dict[tuple[str, str], DerivedRelease], dict[tuple[str, str], str]]:
         """FLAM metrics of each released confusion matrix or regression measures, derived
         from the committed release alone (post-processing: the private sum is never
         read again; audit 5, F4)."""
         derived: dict[tuple[str, str], DerivedRelease] = {}
         errors: dict[tuple[str, str], str] = {}
-        for key, (req, _) in zip(keys, items, strict=True):
+        for key, rel in outcomes.items():
             name = key[1]
             kind = DERIVED.get(self.plans[name].declaration) if name in self.plans else None
-            rel = outcomes.get(key)
             if kind is None or not isinstance(rel, Release):
                 continue
             try:
                 if kind == "confusion":
                     cap = float(self.policy.metric(name).cap or math.inf)
-                    derived[key] = derive_confusion(rel, cap * req.cohort)
+                    derived[key] = derive_confusion(rel, cap * rel.request.cohort)
                 else:
                     codec = regression_codec_for(self.policy, name, self.plans[name].params)
                     derived[key] = derive_regression(rel, codec)

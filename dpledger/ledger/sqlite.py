@@ -336,9 +336,7 @@ class SqliteStore(SqlStore):
             raise StoreError(self._gone)
 
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        if self._conn is None:
-            raise StoreError(self._gone) if self._gone else LedgerNotFound(self._no_ledger())
-        for _ in range(_ATTEMPTS):
+        for _ in range(_ATTEMPTS):  # no connection: _connection() says why
             fresh = self._seen is None or self._reading > 0  # SQLite's locks, or pinned
             if not fresh and self._stale():
                 self._reconnect()
@@ -469,7 +467,7 @@ class SqliteStore(SqlStore):
         self._reading += 1
         try:
             yield
-        except (StoreError, LedgerCorrupted, sqlite3.Error) as e:
+        except (StoreError, LedgerCorrupted, sqlite3.Error) as e:  # a mixed read's symptoms
             if self._reading == 1 and self._stale():
                 raise self._changed() from e
             raise

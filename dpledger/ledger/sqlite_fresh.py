@@ -16,7 +16,10 @@ from __future__ import annotations
 import os
 import sqlite3
 
-__all__ = ["Seen", "identity", "seen", "successor"]
+from dpledger.errors import DpLedgerError
+from dpledger.ledger.store import head_of
+
+__all__ = ["Identity", "Seen", "identity", "seen", "successor"]
 
 Seen = tuple[tuple[int, ...], bool, bool]
 """(the file's device, inode, size, modification and change times in ns; whether a
@@ -34,9 +37,13 @@ def seen(name: str) -> Seen | None:
     return ident, os.path.lexists(f"{name}-wal"), os.path.lexists(f"{name}-shm")
 
 
-def identity(conn: sqlite3.Connection) -> tuple[tuple[str, ...], int, str] | None:
-    """What a read handle has seen of its ledger: its policy binding (name, unit) and its
-    chain head (seq, hash); None when it cannot be read (nothing to compare)."""
+Identity = tuple[tuple[str, str], int, str]
+"""What a read handle has seen of its ledger: (policy name, unit), head seq, head hash."""
+
+
+def identity(conn: sqlite3.Connection) -> Identity | None:
+    """The ledger's :data:`Identity` through ``conn``; None when it cannot be read
+    (nothing to compare)."""
     try:
         rows = dict(
             conn.execute(
@@ -44,26 +51,26 @@ def identity(conn: sqlite3.Connection) -> tuple[tuple[str, ...], int, str] | Non
                 "('policy_name', 'unit', 'head_seq', 'head_hash')"
             ).fetchall()
         )
-        head = int(rows.get("head_seq") or 0), str(rows.get("head_hash") or "")
-    except (sqlite3.Error, ValueError):
+        head = head_of(rows, "")
+    except (sqlite3.Error, DpLedgerError):
         return None
     return (str(rows.get("policy_name")), str(rows.get("unit"))), *head
 
 
-def successor(conn: sqlite3.Connection, seen: tuple[tuple[str, ...], int, str]) -> str:
-    """Why the ledger through ``conn`` is not the one seen (another ledger, or an older
-    copy: its chain does not hold the head seen), or "" when it extends it."""
+def successor(conn: sqlite3.Connection, was: Identity) -> str:
+    """Why the ledger through ``conn`` is not the one seen as ``was`` (another ledger, or
+    an older copy: its chain does not hold the head seen), or "" when it extends it."""
     now = identity(conn)
     if now is None:
         return ""  # unreadable: the read that follows says why
-    if now[0] != seen[0]:
-        return f"another ledger (policy and unit {now[0]}, not {seen[0]})"
-    if seen[1] == 0:
+    if now[0] != was[0]:
+        return f"another ledger (policy and unit {now[0]}, not {was[0]})"
+    if was[1] == 0:
         return ""
     try:
-        row = conn.execute("SELECT hash FROM dpl_entries WHERE seq = ?", (seen[1],)).fetchone()
+        row = conn.execute("SELECT hash FROM dpl_entries WHERE seq = ?", (was[1],)).fetchone()
     except sqlite3.Error:
         return ""
-    if row is None or str(row[0]) != seen[2]:
-        return f"a ledger whose chain does not hold entry {seen[1]} as this handle read it"
+    if row is None or str(row[0]) != was[2]:
+        return f"a ledger whose chain does not hold entry {was[1]} as this handle read it"
     return ""

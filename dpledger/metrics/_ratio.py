@@ -291,17 +291,16 @@ def linear_ratio_batch(
         n_hat, lin_den, w_num, w_den, guard, level, distribution, bounds
     )
     below = np.flatnonzero(den)
+    t = guard.factor * lin_den.q * lin_den.se  # the guard's threshold on the denominator
     if distribution == "laplace" and below.size == 1 and num[below[0]] == 0.0:
         # one Laplace coordinate below, independent of the numerator (see the doc)
         j = int(below[0])
         sd_n = np.full(r, math.sqrt(float(np.sum((num * std) ** 2))))
         b_d = np.full(r, abs(float(den[j])) * float(std[j]) / math.sqrt(2.0))
-        t = guard.factor * lin_den.q * lin_den.se
         base, moved = _laplace_count_bound(
             base, moved, n_hat, sd_n, "laplace", d_hat, b_d, t, guard.maximum, level, floor=0.0
         )
     elif distribution == "laplace" and (b_share := _share_scale(num, den, std)) is not None:
-        t = guard.factor * lin_den.q * lin_den.se
         base, moved = _share_bound(base, moved, d_hat, t, b_share, level)
     with np.errstate(divide="ignore", invalid="ignore"):
         theta = n_hat / d_hat

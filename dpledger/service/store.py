@@ -149,6 +149,7 @@ def _connect(
     name = os.path.realpath(p)
     if private and read_only and log_without_index(name):
         copy = private_copy(p, name)
+    where = None if copy is None else copy.parent  # the directory drop_copy removes
     if copy is not None:
         target, uri = copy, f"file:{quote(str(copy))}?mode=ro"
     elif not read_only:
@@ -160,7 +161,7 @@ def _connect(
     try:
         conn = sqlite_files.connect(target, uri, isolation_level=None, check_same_thread=False)
     except sqlite3.Error as e:
-        drop_copy(None if copy is None else copy.parent)
+        drop_copy(where)
         raise StoreError(f"cannot open the key store {p}: {e}") from e
     try:
         conn.execute("PRAGMA busy_timeout=30000")
@@ -170,9 +171,9 @@ def _connect(
             conn.execute("PRAGMA synchronous=FULL")
     except sqlite3.Error as e:
         sqlite_files.close(conn)
-        drop_copy(None if copy is None else copy.parent)
+        drop_copy(where)
         raise StoreError(f"cannot open the key store {p}: {e}") from e
-    return conn, None if copy is None else copy.parent
+    return conn, where
 
 
 _SQLITE = statements("?")
