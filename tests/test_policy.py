@@ -102,6 +102,20 @@ def test_eval_fraction_outside_advice_warns_but_loads(fraction: str) -> None:
     assert p.eval_budget == Fraction(fraction) * 40
 
 
+@pytest.mark.parametrize(
+    ("fraction", "said"),
+    [("0.05", "error bars that swallow the signal"), ("0.5", "evaluation takes 50% of each")],
+)
+def test_eval_fraction_advice_names_the_side_it_falls_on(fraction: str, said: str) -> None:
+    # docs6: 0.5 was told "below it the error bars swallow the signal" (the wrong side)
+    with pytest.warns(PolicyWarning) as caught:
+        policy(eval_fraction=fraction, epoch_epsilon="40")
+    (text,) = [str(w.message) for w in caught if "eval_fraction" in str(w.message)]
+    assert said in text
+    other = {"0.05": "training", "0.5": "swallow"}[fraction]
+    assert other not in text
+
+
 def test_a_metric_whose_one_release_exceeds_the_evaluation_budget_is_refused_at_load() -> None:
     with pytest.raises(PolicyError, match="'hist5' costs 1/2 per release, more than the whole"):
         policy(eval_fraction="0.05")  # ε_eval = 0.2: a 0.5 release could never happen

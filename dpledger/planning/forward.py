@@ -32,11 +32,11 @@ from dpledger.planning._common import (
 )
 from dpledger.policy import (
     ALL,
-    EVAL_FRACTION_ADVISED,
     BudgetValue,
     ExactDecimal,
     FrozenModel,
     Policy,
+    eval_fraction_note,
 )
 from dpledger.types import (
     BarKind,
@@ -239,12 +239,9 @@ def _facts(policy: Policy, metric: str, rounds: int) -> tuple[mech.MechanismFact
 
 def _policy_warnings(policy: Policy, rounds: int) -> list[str]:
     out: list[str] = []
-    lo, hi = EVAL_FRACTION_ADVISED
-    if not lo <= policy.eval_fraction <= hi:
-        out.append(
-            f"eval_fraction {_show(policy.eval_fraction)} is outside {_show(lo)}–{_show(hi)}: "
-            "below it the error bars swallow the signal, above it training slows"
-        )
+    advice = eval_fraction_note(policy.eval_fraction)
+    if advice is not None:
+        out.append(advice)
     over = policy.overcommitment_note(rounds)
     if over is not None:
         out.append(over)

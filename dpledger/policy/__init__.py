@@ -32,6 +32,7 @@ from dpledger.policy.model import (
     MAX_RECORDS_PER_PERSON,
     Policy,
     PolicyWarning,
+    eval_fraction_note,
 )
 from dpledger.policy.model import FrozenMetrics as FrozenMetrics  # importable here, as before
 from dpledger.policy.regions import ALL, Regions
@@ -51,5 +52,6 @@ __all__ = [
     "PositiveDecimal",
     "Regions",
     "describe_validation_error",
+    "eval_fraction_note",
     "to_fraction",
 ]

@@ -44,10 +44,32 @@ from dpledger.types import (
     Unit,
 )
 
-__all__ = ["EVAL_FRACTION_ADVISED", "MAX_RECORDS_PER_PERSON", "Policy", "PolicyWarning"]
+__all__ = [
+    "EVAL_FRACTION_ADVISED",
+    "MAX_RECORDS_PER_PERSON",
+    "Policy",
+    "PolicyWarning",
+    "eval_fraction_note",
+]
 
 EVAL_FRACTION_ADVISED = (Fraction(1, 10), Fraction(2, 5))
 """Outside this range of ``eval_fraction`` the policy loads with a :class:`PolicyWarning`."""
+
+
+def eval_fraction_note(fraction: Fraction) -> str | None:
+    """Why an ``eval_fraction`` outside :data:`EVAL_FRACTION_ADVISED` is unwise, naming
+    the side it falls on; None inside the advised range."""
+    lo, hi = EVAL_FRACTION_ADVISED
+    shown = f"eval_fraction {float(fraction):g} is outside {float(lo):g}–{float(hi):g}"
+    if fraction < lo:
+        return f"{shown}: this little ε per release gives error bars that swallow the signal"
+    if fraction > hi:
+        return (
+            f"{shown}: evaluation takes {float(fraction):.0%} of each epoch's ε, leaving "
+            "training less than the advised 60%"
+        )
+    return None
+
 
 MAX_RECORDS_PER_PERSON = 1_000_000
 """The largest ``max_records_per_person`` a policy may declare."""
@@ -216,15 +238,9 @@ class Policy(FrozenModel):
             raise PolicyError(e.problem, source=source) from None
         finally:
             RECORDED.reset(token)
-        lo, hi = EVAL_FRACTION_ADVISED
-        if not lo <= policy.eval_fraction <= hi:
-            warnings.warn(
-                f"{source}: eval_fraction {float(policy.eval_fraction):g} is outside "
-                f"{float(lo):g}–{float(hi):g}: below it the error bars swallow the signal, "
-                "above it training slows",
-                PolicyWarning,
-                stacklevel=3,
-            )
+        advice = eval_fraction_note(policy.eval_fraction)
+        if advice is not None:
+            warnings.warn(f"{source}: {advice}", PolicyWarning, stacklevel=3)
         note = policy.overcommitment_note()
         starved = any(m.weight is not None for m in policy.metrics.values())
         if note is not None and (policy.allocation == "per_metric" or starved):
