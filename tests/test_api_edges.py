@@ -158,7 +158,7 @@ def test_a_request_built_without_validation_is_validated_before_use(
 @pytest.mark.parametrize("rows", [[[1.0, 2.0], [3.0]], [["a", "b"]], [[object()]]])
 def test_secure_sum_refuses_rows_that_are_not_numbers(rows: Any) -> None:
     grid = secure_sum.FixedPoint.for_cap(10.0)
-    with pytest.raises(InvalidInput, match="array of numbers"):
+    with pytest.raises(InvalidInput, match="contributions must hold real numbers"):
         secure_sum.exact_sum(rows, grid)
 
 

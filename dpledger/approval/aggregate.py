@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpledger.approval.verdict import Check
+from dpledger.metrics._segments import read_real
 from dpledger.policy import Clip, MetricSpec, Policy
 
 __all__ = [
@@ -40,39 +41,9 @@ _SMALL = 64  # vectors up to this length are checked as Python floats
 
 
 def as_float64(aggregate: object) -> tuple[npt.NDArray[np.float64] | None, str]:
-    """The aggregate as float64, else None and why (decided by its type, never its values).
-
-    Integers are rounded to the nearest double, as the caller's own float64 would be: one
-    beyond 2**53 moves by at most 2⁻⁵³ of itself, which the release's bar already allows
-    for (its ``sum_slack``). Refusing such integers, as this once did, decided on the
-    private sum's size uncharged (audit 5, F2: a sum one unit above 2**53 was refused,
-    its neighbour released).
-    """
-    if isinstance(aggregate, np.ma.MaskedArray):  # np.asarray would unmask it silently
-        return None, "a masked array: its masked values would be used; send a plain array"
-    try:
-        arr = np.asarray(aggregate)
-    except (ValueError, TypeError) as e:
-        return None, f"not an array of numbers ({e})"
-    k = arr.dtype.kind
-    if k == "f" and arr.dtype.itemsize <= 8:
-        return arr.astype(np.float64), ""
-    if k in "iu":
-        return arr.astype(np.float64), ""
-    if k == "O" and all(_real_scalar(x) for x in arr.reshape(-1).tolist()):
-        # Python integers past 64 bits (numpy keeps them as objects, beside a float too)
-        try:
-            return arr.astype(np.float64), ""
-        except OverflowError:
-            return None, "integers beyond the largest double"
-    return None, f"dtype {arr.dtype} is not a real number type; send float64 or integers"
-
-
-def _real_scalar(x: object) -> bool:
-    """A real number by its type (a bool is not one: it is refused, not coerced)."""
-    return isinstance(x, int | float | np.integer | np.floating) and not isinstance(
-        x, bool | np.bool_
-    )
+    """The aggregate as a new float64 array, else None and why: decided by its type, never
+    its values (:func:`dpledger.metrics._segments.read_real`, the one home of that rule)."""
+    return read_real(aggregate)
 
 
 def aggregate_checks(

@@ -270,8 +270,9 @@ def release_regression(
     """Release summed, codec-encoded regression measures once; derive R², MSE, RMSE, MAE.
 
     ``summed_encoded`` is the sum of clients' ``codec.encode(regression_measures(...))``;
-    the policy's metric is a ``vector_sum`` of dimension 5 with a cap ≥ ``codec.cap``
-    (checked before the spend, as is the codec: it must be ``regression_codec``'s).
+    the policy's metric is a signed ``vector_sum`` (``nonnegative = false``: Σ(y − c) is
+    signed; audit 6, G1) of dimension 5 with a cap ≥ ``codec.cap`` (checked before the
+    spend, as is the codec: it must be ``regression_codec``'s).
     ``aggregate_error`` as for :func:`release_confusion` (in encoded units).
     """
     request = _request(request)
@@ -283,6 +284,13 @@ def release_regression(
         if spec.size != codec.dimension:
             raise InvalidInput(
                 f"metric {request.metric!r} has dimension {spec.size}, the codec {codec.dimension}"
+            )
+        if spec.is_nonnegative:  # the policy's fact, public: never the sum's signs
+            raise InvalidInput(
+                f"metric {request.metric!r} is declared nonnegative = true, but the "
+                "regression measures hold a signed Σ(y − c): declare it nonnegative = false "
+                "(a negative sum is valid there, and refusing it would tell its sign; the "
+                "charge must be the signed sensitivity); nothing was released or charged"
             )
         if spec.cap is not None and codec.cap > float(spec.cap):
             unit = "cap_per_client" if spec.cap_per_client is not None else "cap_per_record"

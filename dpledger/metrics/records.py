@@ -132,6 +132,15 @@ def keep_per_person(
         raise InvalidInput(f"persons must be 1-dimensional, got shape {ids.shape}")
     if ids.dtype.kind not in "iuUSO":
         raise InvalidInput(f"person ids must be integers or strings, got dtype {ids.dtype}")
+    if ids.dtype.kind == "O":  # e.g. a text column with missing ids (None, NaN)
+        odd = sum(1 for v in ids.tolist() if not _person_id(v))
+        if odd:
+            raise InvalidInput(
+                f"{odd:,} person id(s) are neither integers nor text (a missing id, None or "
+                "NaN, is one: NaN equals no other id, so each would count as its own person "
+                "and escape the bound; audit 6, G5): give every record its person's id, or "
+                "drop the records without one"
+            )
     n = ids.shape[0]
     seg = segments_for(offsets, n)
     if n == 0:
@@ -149,6 +158,13 @@ def keep_per_person(
     keep = np.empty(n, dtype=bool)
     keep[order] = (position - group_start) < k
     return keep
+
+
+def _person_id(v: object) -> bool:
+    """An id by its type: text or an integer (a bool or a float is not one)."""
+    return isinstance(v, str | bytes | np.str_) or (
+        isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_)
+    )
 
 
 def _bounded(

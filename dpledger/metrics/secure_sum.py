@@ -53,7 +53,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpledger.errors import InvalidInput
-from dpledger.metrics._segments import FloatArray, IntArray, as_finite, check_positive
+from dpledger.metrics._segments import FloatArray, IntArray, as_finite, as_real, check_positive
 from dpledger.types import MAX_COHORT
 
 __all__ = ["DEFAULT_BITS", "FixedPoint", "exact_sum"]
@@ -162,7 +162,8 @@ class FixedPoint:
         sign and never grows in magnitude, so a row that meets an L1 cap still meets it;
         a row that does not is NOT refused here (the grid bounds coordinates only).
         """
-        x = as_finite(np.asarray(rows, dtype=np.float64).reshape(-1), "contributions")
+        given = as_real(rows, "contributions")  # by type: no bool, text, complex (audit 6, G2)
+        x = as_finite(given.reshape(-1), "contributions")
         q = self.quantum
         lo, hi = self._unit_range()
         below, above = self.accepted_range()
@@ -177,7 +178,7 @@ class FixedPoint:
                 "clamp, so that a failed client clip is not hidden in the sum"
             )
         units = np.clip(np.trunc(x / q), lo, hi)  # x / 2^k is exact; trunc is exact
-        return units.astype(np.int64).reshape(np.shape(rows))
+        return units.astype(np.int64).reshape(given.shape)
 
     def accepted_range(self) -> tuple[float, float]:
         """The values :meth:`encode` accepts: the grid points one quantum beyond [low,
@@ -202,6 +203,13 @@ class FixedPoint:
     def decode(self, units: npt.ArrayLike) -> FloatArray:
         """Server side: summed integer units → the exact sum as doubles (refuses |units| > 2⁵³)."""
         u = np.asarray(units)
+        if u.dtype.kind not in "iu" and not (
+            u.dtype.kind == "O" and all(type(v) is int for v in u.reshape(-1).tolist())
+        ):
+            raise InvalidInput(
+                f"units must be integers (summed grid units), got dtype {u.dtype}: decode "
+                "the integer sum of encode's outputs"
+            )
         if u.size and int(np.max(np.abs(u.astype(object)))) > 2**53:
             raise InvalidInput("a fixed-point sum beyond 2**53 units is not an exact double")
         return u.astype(np.float64) * self.quantum
@@ -215,10 +223,7 @@ def exact_sum(rows: npt.ArrayLike, grid: FixedPoint) -> FloatArray:
     bound, so the check depends on no client's data), and any value outside the grid's
     [low, high] beyond float rounding (:meth:`FixedPoint.encode`): it never clamps.
     """
-    try:
-        arr = np.asarray(rows, dtype=np.float64)
-    except (ValueError, TypeError) as e:  # ragged rows, text, objects
-        raise InvalidInput(f"contributions must be a (clients, d) array of numbers: {e}") from None
+    arr = as_real(rows, "contributions")  # by type: ragged, bool, text, complex refused
     if arr.ndim == 0:
         raise InvalidInput("contributions need one row per client")
     if arr.shape[0] > grid.max_clients:

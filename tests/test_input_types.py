@@ -1,0 +1,188 @@
+"""Inputs read by their type, never their values, on every path (audit 6).
+
+- G1: ``release_regression`` refuses a metric declared ``nonnegative = true`` before the
+  spend (Σ(y − c) is signed: the ledger's nonnegative check would refuse, uncharged, on
+  the private sum's sign, and a nonnegative metric's L2 charge is too small for it);
+- G2: ``FixedPoint.encode`` / ``exact_sum`` / ``decode`` refuse what is not real numbers
+  (bool, text, complex, Decimal, masked, an integer past the doubles) with ``InvalidInput``;
+- G3: a bool beside numbers in a list is refused, as a lone bool is;
+- G4: the derived releases read Python integers past 64 bits as numbers, as
+  ``Ledger.release`` does (one unit above 2**64 decided a refusal, uncharged);
+- G5: ``keep_per_person`` refuses person ids that are neither integers nor text (NaN, None).
+"""
+
+from __future__ import annotations
+
+import decimal
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import dpledger as dl
+from dpledger.approval.aggregate import as_float64
+from dpledger.errors import InvalidInput
+from dpledger.ledger.derived import release_confusion, release_regression
+from dpledger.metrics import flam_regression as fr
+from dpledger.metrics.records import keep_per_person
+from dpledger.metrics.secure_sum import FixedPoint, exact_sum
+
+RELATIONS = ("replace", "add_remove")
+
+
+def _policy(relation: str, *, reg_nonnegative: bool, cap: str = "1") -> dl.Policy:
+    return dl.Policy.from_toml(
+        f"""
+name = "types"
+version = "1"
+neighbouring = "{relation}"
+epoch_epsilon = "400"
+eval_fraction = "0.25"
+[regions]
+names = ["all"]
+[metrics.reg]
+kind = "vector_sum"
+epsilon = "1"
+dimension = 5
+cap_per_client = "{cap}"
+nonnegative = {"true" if reg_nonnegative else "false"}
+[metrics.conf]
+kind = "vector_sum"
+epsilon = "1"
+dimension = 4
+cap_per_client = "{cap}"
+nonnegative = true
+"""
+    )
+
+
+_KW: dict[str, Any] = {"y_bounds": (0.0, 10.0), "residual_bound": 5.0, "max_samples": 1.0}
+
+
+def _regression_sum(extra_y: float) -> np.ndarray:
+    """Nine clients at y = ŷ = c (the shift) and one at ``extra_y``: Σ(y − c) takes its sign."""
+    codec = fr.regression_codec(cap=1.0, **_KW)
+    rows = [fr.regression_measures([5.0], [5.0], **_KW)] * 9
+    rows.append(fr.regression_measures([extra_y], [extra_y], **_KW))
+    return np.asarray(codec.encode(np.array(rows)).sum(axis=0))
+
+
+@pytest.mark.parametrize("relation", RELATIONS)
+def test_a_nonnegative_regression_metric_is_refused_alike_for_either_sign(
+    tmp_path: Path, relation: str
+) -> None:
+    policy = _policy(relation, reg_nonnegative=True)
+    codec = fr.regression_codec(cap=1.0, **_KW)
+    req = dl.ReleaseRequest(epoch=0, metric="reg", region="all", cohort=10)
+    said = set()
+    for k, y in enumerate((6.0, 4.0)):  # Σ(y − c) = +1 and −1: neighbours under replace
+        path = tmp_path / f"{k}.db"
+        with (
+            dl.Ledger.open(path, policy, mode="create") as ledger,
+            pytest.raises(InvalidInput) as e,
+        ):
+            release_regression(ledger, req, _regression_sum(y), codec)
+        said.add((type(e.value), str(e.value)))
+        assert "nonnegative = false" in str(e.value)
+        assert not path.exists()  # refused before the spend: no ledger was created
+    assert len(said) == 1  # the same words for either sign: the policy's fact decided
+
+
+@pytest.mark.parametrize("relation", RELATIONS)
+def test_a_signed_regression_metric_releases_either_sign(tmp_path: Path, relation: str) -> None:
+    policy = _policy(relation, reg_nonnegative=False)
+    codec = fr.regression_codec(cap=1.0, **_KW)
+    req = dl.ReleaseRequest(epoch=0, metric="reg", region="all", cohort=10)
+    for k, y in enumerate((6.0, 4.0)):
+        with dl.Ledger.open(tmp_path / f"{k}.db", policy, mode="create") as ledger:
+            out = release_regression(ledger, req, _regression_sum(y), codec)
+            assert out.release.charge.amount == 1
+            assert ledger.spent(0, "all").amount == 1
+
+
+@pytest.mark.parametrize("relation", RELATIONS)
+@pytest.mark.parametrize("unit", [0, 1])
+def test_derived_releases_read_python_integers_past_64_bits(
+    tmp_path: Path, relation: str, unit: int
+) -> None:
+    # audit 6, G4: a cell of 2**64 - 1 was released and its neighbour 2**64 refused uncharged
+    policy = _policy(relation, reg_nonnegative=False, cap="1000000000000")
+    big = 2**64 - 1 + unit
+    req = dl.ReleaseRequest(epoch=0, metric="conf", region="all", cohort=10**8)
+    with dl.Ledger.open(tmp_path / "c.db", policy, mode="create") as ledger:
+        out = release_confusion(ledger, req, [[big, 0], [0, 0]])
+        assert out.release.charge.amount == 1
+    codec = fr.regression_codec(y_bounds=(0, 1), residual_bound=1, max_samples=1, cap=1e12)
+    req = dl.ReleaseRequest(epoch=0, metric="reg", region="all", cohort=10**8)
+    with dl.Ledger.open(tmp_path / "r.db", policy, mode="create") as ledger:
+        got = release_regression(ledger, req, [big, 0, 0, 0, 0], codec)
+        assert got.release.charge.amount == 1
+
+
+@pytest.mark.parametrize(
+    ("values", "said"),
+    [
+        ([0, 0, True], "booleans among the numbers"),
+        ([[1.5, np.True_]], "booleans among the numbers"),
+        ((2, False), "booleans among the numbers"),
+        (True, "dtype bool"),
+        (np.array([1 + 0j]), "dtype complex128"),
+        (["1.5"], "dtype <U3"),
+        ([decimal.Decimal("1.5")], "dtype object"),
+        (np.array([1.0], dtype=np.longdouble), "not a real number type"),
+        (np.ma.masked_array([1.0, 99.0], mask=[False, True]), "masked array"),
+        ([[1.0, 2.0], [3.0]], "not an array of numbers"),
+    ],
+)
+def test_only_real_numbers_are_read(values: Any, said: str) -> None:
+    arr, why = as_float64(values)
+    assert arr is None
+    assert said in why
+    grid = FixedPoint(0.0, 3.0)
+    with pytest.raises(InvalidInput, match="contributions must hold real numbers"):
+        grid.encode(values)
+    rows = values if isinstance(values, np.ma.MaskedArray) else [values]  # one client's row
+    with pytest.raises(InvalidInput, match="contributions must hold real numbers"):
+        exact_sum(rows, grid)
+
+
+@pytest.mark.parametrize(
+    "values", [[1, 2.5], (3, 4), [[2**70, 1.0]], np.array([1, 2], dtype=np.uint64), [np.int8(3)]]
+)
+def test_numbers_of_any_integer_or_float_type_are_read(values: Any) -> None:
+    arr, why = as_float64(values)
+    assert arr is not None
+    assert why == ""
+    assert arr.dtype == np.float64
+    assert arr.tolist() == np.asarray(values, dtype=np.float64).tolist()
+
+
+def test_the_grid_refuses_an_integer_past_the_doubles_with_its_own_words() -> None:
+    grid = FixedPoint(0.0, 3.0)
+    for call in (lambda: grid.encode([10**400]), lambda: exact_sum([[10**400]], grid)):
+        with pytest.raises(InvalidInput, match="beyond the largest double"):
+            call()
+
+
+@pytest.mark.parametrize("units", [[1.5], ["7"], np.array([2.0])])
+def test_decode_takes_integer_units_only(units: Any) -> None:
+    with pytest.raises(InvalidInput, match="units must be integers"):
+        FixedPoint(0.0, 3.0).decode(units)
+    assert FixedPoint(0.0, 3.0).decode(np.array([4], dtype=np.int64)).dtype == np.float64
+
+
+@pytest.mark.parametrize("missing", [float("nan"), None, 1.5, True])
+def test_person_ids_that_are_not_ids_are_refused(missing: object) -> None:
+    ids = np.array(["ann", missing, "bob", missing], dtype=object)
+    with pytest.raises(InvalidInput, match="2 person id"):
+        keep_per_person(ids, 1)
+
+
+def test_text_and_integer_person_ids_are_kept_per_person() -> None:
+    assert keep_per_person(np.array(["a", "a", "b"], dtype=object), 1).tolist() == [
+        True,
+        False,
+        True,
+    ]
+    assert keep_per_person(np.array([7, 7, 8], dtype=object), 1).tolist() == [True, False, True]
