@@ -101,7 +101,7 @@ def settings_of(
 
 
 def health_metric_of(policy: Policy, name: str | None) -> str | None:
-    """``name`` if it can carry the health counters (add_remove only; see the README)."""
+    """``name`` if it can carry the health counters (add_remove only; see docs/flower.md)."""
     if name is None:
         return None
     if policy.neighbouring != "add_remove":

@@ -3,7 +3,7 @@
 Post-processing of a released C×C matrix (UNCLAMPED: clamping negative cells biases every
 near-zero cell upward). Point estimates are plug-ins, clipped to each metric's range.
 Intervals were chosen by measured coverage (``tests/test_coverage.py`` re-measures it,
-overall and among the releases not flagged; README, "Derived metrics"):
+overall and among the releases not flagged; docs/intervals.md):
 
 * accuracy and the metrics equal to it with ``labels="all"`` (micro P/R/F1, weighted
   recall): Fieller's interval for trace/total, joined, where the total only just passed

@@ -272,7 +272,7 @@ def linear_ratio_batch(
     0.889–0.931 among published releases (4–17% published). Its upper end (a negative
     ratio's lower end) is then at least :func:`_laplace_count_bound`'s, with no whole-
     number floor: the range's edge within ~4 noise scales of the guard, wider than before
-    up to ~10 (review s26; README). A sum of coordinates below (a share of a total) is
+    up to ~10 (review s26; docs/intervals.md). A sum of coordinates below (a share of a total) is
     bounded so; a share of it (N a sub-sum of the total) is the whole range where the
     total only just passed (:func:`_share_bound`; stats4, F3: a small share covered
     0.92–0.94 there).

@@ -63,7 +63,7 @@ cannot lower coverage among published releases. Why (stats34): with a good model
 among published releases balanced accuracy and the macro averages covered 0.89–0.935
 (4–6 classes at 0.5 of a cell; 5–30% published). Set so that a public maximum 1.5 × the
 true total still withholds those cells; with a maximum several times the true total (the
-ledger passes cohort × cap) the rule applies late (README, "Three to six classes").
+ledger passes cohort × cap) the rule applies late (docs/intervals.md, "Three to six classes").
 MCC, accuracy and the weighted averages are not withheld by it."""
 NOISE_RULE_MAX_CLASSES = 6
 """The largest class count the noise rule applies to (measured at 2–6 classes; from 10

@@ -13,7 +13,8 @@ every silo at once (silos are contiguous segments of flat per-record arrays, des
    List a person's records by something of their own (admission time, record id); an
    order that depends on other people (e.g. "most recent in the ward") would break that.
    A person present in several silos is bounded in each silo separately: declare the
-   policy's ``max_records_per_person`` as their total across silos (see the README).
+   policy's ``max_records_per_person`` as their total across silos
+   (docs/privacy-model.md, "Privacy units").
 2. **Per-record bounds**: a scalar is clipped to ``[low, high]``; a confusion-matrix or
    histogram record is one count (L1 = 1); a regression record's y and ŷ are clipped to
    the declared ranges, so its five measures fit :func:`record_regression_codec`'s

@@ -11,7 +11,7 @@ them; every planted scenario is recorded in ``Fleet.scenarios`` with the signatu
 
 Randomness: this and :mod:`dpledger.sim.silos` are the only modules of dpledger that use
 ``numpy.random``. It makes
-synthetic *data*, never release noise; release noise comes from OpenDP only (README, privacy model).
+synthetic *data*, never release noise; release noise comes from OpenDP only (docs/privacy-model.md).
 A fleet is a pure function of its arguments: the root ``default_rng(seed)`` spawns one
 independent stream per field, so the output does not depend on the number of worker threads,
 and turning a region-scoped scenario on or off changes only what that scenario plants
