@@ -351,7 +351,11 @@ def register(subparsers: Any) -> None:
     """Add ``serve`` and ``keys`` to the main parser's subcommands."""
     p = subparsers.add_parser("serve", help="the HTTP service: approve releases for many teams")
     _store_args(p)
-    p.add_argument("--policy", default=os.environ.get("DPLEDGER_POLICY"), help="policy TOML")
+    p.add_argument(
+        "--policy",
+        default=os.environ.get("DPLEDGER_POLICY"),
+        help="policy TOML (or $DPLEDGER_POLICY)",
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
     p.add_argument("--port", type=ascii_int, default=8000, help="port (8000; 0 picks a free one)")
     p.add_argument("--connections", type=ascii_int, default=4, help="ledger connections (4)")
@@ -385,7 +389,10 @@ def register(subparsers: Any) -> None:
     c.set_defaults(func=cmd_keys_create)
     r = sub.add_parser("revoke", help="revoke a key now (every replica)")
     _store_args(r)
-    r.add_argument("key_id", help="the key's id (dpl_<id>_…)")
+    r.add_argument(
+        "key_id",
+        help="the key's id as `keys list` prints it (the <id> in dpl_<id>_…; never the secret)",
+    )
     r.set_defaults(func=cmd_keys_revoke)
     ls = sub.add_parser("list", help="every key's id, name, scopes and state")
     _store_args(ls)
