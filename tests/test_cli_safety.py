@@ -414,3 +414,33 @@ def test_release_says_when_it_starts_a_new_ledger(tmp_path: Path, files: dict[st
     second = cli(*release(db, files, "--epoch", "1"))
     assert second.returncode == 0
     assert "created" not in second.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        ("[100, 100, 100, 100, 100, 100, true]", "booleans among the numbers"),  # audit 6, G3
+        ("true", "dtype bool"),
+        ("[100, 100, 100, 100, 100, 100, " + "1" * 5000 + "]", "aggregate_finite"),  # G6
+        ("[100, 100, 100, 100, 100, 100, 1" + "0" * 5000 + ".0]", "aggregate_finite"),
+    ],
+)
+def test_an_aggregate_file_is_read_by_type_and_refused_without_a_spend(
+    tmp_path: Path,
+    files: dict[str, str],
+    content: str,
+    reason: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A JSON ``true`` beside numbers is refused as a lone ``true`` is (not promoted to 1),
+    and an integer past Python's digit limit as the double it denotes, as a float of that
+    size is: both refused with exit 1 and nothing written (no ledger is created)."""
+    path = tmp_path / "agg.json"
+    path.write_text(content)
+    db = tmp_path / "l.db"
+    argv = ["release", *at(db), "--request", files["req"], "--aggregate", str(path), "--json"]
+    assert main(argv) == 1
+    out = capsys.readouterr()
+    assert reason in out.out + out.err
+    assert "set_int_max_str_digits" not in out.out + out.err
+    assert not db.exists()

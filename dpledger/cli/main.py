@@ -131,10 +131,10 @@ def _read_file(path: str, what: str, limit: int) -> bytes:
     )
 
 
-def _read_json(path: str, what: str) -> Any:
+def _read_json(path: str, what: str, *, numbers: bool = False) -> Any:
     data = _read_file(path, what, _MAX_JSON_BYTES)
     try:
-        return strict_json(data.decode("utf-8"))
+        return strict_json(data.decode("utf-8"), numbers=numbers)
     except (ValueError, UnicodeDecodeError) as e:
         raise InvalidInput(f"cannot read {what} {path}: not valid JSON ({e})") from None
     except RecursionError:
@@ -163,8 +163,10 @@ def _load_npy(data: bytes) -> npt.NDArray[Any]:
     return arr
 
 
-def load_aggregate(path: str) -> npt.NDArray[Any]:
-    """An aggregate from ``.npy`` or JSON (a number or a list of numbers), unvalidated.
+def load_aggregate(path: str) -> Any:
+    """An aggregate from ``.npy`` or JSON (a number or a list of numbers), unvalidated:
+    the ledger's checks read it by type (JSON ``true`` beside numbers is refused there as
+    a lone ``true`` is, not promoted to 1 here; audit 6, G3).
 
     Sizes are checked before allocating: at most :data:`MAX_AGGREGATE_VALUES` numbers.
     """
@@ -175,14 +177,14 @@ def load_aggregate(path: str) -> npt.NDArray[Any]:
             return _load_npy(data)
         except (ValueError, EOFError) as e:
             raise InvalidInput(f"cannot read aggregate {path}: {e}") from None
-    data = _read_json(path, "aggregate")
+    data = _read_json(path, "aggregate", numbers=True)
     try:
         arr = np.asarray(data)
     except (ValueError, TypeError) as e:
         raise InvalidInput(f"cannot read aggregate {path}: not an array of numbers ({e})") from None
     if arr.size > MAX_AGGREGATE_VALUES:
         raise InvalidInput(f"aggregate {path} holds {arr.size} values, more than allowed")
-    return arr
+    return data
 
 
 def _request(args: argparse.Namespace) -> ReleaseRequest:
