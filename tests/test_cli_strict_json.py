@@ -25,7 +25,7 @@ names = ["north"]
 
 [metrics.tinyeps]
 kind = "scalar_mean"
-epsilon = "3e-307"  # a noise draw overflows a double past ~54 scales (never): 3e-308 failed ~1% of runs
+epsilon = "3e-307"  # noise overflows past ~54 scales (never); 3e-308 flaked ~1%
 clip = { low = "0", high = "1", source = "test" }
 """
 
