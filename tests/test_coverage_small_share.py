@@ -61,7 +61,7 @@ def test_a_small_share_covers_among_published(share: float, size: float) -> None
 
 def _old(monkeypatch: pytest.MonkeyPatch, x: np.ndarray, law: str) -> tuple[np.ndarray, ...]:
     with monkeypatch.context() as m:
-        m.setattr(_ratio, "_share_scale", lambda *a: None)
+        m.setattr(_ratio, "_share_bound", lambda base, moved, *a: (base, moved))
         return _batch(x, law)
 
 
@@ -97,12 +97,15 @@ def _guard_threshold() -> float:
     return float(lin.q[0] * lin.se[0])
 
 
-def test_not_a_share_is_not_widened(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A numerator that is not a sub-sum of the total (other weights) is left alone."""
+def test_any_numerator_over_a_laplace_total_is_widened_alike() -> None:
+    """Not a share only (stats6, F-RATIO2): a numerator that is not a sub-sum of the total
+    (other weights) takes the whole range exactly where the share does — the total's
+    conditional lower bound is 0 there whatever the numerator."""
     x = _releases(0.05, 1.5, 19)[:3000]
-    odd = TAIL * 0.5
-    got = _batch(x, num=odd)
-    with monkeypatch.context() as m:
-        m.setattr(_ratio, "_share_bound", lambda *a: (_ for _ in ()).throw(AssertionError))
-        again = _batch(x, num=odd)
-    assert all(np.array_equal(a, b) for a, b in zip(got, again, strict=True))
+    lo, hi, usable = _batch(x, num=TAIL * 0.5)
+    total = x.sum(axis=1)
+    t = float(Guard("total count", 1e9).factor) * _guard_threshold()
+    near = (total > t) & (total - t <= B * math.log(1.0 / (0.8 * 0.05 / 2.0)))
+    assert (near & usable).any()
+    assert np.all(lo[near & usable] == 0.0)
+    assert np.all(hi[near & usable] == 1.0)

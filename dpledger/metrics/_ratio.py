@@ -272,10 +272,11 @@ def linear_ratio_batch(
     0.889–0.931 among published releases (4–17% published). Its upper end (a negative
     ratio's lower end) is then at least :func:`_laplace_count_bound`'s, with no whole-
     number floor: the range's edge within ~4 noise scales of the guard, wider than before
-    up to ~10 (review s26; docs/intervals.md). A sum of coordinates below (a share of a total) is
-    bounded so; a share of it (N a sub-sum of the total) is the whole range where the
-    total only just passed (:func:`_share_bound`; stats4, F3: a small share covered
-    0.92–0.94 there).
+    up to ~10 (review s26; docs/intervals.md). A denominator summing two or more Laplace
+    coordinates is the whole range where it only just passed (:func:`_share_bound`):
+    for a share of a total (stats4, F3: a small share covered 0.92–0.94 there) and for
+    any other numerator (stats6, F-RATIO2: a mean gap over 2–3 calibration buckets, the
+    counts not in the numerator, covered 0.921–0.945 among published releases).
     """
     lo_b, hi_b = bounds
     if not lo_b < hi_b:
@@ -300,8 +301,10 @@ def linear_ratio_batch(
         base, moved = _laplace_count_bound(
             base, moved, n_hat, sd_n, "laplace", d_hat, b_d, t, guard.maximum, level, floor=0.0
         )
-    elif distribution == "laplace" and (b_share := _share_scale(num, den, std)) is not None:
-        base, moved = _share_bound(base, moved, d_hat, t, b_share, level)
+    elif distribution == "laplace" and below.size >= 2:
+        # a sum of Laplace coordinates below (a share's total, a gap over several buckets)
+        b_max = float(np.max(np.abs(den[below]) * std[below])) / math.sqrt(2.0)
+        base, moved = _share_bound(base, moved, d_hat, t, b_max, level)
     with np.errstate(divide="ignore", invalid="ignore"):
         theta = n_hat / d_hat
         w = np.nan_to_num((w_num - theta[:, None] * w_den) / d_hat[:, None])
@@ -322,28 +325,11 @@ def linear_ratio_batch(
                    edge={RATIO: np.zeros(r, dtype=bool)})  # fmt: skip
 
 
-def _share_scale(num: FloatArray, den: FloatArray, std: FloatArray) -> float | None:
-    """The largest Laplace scale b (the ratio's units) among the denominator's
-    coordinates when the ratio is a share of a total: the denominator sums n ≥ 2
-    coordinates with one weight, the numerator k of them (0 < k < n) with that weight;
-    else None."""
-    below = np.flatnonzero(den)
-    if below.size < 2 or np.any(num[den == 0] != 0):
-        return None
-    w, part = den[below], num[below]
-    k = int(np.count_nonzero(part))
-    if not (np.all(w == w[0]) and w[0] > 0 and 0 < k < below.size):
-        return None
-    if np.any((part != 0) & (part != w)):
-        return None
-    return float(w[0] * np.max(std[below]) / math.sqrt(2.0))
-
-
 def _share_bound(
     base: Base, moved: BoolArray, d_hat: FloatArray, t: FloatArray, b: float, level: float
 ) -> tuple[Base, BoolArray]:
-    """A share N/T of a Laplace total that passed its guard by < b·ln(1/α_D): the whole
-    range.
+    """A ratio N/T whose denominator, a sum of Laplace coordinates (a share's total, a
+    gap's counts over several buckets), passed its guard by < b·ln(1/α_D): the whole range.
 
     Why (stats4, F3): the guard selects totals whose noise lifted them, and under
     Laplace that lift often comes from one coordinate, the share's own with probability
@@ -355,8 +341,9 @@ def _share_bound(
     S(x + u)/S(x) (S the noise's survival function, x = t − T, u = T̂ − t), which is
     nonincreasing in x (the noise, a sum of Laplace terms, is log-concave) and tends to
     e^{−u/b} (b the largest term's scale): where e^{−u/b} > α_D every T down to 0 is
-    kept, the bound is 0, and N/T is bounded by nothing (N ≤ N₊ and M = T − N ≤ M₊ give
-    [1 − M₊/T₋, N₊/T₋], the whole range at T₋ = 0). Further from the guard the interval
+    kept, the bound is 0, and N/T is bounded by nothing (a share: N ≤ N₊ and M = T − N ≤
+    M₊ give [1 − M₊/T₋, N₊/T₋]; any other N: [N₋/T₋, N₊/T₋]; the whole range at T₋ = 0;
+    stats6, F-RATIO2, for the second). Further from the guard the interval
     is left as it was. Measured among all published releases at level 0.95: ≥ 0.954
     (3–50 buckets, shares 0–1, totals 0.6–32 noise scales, unequal scales, level 0.9
     too). Known shortfalls (review s27): among releases whose total passed just beyond
