@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 from coverage_cases import hard_classification_case, marginal_case
 
+from dpledger.metrics import _intervals
 from dpledger.metrics._assemble import OUTSIDE
 from dpledger.metrics.flam import CLASSIFICATION_KEYS
 
@@ -36,6 +37,14 @@ REGIMES = (  # (classes, priors, accuracy, noise / mean cell), releases
 )
 DRAWS = 300
 ACCURACY_LIKE = ("accuracy", "precision_micro", "recall_micro", "f1_micro", "recall_weighted")
+
+
+@pytest.fixture(autouse=True)
+def _fewer_draws(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests check the shifted interval and the guards, at 100–300 redraws to keep
+    the suite fast: the product refuses fewer than ``MIN_DRAWS`` (1,000), which covers
+    its level; here the floor is lowered for speed only."""
+    monkeypatch.setattr(_intervals, "MIN_DRAWS", 100)
 
 
 def _floor(k: int) -> float:
