@@ -111,3 +111,36 @@ def test_compare_definitions_names_the_metric_whose_converted_budget_underflows(
     policy = dl.Policy.from_toml(text)
     with pytest.raises(InvalidInput, match=r"metric 'loss': its converted per-release ρ at"):
         compare_definitions(policy, {"na": 1})
+
+
+def _near_grid(defn: str, kind: str, budget: str = "1") -> dl.Policy:
+    key = "epsilon" if defn == "pure" else "rho"
+    if kind == "scalar":
+        metric = 'kind = "scalar_mean"\nclip = { low = 0, high = 1e-9, source = "t" }\n'
+    else:
+        metric = (
+            'kind = "vector_sum"\ndimension = 50\ncap_per_client = "1e-9"\nnonnegative = true\n'
+        )
+    return dl.Policy.from_toml(
+        f'name = "grid"\nversion = "1"\nneighbouring = "replace"\ndefinition = "{defn}"\n'
+        f'epoch_{key} = "1e9"\neval_fraction = "1"\nallocation = "pooled"\n'
+        f'[regions]\nnames = ["r"]\n[metrics.s]\n{metric}{key} = "{budget}"\n'
+        'target = 3e-10\nbar = "ci95"\n'
+    )
+
+
+@pytest.mark.filterwarnings("ignore::dpledger.PolicyWarning")
+@pytest.mark.parametrize(("defn", "kind", "n"), [("pure", "scalar", 100), ("zcdp", "vector", 2400)])
+def test_the_budget_for_a_target_meets_it_at_the_calibrated_scale(
+    defn: str, kind: str, n: int
+) -> None:
+    """stats6, F-PLAN: near OpenDP's grid the closed form Δ/ε is less noise than the ledger
+    calibrates, so the budget returned was refused at its own cohort (bar 0.06–0.45% over
+    the target); it is now searched at the calibrated scale, as the approval check reads it."""
+    need = dl.budget_for_target(_near_grid(defn, kind), "s", 3e-10, n)
+    policy = _near_grid(defn, kind, repr(float(need.amount)))
+    facts, charge = dl.mechanisms.mechanism_facts(policy, "s")
+    spec = policy.metric("s")
+    target = 3e-10
+    assert charge <= need.amount
+    assert dl.mechanisms.error_bar_of(facts, n, spec.bar, spec.magnitude) <= target

@@ -90,8 +90,8 @@ def budget_for_target(policy: Policy, metric: str, target: float | None, cohort:
     ``target`` is the half-width (or std, or scale: the metric's ``bar`` kind) of the
     error bar on the per-client mean, in the metric's units; ``None`` takes the
     policy's ``target``. The result is exact, rounded *up* to 4 significant digits, and
-    is the smallest such decimal whose :func:`~dpledger.mechanisms.cohort_floor` (the
-    approval check's) is ≤ ``cohort``.
+    is the smallest such decimal whose cohort floor at the calibrated noise scale (the
+    approval check's, :func:`~dpledger.mechanisms.cohort_floor_of`) is ≤ ``cohort``.
     """
     spec = validated_policy(policy).metric(metric)
     goal = spec.target if target is None else target
@@ -121,12 +121,21 @@ def budget_for_target(policy: Policy, metric: str, target: float | None, cohort:
     q = _ceil_sig(raw)
     step = Fraction(10) ** (math.floor(math.log10(float(q))) - (_SIG_DIGITS - 1))
 
+    dimension = 0 if spec.kind == "scalar_mean" else spec.size
+
     def meets(i: int) -> bool:
-        floor = mech.cohort_floor(
-            delta, i * step, float(goal), spec.bar, measure=policy.unit, mechanism=kind,
-            magnitude=spec.magnitude,
-        )  # fmt: skip
-        return floor <= n
+        # the calibrated scale, as the approval check and plan() read it: OpenDP charges
+        # its grid's rounding on top of Δ, so near the grid the closed form Δ/ε is too
+        # little noise and its floor too low (stats6, F-PLAN: a release at the returned
+        # budget and cohort was refused, its bar 0.06–0.45% above the target)
+        try:
+            facts = mech.calibrate(
+                sensitivity=delta, budget=i * step, measure=policy.unit, mechanism=kind,
+                dimension=dimension,
+            )  # fmt: skip
+        except InvalidInput:  # no double scale fits this little budget
+            return False
+        return mech.cohort_floor_of(facts, float(goal), spec.bar, spec.magnitude) <= n
 
     start = int(q / step)  # never below the closed form: less budget is more noise
     steps = least_integer(meets, start, 2**62, start)
