@@ -1,4 +1,4 @@
-"""At 3–16 classes: MCC's interval near the noise is Fieller's, and no spread guard flags it.
+"""From 3 classes: MCC's interval near the noise is Fieller's, and no spread guard flags it.
 
 MCC = A / G with A = N·Σtp − Σ t_k·p_k and G = √(B·D), B = N² − Σ p_k² (the predicted
 classes' spread) and D = N² − Σ t_k² (the true classes'). With A and G linearised in the
@@ -42,6 +42,7 @@ changed and most releases were published before, width 0.71–1.30 × (median 1.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 
 import numpy as np
@@ -62,16 +63,21 @@ __all__ = [
     "mcc_terms",
 ]
 
-MCC_FIELLER_CLASSES = tuple(range(3, 17))
-"""The class counts whose MCC uses :func:`mcc_fieller` near the noise (2 classes have their
-own rule, :func:`~._two_class.mcc_two_classes`; from 17 classes the spread guard stays).
+MCC_FIELLER_CLASSES = range(3, sys.maxsize)
+"""The class counts whose MCC uses :func:`mcc_fieller` near the noise: every count from 3
+(2 classes have their own rule, :func:`~._two_class.mcc_two_classes`). From 17 classes
+since stats6 (F-MCC17): the spread guard selected there as at 7–16 — a 50% class predicted
+for 90% of samples, Laplace noise 0.2–0.25 of a cell, MCC covered 0.871–0.946 among the
+0.5–25% published at 17 and 20 classes; Fieller's set covers 0.975–0.977 there, all
+published, and at 20–30 classes in heavy noise (balanced, accuracy 0.6–0.95, noise
+0.3–0.6 of a cell, both laws) it gives the delta interval's coverage and width but in one
+cell (Laplace 0.6, accuracy 0.95: 0.947 ± 0.0035 where the guard's interval covered 0.969,
+its general level at many classes; see docs/intervals.md).
 7–16 since s27c (outside audit stats5, F3; 13–16 after review s27c): the guard selected
 there too, MCC covered
 0.89–0.94 among the 1–2% published (7–10 classes, a 50% class predicted for 90–95% of
 samples, Laplace noise 0.05–0.1 or Gaussian 0.2 of a cell); Fieller's set covers 0.975–0.978
-there, all published. Not beyond 12: at 20 classes in heavy noise (Laplace 0.6 of a cell,
-balanced, accuracy 0.95; 4,000 releases) it covered 0.943 ± 0.004 where the guard's delta
-interval covered 0.964, and the guard was not seen to select there (0.95–0.957)."""
+there, all published."""
 SAFE_SPREAD = 6.0
 """A release keeps MCC's delta interval when both spreads exceed this many times q·se of
 their own noise (at the metric's level)."""
