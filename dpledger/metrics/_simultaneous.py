@@ -15,7 +15,7 @@ By Bonferroni all C sets hold at once with probability ≥ 1 − α, and then th
 the r_k lies in [mean of the lower ends, mean of the upper ends].
 
 A release whose every class count is far clear of the noise (D̂_k > :data:`SAFE_FACTOR`
-× q·se; from 5 classes :data:`SAFE_FACTOR_FROM_5`) keeps the method's own interval
+× q·se; elsewhere :func:`safe_factor`) keeps the method's own interval
 (delta or Monte Carlo; narrower: 2–3.5 × at 0.01–0.05 of a cell). The switch reads the
 counts but decides only which interval, never whether one is published, so coverage over
 all releases of a regime is what matters and what is measured: with a class whose count
@@ -79,6 +79,7 @@ from dpledger.types import Labels, MechanismKind
 __all__ = [
     "NEAR_TOTAL",
     "SAFE_FACTOR",
+    "SAFE_FACTOR_2",
     "SAFE_FACTOR_FROM_5",
     "SAFE_FACTOR_FROM_7",
     "SIMULTANEOUS_CLASSES",
@@ -104,8 +105,8 @@ cell; the "more than half bounded" flag selected); now 0.95–1.00, all publishe
 classes the former rule under-covered the same cells (0.944–0.946: review s27c), so these
 sets run to 16; from 17 classes the former rule stays: one class's skew is diluted there
 (those cells covered ≥ 0.952 at 16 and 0.955–0.968 at 20 classes) and these sets, whose
-per-class level 1 − α/C falls with C, were 3–12 × wider at 20 classes (README, "7–16
-classes"). Cost is not the reason: the
+per-class level 1 − α/C falls with C, were 3–12 × wider at 20 classes (docs/intervals.md,
+"7–16 classes and from 17"). Cost is not the reason: the
 class-set extremes are sorted prefixes (:func:`_least_mean`), O(C log C).
 2 since s26c (outside audit stats4, F5): the 2-class rule (a class measured when its count's
 interval cleared its threshold, the average flagged when both were bounded) is a cut the
@@ -119,31 +120,53 @@ SAFE_FACTOR = 6.0
 """At 3–4 classes a release keeps the delta interval when every class's count exceeds
 this many times q·se of its noise at the per-class level (all far clear of the noise; 4
 and 8 probed alike, 0.94–0.95 at the lowest of 144 cells at 4,000 releases)."""
-SAFE_FACTOR_FROM_5 = 3.0
-"""The same switch at 5–6 classes (stats37). The per-class level 1 − α/C has a larger
-quantile there, and 6 × q·se (~16 s.e.) sent easy cells to the per-class sets at up to 5
-× the width for no coverage (6 balanced classes, accuracy 0.55, Laplace noise 0.1 of a
-cell: 0.052 → 0.258); 3 × q·se (~8 s.e.) keeps them on the delta interval and still sends
-a 1% class at ~5 s.e. to the per-class sets (6 classes, 1%, Gaussian 0.02, 20,000
-releases: balanced accuracy 0.995–0.997 at 3, 0.953–0.959 at 2.5; stats37). Also the
-switch at 2 classes (s26c): at 6 the balanced cells of an easy 2-class grid (noise 0.1 of
-a cell, accuracy 0.55–0.99) took the per-class sets at 1.2–2 × the width (0.144 → 0.297);
-at 3 those keep the delta interval, and the per-class sets still take the cells of F5
-(every macro average 0.974–0.998; the easy grid and F5's grid ≥ 0.945, chance; f1_macro
-0.951 with Gaussian 50/50 at 0.2 of a cell, where the switch flips)."""
+SAFE_FACTOR_2 = 3.0
+"""The same switch at 2 classes (s26c), against the ratio's pivot's quantile: at 6 the
+balanced cells of an easy 2-class grid (noise 0.1 of a cell, accuracy 0.55–0.99) took the
+per-class sets at 1.2–2 × the width (0.144 → 0.297); at 3 those keep the delta interval,
+and the per-class sets still take the cells of F5 (every macro average 0.974–0.998; the
+easy grid and F5's grid ≥ 0.945, chance; f1_macro 0.951 with Gaussian 50/50 at 0.2 of a
+cell, where the switch flips). (Named SAFE_FACTOR_FROM_5 until s28a, which moved 5–6
+classes to their own factor.)"""
+SAFE_FACTOR_FROM_5 = 4.0
+"""The same switch at 5–6 classes, against the quantile of the class's count itself (as
+from 7 classes; s28a). stats37 put it at 3 × the pivot's quantile (6 × q·se, ~16 s.e.,
+sent easy cells to the per-class sets at up to 5 × the width for no coverage: 6 balanced
+classes, accuracy 0.55, Laplace noise 0.1 of a cell, 0.052 → 0.258), ~8 s.e. under
+Gaussian noise. There the releases keeping the delta interval were selected: with a 1%
+class at 7–8 s.e. of its count's noise the releases whose noise pushed the count over
+the switch keep a delta interval about a ratio that noise deflated, and balanced accuracy
+(= recall_macro) covered 0.941–0.947 ± 0.0013 (Gaussian, accuracy 0.9–0.99, 30,000
+releases per cell; the per-class releases 0.999+). The shortfall is the delta interval's
+own low tail (a ratio with a noisy denominator is skewed) gathered into the selected
+releases, so it shrinks as the switch moves out. Under Laplace noise the pivot's quantile
+(one cell's, θ = 0) is ~1.4 × the count's: that switch sat at ~11–12 s.e. and covered
+≥ 0.955. At 4 × the count's quantile the switch is at ~10.3–10.6 s.e. under Gaussian noise
+and 11.2–11.4 under Laplace (about where it was): at 7.5 s.e. balanced accuracy covers
+0.996–0.998 (100,000 releases; 0.943 before) at 1.10–1.12 × the width, and around the new
+switch (9–12 s.e., 30,000 releases per cell) 0.9486–0.9651 ± 0.0013 under Gaussian noise
+(no cell more than 1.1 s.e. below 0.95) and 0.9549–0.961 under Laplace. 4.5 (~12 s.e.)
+covered 0.952–0.977 there at more cost; 3.5 sits where the 7-class switch still shows
+0.947. Width: easy cells (5–6 balanced classes, accuracy 0.55–0.99, noise 0.01–0.1 of a
+cell, both laws: every class ≥ 16 s.e. clear) keep the delta interval, median widths × 1.00.
+The cost is where balanced classes sit at 10–12 s.e.: Gaussian noise 0.2 of a cell,
+balanced accuracy and precision_macro 1.8–3.0 × at 5 classes (0.085 → 0.255 at accuracy
+0.55, 0.128 → 0.227 at 0.9) and 1.0–1.21 × at 6 (they covered 0.95–0.97 before, 0.96–0.98
+now); f1_macro unchanged; Laplace at 0.15 of a cell already took the per-class sets
+(``tests/test_coverage_five_six_switch.py``; s28a)."""
 SAFE_FACTOR_FROM_7 = 3.5
-"""The same switch at 7–16 classes (s27c), against the quantile of the class's count itself
-(at 2–6 classes, of the ratio's pivot, whose largest quantile under Laplace noise is that
-of one cell, θ = 0: ~1.5 × the count's). With the pivot's, Laplace noise 0.1 of a cell
-sent the 10-class grid of ``tests/test_coverage.py`` (classes at ~11 s.e.) to the
-per-class sets at 4–8 × the width (0.03–0.055 → 0.18–0.26), for no coverage (0.957–0.973
-before). The factor: at 3 a 1% class whose count (or predicted count) lay 7–8 s.e. above
-zero flipped the switch, and the releases keeping the delta interval were selected (their
-count's noise had pushed it over): balanced accuracy and precision_macro covered
-0.944–0.949 (7 classes, Gaussian noise 0.03 of a cell, accuracy 0.99: precision_macro 0.945,
-its rare predicted count at 7 s.e.); at 3.5 0.95–0.999 there; at 4 the grid above went to
-the per-class sets at 3–4 × the width under Gaussian noise too (0.032–0.055 → 0.10–0.19);
-at 3.5 its widths are 1.0–1.16 × the delta ones (s27c)."""
+"""The same switch at 7–16 classes (s27c), against the quantile of the class's count itself (at
+2–4 classes, of the ratio's pivot, whose largest quantile under Laplace noise is that of one
+cell, θ = 0: ~1.5 × the count's; the count's at 5–6 too since s28a). With the pivot's,
+Laplace noise 0.1 of a cell sent the 10-class grid of ``tests/test_coverage.py`` (classes at
+~11 s.e.) to the per-class sets at 4–8 × the width (0.03–0.055 → 0.18–0.26), for no coverage
+(0.957–0.973 before). The factor: at 3 a 1% class whose count (or predicted count) lay 7–8
+s.e. above zero flipped the switch, and the releases keeping the delta interval were
+selected (their count's noise had pushed it over): balanced accuracy and precision_macro
+covered 0.944–0.949 (7 classes, Gaussian noise 0.03 of a cell, accuracy 0.99:
+precision_macro 0.945, its rare predicted count at 7 s.e.); at 3.5 0.95–0.999 there; at 4
+the grid above went to the per-class sets at 3–4 × the width under Gaussian noise too
+(0.032–0.055 → 0.10–0.19); at 3.5 its widths are 1.0–1.16 × the delta ones (s27c)."""
 NEAR_TOTAL = 3.0
 """A total within this many noise s.e. above its guard (q·se) gives every macro average the
 whole range [0, 1] (review s26): the per-class sets hold over all releases, not among
@@ -157,9 +180,12 @@ _THETAS = np.linspace(0.0, 1.0, 11)  # where the pivot's quantile is taken (its 
 
 
 def safe_factor(c: int) -> float:
-    """The delta switch's factor at ``c`` classes (:data:`SAFE_FACTOR` at 3–4,
-    :data:`SAFE_FACTOR_FROM_5` at 2 and 5–6, :data:`SAFE_FACTOR_FROM_7` from 7)."""
-    if 3 <= c <= 4:
+    """The delta switch's factor at ``c`` classes (:data:`SAFE_FACTOR_2` at 2,
+    :data:`SAFE_FACTOR` at 3–4, :data:`SAFE_FACTOR_FROM_5` at 5–6,
+    :data:`SAFE_FACTOR_FROM_7` from 7; from 5 against the count's own quantile)."""
+    if c <= 2:
+        return SAFE_FACTOR_2
+    if c <= 4:
         return SAFE_FACTOR
     return SAFE_FACTOR_FROM_7 if c >= 7 else SAFE_FACTOR_FROM_5
 
@@ -223,7 +249,7 @@ def class_bounds(
     bounded = (a <= 0.0) | ~(high > low)
     low, high = np.where(bounded, 0.0, low), np.where(bounded, 1.0, high)
     factor, q2_safe = safe_factor(c), q2
-    if c >= 7:  # the count's own quantile (see SAFE_FACTOR_FROM_7)
+    if c >= 5:  # the count's own quantile (SAFE_FACTOR_FROM_5, SAFE_FACTOR_FROM_7)
         q2_safe = float(quantile_factor(w_d[None, :], level, dist)[1][0]) ** 2
     safe = d_hat * d_hat > factor**2 * q2_safe * vd
     return low, high, bounded.astype(np.float64), safe
