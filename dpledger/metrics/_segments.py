@@ -46,60 +46,80 @@ def _first_bad(mask: npt.NDArray[np.bool_]) -> int:
     return int(np.flatnonzero(mask)[0])
 
 
-def read_real(values: object) -> tuple[FloatArray | None, str]:
-    """``values`` as a new float64 array, read by their type, never their values; else
-    None and why (the one home of what counts as real numbers).
+def read_real(values: object, *, copy: bool = True) -> tuple[FloatArray | None, str]:
+    """``values`` as a float64 array, read by their type, never their values; else None
+    and why (the one home of what counts as real numbers). ``copy``: always a new array
+    (the aggregate a release keeps), or float64 input as it is (per-sample metric inputs).
 
-    Integers are rounded to the nearest double, as the caller's own float64 would be
-    (refusing them by size decided on a private sum's size, uncharged: audit 5, F2), and
-    so are Python integers past 64 bits (numpy keeps them as objects). Refused: booleans
-    (alone, or beside numbers in a list: numpy would promote a flag to a count — audit
-    6, G3), text, complex, ``Decimal`` and other objects, a masked array (its masked
-    values would be used), floats wider than float64 (they would be rounded).
+    Integers and floats of any width are rounded to the nearest double, as the caller's
+    own float64 would be (refusing integers by size decided on a private sum's size,
+    uncharged: audit 5, F2), Python integers past 64 bits too (numpy keeps them as
+    objects); one beyond the largest double is ±inf, as a float of that size is, for the
+    finiteness check to refuse. Refused: booleans (alone, or beside numbers in a list:
+    numpy would promote a flag to a count; audit 6, G3), text, complex, ``Decimal``,
+    dates and other objects, a masked array, alone or in a list (its masked values would
+    be used).
     """
     if isinstance(values, np.ma.MaskedArray):  # np.asarray would unmask it silently
         return None, "a masked array: its masked values would be used; send a plain array"
-    if not isinstance(values, np.ndarray | np.generic) and _holds_bool(values):
-        return None, "booleans among the numbers (a flag is not a count); send numbers only"
+    if isinstance(values, list | tuple):
+        odd = _odd_elements(values)
+        if odd:
+            return None, odd
     try:
         arr = np.asarray(values)
     except (ValueError, TypeError, OverflowError) as e:
         return None, f"not an array of numbers ({e})"
-    k = arr.dtype.kind
-    if (k == "f" and arr.dtype.itemsize <= 8) or k in "iu":
-        return arr.astype(np.float64), ""
-    if k == "O" and all(_real_scalar(x) for x in arr.reshape(-1).tolist()):
+    if arr.dtype.kind in "fiu":
+        return arr.astype(np.float64, copy=copy), ""
+    if arr.dtype.kind == "O" and all(_real_scalar(x) for x in arr.reshape(-1).tolist()):
         try:
             return arr.astype(np.float64), ""
-        except OverflowError:
-            return None, "integers beyond the largest double"
+        except OverflowError:  # an integer past the largest double: the ±inf it denotes
+            flat = [_double(x) for x in arr.reshape(-1).tolist()]
+            return np.asarray(flat, dtype=np.float64).reshape(arr.shape), ""
     return None, f"dtype {arr.dtype} is not a real number type; send float64 or integers"
 
 
-def _holds_bool(values: object) -> bool:
-    """Whether a list or tuple (nested or not) holds a bool among its elements."""
-    if not isinstance(values, list | tuple):
-        return False
-    try:
-        obj = np.asarray(values, dtype=object)
-    except (ValueError, TypeError):
-        return False  # ragged: np.asarray refuses it next, with its own words
-    return any(isinstance(x, bool | np.bool_) for x in obj.reshape(-1).tolist())
+def _odd_elements(values: list[Any] | tuple[Any, ...]) -> str:
+    """Why a list or tuple (nested or not) cannot be read as numbers by type: a bool or a
+    masked array among its elements (numpy would promote or unmask them); else ""."""
+    stack: list[Any] = [values]
+    while stack:
+        v = stack.pop()
+        kinds = set(map(type, v))  # one pass at C speed per list: rows of floats are cheap
+        if bool in kinds or np.bool_ in kinds:
+            return "booleans among the numbers (a flag is not a count); send numbers only"
+        if any(issubclass(t, np.ma.MaskedArray) for t in kinds):
+            return "a masked array among the rows: its masked values would be used"
+        if list in kinds or tuple in kinds or any(issubclass(t, np.ndarray) for t in kinds):
+            for x in v:
+                if isinstance(x, list | tuple):
+                    stack.append(x)
+                elif isinstance(x, np.ndarray) and x.dtype.kind == "b":
+                    return "booleans among the numbers (a flag is not a count); send numbers only"
+    return ""
 
 
 def _real_scalar(x: object) -> bool:
-    """A real number by its type (a bool is not one: it is refused, not coerced)."""
+    """A real number by its type (a bool is not one, nor a timedelta: refused, not coerced)."""
     return isinstance(x, int | float | np.integer | np.floating) and not isinstance(
-        x, bool | np.bool_
+        x, bool | np.bool_ | np.timedelta64
     )
+
+
+def _double(x: int | float | np.integer | np.floating) -> float:
+    """The double nearest ``x``, ±inf past the largest."""
+    try:
+        return float(x)
+    except OverflowError:
+        return math.inf if x > 0 else -math.inf
 
 
 def as_real(values: object, name: str) -> FloatArray:
     """``values`` as a float64 array of any shape, read by type (:func:`read_real`);
     anything else is :class:`InvalidInput` (NaN and ±inf pass: see :func:`as_finite`)."""
-    if type(values) is np.ndarray and values.dtype == np.float64:
-        return values
-    arr, why = read_real(values)
+    arr, why = read_real(values, copy=False)
     if arr is None:
         raise InvalidInput(f"{name} must hold real numbers: {why}")
     return arr

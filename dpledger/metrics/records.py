@@ -128,7 +128,9 @@ def keep_per_person(
     k = _max_records(max_records)
     if k is None:
         raise InvalidInput("max_records must be an integer ≥ 1, got None")
-    ids = np.asarray(persons)
+    # a list keeps its objects: np.asarray would turn ["p1", nan] into text "nan", a person
+    ids = np.asarray(persons, dtype=object) if isinstance(persons, list | tuple) else (
+        np.asarray(persons))  # fmt: skip
     if ids.ndim != 1:
         raise InvalidInput(f"persons must be 1-dimensional, got shape {ids.shape}")
     if ids.dtype.kind not in "iuUSO":
@@ -137,10 +139,10 @@ def keep_per_person(
         odd = sum(1 for v in ids.tolist() if not _person_id(v))
         if odd:
             raise InvalidInput(
-                f"{odd:,} person id(s) are neither integers nor text (a missing id, None or "
-                "NaN, is one: NaN equals no other id, so each would count as its own person "
-                "and escape the bound; audit 6, G5): give every record its person's id, or "
-                "drop the records without one"
+                f"{odd:,} person id(s) are missing (None, or NaN: it equals no id, itself "
+                "included, so each record would count as its own person and escape the "
+                "bound; audit 6, G5) or booleans: give every record its person's id, or "
+                "drop the records that have none"
             )
     n = ids.shape[0]
     seg = segments_for(offsets, n)
@@ -162,10 +164,13 @@ def keep_per_person(
 
 
 def _person_id(v: object) -> bool:
-    """An id by its type: text or an integer (a bool or a float is not one)."""
-    return isinstance(v, str | bytes | np.str_) or (
-        isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_)
-    )
+    """An id: any value equal to itself (text, integers, UUIDs…), but not None or a bool."""
+    if v is None or isinstance(v, bool | np.bool_):
+        return False
+    try:
+        return bool(v == v)  # NaN (float, numpy or Decimal) equals nothing, itself included
+    except (TypeError, ValueError):
+        return False
 
 
 def _bounded(

@@ -204,7 +204,11 @@ class FixedPoint:
         """Server side: summed integer units → the exact sum as doubles (refuses |units| > 2⁵³)."""
         u = np.asarray(units)
         if u.dtype.kind not in "iu" and not (
-            u.dtype.kind == "O" and all(type(v) is int for v in u.reshape(-1).tolist())
+            u.dtype.kind == "O"
+            and all(
+                isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_)
+                for v in u.reshape(-1).tolist()
+            )
         ):
             raise InvalidInput(
                 f"units must be integers (summed grid units), got dtype {u.dtype}: decode "

@@ -65,7 +65,7 @@ def eval_fraction_note(fraction: Fraction) -> str | None:
         return f"{shown}: this little ε per release gives error bars that swallow the signal"
     if fraction > hi:
         return (
-            f"{shown}: evaluation takes {float(fraction):.0%} of each epoch's ε, leaving "
+            f"{shown}: evaluation takes {float(fraction) * 100:.4g}% of each epoch's ε, leaving "
             "training less than the advised 60%"
         )
     return None
