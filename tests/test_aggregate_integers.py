@@ -10,6 +10,7 @@ now rounded to the nearest double, as the caller's own float64 would be (the bar
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -52,9 +53,23 @@ def test_neighbouring_integer_sums_get_the_same_decision(
         assert abs(rel.value[0] - float(edge)) <= 20 * rel.error_bar  # noise, not refusal
 
 
-def test_an_integer_beyond_a_double_is_refused_by_its_type() -> None:
+def test_an_integer_beyond_a_double_is_the_inf_it_denotes_and_refused_as_not_finite(
+    tmp_path: Path,
+) -> None:
+    # as a float of that size is (review s28: a dtype refusal for 310–4,300 digits and a
+    # finiteness refusal beyond, by the number's size, made two words for one problem)
     from dpledger.approval.aggregate import as_float64
 
     arr, why = as_float64([10**400, 0])
-    assert arr is None
-    assert "largest double" in why
+    assert why == ""
+    assert arr is not None
+    assert arr.tolist() == [math.inf, 0.0]
+    policy = dl.Policy.from_toml(TOML.format(relation="add_remove"), source="big")
+    with dl.Ledger.open(tmp_path / "l.db", policy, mode="create") as ledger:
+        said = set()
+        for huge in (10**400, 10**5000, float("inf")):
+            verdict = ledger.check(REQ, [huge, 0])
+            assert not verdict.approved
+            assert next(c.name for c in verdict.checks if not c.passed) == "aggregate_finite"
+            said.add(verdict.summary())
+        assert len(said) == 1  # one refusal, whatever the number's digits

@@ -173,7 +173,10 @@ def test_two_class_mcc_hull_takes_its_components_at_one_minus_half_alpha() -> No
     checked against a batch run at that level (``method="monte_carlo"`` had the same
     defect as delta: stats3, B3)."""
     for method in ("delta", "monte_carlo"):
-        options: dict[str, Any] = {"method": method, "draws": 200}
+        options: dict[str, Any] = {
+            "method": method,
+            "draws": 1000,
+        }  # the fewest accepted (MIN_DRAWS)
         _, batch = hard_classification_case(
             (2, "dominant", 1.0, 0.14), "laplace", 300, 7600, **options
         )
