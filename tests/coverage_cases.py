@@ -268,3 +268,21 @@ def hard_regression_case(
     b_sse = REG_SCALE * REG_CODEC.decoded_scale(1.0)[0]
     n = max(b_sse / (noise * sd * sd * max(1.0 - r2, 1e-3)), 20.0)
     return _regression(regression_sums(r2, n, mean, sd), n, dist, releases, seed)
+
+
+def published_floor(k: int) -> float:
+    """The least coverage a true 0.95 gives among ``k`` published releases but with
+    probability 1e-4: 0.95 − 3.72·√(0.95·0.05/k) (the coverage tests' check)."""
+    return 0.95 - 3.72 * math.sqrt(0.95 * 0.05 / k)
+
+
+def rare_last_class(c: int, accuracy: float) -> np.ndarray:
+    """A ``c``-class confusion matrix with a 1% last class, the others equal; errors
+    spread evenly over the other classes; mean cell 100."""
+    total = 100.0 * c * c
+    prior = np.ones(c)
+    prior[-1] = 0.01 * (c - 1) / 0.99
+    prior /= prior.sum()
+    m = np.outer(prior * total * (1.0 - accuracy) / (c - 1), np.ones(c))
+    np.fill_diagonal(m, prior * total * accuracy)
+    return m

@@ -26,30 +26,14 @@ the F1 cells covered 0.936 and 0.940 (floor 0.944), F2's 0.926 among 32% and 0.8
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
+from coverage_cases import published_floor, rare_last_class
 
 from dpledger.metrics._flam_intervals import classification_batch
 from dpledger.metrics.flam import classification_metrics
 
 RELEASES = 20_000
-
-
-def _floor(k: int) -> float:
-    return 0.95 - 3.72 * math.sqrt(0.95 * 0.05 / k)
-
-
-def _rare(c: int, accuracy: float) -> np.ndarray:
-    """A 1% last class, the others equal; errors spread evenly; mean cell 100."""
-    total = 100.0 * c * c
-    prior = np.ones(c)
-    prior[-1] = 0.01 * (c - 1) / 0.99
-    prior /= prior.sum()
-    m = np.outer(prior * total * (1.0 - accuracy) / (c - 1), np.ones(c))
-    np.fill_diagonal(m, prior * total * accuracy)
-    return m
 
 
 def _majority(c: int, predicted: float) -> np.ndarray:
@@ -82,10 +66,15 @@ def _check(
         hit = (batch.low[key] <= truth[key]) & (truth[key] <= batch.high[key])
         usable = batch.usable(key)
         k = int(usable.sum())
-        assert hit[usable].mean() >= _floor(k), (key, "among published", hit[usable].mean(), k)
+        assert hit[usable].mean() >= published_floor(k), (
+            key,
+            "among published",
+            hit[usable].mean(),
+            k,
+        )
         assert k >= 0.99 * releases, (key, "published", k)  # no cut on noisy counts
         overall = np.where(usable, hit, True).mean()
-        assert overall >= _floor(releases), (key, "overall", overall)
+        assert overall >= published_floor(releases), (key, "overall", overall)
 
 
 RECALL = ("balanced_accuracy", "recall_macro")
@@ -102,7 +91,7 @@ def test_a_rare_class_near_the_noise_at_7_to_12_classes(
     classes: int, noise: float, keys: tuple[str, ...]
 ) -> None:
     """F1: balanced accuracy / recall_macro and precision_macro (0.936–0.94 before)."""
-    _check(_rare(classes, 0.99), noise, "gaussian", keys, seed=2700 + classes)
+    _check(rare_last_class(classes, 0.99), noise, "gaussian", keys, seed=2700 + classes)
 
 
 @pytest.mark.parametrize("noise", [0.3, 0.4])
@@ -120,4 +109,4 @@ def test_a_rare_class_near_the_noise_at_13_classes() -> None:
     """Review s27c: with the per-class scheme stopping at 12 classes, the F1 cell came back
     at 13 (balanced accuracy 0.944–0.946); it now runs to 16 classes. 100,000 releases
     (floor 0.9474, false failure 1e-4 per check): the former rule covers 0.944 here."""
-    _check(_rare(13, 0.999), 0.0937, "gaussian", RECALL, seed=2713, releases=100_000)
+    _check(rare_last_class(13, 0.999), 0.0937, "gaussian", RECALL, seed=2713, releases=100_000)
