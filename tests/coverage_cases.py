@@ -286,3 +286,19 @@ def rare_last_class(c: int, accuracy: float) -> np.ndarray:
     m = np.outer(prior * total * (1.0 - accuracy) / (c - 1), np.ones(c))
     np.fill_diagonal(m, prior * total * accuracy)
     return m
+
+
+def majority_predictor(c: int, predicted: float) -> np.ndarray:
+    """A 50% class 0 predicted for ``predicted`` of every class's samples (the rest of a
+    class 0.7 right, 0.3 spread over the other classes); mean cell 100."""
+    total = 100.0 * c * c
+    prior = np.full(c, 0.5 / (c - 1))
+    prior[0] = 0.5
+    m = np.zeros((c, c))
+    m[0, 0] = total * prior[0] * (predicted + (1.0 - predicted) / 2.0)
+    m[0, 1:] = total * prior[0] * (1.0 - predicted) / 2.0 / (c - 1)
+    for k in range(1, c):
+        m[k, 0] = total * prior[k] * predicted
+        m[k, 1:] = total * prior[k] * (1.0 - predicted) * 0.3 / (c - 2)
+        m[k, k] = total * prior[k] * (1.0 - predicted) * 0.7
+    return m

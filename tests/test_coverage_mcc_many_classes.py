@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from coverage_cases import majority_predictor
 
 from dpledger.metrics._flam_intervals import classification_batch
 from dpledger.metrics.flam import classification_metrics
@@ -24,25 +25,9 @@ from dpledger.metrics.flam import classification_metrics
 RELEASES = 30_000
 
 
-def _majority_predictor(c: int, predicted: float) -> np.ndarray:
-    """A 50% class predicted for ``predicted`` of every class's samples (stats5 F3's matrix)."""
-    total = 100.0 * c * c
-    prior = np.full(c, 0.5 / (c - 1))
-    prior[0] = 0.5
-    m = np.zeros((c, c))
-    m[0, 0] = total * 0.5 * (predicted + (1 - predicted) * 0.5)
-    m[0, 1:] = total * 0.5 * (1 - predicted) * 0.5 / (c - 1)
-    for k in range(1, c):
-        m[k, 0] = total * prior[k] * predicted
-        m[k, k] = total * prior[k] * (1 - predicted) * 0.7
-        others = [j for j in range(1, c) if j != k]
-        m[k, others] = total * prior[k] * (1 - predicted) * 0.3 / len(others)
-    return m
-
-
-def test_mcc_at_17_classes_covers_with_a_majority_predictor() -> None:
+def test_mcc_at_17_classes_covers_with_amajority_predictor() -> None:
     c = 17
-    m = _majority_predictor(c, 0.9)
+    m = majority_predictor(c, 0.9)
     total = float(m.sum())
     truth = classification_metrics(m, labels="all")["mcc"]
     b = 0.25 * total / c**2  # Laplace scale: 0.25 of a mean cell

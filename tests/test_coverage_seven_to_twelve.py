@@ -28,27 +28,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from coverage_cases import published_floor, rare_last_class
+from coverage_cases import majority_predictor, published_floor, rare_last_class
 
 from dpledger.metrics._flam_intervals import classification_batch
 from dpledger.metrics.flam import classification_metrics
 
 RELEASES = 20_000
-
-
-def _majority(c: int, predicted: float) -> np.ndarray:
-    """A 50% class 0 predicted for ``predicted`` of every class's samples; mean cell 100."""
-    total = 100.0 * c * c
-    prior = np.full(c, 0.5 / (c - 1))
-    prior[0] = 0.5
-    m = np.zeros((c, c))
-    m[0, 0] = total * prior[0] * (predicted + (1.0 - predicted) / 2.0)
-    m[0, 1:] = total * prior[0] * (1.0 - predicted) / 2.0 / (c - 1)
-    for k in range(1, c):
-        m[k, 0] = total * prior[k] * predicted
-        m[k, 1:] = total * prior[k] * (1.0 - predicted) * 0.3 / (c - 2)
-        m[k, k] = total * prior[k] * (1.0 - predicted) * 0.7
-    return m
 
 
 def _check(
@@ -97,12 +82,14 @@ def test_a_rare_class_near_the_noise_at_7_to_12_classes(
 @pytest.mark.parametrize("noise", [0.3, 0.4])
 def test_a_majority_class_predictor_in_heavy_noise_at_7_classes(noise: float) -> None:
     """F2: f1_macro (0.92 among 32% published at 0.3, 0.89 among 3% at 0.4, before)."""
-    _check(_majority(7, 0.99), noise, "gaussian", ("f1_macro",), seed=2710 + int(10 * noise))
+    _check(
+        majority_predictor(7, 0.99), noise, "gaussian", ("f1_macro",), seed=2710 + int(10 * noise)
+    )
 
 
 def test_mcc_with_predictions_in_one_class_at_7_classes() -> None:
     """F3: MCC is never cut by its spread guard at 7 classes (2% published before)."""
-    _check(_majority(7, 0.95), 0.05, "laplace", ("mcc",), seed=2720)
+    _check(majority_predictor(7, 0.95), 0.05, "laplace", ("mcc",), seed=2720)
 
 
 def test_a_rare_class_near_the_noise_at_13_classes() -> None:
