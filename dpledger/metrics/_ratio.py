@@ -273,7 +273,8 @@ def linear_ratio_batch(
     ratio's lower end) is then at least :func:`_laplace_count_bound`'s, with no whole-
     number floor: the range's edge within ~4 noise scales of the guard, wider than before
     up to ~10 (review s26; docs/intervals.md). A denominator summing two or more Laplace
-    coordinates is the whole range where it only just passed (:func:`_share_bound`):
+    coordinates, or one the numerator shares, is the whole range where it only just
+    passed (:func:`_share_bound`; review s28s: (A + D)/D covered 0.91–0.92 there):
     for a share of a total (stats4, F3: a small share covered 0.92–0.94 there) and for
     any other numerator (stats6, F-RATIO2: a mean gap over 2–3 calibration buckets, the
     counts not in the numerator, covered 0.921–0.945 among published releases).
@@ -301,8 +302,9 @@ def linear_ratio_batch(
         base, moved = _laplace_count_bound(
             base, moved, n_hat, sd_n, "laplace", d_hat, b_d, t, guard.maximum, level, floor=0.0
         )
-    elif distribution == "laplace" and below.size >= 2:
-        # a sum of Laplace coordinates below (a share's total, a gap over several buckets)
+    elif distribution == "laplace" and below.size >= 1:
+        # a sum of Laplace coordinates below (a share's total, a gap over several buckets),
+        # or one the numerator shares ((A + D)/D: review s28s, 0.91 among published)
         b_max = float(np.max(np.abs(den[below]) * std[below])) / math.sqrt(2.0)
         base, moved = _share_bound(base, moved, d_hat, t, b_max, level)
     with np.errstate(divide="ignore", invalid="ignore"):
