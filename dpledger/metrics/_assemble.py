@@ -29,6 +29,7 @@ Every rule reads only the release, its public scale and public bounds.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
@@ -276,7 +277,7 @@ def redraws(
     (rows · draws, d), release-major. Post-processing of public values for the error
     bar, never release noise.
     """
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(_entropy(x, seed))
     r, d = x.shape
     chunk = max(1, _BLOCK_FLOATS // (draws * d))  # releases redrawn per vectorised call
     for r0 in range(0, r, chunk):
@@ -287,6 +288,19 @@ def redraws(
         else:
             noise = rng.normal(0.0, std, size=shape)
         yield slice(r0, r0 + xs.shape[0]), (xs[:, None, :] + noise).reshape(-1, d)
+
+
+def _entropy(x: FloatArray, seed: int) -> list[int]:
+    """The redraws' seed: ``seed`` and a digest of the released values.
+
+    Why (review s28s): with ``seed`` alone every single-release call reused the same
+    redraw noise, so the redraws' own quantile error was frozen into every interval
+    alike instead of averaging out over releases: 3 balanced classes, an easy cell, the
+    default seed covered 0.933–0.939 at 1,000 draws and 0.943–0.945 at 2,000 (other
+    seeds 0.946–0.962). The same release and seed still give the same interval.
+    """
+    digest = hashlib.sha256(np.ascontiguousarray(x, dtype=np.float64).tobytes()).digest()
+    return [int(seed) % 2**64, *(int.from_bytes(digest[i : i + 8], "little") for i in (0, 8))]
 
 
 def draw_interval(

@@ -141,7 +141,9 @@ percentiles and its 2 × median-bias shift are estimated from the redraws and no
 for that, so few draws under-cover — 3 balanced classes, accuracy 0.9, noise 0.05 of a
 cell, 4,000 releases per cell: balanced accuracy 0.74–0.76 at 10 draws, 0.93 at 100,
 0.939–0.946 at 200, 0.943–0.951 at 500, 0.949–0.951 at 1,000 and 0.945–0.954 at the
-default 2,000 (± 0.0035)."""
+default 2,000 (± 0.0035), with redraw noise that differs between releases — as it does
+since the redraws are seeded from the released values too (``_assemble.redraws``; one
+call per release at 1,000 draws: 0.954–0.958)."""
 
 
 def check_options(

@@ -89,7 +89,8 @@ def budget_for_target(policy: Policy, metric: str, target: float | None, cohort:
 
     ``target`` is the half-width (or std, or scale: the metric's ``bar`` kind) of the
     error bar on the per-client mean, in the metric's units; ``None`` takes the
-    policy's ``target``. The result is exact, rounded *up* to 4 significant digits, and
+    policy's ``target``. The result is exact, a multiple of a 4-significant-digit step of
+    the closed form's decade (5 digits where the search crosses a decade), and
     is the smallest such decimal whose cohort floor at the calibrated noise scale (the
     approval check's, :func:`~dpledger.mechanisms.cohort_floor_of`) is ≤ ``cohort``.
     """
