@@ -17,7 +17,9 @@ coverage are documented in :mod:`dpledger.metrics._assemble`,
   an interval whose denominator only just passed its guard is widened for that selection
   ("selection-adjusted"), and a per-class average bounds the classes within the noise.
 * ``"monte_carlo"``: the percentile interval of f over noise redrawn at the public scale
-  with a seeded ``numpy.random.default_rng(seed)``; for the classification metrics it is
+  with ``numpy.random.default_rng`` seeded by ``seed`` and the released values (each
+  release its own redraws; the same release and seed, the same interval; at least
+  1,000 ``draws``); for the classification metrics it is
   shifted by twice the redraws' median bias (:mod:`dpledger.metrics._flam_monte_carlo`:
   the plain percentile interval doubles a per-class average's bias) and keeps every
   guard and class bound of the delta method. This randomness is post-processing
