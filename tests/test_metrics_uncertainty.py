@@ -231,7 +231,7 @@ def test_monte_carlo_redraws_differ_between_releases_and_repeat_for_one() -> Non
     """Review s28s: with ``seed`` alone every single-release call reused one redraw noise,
     freezing its quantile error into every interval (3 classes, an easy cell: 0.933–0.939
     at 1,000 draws under the default seed; 0.954–0.958 once seeded by the release too)."""
-    from dpledger.metrics._assemble import redraws
+    from dpledger.metrics._redraws import redraws
 
     std = np.full(9, 2.0)
     a, b = np.full((1, 9), 10.0), np.full((1, 9), 10.0)

@@ -31,8 +31,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from dpledger.metrics._assemble import Base, draw_interval, redraws
+from dpledger.metrics._assemble import Base
 from dpledger.metrics._confusion_linear import FAMILY, classification_gradients
+from dpledger.metrics._redraws import draw_interval, redraws
 from dpledger.metrics._segments import FloatArray
 from dpledger.types import Labels, MechanismKind
 
