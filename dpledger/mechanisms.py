@@ -74,6 +74,7 @@ __all__ = [
     "error_bar",
     "error_bar_for_scale",
     "error_bar_of",
+    "facts_at_budget",
     "float_up",
     "l1_sensitivity",
     "l2_sensitivity",
@@ -444,18 +445,25 @@ def mechanism_facts(
     a planner ask what another number of rounds per epoch would cost. Cached by the
     policy's content hash (policies are immutable), the metric and the rounds.
     """
-    spec = policy.metric(metric)
-    kind = policy.mechanism(metric)
     charge = policy.release_budget(metric, rounds)
     if charge <= 0:
         raise InvalidInput(
             f"metric {metric!r} has no budget: {policy.no_budget_reason(rounds)}; lower the "
             "absolute budgets or the rounds"
         )
+    return facts_at_budget(policy, metric, charge), charge
+
+
+def facts_at_budget(policy: Policy, metric: str, budget: Fraction) -> MechanismFacts:
+    """The calibrated mechanism of one release of ``metric`` at ``budget`` (in the policy's
+    unit): what :func:`mechanism_facts` charges, and what a planner searching budgets
+    (:func:`~dpledger.planning.budget_for_target`) must read, not the closed form Δ/ε."""
+    spec = policy.metric(metric)
+    kind = policy.mechanism(metric)
     facts = calibrate(
         sensitivity=policy_sensitivity(policy, metric, kind),
-        budget=charge,
-        measure="epsilon" if policy.definition == "pure" else "rho",
+        budget=budget,
+        measure=policy.unit,
         mechanism=kind,
         dimension=0 if spec.kind == "scalar_mean" else spec.size,
     )
@@ -463,4 +471,4 @@ def mechanism_facts(
         facts = dataclasses.replace(
             facts, privacy_unit=policy.privacy_unit, records=policy.records_per_unit
         )
-    return facts, charge
+    return facts

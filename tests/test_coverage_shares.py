@@ -71,7 +71,7 @@ def test_ratio_covers_among_published(law: str, what: str, truth: float, size: f
     if what == "share" and not (law == "laplace" and size < 10):
         # narrower than the delta interval was (0.60–0.77 wide). A Laplace total within
         # b·ln(1/α_D) ≈ 3.9 b of its guard gives the whole range (stats4 F3,
-        # ``_ratio._share_bound``): at 8 noise scales most published shares are [0, 1]
+        # ``_ratio._laplace_sum_window``): at 8 noise scales most published shares are [0, 1]
         assert float(np.median((batch.high[RATIO] - batch.low[RATIO])[usable])) <= 0.65
 
 

@@ -4,7 +4,7 @@ The outside audit (stats4, F3) found a histogram's tail share near 0 short of 95
 published releases when the total sat at 1–2 Laplace noise scales (3–6% published):
 0.923–0.94, every miss below the interval. Passing the guard selects totals whose noise
 lifted them, and under Laplace that lift often comes from one bucket, the share's own.
-``_ratio._share_bound`` now gives the whole range where the total passed its guard by
+``_ratio._laplace_sum_window`` now gives the whole range where the total passed its guard by
 less than b·ln(1/α_D) (there the total's exact conditional lower bound is 0); further out
 the interval is unchanged. With these seeds the old intervals cover 0.920–0.940 here
 (the first two cells fail their check), these 0.969–0.974.
@@ -61,7 +61,7 @@ def test_a_small_share_covers_among_published(share: float, size: float) -> None
 
 def _old(monkeypatch: pytest.MonkeyPatch, x: np.ndarray, law: str) -> tuple[np.ndarray, ...]:
     with monkeypatch.context() as m:
-        m.setattr(_ratio, "_share_bound", lambda base, moved, *a: (base, moved))
+        m.setattr(_ratio, "_laplace_sum_window", lambda base, moved, *a: (base, moved))
         return _batch(x, law)
 
 

@@ -274,7 +274,7 @@ def linear_ratio_batch(
     number floor: the range's edge within ~4 noise scales of the guard, wider than before
     up to ~10 (review s26; docs/intervals.md). A denominator summing two or more Laplace
     coordinates, or one the numerator shares, is the whole range where it only just
-    passed (:func:`_share_bound`; review s28s: (A + D)/D covered 0.91–0.92 there):
+    passed (:func:`_laplace_sum_window`; review s28s: (A + D)/D covered 0.91–0.92 there):
     for a share of a total (stats4, F3: a small share covered 0.92–0.94 there) and for
     any other numerator (stats6, F-RATIO2: a mean gap over 2–3 calibration buckets, the
     counts not in the numerator, covered 0.921–0.945 among published releases).
@@ -306,7 +306,7 @@ def linear_ratio_batch(
         # a sum of Laplace coordinates below (a share's total, a gap over several buckets),
         # or one the numerator shares ((A + D)/D: review s28s, 0.91 among published)
         b_max = float(np.max(np.abs(den[below]) * std[below])) / math.sqrt(2.0)
-        base, moved = _share_bound(base, moved, d_hat, t, b_max, level)
+        base, moved = _laplace_sum_window(base, moved, d_hat, t, b_max, level)
     with np.errstate(divide="ignore", invalid="ignore"):
         theta = n_hat / d_hat
         w = np.nan_to_num((w_num - theta[:, None] * w_den) / d_hat[:, None])
@@ -327,7 +327,7 @@ def linear_ratio_batch(
                    edge={RATIO: np.zeros(r, dtype=bool)})  # fmt: skip
 
 
-def _share_bound(
+def _laplace_sum_window(
     base: Base, moved: BoolArray, d_hat: FloatArray, t: FloatArray, b: float, level: float
 ) -> tuple[Base, BoolArray]:
     """A ratio N/T whose denominator, a sum of Laplace coordinates (a share's total, a

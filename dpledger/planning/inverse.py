@@ -122,18 +122,13 @@ def budget_for_target(policy: Policy, metric: str, target: float | None, cohort:
     q = _ceil_sig(raw)
     step = Fraction(10) ** (math.floor(math.log10(float(q))) - (_SIG_DIGITS - 1))
 
-    dimension = 0 if spec.kind == "scalar_mean" else spec.size
-
     def meets(i: int) -> bool:
         # the calibrated scale, as the approval check and plan() read it: OpenDP charges
         # its grid's rounding on top of Δ, so near the grid the closed form Δ/ε is too
         # little noise and its floor too low (stats6, F-PLAN: a release at the returned
         # budget and cohort was refused, its bar 0.06–0.45% above the target)
         try:
-            facts = mech.calibrate(
-                sensitivity=delta, budget=i * step, measure=policy.unit, mechanism=kind,
-                dimension=dimension,
-            )  # fmt: skip
+            facts = mech.facts_at_budget(policy, metric, i * step)
         except InvalidInput:  # no double scale fits this little budget
             return False
         return mech.cohort_floor_of(facts, float(goal), spec.bar, spec.magnitude) <= n
