@@ -45,8 +45,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy --strict dpledger
 
+# Two workers (pytest-xdist): CI has 2 cores and the suite is mostly CPU-bound statistics.
+# TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 2
 test: $(STAMP) postgres browser lint typecheck
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS)
 
 # Re-pair each notebook with its .py source (the newer side wins) and store fresh outputs.
 notebooks: $(STAMP)
