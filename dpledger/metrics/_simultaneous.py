@@ -16,8 +16,11 @@ the r_k lies in [mean of the lower ends, mean of the upper ends].
 
 A release whose every class count is far clear of the noise (D̂_k > :data:`SAFE_FACTOR`
 × q·se; elsewhere :func:`safe_factor`) keeps the method's own interval
-(delta or Monte Carlo; narrower: 2–3.5 × at 0.01–0.05 of a cell). The switch reads the
-counts but decides only which interval, never whether one is published, so coverage over
+(delta or Monte Carlo; narrower: 2–3.5 × at 0.01–0.05 of a cell); under Gaussian noise
+at 2 and 7–8 classes one whose least clear count lies within :data:`SWITCH_HULL` × that
+switch gets the hull of both intervals (s29: the releases just past a switch are
+selected). The switch reads the counts but decides only which interval, never whether one
+is published, so coverage over
 all releases of a regime is what matters and what is measured: with a class whose count
 straddles the switch (3–4 classes, one class 3–25%, accuracy 0.7–0.99, noise 0.01–0.05
 of a cell, both laws; 20,000 releases in the 7 lowest of 144 cells) 0.9496–0.9998. It is
@@ -83,6 +86,8 @@ __all__ = [
     "SAFE_FACTOR_FROM_5",
     "SAFE_FACTOR_FROM_7",
     "SIMULTANEOUS_CLASSES",
+    "SWITCH_HULL",
+    "SWITCH_HULL_CLASSES",
     "safe_factor",
     "simultaneous_macro",
 ]
@@ -167,6 +172,28 @@ covered 0.944–0.949 (7 classes, Gaussian noise 0.03 of a cell, accuracy 0.99:
 precision_macro 0.945, its rare predicted count at 7 s.e.); at 3.5 0.95–0.999 there; at 4
 the grid above went to the per-class sets at 3–4 × the width under Gaussian noise too
 (0.032–0.055 → 0.10–0.19); at 3.5 its widths are 1.0–1.16 × the delta ones (s27c)."""
+SWITCH_HULL = 1.25
+"""Under Gaussian noise at :data:`SWITCH_HULL_CLASSES` classes, a release whose least clear
+class count lies between the delta switch and this many times it gets the hull of the delta
+interval and the per-class sets (s29). Past a switch the releases keeping the delta interval
+are selected — a rare class's count noise pushed it over, deflating its ratio — and the
+delta interval's tail gathers there: with a 1% class, balanced accuracy covered 0.943–0.947
+at 2 classes (the class 7–8 s.e. above zero; precision_macro 0.9465 with the rare predicted
+count at 7 s.e.), 0.9456–0.9473 at 7 (9–9.5 s.e.) and 0.9472–0.9476 at 8 (9 s.e.); the
+releases keeping the delta interval there covered 0.58–0.94. Moving a switch only moves the
+dip; the hull covers wherever either interval does, and past 1.25 × the switch the
+selection no longer shows: at 2, 7 and 8 classes, the 1% class at 6–15 s.e., accuracy
+0.9–0.999 (20,000 releases per cell), balanced accuracy covers 0.950–1.00, and the other
+macro averages' lowest cells (0.9466–0.949) are easy ones no switch reaches, unchanged. At
+1.2 the 7-class cells at the band's edge covered 0.9499–0.9500. Width, only in releases
+within the band: balanced accuracy × 1.02–1.05 at 2 classes and × 1.04–1.55 at 7–8,
+precision_macro up to × 1.6 at 7–8 (median widths per cell; docs/intervals.md)."""
+SWITCH_HULL_CLASSES = frozenset({2, 7, 8})
+"""Where :data:`SWITCH_HULL` applies: the class counts whose switch showed the dip. At 3, 5,
+9, 10, 12 and 13 classes (probed) every cell around the switch covered ≥ 0.9486 (5–6:
+0.9486–0.9651, s28a), while the hull there cost × 1.1–2.6 in the band (the per-class sets at
+level 1 − α/C widen with C); under Laplace noise (whose per-class sets are conservative)
+the switches covered ≥ 0.9516 at 2, 3, 5, 7 and 13 classes, so the hull would only cost."""
 NEAR_TOTAL = 3.0
 """A total within this many noise s.e. above its guard (q·se) gives every macro average the
 whole range [0, 1] (review s26): the per-class sets hold over all releases, not among
@@ -229,8 +256,10 @@ def _ratio_parts(m: FloatArray, key: str) -> tuple[FloatArray, FloatArray]:
 
 def class_bounds(
     m: FloatArray, std: FloatArray, key: str, k: int, level: float, dist: MechanismKind
-) -> tuple[FloatArray, FloatArray, FloatArray, BoolArray]:
-    """(low, high, bounded, safe) of class k's ratio over R releases: Fieller's set in [0, 1]."""
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    """(low, high, bounded, margin) of class k's ratio over R releases: Fieller's set in
+    [0, 1], and the class's count over the delta switch (> 1: clear of it; 0 when the count
+    is not positive)."""
     c = m.shape[-1]
     num, den = _masks(key, c, k)
     n_all, d_all = _ratio_parts(m, key)
@@ -248,11 +277,13 @@ def class_bounds(
     # set's α, so any interval keeps the guarantee): the whole range, never a point
     bounded = (a <= 0.0) | ~(high > low)
     low, high = np.where(bounded, 0.0, low), np.where(bounded, 1.0, high)
-    factor, q2_safe = safe_factor(c), q2
+    q2_safe = q2
     if c >= 5:  # the count's own quantile (SAFE_FACTOR_FROM_5, SAFE_FACTOR_FROM_7)
         q2_safe = float(quantile_factor(w_d[None, :], level, dist)[1][0]) ** 2
-    safe = d_hat * d_hat > factor**2 * q2_safe * vd
-    return low, high, bounded.astype(np.float64), safe
+    switch = safe_factor(c) * float(np.sqrt(q2_safe * vd))  # the delta switch, in counts
+    clear = d_hat / switch if switch > 0.0 else np.full_like(d_hat, np.inf)
+    margin: FloatArray = np.where(d_hat > 0.0, clear, 0.0)
+    return low, high, bounded.astype(np.float64), margin
 
 
 def _presence(key: str, labels: Labels, c: int, k: int) -> FloatArray | None:
@@ -326,6 +357,7 @@ def simultaneous_macro(
         near = batch.den[total] < (q + NEAR_TOTAL) * se
     c = m.shape[-1]
     each = 1.0 - (1.0 - level) / c  # Bonferroni: the C sets hold at once at ≥ level
+    band = SWITCH_HULL if dist == "gaussian" and c in SWITCH_HULL_CLASSES else 1.0
     low, high, est = dict(batch.low), dict(batch.high), dict(batch.estimate)
     code, bounded = dict(batch.code), dict(batch.bounded)
     adjusted, edge, per_class = dict(batch.adjusted), dict(batch.edge), dict(batch.per_class)
@@ -338,7 +370,14 @@ def simultaneous_macro(
             np.stack([p[0] for p in parts], axis=1), np.stack([p[1] for p in parts], axis=1), sure
         )
         n_bounded = sum(p[2] for p in parts)
-        safe = np.logical_and.reduce([p[3] for p in parts]) & (batch.code[key] == 0)
+        margin = np.min(np.stack([p[3] for p in parts], axis=1), axis=1)  # the least clear
+        delta = batch.code[key] == 0
+        safe = delta & (margin > band)  # the delta interval alone
+        hull = delta & (margin > 1.0) & ~safe  # just past the switch: the hull of both
+        lo, hi = (
+            np.where(hull, np.minimum(lo, batch.low[key]), lo),
+            np.where(hull, np.maximum(hi, batch.high[key]), hi),
+        )
         lo, hi = np.where(safe, batch.low[key], lo), np.where(safe, batch.high[key], hi)
         lo, hi = np.where(near, 0.0, lo), np.where(near, 1.0, hi)
         usable = batch.code[key] <= 0
