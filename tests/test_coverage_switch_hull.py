@@ -108,3 +108,19 @@ def test_elsewhere_the_switch_is_as_before(
     for key in MACROS:
         assert np.array_equal(now.low[key], before.low[key]), key
         assert np.array_equal(now.high[key], before.high[key]), key
+
+
+def test_a_count_below_zero_or_an_unreadable_switch_is_never_clear() -> None:
+    """A class count at or below zero, or a switch that is not finite (NaN noise weights:
+    refused before here by the public functions), reads as not clear of the switch — the
+    per-class sets, never the delta interval (before s29 a count far below zero counted as
+    clear)."""
+    m = np.array([[[90.0, 10.0], [-70.0, -9.0]], [[90.0, 10.0], [1.0, 9.0]]])
+    margin = _simultaneous.class_bounds(
+        m, np.ones((2, 2)), "balanced_accuracy", 1, 0.975, "gaussian"
+    )[3]
+    assert margin[0] == 0.0
+    assert margin[1] > 0.0
+    nan = np.full((2, 2), np.nan)
+    margin = _simultaneous.class_bounds(m, nan, "balanced_accuracy", 1, 0.975, "gaussian")[3]
+    assert np.all(margin == 0.0)

@@ -69,6 +69,7 @@ every class is far clear (the delta switch above) every class is sure, and the t
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -187,7 +188,14 @@ selection no longer shows: at 2, 7 and 8 classes, the 1% class at 6–15 s.e., a
 macro averages' lowest cells (0.9466–0.949) are easy ones no switch reaches, unchanged. At
 1.2 the 7-class cells at the band's edge covered 0.9499–0.9500. Width, only in releases
 within the band: balanced accuracy × 1.02–1.05 at 2 classes and × 1.04–1.55 at 7–8,
-precision_macro up to × 1.6 at 7–8 (median widths per cell; docs/intervals.md)."""
+precision_macro up to × 1.6 at 7–8 (median widths per cell, one rare class); with two 1%
+classes at 7 classes × 1.9, and the band can hold most of a cell (53–80% of releases at 7
+classes near the switch; review s29). All at level 0.95 (0.90 holds ≥ 0.904): at level 0.99
+the rare class's balanced accuracy under-covers near every switch, hull or not (0.983–0.989,
+misses all above; docs/intervals.md), and the hull there widens without lifting it. The
+hull applies to ``method="monte_carlo"`` too (2 classes: 0.969 against 0.9635). Its releases
+are labelled with the per-class method and lose the delta interval's flags: the hull
+contains both intervals."""
 SWITCH_HULL_CLASSES = frozenset({2, 7, 8})
 """Where :data:`SWITCH_HULL` applies: the class counts whose switch showed the dip. At 3, 5,
 9, 10, 12 and 13 classes (probed) every cell around the switch covered ≥ 0.9486 (5–6:
@@ -259,7 +267,8 @@ def class_bounds(
 ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
     """(low, high, bounded, margin) of class k's ratio over R releases: Fieller's set in
     [0, 1], and the class's count over the delta switch (> 1: clear of it; 0 when the count
-    is not positive)."""
+    is not positive — before s29 a count far below zero counted as clear — or the switch is
+    not finite)."""
     c = m.shape[-1]
     num, den = _masks(key, c, k)
     n_all, d_all = _ratio_parts(m, key)
@@ -281,6 +290,8 @@ def class_bounds(
     if c >= 5:  # the count's own quantile (SAFE_FACTOR_FROM_5, SAFE_FACTOR_FROM_7)
         q2_safe = float(quantile_factor(w_d[None, :], level, dist)[1][0]) ** 2
     switch = safe_factor(c) * float(np.sqrt(q2_safe * vd))  # the delta switch, in counts
+    if not math.isfinite(switch):  # never reached from the public API (inputs are checked)
+        return low, high, bounded.astype(np.float64), np.zeros_like(d_hat)
     clear = d_hat / switch if switch > 0.0 else np.full_like(d_hat, np.inf)
     margin: FloatArray = np.where(d_hat > 0.0, clear, 0.0)
     return low, high, bounded.astype(np.float64), margin
