@@ -124,3 +124,72 @@ def test_a_count_below_zero_or_an_unreadable_switch_is_never_clear() -> None:
     nan = np.full((2, 2), np.nan)
     margin = _simultaneous.class_bounds(m, nan, "balanced_accuracy", 1, 0.975, "gaussian")[3]
     assert np.all(margin == 0.0)
+
+
+LEVEL_99 = 0.99
+
+
+def _floor_99(k: int) -> float:
+    """0.99 − 3.72·√(0.99·0.01/k): a true 0.99 falls below it with probability 1e-4."""
+    return LEVEL_99 - 3.72 * float(np.sqrt(LEVEL_99 * (1.0 - LEVEL_99) / k))
+
+
+@pytest.mark.parametrize(
+    ("classes", "accuracy", "se_above_zero", "seed"),
+    [
+        (7, 0.99, 13.0, 2913),  # 0.9864 before s29 (30,000 releases)
+        (9, 0.99, 10.0, 2910),  # 0.9848 before s29
+    ],
+)
+def test_at_level_99_a_rare_class_near_the_switch_covers(
+    classes: int, accuracy: float, se_above_zero: float, seed: int
+) -> None:
+    """Level 0.99: a 1% class whose count sits near its delta switch takes the per-class sets
+    (``SWITCH_STRETCH_RARE``). 30,000 releases per cell, held to a floor a true 0.99 misses
+    with probability 1e-4 (0.98786); under the former switch these cells covered
+    0.9848–0.9864 (2.2–4.6 s.e. below the floor: they fail), now ≥ 0.999."""
+    m = rare_last_class(classes, accuracy)
+    scale = classes**1.5 / se_above_zero
+    truth = classification_metrics(m, labels="all")["balanced_accuracy"]
+    rng = np.random.default_rng(seed)
+    x = m.reshape(1, -1) + rng.normal(0.0, scale, (30_000, classes * classes))
+    batch = classification_batch(
+        x, scale, distribution="gaussian", max_total=m.sum(), level=LEVEL_99
+    )
+    key = "balanced_accuracy"
+    hit = (batch.low[key] <= truth) & (truth <= batch.high[key])
+    usable = batch.usable(key)
+    assert usable.mean() >= 0.99
+    assert hit[usable].mean() >= _floor_99(int(usable.sum())), hit[usable].mean()
+
+
+@pytest.mark.parametrize("level", [0.95, 0.99])
+def test_the_stretch_leaves_balanced_classes_and_level_95_alone(
+    level: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No class of a balanced 7-class matrix is rare, and at level 0.95 nothing is
+    stretched: their intervals are those of an unstretched switch; a 1% class at level
+    0.99 is stretched (some interval changes)."""
+    balanced = np.full((7, 7), 100.0 * 0.1 / 6)
+    np.fill_diagonal(balanced, 100.0 * 0.9)
+    rare = rare_last_class(7, 0.99)
+    runs = {}
+    stretched = _simultaneous.SWITCH_STRETCH_RARE
+    for stretch in (stretched, 1.0):
+        monkeypatch.setattr(_simultaneous, "SWITCH_STRETCH_RARE", stretch)
+        out = []
+        for m, scale in ((balanced, 100.0 / 20.0 / np.sqrt(7.0)), (rare, 7**1.5 / 15.0)):
+            noise = np.random.default_rng(17).normal(0.0, scale, (2000, 49))
+            b = classification_batch(
+                m.reshape(1, -1) + noise, scale, distribution="gaussian", max_total=m.sum(),
+                level=level,
+            )  # fmt: skip
+            out.append((b.low["balanced_accuracy"], b.high["balanced_accuracy"]))
+        runs[stretch] = out
+    now, before = runs[stretched], runs[1.0]
+    assert np.array_equal(now[0][0], before[0][0])
+    assert np.array_equal(now[0][1], before[0][1])
+    changed = not (
+        np.array_equal(now[1][0], before[1][0]) and np.array_equal(now[1][1], before[1][1])
+    )
+    assert changed == (level > 0.95)
