@@ -21,19 +21,21 @@ import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from dpledger._sqlite_files import unheld
 from dpledger.errors import DpLedgerError, InvalidInput
 
 __all__ = [
     "SQLITE_SIDECARS",
+    "check_new",
     "check_path_text",
     "check_regular_file",
     "check_sidecars",
     "check_sqlite_name",
     "read_bounded",
     "strict_json",
+    "write_new",
 ]
 
 Fail = Callable[[str], DpLedgerError]
@@ -266,3 +268,42 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
             raise ValueError(f"the key {key!r} appears twice in one object")
         out[key] = value
     return out
+
+
+def check_new(path: str | os.PathLike[str], what: str) -> Path:
+    """``path`` as a :class:`Path` if a new file may be created there: nothing by that name
+    (no file, directory or symlink, even a dangling one) and its directory exists. Run it
+    before any work whose output goes there; :func:`write_new` checks again as it creates."""
+    p = Path(path)
+    if os.path.lexists(p):
+        raise InvalidInput(
+            f"{what} {p} exists: dpledger writes new files only and never replaces one "
+            "(it may be a ledger); remove it or choose another name"
+        )
+    if not p.parent.is_dir():
+        raise InvalidInput(f"{what} {p}: the directory {p.parent} does not exist")
+    return p
+
+
+def write_new(path: str | os.PathLike[str], write: Callable[[BinaryIO], object], what: str) -> Path:
+    """Create ``path`` and fill it with ``write(file)``: a NEW file only.
+
+    Opened with O_EXCL, so an existing name — a file (a ledger, say), a directory or a
+    symlink, even a dangling one — is refused, never replaced or followed; a write that
+    fails removes only the file this call created. Errors are :class:`InvalidInput`
+    naming ``what`` (e.g. "--plot") and the path.
+    """
+    p = check_new(path, what)
+    try:
+        f = open(p, "xb")  # noqa: SIM115 - closed below; removed if the write fails
+    except FileExistsError:
+        raise InvalidInput(f"{what} {p} exists: remove it or choose another name") from None
+    except OSError as e:
+        raise InvalidInput(f"cannot write {what} {p}: {e.strerror or e}") from None
+    try:
+        with f:
+            write(f)
+    except BaseException:
+        p.unlink(missing_ok=True)
+        raise
+    return p

@@ -11,17 +11,18 @@ from dpledger.cli.argtypes import ascii_int
 from dpledger.cli.main import EXIT_OK, EXIT_REFUSED, at_args, committed_but_undelivered
 from dpledger.cli.output import Undelivered, json_text, say, write_out
 from dpledger.sim.demo import DEFAULT_POLICY, DemoResult, run_demo
-from dpledger.sim.plots import write_plots
+from dpledger.sim.plots import check_plot_targets, write_plots
 from dpledger.sim.report import as_json, text_report
 
 __all__ = ["register"]
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    if args.plots:  # before anything is spent: a missing plotting extra refuses up front
-        from dpledger.planning.clip import require_pyplot
+    if args.plots:  # before anything is spent: a missing plotting extra refuses up front,
+        from dpledger.planning.clip import require_pyplot  # and so do taken chart names
 
         require_pyplot()
+        check_plot_targets(Path(args.plots), replace=args.fresh)
     result = run_demo(
         n_clients=args.clients,
         seed=args.seed,
@@ -29,7 +30,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         progress=None if args.json or args.quiet else sys.stderr,
         fresh=args.fresh,
     )
-    plots = write_plots(result, Path(args.plots)) if args.plots else []
+    plots = write_plots(result, Path(args.plots), replace=args.fresh) if args.plots else []
     if args.json:
         report = json_text({**as_json(result), "plots": [str(p) for p in plots]}, sort_keys=False)
     else:
@@ -79,6 +80,11 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--fresh", action="store_true", help="replace this path's previous demo ledger")
     p.add_argument("--json", action="store_true", help="machine-readable report")
-    p.add_argument("--plots", metavar="DIR", help="write PNG charts of the released values")
+    p.add_argument(
+        "--plots",
+        metavar="DIR",
+        help="write PNG charts of the released values (new files; with --fresh, replace "
+        "earlier PNG charts)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_demo)

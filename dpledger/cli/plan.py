@@ -12,6 +12,7 @@ import json
 import warnings
 from pathlib import Path
 
+from dpledger._files import check_new
 from dpledger.cli.argtypes import ascii_float, ascii_int
 from dpledger.cli.output import json_text, write_out
 from dpledger.errors import InvalidInput
@@ -158,6 +159,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     """``dpledger calibrate``: the clip-bound candidate table (or JSON), optionally a chart."""
     if args.plot:
         require_pyplot()  # fail before any work if matplotlib is missing
+        check_new(args.plot, "--plot")  # or if the chart could not be written
     path = Path(args.held_out)
     values = load_held_out(path, args.column)
     source = f"held-out {path.name}" + (f"[{args.column}]" if args.column else "")

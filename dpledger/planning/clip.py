@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpledger import mechanisms as mech
-from dpledger._files import read_bounded
+from dpledger._files import read_bounded, write_new
 from dpledger.errors import InvalidInput, PlotUnavailable
 from dpledger.planning._clip_args import LARGEST, check_args, clip_low, normal_or_zero
 from dpledger.planning._common import refuse_read_as_zero, text_table
@@ -391,8 +391,10 @@ def plot_candidates(result: ClipCalibration, path: str | os.PathLike[str]) -> Pa
     half-width a release at that bound would carry (ln 20 × the Laplace scale on the
     published mean, from the public ε and cohort) and the clipping bias measured on the
     held-out fleet; each tick shows the share clipped, ``*`` the recommended bound.
-    Nothing plotted is a released value. Needs matplotlib (``pip install
-    'dpledger[plot]'``); raise :class:`PlotUnavailable` if it is missing.
+    Nothing plotted is a released value. ``path`` must be a new file (an existing name,
+    or a symlink, is refused: :func:`~dpledger._files.write_new`); the format is its
+    suffix (PNG without one). Needs matplotlib (``pip install 'dpledger[plot]'``); raise
+    :class:`PlotUnavailable` if it is missing.
     """
     plt = require_pyplot()
     labels = [
@@ -428,8 +430,9 @@ def plot_candidates(result: ClipCalibration, path: str | os.PathLike[str]) -> Pa
         )  # fmt: skip
         fig.tight_layout(rect=(0, 0.04, 1, 1))
         out = Path(path)
+        kind = out.suffix.lstrip(".").lower() or "png"
         try:
-            fig.savefig(out)
+            write_new(out, lambda f: fig.savefig(f, format=kind), "the plot")
         except (OSError, ValueError) as e:
             raise InvalidInput(f"cannot write the plot to {out}: {e}") from e
     finally:

@@ -11,11 +11,14 @@ whose releases were refused are named on every chart. Nothing here reads fleet d
 from __future__ import annotations
 
 import itertools
+import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from dpledger._files import write_new
+from dpledger.errors import InvalidInput
 from dpledger.ledger import Release
 from dpledger.mechanisms import bar_factor
 from dpledger.metrics._intervals import noise_std, quantile_factor
@@ -28,7 +31,7 @@ from dpledger.sim.demo import (
     share_interval,
 )
 
-__all__ = ["clearly_positive", "write_plots"]
+__all__ = ["PLOT_NAMES", "check_plot_targets", "clearly_positive", "write_plots"]
 
 _COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3")
 _GREY = "#c8c8c8"
@@ -62,11 +65,13 @@ def _legend_refused(ax: Any, refused: dict[str, str], cohorts: dict[str, int]) -
 
 
 def _save(plt: Any, fig: Any, path: Path, note: str) -> Path:
-    fig.text(0.01, 0.01, note, fontsize=7, color="#444444", va="bottom", wrap=True)
-    lines = 1 + len(note) * 7 * 0.55 / (fig.get_figwidth() * 72)  # wrapped lines of 7 pt text
-    fig.tight_layout(rect=(0, 0.02 + lines * 11 / (fig.get_figheight() * 72), 1, 1))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        fig.text(0.01, 0.01, note, fontsize=7, color="#444444", va="bottom", wrap=True)
+        lines = 1 + len(note) * 7 * 0.55 / (fig.get_figwidth() * 72)  # wrapped 7 pt lines
+        fig.tight_layout(rect=(0, 0.02 + lines * 11 / (fig.get_figheight() * 72), 1, 1))
+        write_new(path, lambda f: fig.savefig(f, format="png", dpi=110), "--plots")
+    finally:
+        plt.close(fig)
     return path
 
 
@@ -199,15 +204,58 @@ def _calibration_chart(plt: Any, result: DemoResult, rels: dict[tuple[str, str],
     return _save(plt, fig, path, note + drop_note)
 
 
-def write_plots(result: DemoResult, directory: Path) -> list[Path]:
-    """PNG charts of released values: ratio per region, error histograms, calibration gaps."""
+PLOT_NAMES = ("ratio_by_region.png", "error_histogram.png", "calibration_gap.png")
+"""The files :func:`write_plots` creates in its directory."""
+
+_PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def check_plot_targets(directory: Path, *, replace: bool = False) -> list[Path]:
+    """The chart paths in ``directory`` if the charts may be written there, checked before
+    any work: ``directory`` is a directory or absent (then created), and each chart's name
+    is free — or, with ``replace`` (the demo's ``--fresh``), a regular PNG file, which
+    :func:`write_plots` then replaces. A symlink, or any other file (a ledger, say), is
+    never replaced: :class:`InvalidInput`."""
+    if os.path.lexists(directory) and not directory.is_dir():
+        raise InvalidInput(f"--plots {directory} is not a directory: name a directory")
+    paths = [directory / name for name in PLOT_NAMES]
+    for p in paths:
+        if not os.path.lexists(p):
+            continue
+        if not (replace and _is_png(p)):
+            how = "" if replace else "; --fresh replaces the demo's own earlier PNG charts"
+            raise InvalidInput(
+                f"--plots: {p} exists and is not replaced (dpledger never replaces a file it "
+                f"cannot tell is its own chart){how}; remove it or choose another directory"
+            )
+    return paths
+
+
+def _is_png(p: Path) -> bool:
+    """Whether ``p`` is a regular file (not a symlink) that starts with PNG's signature."""
+    if p.is_symlink() or not p.is_file():
+        return False
+    with open(p, "rb") as f:
+        return f.read(len(_PNG)) == _PNG
+
+
+def write_plots(result: DemoResult, directory: Path, *, replace: bool = False) -> list[Path]:
+    """PNG charts of released values: ratio per region, error histograms, calibration gaps.
+
+    New files only (:func:`check_plot_targets`; ``replace``: an earlier run's PNG charts
+    are replaced)."""
     from dpledger.planning.clip import require_pyplot
 
     plt = require_pyplot()
+    paths = check_plot_targets(directory, replace=replace)
     directory.mkdir(parents=True, exist_ok=True)
+    for p in paths:
+        if replace and _is_png(p):
+            p.unlink()  # checked again here: a regular PNG file, the demo's own chart
     rels = {(r.request.region, r.request.metric): r for r in result.releases}
+    ratio, hist, gap = paths
     return [
-        _ratio_chart(plt, result, rels, directory / "ratio_by_region.png"),
-        _histogram_chart(plt, result, rels, directory / "error_histogram.png"),
-        _calibration_chart(plt, result, rels, directory / "calibration_gap.png"),
+        _ratio_chart(plt, result, rels, ratio),
+        _histogram_chart(plt, result, rels, hist),
+        _calibration_chart(plt, result, rels, gap),
     ]

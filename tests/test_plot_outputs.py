@@ -1,0 +1,147 @@
+"""Charts are new files only: a plot never replaces a file or writes through a symlink (audit s29).
+
+``calibrate --plot`` and ``demo --plots`` used matplotlib's ``savefig`` on the name given:
+an existing file was silently replaced and a symlink followed — a ledger named as the
+chart became a PNG. Now an existing name is refused before any work (exit 2, nothing
+spent, the file byte-identical); ``demo --fresh`` replaces only the demo's own earlier
+PNG charts (a regular file starting with PNG's signature, never a symlink).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from dpledger import InvalidInput, Ledger, Policy
+from dpledger.cli.main import main
+from dpledger.planning.clip import calibrate_clip, plot_candidates
+from dpledger.sim.demo import DEFAULT_POLICY
+from dpledger.sim.plots import PLOT_NAMES
+
+pytest.importorskip("matplotlib")
+
+CLIENTS = "1540"  # the shipped policy's smallest publishable demo
+
+
+def _digest(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def a_ledger(tmp_path: Path) -> Path:
+    """A real ledger file: what must never become a chart."""
+    path = tmp_path / "real.db"
+    with Ledger.open(path, Policy.load(DEFAULT_POLICY), mode="create") as ledger:
+        ledger.init()
+    return path
+
+
+@pytest.fixture
+def held_out(tmp_path: Path) -> Path:
+    path = tmp_path / "held_out.csv"
+    path.write_text("\n".join(str(0.01 * i) for i in range(500)) + "\n")
+    return path
+
+
+def _calibrate(held_out: Path, plot: Path) -> int:
+    return main(
+        ["calibrate", "--held-out", str(held_out), "--epsilon", "1", "--cohort", "2000",
+         "--plot", str(plot)]
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["file", "symlink to a ledger", "dangling symlink"])
+def test_calibrate_never_replaces_what_its_plot_names(
+    kind: str, held_out: Path, a_ledger: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Exit 2 before the table is computed; the named file and its target unchanged."""
+    target = tmp_path / "chart.png"
+    if kind == "file":
+        target.write_bytes(b"keep me")
+    elif kind == "symlink to a ledger":
+        target.symlink_to(a_ledger)
+    else:
+        target.symlink_to(tmp_path / "nowhere.png")
+    before = _digest(a_ledger), target.is_symlink()
+    kept = target.read_bytes() if kind == "file" else None
+    assert _calibrate(held_out, target) == 2
+    out, err = capsys.readouterr()
+    assert "exists" in err
+    assert "never replaces" in err
+    assert out == ""  # refused before any work
+    assert (_digest(a_ledger), target.is_symlink()) == before
+    if kept is not None:
+        assert target.read_bytes() == kept
+    assert not (tmp_path / "nowhere.png").exists()
+
+
+def test_calibrate_writes_a_new_chart_in_the_format_its_suffix_names(
+    held_out: Path, tmp_path: Path
+) -> None:
+    assert _calibrate(held_out, tmp_path / "c.png") == 0
+    assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
+    assert _calibrate(held_out, tmp_path / "c.svg") == 0
+    assert b"<svg" in (tmp_path / "c.svg").read_bytes()[:400]
+
+
+def test_plot_candidates_refuses_an_existing_name_and_leaves_nothing_on_a_bad_format(
+    tmp_path: Path,
+) -> None:
+    result = calibrate_clip([0.01 * i for i in range(500)], epsilon=1.0, cohort=2000)
+    taken = tmp_path / "taken.png"
+    taken.write_bytes(b"x")
+    with pytest.raises(InvalidInput, match="exists"):
+        plot_candidates(result, taken)
+    assert taken.read_bytes() == b"x"
+    with pytest.raises(InvalidInput, match="cannot write the plot"):
+        plot_candidates(result, tmp_path / "chart.nosuchformat")
+    assert not (tmp_path / "chart.nosuchformat").exists()  # only what it created, removed
+
+
+def test_demo_plots_never_write_through_a_symlink_and_refuse_before_spending(
+    tmp_path: Path, a_ledger: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plots = tmp_path / "plots"
+    plots.mkdir()
+    (plots / "error_histogram.png").symlink_to(a_ledger)
+    before = _digest(a_ledger)
+    db = tmp_path / "demo.db"
+    for fresh in ([], ["--fresh"]):  # --fresh replaces PNG charts, never a symlink
+        args = ["demo", "--clients", CLIENTS, "--ledger", str(db), "--plots", str(plots)]
+        assert main([*args, *fresh, "--quiet"]) == 2
+        assert "error_histogram.png exists" in capsys.readouterr().err
+        assert not db.exists()  # nothing spent, no ledger
+    assert _digest(a_ledger) == before
+
+
+def test_demo_plots_naming_a_file_is_exit_2_before_the_epoch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was exit 3 "internal error: FileExistsError" after the demo had committed."""
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_bytes(b"keep")
+    db = tmp_path / "demo.db"
+    args = ["demo", "--clients", CLIENTS, "--ledger", str(db), "--plots", str(not_a_dir)]
+    assert main([*args, "--quiet"]) == 2
+    assert "not a directory" in capsys.readouterr().err
+    assert not db.exists()
+    assert not_a_dir.read_bytes() == b"keep"
+
+
+def test_a_second_demo_replaces_its_charts_only_with_fresh(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plots, db = tmp_path / "plots", tmp_path / "demo.db"
+    args = ["demo", "--clients", CLIENTS, "--ledger", str(db), "--plots", str(plots), "--quiet"]
+    assert main(args) == 0
+    first = {name: _digest(plots / name) for name in PLOT_NAMES}
+    capsys.readouterr()
+    assert main([*args, "--fresh"]) == 0  # the demo's own ledger and PNG charts, replaced
+    assert all((plots / name).read_bytes()[:4] == b"\x89PNG" for name in PLOT_NAMES)
+    assert set(first) == set(PLOT_NAMES)
+    (plots / PLOT_NAMES[0]).write_bytes(b"not a chart")
+    capsys.readouterr()
+    assert main([*args, "--fresh"]) == 2  # a file that is not a PNG chart: never replaced
+    assert (plots / PLOT_NAMES[0]).read_bytes() == b"not a chart"
