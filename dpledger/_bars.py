@@ -8,6 +8,7 @@ import functools
 import math
 
 from dpledger._search import least_integer
+from dpledger._shown import shown
 from dpledger.errors import InternalError, InvalidInput
 from dpledger.types import BarKind, MechanismKind
 
@@ -34,7 +35,7 @@ def bar_factor(bar: BarKind, mechanism: MechanismKind = "laplace") -> float:
         return math.sqrt(2.0) if mechanism == "laplace" else 1.0
     if bar == "ci95":
         return math.log(20.0) if mechanism == "laplace" else _Z95
-    raise InvalidInput(f"bar must be one of {BAR_KINDS}, got {bar!r}")
+    raise InvalidInput(f"bar must be one of {BAR_KINDS}, got {shown(bar)}")
 
 
 ROUNDING = 2.0**-51
@@ -75,7 +76,7 @@ def cohort_floor_for_scale(
     floor and the bar a release reports can never disagree.
     """
     if not (math.isfinite(target) and target > 0):
-        raise InvalidInput(f"target error bar must be finite and > 0, got {target!r}")
+        raise InvalidInput(f"target error bar must be finite and > 0, got {shown(target)}")
     if not target > rounding:
         raise InvalidInput(
             f"no cohort reaches the target {target!r}: the doubles' rounding of the sums "

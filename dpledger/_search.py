@@ -15,6 +15,7 @@ import math
 import struct
 from collections.abc import Callable
 
+from dpledger._shown import shown
 from dpledger.errors import InternalError
 
 __all__ = ["least_float", "least_integer"]
@@ -77,7 +78,7 @@ def least_float(
     is ≥ ``lo``) does not, for a monotone ``passes``.
     """
     if not (lo >= 0 and hi >= lo) or math.isnan(hi):
-        raise InternalError(f"a float search needs 0 ≤ lo ≤ hi, got lo={lo!r}, hi={hi!r}")
+        raise InternalError(f"a float search needs 0 ≤ lo ≤ hi, got lo={shown(lo)}, hi={shown(hi)}")
     start = None if guess is None else _key(min(max(guess, lo), hi))
     found = least_integer(lambda k: passes(_float(k)), _key(lo), _key(hi), start)
     return None if found is None else _float(found)

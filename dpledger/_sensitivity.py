@@ -12,6 +12,7 @@ import math
 import sys
 from fractions import Fraction
 
+from dpledger._shown import shown
 from dpledger.errors import InternalError, InvalidInput
 from dpledger.policy import MetricSpec, Policy
 from dpledger.types import MechanismKind, Neighbouring
@@ -51,7 +52,9 @@ def float_up(q: Fraction) -> float:
 
 def _check_neighbouring(neighbouring: str) -> None:
     if neighbouring not in ("replace", "add_remove"):
-        raise InvalidInput(f"neighbouring must be 'replace' or 'add_remove', got {neighbouring!r}")
+        raise InvalidInput(
+            f"neighbouring must be 'replace' or 'add_remove', got {shown(neighbouring)}"
+        )
 
 
 def scalar_sensitivity(low: Fraction, high: Fraction, neighbouring: Neighbouring) -> Fraction:
@@ -80,7 +83,7 @@ def l1_sensitivity(cap: Fraction, neighbouring: Neighbouring) -> Fraction:
 
 def check_records(records: int) -> int:
     if isinstance(records, bool) or not isinstance(records, int) or records < 1:
-        raise InvalidInput(f"records per privacy unit must be an integer ≥ 1, got {records!r}")
+        raise InvalidInput(f"records per privacy unit must be an integer ≥ 1, got {shown(records)}")
     return records
 
 

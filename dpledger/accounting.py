@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from dpledger import _opendp as dp
+from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.mechanisms import MechanismFacts, float_up
 from dpledger.policy import ALL, Policy
@@ -220,7 +221,7 @@ def zcdp_epsilon(rho: Fraction, delta: float) -> float:
     returned instead, rounded up (within 1e-4 relative of OpenDP's there).
     """
     if not 0 < delta < 1:
-        raise InvalidInput(f"delta must be in (0, 1), got {delta!r}")
+        raise InvalidInput(f"delta must be in (0, 1), got {shown(delta)}")
     if rho <= 0:
         return 0.0
     if rho > _OPENDP_RHO_LIMIT or rho < _OPENDP_RHO_FLOOR:

@@ -43,6 +43,7 @@ from dpledger._sensitivity import (
     scalar_sensitivity,
     sensitivity,
 )
+from dpledger._shown import shown
 from dpledger.errors import InternalError, InvalidInput
 from dpledger.policy import Policy
 from dpledger.types import (
@@ -132,11 +133,11 @@ class MechanismFacts:
         for name in ("sensitivity", "scale"):
             v = getattr(self, name)
             if not (isinstance(v, float) and math.isfinite(v) and v > 0):
-                raise InvalidInput(f"{name} must be a finite float > 0, got {v!r}")
+                raise InvalidInput(f"{name} must be a finite float > 0, got {shown(v)}")
         if not (isinstance(self.dimension, int) and self.dimension >= 0):
-            raise InvalidInput(f"dimension must be an int ≥ 0, got {self.dimension!r}")
+            raise InvalidInput(f"dimension must be an int ≥ 0, got {shown(self.dimension)}")
         if self.k is not None and not (isinstance(self.k, int) and -1074 <= self.k <= 0):
-            raise InvalidInput(f"k must be None or an int in [-1074, 0], got {self.k!r}")
+            raise InvalidInput(f"k must be None or an int in [-1074, 0], got {shown(self.k)}")
         if self.privacy_unit not in ("client", "record"):
             raise InvalidInput(f"unknown privacy unit {self.privacy_unit!r}")
         check_records(self.records)
@@ -220,7 +221,9 @@ def noise_scale(sensitivity: float | Fraction, budget: float | Fraction, measure
     except (TypeError, ValueError, OverflowError) as e:
         raise InvalidInput(f"sensitivity and budget must be numbers: {e}") from None
     if not (math.isfinite(d) and d > 0 and math.isfinite(b) and b > 0):
-        raise InvalidInput(f"sensitivity and budget must be finite and > 0, got {d!r}, {b!r}")
+        raise InvalidInput(
+            f"sensitivity and budget must be finite and > 0, got {shown(d)}, {shown(b)}"
+        )
     with np.errstate(over="ignore"):
         scale = d / b if measure == "epsilon" else d / math.sqrt(2.0 * b)
     if not (math.isfinite(scale) and scale > 0):
@@ -352,6 +355,13 @@ def _amount(
     not ε-DP at all, so its bar would look smaller than Laplace's "at the same ε".
     """
     amount: float | Fraction
+    if mechanism not in ("laplace", "gaussian"):
+        raise InvalidInput(f"mechanism must be 'laplace' or 'gaussian', got {shown(mechanism)}")
+    if measure is not None and measure not in ("epsilon", "rho"):
+        raise InvalidInput(
+            f"measure must be 'epsilon' or 'rho' (or None: ε, or the Budget's own unit), got "
+            f"{shown(measure)}"
+        )
     if isinstance(budget, Budget):
         if measure is not None and measure != budget.unit:
             raise InvalidInput(f"measure={measure!r} contradicts the budget's unit {budget.unit}")

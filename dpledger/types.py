@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
 
+from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 
 __all__ = [
@@ -51,25 +52,22 @@ def cohort_size(value: object, what: str = "cohort") -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise InvalidInput(
             f"{what} must be an integer ≥ 1 (a count of clients, or records under a "
-            f"record-level policy), got {type(value).__name__} {value!r:.40}"
+            f"record-level policy), got {type(value).__name__} {shown(value, 40)}"
         )
     n = int(value)
     if not 1 <= n <= MAX_COHORT:
-        shown = f"{n}" if abs(n) < 10**40 else "an integer of more than 40 digits"
+        text = f"{n}" if abs(n) < 10**40 else "an integer of more than 40 digits"
         raise InvalidInput(
             f"{what} must be an integer ≥ 1 and at most {MAX_COHORT:_} (1e9, the largest "
-            f"cohort a release accepts), got {shown}"
+            f"cohort a release accepts), got {text}"
         )
     return n
 
 
 def _shown(value: object) -> str:
-    """``value``'s repr cut to 40 characters; a number too large to print in full (an
-    integer or Fraction beyond Python's 4300-digit conversion limit) by its type."""
-    try:
-        return f"{value!r:.40}"
-    except ValueError:
-        return f"a {type(value).__name__} too large to print"
+    """``value``'s repr cut to 40 characters (:func:`~dpledger._shown.shown`: bounded, and
+    never failing on a deeply nested value or an integer too large to print)."""
+    return shown(value, 40)
 
 
 def positive_real(value: object, what: str) -> float:
@@ -98,12 +96,12 @@ def _real(value: object, what: str, *, zero: bool) -> float:
     except OverflowError:
         x = math.inf
     if not (math.isfinite(x) and (x >= 0 if zero else x > 0)):
-        shown = (
+        text = (
             _shown(value)
             if not isinstance(value, int) or abs(value) < 10**40
             else "an integer of more than 40 digits"
         )
-        raise InvalidInput(f"{what} must be finite and {sign}, got {shown}")
+        raise InvalidInput(f"{what} must be finite and {sign}, got {text}")
     return x
 
 
@@ -167,9 +165,9 @@ class Budget:
 
     def __post_init__(self) -> None:
         if self.unit not in ("epsilon", "rho"):
-            raise InvalidInput(f"a budget's unit is 'epsilon' or 'rho', got {self.unit!r}")
+            raise InvalidInput(f"a budget's unit is 'epsilon' or 'rho', got {shown(self.unit)}")
         if isinstance(self.amount, bool) or not isinstance(self.amount, Fraction | int):
-            raise InvalidInput(f"a budget's amount is an exact Fraction, got {self.amount!r}")
+            raise InvalidInput(f"a budget's amount is an exact Fraction, got {shown(self.amount)}")
         if self.amount < 0:
             raise InvalidInput(f"a budget is never negative, got {self.amount}")
         object.__setattr__(self, "amount", Fraction(self.amount))

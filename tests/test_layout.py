@@ -35,13 +35,14 @@ RANK = {
     "_files": 0.25,
     "_sqlite_files": 0.2,
     "types": 0.5,
+    "_shown": 0.1,
     "errors": 0,
 }
 """Layer of each top-level module or package: imports go to a lower layer (or stay inside
 their own package). cli → service / flower → sim → ledger / planning → approval →
 accounting → mechanisms → _bars → _sensitivity → _invoke → _opendp → policy → _files →
-_sqlite_files → errors / types;
-metrics imports only errors, types and numpy. The command line is the outermost caller: it
+_sqlite_files → errors / types / _shown (how a bad value is printed in a message);
+metrics imports only errors, types, _shown and numpy. The command line is the outermost caller: it
 starts the service."""
 
 

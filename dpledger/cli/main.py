@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpledger._files import check_path_text, check_sqlite_name, read_bounded, strict_json
+from dpledger._shown import shown
 from dpledger.approval import ReleaseRequest, Verdict
 from dpledger.cli.argtypes import ascii_float, ascii_int, join_negative_numbers
 from dpledger.cli.output import Undelivered, json_text, say, write_out
@@ -237,7 +238,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def _cmd_release(args: argparse.Namespace) -> int:
     request, aggregate = _request(args), load_aggregate(args.aggregate)
     if not args.aggregate_error >= 0.0:  # checked before anything is spent
-        raise InvalidInput(f"--aggregate-error must be >= 0, got {args.aggregate_error!r}")
+        raise InvalidInput(f"--aggregate-error must be >= 0, got {shown(args.aggregate_error)}")
     with open_ledger(args, "create") as ledger:
         new = not ledger.exists
         try:

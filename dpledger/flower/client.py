@@ -37,6 +37,7 @@ from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.app.typing import ConfigRecordValues
 from flwr.clientapp import ClientApp
 
+from dpledger._shown import shown
 from dpledger.errors import DpLedgerError, InvalidInput
 from dpledger.flower.wire import RoundPlan, empty_contribution, pack, pack_packed
 from dpledger.metrics.declarations import DECLARATIONS, Bounds
@@ -88,7 +89,7 @@ def contributions(
     A missing array or bad ``bounds`` is the app's mistake and always raises.
     """
     if on_bad_data not in ("substitute", "raise"):
-        raise InvalidInput(f"on_bad_data is 'substitute' or 'raise', got {on_bad_data!r}")
+        raise InvalidInput(f"on_bad_data is 'substitute' or 'raise', got {shown(on_bad_data)}")
     pinned = dict(bounds or {})
     versions = dict(edges_versions or {})
     own = dict(data_for or {})

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.flower.report import HEALTH_FIELDS
 from dpledger.flower.wire import MetricPlan, empty_contribution
@@ -75,13 +76,15 @@ def settings_of(
     if params is None:
         return {}
     if not isinstance(params, Mapping):
-        raise InvalidInput(f"params must map metrics to their settings, got {params!r}")
+        raise InvalidInput(f"params must map metrics to their settings, got {shown(params)}")
     out: dict[str, Mapping[str, Any]] = {}
     for metric, given in params.items():
         if metric not in chosen:
             raise InvalidInput(f"params for a metric that is not evaluated: {metric!r}")
         if not isinstance(given, Mapping):
-            raise InvalidInput(f"params[{metric!r}] must be a mapping of settings, got {given!r}")
+            raise InvalidInput(
+                f"params[{shown(metric)}] must be a mapping of settings, got {shown(given)}"
+            )
         known = SETTINGS.get(chosen[metric], ())
         unknown = sorted(set(given) - set(known))
         if unknown:

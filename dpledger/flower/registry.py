@@ -23,6 +23,7 @@ from flwr.app import ConfigRecord, Message, RecordDict
 from flwr.app.user_config import UserConfigValue
 from flwr.serverapp import Grid
 
+from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.flower.client import NODE_RECORD, QUERY_RECORD, REGION_ACTION
 
@@ -77,7 +78,7 @@ class QueryRegistry:
         if isinstance(keys, str):
             raise InvalidInput(f"keys is a list of node_config keys: write ({keys!r},)")
         if not isinstance(keys, Iterable):
-            raise InvalidInput(f"keys is a list of node_config keys, got {keys!r}")
+            raise InvalidInput(f"keys is a list of node_config keys, got {shown(keys)}")
         self.keys = tuple(keys)
         if not self.keys or not all(isinstance(k, str) and k for k in self.keys):
             raise InvalidInput("QueryRegistry needs at least one node_config key")
@@ -89,7 +90,7 @@ class QueryRegistry:
             or not isinstance(timeout, int | float)
             or not 0 < timeout < float("inf")
         ):
-            raise InvalidInput(f"timeout is a positive number of seconds, got {timeout!r}")
+            raise InvalidInput(f"timeout is a positive number of seconds, got {shown(timeout)}")
         self.timeout = float(timeout)
         self._known: dict[int, str | None] = {}
 

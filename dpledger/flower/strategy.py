@@ -44,6 +44,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Result, Strategy
 
+from dpledger._shown import shown
 from dpledger.approval import MAX_EPOCH, ReleaseRequest, Verdict
 from dpledger.errors import DpLedgerError, InvalidInput, StoreError
 from dpledger.flower.aggregation import Aggregator, PlainSum, aggregate_error
@@ -412,7 +413,7 @@ def _check_parts(registry: object, aggregator: object, prefix: object, on_round:
     if prefix is not None and not (isinstance(prefix, str) and _PREFIX.fullmatch(prefix)):
         raise InvalidInput(
             f"release_prefix must be 1-64 printable ASCII characters without spaces (it "
-            f"starts every release id), got {prefix!r}"
+            f"starts every release id), got {shown(prefix)}"
         )
     if on_round is not None and not callable(on_round):
         raise InvalidInput(f"on_round must be callable, got {type(on_round).__name__}")

@@ -43,6 +43,7 @@ from flwr.supercore.inflatable.inflatable_utils import inflate_object_from_conte
 from flwr.supercore.run import Run
 from flwr.supercore.task_identity import TaskIdentity
 
+from dpledger._shown import shown
 from dpledger.errors import InternalError, InvalidInput
 
 __all__ = ["CHECKED_FLWR", "SERVER_NODE_ID", "LocalGrid", "wire_copy"]
@@ -92,14 +93,14 @@ class LocalGrid(Grid):
                 stacklevel=2,
             )
         if isinstance(num_nodes, bool) or not isinstance(num_nodes, int) or num_nodes < 1:
-            raise InvalidInput(f"num_nodes must be an integer ≥ 1, got {num_nodes!r}")
+            raise InvalidInput(f"num_nodes must be an integer ≥ 1, got {shown(num_nodes)}")
         if node_configs is not None and len(node_configs) != num_nodes:
             raise InvalidInput("node_configs needs one entry per node")
         gone = list(offline)
         if not all(isinstance(i, int) and not isinstance(i, bool) for i in gone) or not all(
             0 <= i < num_nodes for i in gone
         ):
-            raise InvalidInput(f"offline lists node indices in [0, {num_nodes}), got {gone!r}")
+            raise InvalidInput(f"offline lists node indices in [0, {num_nodes}), got {shown(gone)}")
         rng = random.Random(seed)
         self._client_app = client_app
         self._serialize = serialize

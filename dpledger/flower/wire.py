@@ -45,6 +45,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 from flwr.app.typing import ConfigRecordValues, MetricRecordValues
 from flwr.common.constant import SType
 
+from dpledger._shown import shown
 from dpledger.errors import DpLedgerError, InvalidInput
 from dpledger.flower.npy import npy_disagrees
 from dpledger.metrics.declarations import DECLARATIONS, Bounds
@@ -433,13 +434,16 @@ def read_reply(plan: RoundPlan, content: RecordDict) -> tuple[dict[str, Any], st
         return {}, f"answers round {info.get('round')!r}, not {plan.server_round}"
     if info.get("policy-version") != plan.policy_version:
         got = info.get("policy-version")
-        return {}, f"policy version {got!r}, not {plan.policy_version!r}"
+        return {}, f"policy version {shown(got)}, not {shown(plan.policy_version)}"
     out: dict[str, Any] = {}
     for name, m in plan.metrics.items():
         if m.edges_version is not None:
             got = info.get(f"edges-version.{name}")
             if got != m.edges_version:
-                return {}, f"{name}: edges version {got!r}, the policy has {m.edges_version!r}"
+                return (
+                    {},
+                    f"{name}: edges version {shown(got)}, the policy has {shown(m.edges_version)}",
+                )
         if m.scalar:
             x = _number(numbers.get(name))
             if x is None:

@@ -24,6 +24,7 @@ from pathlib import Path
 from types import TracebackType
 
 from dpledger._files import check_path_text
+from dpledger._shown import shown
 from dpledger.accounting import EpochSpend, client_loss
 from dpledger.approval import (
     MAX_EPOCH,
@@ -59,15 +60,15 @@ def open_store(target: str | Path | None, mode: Mode) -> SqlStore:
             "no ledger given: pass a SQLite path or postgresql:// URL, or set DPLEDGER_URL"
         )
     if mode not in ("read", "write", "create"):
-        raise InvalidInput(f"mode must be 'read', 'write' or 'create', got {mode!r}")
+        raise InvalidInput(f"mode must be 'read', 'write' or 'create', got {shown(mode)}")
     if not isinstance(target, str | os.PathLike) or isinstance(target, bytes):
         raise InvalidInput(
             f"a ledger is a SQLite path (str or pathlib.Path) or a postgresql:// URL, "
-            f"got {type(target).__name__} {target!r:.60}"
+            f"got {type(target).__name__} {shown(target, 60)}"
         )
     fspath = os.fspath(target)
     if not isinstance(fspath, str):  # a PathLike of bytes
-        raise InvalidInput(f"a ledger path must be text, got {fspath!r:.60}")
+        raise InvalidInput(f"a ledger path must be text, got {shown(fspath, 60)}")
     text = check_path_text(fspath, "ledger path or URL")
     if text.startswith(("postgresql://", "postgres://")):
         from dpledger.ledger.postgres import PostgresStore  # optional extra
@@ -80,9 +81,9 @@ def open_store(target: str | Path | None, mode: Mode) -> SqlStore:
 
 def _epoch(epoch: object) -> int:
     if isinstance(epoch, bool) or not isinstance(epoch, numbers.Integral):
-        raise InvalidInput(f"epoch must be an integer, got {epoch!r}")
+        raise InvalidInput(f"epoch must be an integer, got {shown(epoch)}")
     if not 0 <= int(epoch) <= MAX_EPOCH:
-        raise InvalidInput(f"epoch must lie in [0, 2**63 - 1], got {epoch!r}")
+        raise InvalidInput(f"epoch must lie in [0, 2**63 - 1], got {shown(epoch)}")
     return int(epoch)
 
 
@@ -294,7 +295,7 @@ class Ledger:
         if isinstance(items, Mapping) or not isinstance(items, Sequence):
             raise InvalidInput("items must be a sequence of (ReleaseRequest, aggregate) pairs")
         if not isinstance(partial, bool):  # strict like the requests: 1 is not True
-            raise InvalidInput(f"partial must be True or False, got {partial!r}")
+            raise InvalidInput(f"partial must be True or False, got {shown(partial)}")
         return RoundResult(self._writer.release(items, partial=partial, principal=principal))
 
     @staticmethod
@@ -358,7 +359,7 @@ class Ledger:
         region a later version added is known, and its clients lost only the global
         releases in an epoch of an earlier version."""
         if not isinstance(region, str):
-            raise InvalidInput(f"region must be a string, got {region!r}")
+            raise InvalidInput(f"region must be a string, got {shown(region)}")
         known = [p for p in (self.policy, policy) if p is not None]
         if region != ALL and not any(p.regions.admits(region) for p in known):
             names = list(self.policy.regions.names) or "any valid name (open regions)"
@@ -405,13 +406,13 @@ class Ledger:
             self._known_region(region)
         unit = self.policy.privacy_unit if privacy_unit is None else privacy_unit
         if unit not in ("client", "record"):
-            raise InvalidInput(f"privacy_unit must be 'client' or 'record', got {unit!r}")
+            raise InvalidInput(f"privacy_unit must be 'client' or 'record', got {shown(unit)}")
         if delta is not None and (
             isinstance(delta, bool)
             or not isinstance(delta, int | float)
             or not 0 < float(delta) < 1
         ):
-            raise InvalidInput(f"delta must be a number in (0, 1), got {delta!r}")
+            raise InvalidInput(f"delta must be a number in (0, 1), got {shown(delta)}")
         return lifetime_of(
             entries,
             region,
@@ -437,14 +438,14 @@ class Ledger:
         """
         for name, value in (("after", after), ("limit", limit)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-                raise InvalidInput(f"{name} must be an integer, got {value!r}")
+                raise InvalidInput(f"{name} must be an integer, got {shown(value)}")
         if not 0 <= after <= MAX_EPOCH:
-            raise InvalidInput(f"after must be a seq in [0, 2**63 - 1], got {after!r}")
+            raise InvalidInput(f"after must be a seq in [0, 2**63 - 1], got {shown(after)}")
         if limit is not None and not 1 <= limit <= MAX_EPOCH:
-            raise InvalidInput(f"limit must be at least 1 (or None for all), got {limit!r}")
+            raise InvalidInput(f"limit must be at least 1 (or None for all), got {shown(limit)}")
         for name, text in (("region", region), ("metric", metric)):
             if text is not None and not isinstance(text, str):
-                raise InvalidInput(f"{name} must be a name (text), got {text!r}")
+                raise InvalidInput(f"{name} must be a name (text), got {shown(text)}")
         if not self._exists():
             return []
         return self._store.entries(

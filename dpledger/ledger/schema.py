@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, cast
 
+from dpledger._shown import shown
 from dpledger.errors import InvalidInput, LedgerCorrupted
 from dpledger.ledger.records import Entry, EntryDraft
 from dpledger.mechanisms import MechanismFacts
@@ -165,13 +166,13 @@ def stored_amount(value: object) -> Fraction:
 
 def _int(v: object) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
-        raise TypeError(f"expected an integer, got {v!r}")
+        raise TypeError(f"expected an integer, got {shown(v)}")
     return v
 
 
 def _text(v: object) -> str:
     if not isinstance(v, str):
-        raise TypeError(f"expected text, got {v!r}")
+        raise TypeError(f"expected text, got {shown(v)}")
     return v
 
 

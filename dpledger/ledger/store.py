@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from fractions import Fraction
 from typing import Any
 
+from dpledger._shown import shown
 from dpledger.accounting import EpochSpend
 from dpledger.errors import (
     LedgerCorrupted,
@@ -62,7 +63,7 @@ class SqlStore(ABC):
 
     def __init__(self, mode: Mode) -> None:
         if mode not in ("read", "write", "create"):
-            raise StoreError(f"mode must be 'read', 'write' or 'create', got {mode!r}")
+            raise StoreError(f"mode must be 'read', 'write' or 'create', got {shown(mode)}")
         self.mode: Mode = mode
         self._lock = threading.RLock()
         self._bound: dict[int, tuple[str, str]] = {}  # epoch -> (policy hash, version)

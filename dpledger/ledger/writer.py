@@ -38,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpledger import mechanisms as mech
+from dpledger._shown import shown
 from dpledger.accounting import EpochSpend
 from dpledger.approval import (
     STATE_CHECKS,
@@ -111,7 +112,9 @@ def _check_principal(principal: object) -> None:
     if principal is not None and not (
         isinstance(principal, str) and _PRINCIPAL.fullmatch(principal)
     ):
-        raise InvalidInput(f"principal must be 1-128 printable ASCII characters, got {principal!r}")
+        raise InvalidInput(
+            f"principal must be 1-128 printable ASCII characters, got {shown(principal)}"
+        )
 
 
 def _plausible(values: npt.NDArray[np.float64], hit: Entry) -> bool:

@@ -26,6 +26,7 @@ from statistics import NormalDist
 import numpy as np
 import numpy.typing as npt
 
+from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.metrics._segments import FloatArray, as_finite
 from dpledger.types import MechanismKind
@@ -115,7 +116,7 @@ def noise_std(scale: npt.ArrayLike, d: int, distribution: MechanismKind) -> Floa
         return math.sqrt(2.0) * b
     if distribution == "gaussian":
         return b.copy()
-    raise InvalidInput(f"distribution must be 'laplace' or 'gaussian', got {distribution!r}")
+    raise InvalidInput(f"distribution must be 'laplace' or 'gaussian', got {shown(distribution)}")
 
 
 def z_value(level: float) -> float:
@@ -126,7 +127,7 @@ def z_value(level: float) -> float:
     intervals), so both are refused.
     """
     if isinstance(level, bool) or not isinstance(level, int | float) or not 0.0 < level < 1.0:
-        raise InvalidInput(f"level must be a number in (0, 1), got {level!r}")
+        raise InvalidInput(f"level must be a number in (0, 1), got {shown(level)}")
     p = 0.5 + level / 2.0
     if not 0.5 < p < 1.0:
         raise InvalidInput(
@@ -157,17 +158,19 @@ def check_options(
     """Refuse bad interval options with :class:`InvalidInput` (callers run it before a spend)."""
     z_value(level)
     if method not in ("delta", "monte_carlo"):
-        raise InvalidInput(f"method must be 'delta' or 'monte_carlo', got {method!r}")
+        raise InvalidInput(f"method must be 'delta' or 'monte_carlo', got {shown(method)}")
     if distribution not in ("laplace", "gaussian"):
-        raise InvalidInput(f"distribution must be 'laplace' or 'gaussian', got {distribution!r}")
+        raise InvalidInput(
+            f"distribution must be 'laplace' or 'gaussian', got {shown(distribution)}"
+        )
     if isinstance(draws, bool) or not isinstance(draws, int) or draws < MIN_DRAWS:
         raise InvalidInput(
-            f"draws must be an integer ≥ {MIN_DRAWS:,}, got {draws!r}: the Monte Carlo "
+            f"draws must be an integer ≥ {MIN_DRAWS:,}, got {shown(draws)}: the Monte Carlo "
             "interval's quantiles and bias shift come from the redraws, and fewer leave it "
             "short of its level"
         )
     if labels not in ("present", "all"):
-        raise InvalidInput(f"labels must be 'present' or 'all', got {labels!r}")
+        raise InvalidInput(f"labels must be 'present' or 'all', got {shown(labels)}")
 
 
 def method_name(base: str, distribution: MechanismKind) -> str:

@@ -29,6 +29,7 @@ from typing import Generic, TypeVar, cast
 
 import numpy as np
 
+from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.metrics._scratch import reusing
 
@@ -57,7 +58,7 @@ an absurd count (``10**6``) is a mistake to name, not threads and memory to spen
 def check_workers(workers: object) -> int:
     """``workers`` as an int in [1, :data:`MAX_WORKERS`], or :class:`InvalidInput`."""
     if isinstance(workers, bool) or not isinstance(workers, int | np.integer):
-        raise InvalidInput(f"workers must be an integer ≥ 1, got {workers!r}")
+        raise InvalidInput(f"workers must be an integer ≥ 1, got {shown(workers)}")
     if workers < 1:
         raise InvalidInput(f"workers must be ≥ 1, got {workers}")
     if workers > MAX_WORKERS:

@@ -24,6 +24,7 @@ from statistics import NormalDist
 import numpy as np
 import numpy.typing as npt
 
+from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.metrics._assemble import Base, Batch, BoolArray, Linear, assemble, clear
 from dpledger.metrics._intervals import (
@@ -132,15 +133,15 @@ def mean_over_noisy_count_batch(
     try:
         lo_b, hi_b = (float(b) for b in bounds)
     except (TypeError, ValueError):
-        raise InvalidInput(f"bounds must be two numbers (low, high), got {bounds!r}") from None
+        raise InvalidInput(f"bounds must be two numbers (low, high), got {shown(bounds)}") from None
     if not (math.isfinite(lo_b) and math.isfinite(hi_b) and lo_b < hi_b):
-        raise InvalidInput(f"bounds must be finite with low < high, got {bounds!r}")
+        raise InvalidInput(f"bounds must be finite with low < high, got {shown(bounds)}")
     if (
         isinstance(max_count, bool)
         or not isinstance(max_count, int | float | np.integer | np.floating)
         or not (0 < max_count < math.inf)
     ):
-        raise InvalidInput(f"max_count must be a finite number > 0, got {max_count!r}")
+        raise InvalidInput(f"max_count must be a finite number > 0, got {shown(max_count)}")
     check_options(level, "delta", distribution=sum_distribution)
     check_options(level, "delta", distribution=count_distribution)
     n_hat = as_finite(_reals(noisy_sum, "noisy_sum"), "noisy_sum")
@@ -281,7 +282,7 @@ def linear_ratio_batch(
     """
     lo_b, hi_b = bounds
     if not lo_b < hi_b:
-        raise InvalidInput(f"bounds must be (low, high) with low < high, got {bounds!r}")
+        raise InvalidInput(f"bounds must be (low, high) with low < high, got {shown(bounds)}")
     x = as_finite(np.asarray(released, dtype=np.float64).reshape(-1), "released")
     x = x.reshape(-1, std.shape[0])
     r = x.shape[0]
@@ -366,4 +367,4 @@ def _reals(values: npt.ArrayLike, name: str) -> npt.NDArray[np.float64]:
     try:
         return np.asarray(values, dtype=np.float64).reshape(-1)
     except (TypeError, ValueError):
-        raise InvalidInput(f"{name} must be real numbers, got {values!r:.60}") from None
+        raise InvalidInput(f"{name} must be real numbers, got {shown(values, 60)}") from None

@@ -17,6 +17,7 @@ from typing import Any, TypeAlias
 import numpy as np
 import numpy.typing as npt
 
+from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 
 __all__ = [
@@ -194,7 +195,7 @@ def check_unit_interval(values: FloatArray, name: str) -> None:
     bad = (values < 0.0) | (values > 1.0)
     if bad.any():
         i = _first_bad(bad)
-        raise InvalidInput(f"{name} must lie in [0, 1], got {values[i]!r} at index {i}")
+        raise InvalidInput(f"{name} must lie in [0, 1], got {shown(values[i])} at index {i}")
 
 
 def check_positive(value: float, name: str) -> float:
@@ -203,7 +204,7 @@ def check_positive(value: float, name: str) -> float:
         raise InvalidInput(f"{name} must be a number, got {type(value).__name__}")
     v = float(value)
     if not (math.isfinite(v) and v > 0.0):
-        raise InvalidInput(f"{name} must be finite and > 0, got {value!r}")
+        raise InvalidInput(f"{name} must be finite and > 0, got {shown(value)}")
     return v
 
 

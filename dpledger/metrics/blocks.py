@@ -35,6 +35,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.metrics._pool import DEFAULT_WORKERS, check_workers, run_ordered
 from dpledger.metrics._scratch import empty, reusing
@@ -88,7 +89,7 @@ def client_segments(offsets: npt.ArrayLike | Segments, n_samples: int) -> Segmen
     allowed); ``n_samples`` the length of the per-sample arrays.
     """
     if isinstance(n_samples, bool) or not isinstance(n_samples, int | np.integer):
-        raise InvalidInput(f"n_samples must be an integer, got {n_samples!r}")
+        raise InvalidInput(f"n_samples must be an integer, got {shown(n_samples)}")
     if n_samples < 0:
         raise InvalidInput(f"n_samples must be ≥ 0, got {n_samples}")
     return segments_for(offsets, int(n_samples))

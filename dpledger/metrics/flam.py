@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.metrics._blockwise import blockwise
 from dpledger.metrics._segments import (
@@ -139,7 +140,7 @@ def _checked(
 ) -> tuple[int, IntArray, IntArray, Segments, FloatArray | None]:
     """Validated (C, true labels, predicted labels, segments, cap factor or None)."""
     if isinstance(n_classes, bool) or not isinstance(n_classes, int | np.integer):
-        raise InvalidInput(f"n_classes must be an integer, got {n_classes!r}")
+        raise InvalidInput(f"n_classes must be an integer, got {shown(n_classes)}")
     if not 1 <= n_classes <= MAX_CLASSES:
         raise InvalidInput(
             f"n_classes must lie in [1, {MAX_CLASSES}], got {n_classes}: a confusion matrix is "
@@ -267,7 +268,7 @@ def classification_metrics(
     C² is read as :func:`flatten_confusion` output.
     """
     if labels not in ("present", "all"):
-        raise InvalidInput(f"labels must be 'present' or 'all', got {labels!r}")
+        raise InvalidInput(f"labels must be 'present' or 'all', got {shown(labels)}")
     m = np.asarray(confusion)
     if m.ndim == 1:
         m = unflatten_confusion(m)

@@ -13,6 +13,7 @@ import math
 import numpy as np
 import numpy.typing as npt
 
+from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.metrics._blockwise import blockwise
 from dpledger.metrics._segments import (
@@ -50,9 +51,9 @@ def check_range(pair: tuple[float, float], name: str = "y_bounds") -> tuple[floa
     try:
         lo, hi = (float(v) for v in pair)
     except (TypeError, ValueError) as e:
-        raise InvalidInput(f"{name} must be a pair (low, high), got {pair!r}") from e
+        raise InvalidInput(f"{name} must be a pair (low, high), got {shown(pair)}") from e
     if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-        raise InvalidInput(f"{name} must be finite with low < high, got {pair!r}")
+        raise InvalidInput(f"{name} must be finite with low < high, got {shown(pair)}")
     return lo, hi
 
 
@@ -61,7 +62,7 @@ def _shift(shift: float | None, y_bounds: tuple[float, float] | None) -> float:
         return 0.0 if y_bounds is None else 0.5 * (y_bounds[0] + y_bounds[1])
     s = float(shift)
     if not math.isfinite(s):
-        raise InvalidInput(f"shift must be finite, got {shift!r}")
+        raise InvalidInput(f"shift must be finite, got {shown(shift)}")
     return s
 
 

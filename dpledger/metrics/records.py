@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.metrics._segments import (
     FloatArray,
@@ -106,7 +107,7 @@ def _max_records(max_records: int | None) -> int | None:
     if max_records is None:
         return None
     if isinstance(max_records, bool) or not isinstance(max_records, int | np.integer):
-        raise InvalidInput(f"max_records must be an integer ≥ 1, got {max_records!r}")
+        raise InvalidInput(f"max_records must be an integer ≥ 1, got {shown(max_records)}")
     if max_records < 1:
         raise InvalidInput(f"max_records must be ≥ 1, got {max_records}")
     return int(max_records)
@@ -291,7 +292,7 @@ def record_scalar(
     v = as_finite(values, "values")
     lo, hi = float(low), float(high)
     if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-        raise InvalidInput(f"need finite low < high, got [{low!r}, {high!r}]")
+        raise InvalidInput(f"need finite low < high, got [{shown(low)}, {shown(high)}]")
     seg, keep = _bounded(v.shape[0], offsets, persons, max_records)
     grid = FixedPoint(lo, hi)
     units = grid.encode(np.clip(v, lo, hi)).reshape(-1, 1)

@@ -52,6 +52,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.metrics._segments import FloatArray, IntArray, as_finite, as_real, check_positive
 from dpledger.types import MAX_COHORT
@@ -79,20 +80,22 @@ class FixedPoint:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, numbers.Real):
                 raise InvalidInput(
-                    f"{name} must be a real number, got {type(v).__name__} {v!r:.40}"
+                    f"{name} must be a real number, got {type(v).__name__} {shown(v, 40)}"
                 )
             try:
                 object.__setattr__(self, name, float(v))
             except OverflowError:
                 raise InvalidInput(f"{name} must be finite, got a number beyond a double") from None
         if not (math.isfinite(self.low) and math.isfinite(self.high) and self.low < self.high):
-            raise InvalidInput(f"need finite low < high, got [{self.low!r}, {self.high!r}]")
+            raise InvalidInput(
+                f"need finite low < high, got [{shown(self.low)}, {shown(self.high)}]"
+            )
         if (
             isinstance(self.bits, bool)
             or not isinstance(self.bits, int)
             or not 8 <= self.bits <= 40
         ):
-            raise InvalidInput(f"bits must be an integer in [8, 40], got {self.bits!r}")
+            raise InvalidInput(f"bits must be an integer in [8, 40], got {shown(self.bits)}")
         q = self.quantum
         if q == 0.0:
             raise InvalidInput(
@@ -137,13 +140,14 @@ class FixedPoint:
         a release's bar (:meth:`~dpledger.ledger.Release.with_aggregate_error`)."""
         if isinstance(clients, bool) or not isinstance(clients, numbers.Integral):
             raise InvalidInput(
-                f"clients must be an integer >= 0, got {type(clients).__name__} {clients!r:.40}"
+                f"clients must be an integer >= 0, got {type(clients).__name__} "
+                f"{shown(clients, 40)}"
             )
         if not 0 <= clients <= MAX_COHORT:
-            shown = f"{clients}" if abs(clients) < 10**40 else "an integer of more than 40 digits"
+            text = f"{clients}" if abs(clients) < 10**40 else "an integer of more than 40 digits"
             raise InvalidInput(
                 f"clients must be an integer in 0..{MAX_COHORT:_} (the largest cohort a release "
-                f"accepts), got {shown}"
+                f"accepts), got {text}"
             )
         return float(clients) * self.quantum
 

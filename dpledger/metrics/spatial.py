@@ -25,6 +25,7 @@ from typing import Any, overload
 import numpy as np
 import numpy.typing as npt
 
+from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.metrics._blockwise import blockwise
 from dpledger.metrics._distinct import distinct_cells
@@ -216,7 +217,7 @@ def pooled_along_across_ratio(
     """
     bound = check_positive(error_bound, "error_bound")
     if not np.isfinite(bound * bound):
-        raise InvalidInput(f"error_bound² must be finite, got error_bound={error_bound!r}")
+        raise InvalidInput(f"error_bound² must be finite, got error_bound={shown(error_bound)}")
     a = np.clip(as_finite(along, "along"), -bound, bound)
     b = np.clip(as_finite(across, "across"), -bound, bound)
     n = check_same_length(along=a, across=b)
@@ -401,7 +402,7 @@ def calibration_gap(
     bucket's mean gap Σgap/count is unchanged.
     """
     if isinstance(buckets, bool) or not isinstance(buckets, int | np.integer) or buckets < 1:
-        raise InvalidInput(f"buckets must be an integer ≥ 1, got {buckets!r}")
+        raise InvalidInput(f"buckets must be an integer ≥ 1, got {shown(buckets)}")
     c = check_positive(cap, "cap")
     p, y = as_float(prob, "prob"), as_float(outcome, "outcome")
     if not _within_unit_interval(p, y):  # NaN fails too: the full checks name the problem

@@ -42,6 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.metrics._assemble import Batch, Estimates, batch_intervals, estimates, to_intervals
 from dpledger.metrics._flam_intervals import CLASSIFICATION_RANGES, classification_batch
@@ -319,7 +320,7 @@ def mean_over_noisy_count(
         if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
             raise InvalidInput(
                 f"{name} must be one real number (one release; call once per release), "
-                f"got {value!r:.60}"
+                f"got {shown(value, 60)}"
             )
     batch = mean_over_noisy_count_batch(
         [noisy_sum], sum_scale, [noisy_count], count_scale, bounds=bounds,

@@ -12,6 +12,7 @@ import numbers
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
 
+from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.policy.base import MAX_BOUND, MAX_BUDGET, MIN_NORMAL
 from dpledger.types import cohort_size, positive_real
@@ -61,19 +62,19 @@ def clip_low(low: object) -> Fraction:
     """``low`` exactly (an int or Fraction as written, else its double), within ±1e12 and 0
     or a normal double, as a policy's clip bounds are."""
     if isinstance(low, bool) or not isinstance(low, numbers.Real):
-        raise InvalidInput(f"low must be a real number, got {type(low).__name__} {low!r:.40}")
+        raise InvalidInput(f"low must be a real number, got {type(low).__name__} {shown(low, 40)}")
     x = _float(low)
     if not abs(x) <= LARGEST:
-        raise InvalidInput(f"low must lie within ±1e12 (a policy's clip bounds), got {x!r}")
+        raise InvalidInput(f"low must lie within ±1e12 (a policy's clip bounds), got {shown(x)}")
     if not normal_or_zero(x):
         raise InvalidInput(f"low must be 0 or at least 2.2e-308 in magnitude (a policy's "
-                           f"clip bounds), got {x!r}")  # fmt: skip
+                           f"clip bounds), got {shown(x)}")  # fmt: skip
     return Fraction(low) if isinstance(low, numbers.Rational) else Fraction(x)
 
 
 def _percentile(p: object) -> float:
     if isinstance(p, bool) or not isinstance(p, numbers.Real):
-        raise InvalidInput(f"percentiles must be numbers in [0, 100], got {p!r:.40}")
+        raise InvalidInput(f"percentiles must be numbers in [0, 100], got {shown(p, 40)}")
     return _float(p)  # out of range (nan, inf, 10**400): refused by check_args
 
 

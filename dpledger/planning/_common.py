@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpledger import mechanisms as mech
+from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.policy import ALL, Policy
 from dpledger.types import cohort_size
@@ -71,7 +72,7 @@ def release_sensitivity_of(policy: Policy, metric: str) -> float:
 
 def positive_int(value: object, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < 1:
-        raise InvalidInput(f"{what} must be an integer ≥ 1, got {value!r}")
+        raise InvalidInput(f"{what} must be an integer ≥ 1, got {shown(value)}")
     return int(value)
 
 
@@ -79,7 +80,7 @@ def validated_policy(policy: object) -> Policy:
     """``policy`` if it is a :class:`Policy`; else :class:`InvalidInput` saying how to get one."""
     if not isinstance(policy, Policy):
         raise InvalidInput(
-            f"expected a dpledger.Policy, got {type(policy).__name__} {policy!r:.60}: "
+            f"expected a dpledger.Policy, got {type(policy).__name__} {shown(policy, 60)}: "
             "load a policy file with dl.Policy.load(path)"
         )
     return policy

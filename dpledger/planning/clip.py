@@ -27,6 +27,7 @@ import numpy.typing as npt
 
 from dpledger import mechanisms as mech
 from dpledger._files import read_bounded, write_new
+from dpledger._shown import shown
 from dpledger.errors import InvalidInput, PlotUnavailable
 from dpledger.planning._clip_args import LARGEST, check_args, clip_low, normal_or_zero
 from dpledger.planning._common import refuse_read_as_zero, text_table
@@ -234,7 +235,7 @@ def _clean(values: object) -> tuple[npt.NDArray[np.float64], int]:
         if kind == "O":  # a list of Python objects: each must be a real number
             for v in raw.reshape(-1):
                 if isinstance(v, bool) or not isinstance(v, numbers.Real):
-                    raise InvalidInput(f"held-out values must be real numbers, got {v!r:.40}")
+                    raise InvalidInput(f"held-out values must be real numbers, got {shown(v, 40)}")
         elif kind not in "fiu":
             raise InvalidInput(
                 f"held-out values must be real numbers, got dtype {raw.dtype} (send floats)"
@@ -291,7 +292,9 @@ def calibrate_clip(
         if source == "held-out":
             source = f"held-out {path.name}" + (f"[{column}]" if column else "")
     if neighbouring not in ("replace", "add_remove"):
-        raise InvalidInput(f"neighbouring must be 'replace' or 'add_remove', got {neighbouring!r}")
+        raise InvalidInput(
+            f"neighbouring must be 'replace' or 'add_remove', got {shown(neighbouring)}"
+        )
     pcts = check_args(percentiles, epsilon, cohort)
     low_q = clip_low(low)
     low = float(low_q)

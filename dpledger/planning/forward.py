@@ -21,6 +21,7 @@ from fractions import Fraction
 from typing import Protocol
 
 from dpledger import mechanisms as mech
+from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.mechanisms import mechanism_facts
 from dpledger.planning._common import (
@@ -276,7 +277,7 @@ def plan(
     """
     policy = validated_policy(policy)
     if isinstance(epoch, bool) or not isinstance(epoch, numbers.Integral) or epoch < 0:
-        raise InvalidInput(f"epoch must be an integer ≥ 0, got {epoch!r}")
+        raise InvalidInput(f"epoch must be an integer ≥ 0, got {shown(epoch)}")
     cohort_of = validated_cohorts(policy, cohorts)
     rounds = validated_rounds(policy, rounds_per_epoch)
     warnings = _policy_warnings(policy, rounds)

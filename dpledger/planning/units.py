@@ -23,6 +23,7 @@ from fractions import Fraction
 from typing import Any
 
 from dpledger import mechanisms as mech
+from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.planning._common import positive_int, text_table, validated_policy
 from dpledger.policy import FrozenModel, Policy
@@ -99,7 +100,7 @@ def compare_units(policy: Policy, silos: Mapping[str, int]) -> tuple[UnitCompari
         raise InvalidInput("give each silo's record count, e.g. {'hospital-01': 180, ...}")
     policy = validated_policy(policy)
     if not isinstance(silos, Mapping):
-        raise InvalidInput(f"silos must map each silo to its record count, got {silos!r:.60}")
+        raise InvalidInput(f"silos must map each silo to its record count, got {shown(silos, 60)}")
     counts = {name: cohort_size(n, f"record count of silo {name!r}") for name, n in silos.items()}
     records, largest = sum(counts.values()), max(counts.values())
     twin = client_twin(policy, largest)  # refuses a policy that is not record-level

@@ -27,6 +27,7 @@ from pydantic import (
     ValidationError,
 )
 
+from dpledger._shown import shown
 from dpledger.errors import DpLedgerError, InvalidInput
 from dpledger.types import Budget, fraction_text
 
@@ -117,7 +118,7 @@ def to_fraction(value: object) -> Fraction:
         q = Fraction(value)
     elif isinstance(value, float):
         if not math.isfinite(value):
-            raise ValueError(f"expected a finite number, got {value!r}")
+            raise ValueError(f"expected a finite number, got {shown(value)}")
         q = Fraction(repr(value))
     elif isinstance(value, str):
         q = _from_text(value)
@@ -197,7 +198,7 @@ def _budget_value(v: object) -> Budget:
         return v
     if isinstance(v, Mapping) and v.get("unit") in ("epsilon", "rho") and "amount" in v:
         return Budget(to_fraction(v["amount"]), v["unit"])
-    raise ValueError(f"expected a Budget or {{'unit': ..., 'amount': 'p/q'}}, got {v!r}")
+    raise ValueError(f"expected a Budget or {{'unit': ..., 'amount': 'p/q'}}, got {shown(v)}")
 
 
 BudgetValue = Annotated[

@@ -20,6 +20,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, PlainSerializer, field_validator, model_validator
 
+from dpledger._shown import shown
 from dpledger.errors import DpLedgerError, PolicyError
 from dpledger.policy.base import (
     MIN_NORMAL,
@@ -253,7 +254,7 @@ class Policy(FrozenModel):
         if not isinstance(path, str | os.PathLike):
             raise PolicyError(
                 f"expected a policy file path (str or pathlib.Path), got {type(path).__name__}",
-                source=repr(path)[:60],
+                source=shown(path),
             )
         p = Path(path)
         return cls.from_toml(read_policy_text(p), source=str(p))
@@ -305,6 +306,11 @@ class Policy(FrozenModel):
 
     def metric(self, name: str) -> MetricSpec:
         """The metric spec called ``name``; raise :class:`PolicyError` if unknown."""
+        if not isinstance(name, str):
+            raise PolicyError(
+                f"a metric name is text, got {type(name).__name__} {shown(name)}",
+                source=self.source,
+            )
         try:
             return self.metrics[name]
         except KeyError:

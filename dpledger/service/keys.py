@@ -29,6 +29,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+from dpledger._shown import shown
 from dpledger.errors import InvalidInput, NotPermitted
 
 __all__ = [
@@ -190,7 +191,7 @@ def check_name(name: str) -> str:
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise InvalidInput(
             f"a key's name is 1-48 characters of a-z, 0-9, '.', '_', '-' starting with a "
-            f"letter or digit, got {name!r}"
+            f"letter or digit, got {shown(name)}"
         )
     return name
 

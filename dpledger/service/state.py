@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 
+from dpledger._shown import shown
 from dpledger.approval import ReleaseRequest
 from dpledger.errors import (
     DpLedgerError,
@@ -85,10 +86,10 @@ class Settings:
         if not isinstance(self.policy, Policy):
             raise InvalidInput("the service needs a dpledger Policy")
         if isinstance(self.connections, bool) or not 1 <= self.connections <= 64:
-            raise InvalidInput(f"connections must lie in [1, 64], got {self.connections!r}")
+            raise InvalidInput(f"connections must lie in [1, 64], got {shown(self.connections)}")
         if isinstance(self.max_body_bytes, bool) or not 1024 <= self.max_body_bytes <= 1 << 30:
             raise InvalidInput(
-                f"max_body_bytes must lie in [1 KiB, 1 GiB], got {self.max_body_bytes!r}"
+                f"max_body_bytes must lie in [1 KiB, 1 GiB], got {shown(self.max_body_bytes)}"
             )
         needed = body_bytes_needed(self.policy)
         if self.max_body_bytes < needed:

@@ -23,6 +23,7 @@ from typing import TextIO
 import numpy as np
 import numpy.typing as npt
 
+from dpledger._shown import shown
 from dpledger.approval import ReleaseRequest, Verdict
 from dpledger.errors import InvalidInput, ReleaseRefused
 from dpledger.ledger import Ledger, Release
@@ -40,6 +41,7 @@ __all__ = [
     "DEFAULT_POLICY",
     "DEMO_METRICS",
     "DRIFT_FACTOR",
+    "MAX_DEMO_CLIENTS",
     "OVERCONFIDENT_GAP",
     "TAIL_SHARE",
     "DemoResult",
@@ -397,6 +399,11 @@ def _findings(result: DemoResult) -> tuple[Finding, ...]:
     return tuple(out)
 
 
+MAX_DEMO_CLIENTS = 2_000_000
+"""The largest fleet :func:`run_demo` simulates: ~4 KB of samples a client, ~8 GB here (a
+larger one raised MemoryError, an "internal error", after minutes; audit s29, F11)."""
+
+
 def run_demo(
     *,
     n_clients: int = 20_000,
@@ -414,7 +421,13 @@ def run_demo(
     t0 = time.perf_counter()
     policy = policy or Policy.load(DEFAULT_POLICY)
     if isinstance(n_clients, bool) or not isinstance(n_clients, int) or n_clients < 1:
-        raise InvalidInput(f"n_clients must be an int > 0: {n_clients!r}")
+        raise InvalidInput(f"n_clients must be an int > 0: {shown(n_clients)}")
+    if n_clients > MAX_DEMO_CLIENTS:
+        raise InvalidInput(
+            f"--clients {n_clients:,} is more than the demo simulates (at most "
+            f"{MAX_DEMO_CLIENTS:,}: ~4 KB of simulated samples per client, in memory); "
+            "`make bench` times larger fleets"
+        )
     least = minimum_clients(policy)
     if least is None:
         raise InvalidInput(

@@ -38,6 +38,7 @@ from typing import Any, Final, TypeAlias
 import numpy as np
 from numpy.typing import NDArray
 
+from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.sim.scenarios import (
     _SCENARIO_TYPES,
@@ -309,7 +310,7 @@ def make_fleet(
     _require(math.isfinite(samples_per_client) and samples_per_client >= 1, "samples_per_client<1")
     _require(math.isfinite(quantity_skew) and quantity_skew >= 0, "quantity_skew must be >= 0")
     _require(_is_int(n_classes) and n_classes >= 2, f"n_classes must be an int >= 2: {n_classes!r}")
-    _require(_is_int(seed) and seed >= 0, f"seed must be an int >= 0, got {seed!r}")
+    _require(_is_int(seed) and seed >= 0, f"seed must be an int >= 0, got {shown(seed)}")
     n_clients, n_classes, seed = int(n_clients), int(n_classes), int(seed)
     _require(workers >= 1, f"workers must be >= 1, got {workers}")
     specs = _parse_scenarios(scenarios)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 
 __all__ = ["Federation", "dirichlet_silos", "persons_for"]
@@ -53,7 +54,7 @@ def dirichlet_silos(
     if g.ndim != 1 or g.size < silos or silos < 1:
         raise InvalidInput(f"need ≥ {silos} records in a 1-D array, got shape {g.shape}")
     if not (isinstance(alpha, int | float) and alpha > 0):
-        raise InvalidInput(f"alpha must be > 0, got {alpha!r}")
+        raise InvalidInput(f"alpha must be > 0, got {shown(alpha)}")
     rng = np.random.default_rng(seed)
     silo_of = np.empty(g.size, dtype=np.int64)
     first = rng.choice(g.size, size=silos, replace=False)

@@ -1,0 +1,92 @@
+"""Audit s29: typos in planning arguments, deeply nested values and oversized demos.
+
+F3: ``error_bar``/``cohort_floor`` read an unknown ``measure`` as ρ and an unknown
+``mechanism`` as Gaussian — a bar and cohort floor 3.2 × too small, silently. F4: a value
+nested 100,000 deep made validators raise RecursionError while printing it. F6: a list as a
+metric name raised TypeError. F11: ``demo --clients 99999999999`` died of MemoryError
+(exit 3, "internal error").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dpledger as dl
+from dpledger import DpLedgerError, InvalidInput, Policy
+from dpledger._shown import shown
+from dpledger.cli.main import main
+from dpledger.sim.demo import DEFAULT_POLICY, MAX_DEMO_CLIENTS
+
+
+@pytest.mark.parametrize("kw", [{"measure": "Epsilon"}, {"measure": 5}, {"mechanism": "x"}])
+def test_planning_refuses_an_unknown_measure_or_mechanism(kw: dict[str, object]) -> None:
+    with pytest.raises(InvalidInput, match="must be"):
+        dl.error_bar(1.0, 0.2, 2400, **kw)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match="must be"):
+        dl.cohort_floor(1.0, 0.2, 0.001, **kw)  # type: ignore[arg-type]
+
+
+def test_the_known_measures_still_plan() -> None:
+    eps = dl.error_bar(1.0, 0.2, 2400)
+    assert dl.error_bar(1.0, 0.2, 2400, measure="epsilon") == eps
+    assert dl.error_bar(1.0, 0.02, 2400, measure="rho", mechanism="gaussian") > 0
+
+
+def _deep() -> list[object]:
+    deep: list[object] = [1.0]
+    for _ in range(100_000):
+        deep = [deep]
+    return deep
+
+
+def test_a_deeply_nested_value_is_a_typed_error_everywhere_it_is_printed(tmp_path: Path) -> None:
+    deep = _deep()
+    policy = Policy.load(DEFAULT_POLICY)
+    calls = [
+        lambda: dl.error_bar(1.0, 0.2, deep),
+        lambda: dl.cohort_floor(1.0, 0.2, deep),
+        lambda: dl.plan(policy, {"na": 10}, rounds_per_epoch=deep),
+        lambda: dl.budget_for_target(policy, deep, 0.1, 10),
+        lambda: Policy.load(deep),
+        lambda: dl.Ledger.open(tmp_path / "x.db", policy, mode=deep),
+        lambda: dl.calibrate_clip([1.0, 2.0], epsilon=deep, cohort=10),
+        lambda: dl.metrics.classification_intervals(np.eye(2) * 50, 1.0, level=deep),
+    ]
+    for call in calls:
+        with pytest.raises(DpLedgerError):
+            call()  # type: ignore[no-untyped-call]
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_shown_is_bounded_and_never_fails() -> None:
+    assert shown(_deep()).startswith("[[[")
+    assert len(shown(list(range(10_000)))) <= 60
+    assert shown("abc") == "'abc'"
+
+    class Bad:
+        def __repr__(self) -> str:
+            raise RuntimeError("no")
+
+    assert "Bad" in shown(Bad())
+    assert "int" in shown(10**5000)  # past Python's 4,300-digit limit
+
+
+@pytest.mark.parametrize("name", [[], {"a": 1}, None, 3])
+def test_a_metric_name_that_is_not_text_is_a_policy_error(name: object) -> None:
+    policy = Policy.load(DEFAULT_POLICY)
+    for method in (policy.metric, policy.release_budget, policy.allocation_of, policy.mechanism):
+        with pytest.raises(dl.PolicyError, match="a metric name is text"):
+            method(name)  # type: ignore[arg-type]
+
+
+def test_a_demo_larger_than_it_simulates_is_exit_2_before_anything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "demo.db"
+    args = ["demo", "--clients", str(MAX_DEMO_CLIENTS + 1), "--ledger", str(db), "--quiet"]
+    assert main(args) == 2
+    assert "more than the demo simulates" in capsys.readouterr().err
+    assert not db.exists()
