@@ -90,3 +90,48 @@ def test_a_demo_larger_than_it_simulates_is_exit_2_before_anything(
     assert main(args) == 2
     assert "more than the demo simulates" in capsys.readouterr().err
     assert not db.exists()
+
+
+_POLICY = """
+name = "p"
+version = "1"
+neighbouring = "replace"
+{budget}
+[regions]
+{regions}
+[metrics.loss]
+kind = "scalar_mean"
+{metric}
+clip = {{ low = "0", high = "1", source = "test" }}
+"""
+
+
+@pytest.mark.parametrize(
+    ("budget", "regions", "metric", "says"),
+    [
+        ('epoch_epsilon = "1"\nepoch_rho = "1000"', 'names = ["a"]', 'epsilon = "0.1"',
+         "epoch_rho has no effect"),
+        ('definition = "zcdp"\nepoch_rho = "1"\nepoch_epsilon = "9"', 'names = ["a"]',
+         'rho = "0.01"', "epoch_epsilon has no effect"),
+        ('epoch_epsilon = "1"', 'names = ["a"]\nopen = true', 'epsilon = "0.1"',
+         "do not limit them"),
+    ],
+)  # fmt: skip
+def test_a_field_that_has_no_effect_is_a_warning(
+    budget: str, regions: str, metric: str, says: str
+) -> None:
+    """Audit s29, F9: such a policy loaded silently; a reviewer read a budget (or a
+    partition) that is not applied."""
+    text = _POLICY.format(budget=budget, regions=regions, metric=metric)
+    with pytest.warns(dl.PolicyWarning, match=says):
+        Policy.from_toml(text, source="t")
+
+
+def test_a_policy_with_only_what_applies_loads_without_a_warning() -> None:
+    import warnings
+
+    text = _POLICY.format(budget='epoch_epsilon = "1"', regions='names = ["a"]',
+                          metric='epsilon = "0.1"')  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Policy.from_toml(text, source="t")

@@ -242,6 +242,8 @@ class Policy(FrozenModel):
         advice = eval_fraction_note(policy.eval_fraction)
         if advice is not None:
             warnings.warn(f"{source}: {advice}", PolicyWarning, stacklevel=3)
+        for unused in policy.ignored_fields():
+            warnings.warn(f"{source}: {unused}", PolicyWarning, stacklevel=3)
         note = policy.overcommitment_note()
         starved = any(m.weight is not None for m in policy.metrics.values())
         if note is not None and (policy.allocation == "per_metric" or starved):
@@ -260,6 +262,29 @@ class Policy(FrozenModel):
         return cls.from_toml(read_policy_text(p), source=str(p))
 
     # -- derived facts -------------------------------------------------------------
+
+    def ignored_fields(self) -> list[str]:
+        """Fields this policy states that have no effect, each with what to do: a reviewer
+        would otherwise read a budget or a partition that is not applied (audit s29, F9)."""
+        out = []
+        if self.definition == "pure" and self.epoch_rho is not None:
+            out.append(
+                "epoch_rho has no effect under definition = 'pure' (the epoch's budget is "
+                "epoch_epsilon): remove it, or set definition = 'zcdp'"
+            )
+        if self.definition == "zcdp" and self.epoch_epsilon is not None:
+            out.append(
+                "epoch_epsilon has no effect under definition = 'zcdp' (the epoch's budget is "
+                "epoch_rho): remove it, or set definition = 'pure'"
+            )
+        names = self.regions.names
+        if self.regions.open and names:
+            listed = ", ".join(names[:4]) + (", …" if len(names) > 4 else "")
+            out.append(
+                f"[regions] open = true accepts any region name, so the declared names "
+                f"({listed}) do not limit them: remove open = true to hold releases to them"
+            )
+        return out
 
     @property
     def unit(self) -> Unit:
