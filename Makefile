@@ -46,10 +46,11 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy --strict dpledger
 
 # Two workers (pytest-xdist): CI has 2 cores and the suite is mostly CPU-bound statistics.
-# TEST_WORKERS=0 runs it in one process.
+# TEST_WORKERS=0 runs it in one process. loadgroup keeps a module marked xdist_group (one
+# whose last test reads what the others saw) on one worker.
 TEST_WORKERS ?= 2
 test: $(STAMP) postgres browser lint typecheck
-	$(PY) -m pytest -q -n $(TEST_WORKERS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 # Re-pair each notebook with its .py source (the newer side wins) and store fresh outputs.
 notebooks: $(STAMP)

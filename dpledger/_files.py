@@ -300,10 +300,24 @@ def write_new(path: str | os.PathLike[str], write: Callable[[BinaryIO], object],
         raise InvalidInput(f"{what} {p} exists: remove it or choose another name") from None
     except OSError as e:
         raise InvalidInput(f"cannot write {what} {p}: {e.strerror or e}") from None
+    made = os.fstat(f.fileno())
     try:
         with f:
             write(f)
-    except BaseException:
-        p.unlink(missing_ok=True)
+    except BaseException as e:
+        _remove_if_same(p, made)
+        if isinstance(e, OSError):
+            raise InvalidInput(f"cannot write {what} {p}: {e.strerror or e}") from None
         raise
     return p
+
+
+def _remove_if_same(p: Path, made: os.stat_result) -> None:
+    """Remove ``p`` only if it is still the file this process created (not one another
+    process put under that name meanwhile)."""
+    try:
+        now = os.lstat(p)
+    except OSError:
+        return
+    if (now.st_dev, now.st_ino) == (made.st_dev, made.st_ino):
+        p.unlink(missing_ok=True)

@@ -355,9 +355,9 @@ def _amount(
     not ε-DP at all, so its bar would look smaller than Laplace's "at the same ε".
     """
     amount: float | Fraction
-    if mechanism not in ("laplace", "gaussian"):
+    if not isinstance(mechanism, str) or mechanism not in ("laplace", "gaussian"):
         raise InvalidInput(f"mechanism must be 'laplace' or 'gaussian', got {shown(mechanism)}")
-    if measure is not None and measure not in ("epsilon", "rho"):
+    if measure is not None and (not isinstance(measure, str) or measure not in ("epsilon", "rho")):
         raise InvalidInput(
             f"measure must be 'epsilon' or 'rho' (or None: ε, or the Budget's own unit), got "
             f"{shown(measure)}"

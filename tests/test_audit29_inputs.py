@@ -135,3 +135,17 @@ def test_a_policy_with_only_what_applies_loads_without_a_warning() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         Policy.from_toml(text, source="t")
+
+
+def test_a_measure_or_mechanism_that_is_not_text_is_refused_typed() -> None:
+    with pytest.raises(InvalidInput):
+        dl.error_bar(1.0, 0.2, 2400, measure=np.array(["rho"]))  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput):
+        dl.error_bar(1.0, 0.2, 2400, mechanism=np.array(["x", "y"]))  # type: ignore[arg-type]
+
+
+def test_a_demo_of_a_huge_integer_is_typed() -> None:
+    from dpledger.sim.demo import run_demo
+
+    with pytest.raises(InvalidInput, match="more than the demo simulates"):
+        run_demo(n_clients=10**5000, progress=None)

@@ -145,3 +145,41 @@ def test_a_second_demo_replaces_its_charts_only_with_fresh(
     capsys.readouterr()
     assert main([*args, "--fresh"]) == 2  # a file that is not a PNG chart: never replaced
     assert (plots / PLOT_NAMES[0]).read_bytes() == b"not a chart"
+
+
+@pytest.mark.parametrize("parent", ["a file", "a dangling symlink"])
+def test_demo_plots_under_something_that_is_not_a_directory_is_exit_2_first(
+    parent: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Review s29b: ``--plots FILE/sub`` passed the up-front check and failed after the
+    epoch had committed (exit 3)."""
+    above = tmp_path / "above"
+    if parent == "a file":
+        above.write_bytes(b"keep")
+    else:
+        above.symlink_to(tmp_path / "nowhere")
+    db = tmp_path / "demo.db"
+    args = ["demo", "--clients", CLIENTS, "--ledger", str(db), "--plots", str(above / "sub")]
+    assert main([*args, "--quiet"]) == 2
+    assert "is not a directory" in capsys.readouterr().err
+    assert not db.exists()
+
+
+def test_a_failed_write_is_typed_and_removes_only_the_file_it_created(tmp_path: Path) -> None:
+    from dpledger._files import write_new
+
+    def fail(f: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(InvalidInput, match="No space left"):
+        write_new(tmp_path / "c.png", fail, "--plot")
+    assert not (tmp_path / "c.png").exists()
+
+    def swap(f: object) -> None:  # another process renames a file onto the name meanwhile
+        (tmp_path / "other").write_bytes(b"theirs")
+        (tmp_path / "other").replace(tmp_path / "d.png")
+        raise OSError(5, "I/O error")
+
+    with pytest.raises(InvalidInput):
+        write_new(tmp_path / "d.png", swap, "--plot")
+    assert (tmp_path / "d.png").read_bytes() == b"theirs"  # not ours: left alone

@@ -33,6 +33,10 @@ TYPED = {
     "release_id_conflict", "store_unavailable", "http_400", "http_404", "http_405",
 }  # fmt: skip
 SEEN: set[tuple[str, str, int]] = set()
+"""What the fuzz saw, read by the last test: the module runs on one xdist worker (make test
+runs ``--dist loadgroup``), else the operations would be split between processes."""
+
+pytestmark = pytest.mark.xdist_group("service_fuzz")
 
 
 class LateApp:
@@ -128,7 +132,10 @@ def test_the_fuzz_reached_releases_refusals_and_views() -> None:
     if not SEEN:
         pytest.skip("run with the fuzz test above (it fills what this checks)")
     statuses = {(path, status) for _, path, status in SEEN}
-    assert ("/v1/releases", 422) in statuses
+    # refused by the ledger (422) or, for a body the schema's types do not fully pin, by
+    # validation (400): which of the two 15 derandomised examples reach varied between
+    # runs (one full run in s29 saw 201s and 401s but no 422 on /v1/releases)
+    assert {("/v1/releases", 422), ("/v1/releases", 400)} & statuses
     assert ("/v1/releases", 201) in statuses
     assert ("/v1/releases", 401) in statuses  # schemathesis' own unauthenticated probe
     assert any(status == 200 for path, status in statuses if path.startswith("/v1/budget"))

@@ -436,7 +436,7 @@ def plot_candidates(result: ClipCalibration, path: str | os.PathLike[str]) -> Pa
         kind = out.suffix.lstrip(".").lower() or "png"
         try:
             write_new(out, lambda f: fig.savefig(f, format=kind), "the plot")
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, RuntimeError) as e:  # RuntimeError: e.g. no LaTeX
             raise InvalidInput(f"cannot write the plot to {out}: {e}") from e
     finally:
         plt.close(fig)

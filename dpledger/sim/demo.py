@@ -424,8 +424,8 @@ def run_demo(
         raise InvalidInput(f"n_clients must be an int > 0: {shown(n_clients)}")
     if n_clients > MAX_DEMO_CLIENTS:
         raise InvalidInput(
-            f"--clients {n_clients:,} is more than the demo simulates (at most "
-            f"{MAX_DEMO_CLIENTS:,}: ~4 KB of simulated samples per client, in memory); "
+            f"n_clients (--clients) {shown(n_clients, 30)} is more than the demo simulates "
+            f"(at most {MAX_DEMO_CLIENTS:,}: ~4 KB of simulated samples per client, in memory); "
             "`make bench` times larger fleets"
         )
     least = minimum_clients(policy)

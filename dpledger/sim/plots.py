@@ -218,6 +218,11 @@ def check_plot_targets(directory: Path, *, replace: bool = False) -> list[Path]:
     never replaced: :class:`InvalidInput`."""
     if os.path.lexists(directory) and not directory.is_dir():
         raise InvalidInput(f"--plots {directory} is not a directory: name a directory")
+    above = directory
+    while not os.path.lexists(above) and above != above.parent:
+        above = above.parent  # the nearest existing ancestor: mkdir will create the rest
+    if not above.is_dir():
+        raise InvalidInput(f"--plots {directory}: {above} is not a directory")
     paths = [directory / name for name in PLOT_NAMES]
     for p in paths:
         if not os.path.lexists(p):
