@@ -45,12 +45,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy --strict dpledger
 
-# Two workers (pytest-xdist): CI has 2 cores and the suite is mostly CPU-bound statistics.
-# TEST_WORKERS=0 runs it in one process. loadgroup keeps a module marked xdist_group (one
-# whose last test reads what the others saw) on one worker.
+# Two workers (pytest-xdist): CI has 2 cores and the suite is mostly CPU-bound statistics;
+# then the tests marked serial (schemathesis' sub-tests do not distribute) in one process.
+# TEST_WORKERS=0 runs the first part in one process too.
 TEST_WORKERS ?= 2
 test: $(STAMP) postgres browser lint typecheck
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+	$(PY) -m pytest -q -n $(TEST_WORKERS) -m "not serial"
+	$(PY) -m pytest -q -m serial
 
 # Re-pair each notebook with its .py source (the newer side wins) and store fresh outputs.
 notebooks: $(STAMP)
