@@ -220,7 +220,13 @@ new switch (9 classes, no hull: 0.9893 against 0.9893). Width, in the cells the 
 moves: × 1.0–1.5 under Gaussian noise at 7–9 classes (× 0.8–1.0 at 2 and 4, where the
 per-class sets are the narrower), × 1.7–1.9 under Laplace at 7. Balanced classes (at 0.99
 they covered 0.991–0.995) and a 5% class at 7 classes (0.9925–0.9929) are not rare by the
-share rule and keep their intervals. Measured at 0.99; applied at any level above 0.95."""
+share rule and keep their intervals. Measured at 0.99; applied at any level above 0.95 (a
+step: 0.9501 takes it whole; at 0.975 the cells past the new switch cover 0.980–0.981). Review
+s29c, left as stated: a class just under the share (3–3.5% at 7 classes) widens × 1.3–1.8
+Gaussian, × 2.8 Laplace, for no coverage change (0.990–0.992 either way); at 2 classes the
+level-0.99 shortfall is not a rare class's (a 12.5–20% class 0.9880–0.9888 at 10–14 s.e.,
+unchanged; a 1% class 0.9890 at 24 s.e.); at level 0.999, 0.9984–0.9988 past the switch (7
+classes, 24–32 s.e.), as before."""
 RARE_SHARE = 0.25
 """A class is rare for :data:`SWITCH_STRETCH_RARE` when its noisy count (the ratio's
 denominator) is below this share of the mean over classes: a 1% class at any class count,
