@@ -304,10 +304,11 @@ def write_new(path: str | os.PathLike[str], write: Callable[[BinaryIO], object],
     try:
         with f:
             write(f)
-    except BaseException as e:
+    except OSError as e:  # a full disk, a file-size limit: the caller's to fix
         _remove_if_same(p, made)
-        if isinstance(e, OSError):
-            raise InvalidInput(f"cannot write {what} {p}: {e.strerror or e}") from None
+        raise InvalidInput(f"cannot write {what} {p}: {e.strerror or e}") from None
+    except BaseException:
+        _remove_if_same(p, made)
         raise
     return p
 

@@ -53,8 +53,10 @@ from dpledger.types import (
     PrivacyUnit,
     Unit,
     cohort_size,
+    mechanism_kind,
     nonnegative_real,
     positive_real,
+    unit_of,
 )
 
 __all__ = [
@@ -124,10 +126,8 @@ class MechanismFacts:
         return 0.0 if self.k is None else math.ldexp(2.0, self.k)
 
     def __post_init__(self) -> None:
-        if self.mechanism not in ("laplace", "gaussian"):
-            raise InvalidInput(f"unknown mechanism {self.mechanism!r}")
-        if self.measure not in ("epsilon", "rho"):
-            raise InvalidInput(f"unknown measure {self.measure!r}")
+        mechanism_kind(self.mechanism)
+        unit_of(self.measure, "measure")
         if self.mechanism == "gaussian" and self.measure != "rho":
             raise InvalidInput("a Gaussian release is accounted in rho (zCDP)")
         for name in ("sensitivity", "scale"):
@@ -355,13 +355,9 @@ def _amount(
     not ε-DP at all, so its bar would look smaller than Laplace's "at the same ε".
     """
     amount: float | Fraction
-    if not isinstance(mechanism, str) or mechanism not in ("laplace", "gaussian"):
-        raise InvalidInput(f"mechanism must be 'laplace' or 'gaussian', got {shown(mechanism)}")
-    if measure is not None and (not isinstance(measure, str) or measure not in ("epsilon", "rho")):
-        raise InvalidInput(
-            f"measure must be 'epsilon' or 'rho' (or None: ε, or the Budget's own unit), got "
-            f"{shown(measure)}"
-        )
+    mechanism_kind(mechanism)
+    if measure is not None:  # None: ε, or the Budget's own unit
+        unit_of(measure, "measure")
     if isinstance(budget, Budget):
         if measure is not None and measure != budget.unit:
             raise InvalidInput(f"measure={measure!r} contradicts the budget's unit {budget.unit}")

@@ -34,8 +34,10 @@ __all__ = [
     "Unit",
     "cohort_size",
     "fraction_text",
+    "mechanism_kind",
     "nonnegative_real",
     "positive_real",
+    "unit_of",
 ]
 
 MAX_DIMENSION = 100_000
@@ -64,12 +66,6 @@ def cohort_size(value: object, what: str = "cohort") -> int:
     return n
 
 
-def _shown(value: object) -> str:
-    """``value``'s repr cut to 40 characters (:func:`~dpledger._shown.shown`: bounded, and
-    never failing on a deeply nested value or an integer too large to print)."""
-    return shown(value, 40)
-
-
 def positive_real(value: object, what: str) -> float:
     """``value`` as a finite double > 0: an int, float or Fraction (not a bool, complex,
     string, Decimal or array); else :class:`InvalidInput` naming ``what``."""
@@ -89,7 +85,7 @@ def _real(value: object, what: str, *, zero: bool) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise InvalidInput(
             f"{what} must be a real number{' >= 0' if zero else ''} (int, float or Fraction), "
-            f"got {type(value).__name__} {_shown(value)}"
+            f"got {type(value).__name__} {shown(value, 40)}"
         )
     try:
         x = float(value)
@@ -97,7 +93,7 @@ def _real(value: object, what: str, *, zero: bool) -> float:
         x = math.inf
     if not (math.isfinite(x) and (x >= 0 if zero else x > 0)):
         text = (
-            _shown(value)
+            shown(value, 40)
             if not isinstance(value, int) or abs(value) < 10**40
             else "an integer of more than 40 digits"
         )
@@ -145,6 +141,21 @@ LifetimeMethod = Literal["basic", "zcdp", "pld"]
 """Which composition gave a lifetime figure: exact pure sum, zCDP conversion, or PLD."""
 
 
+def unit_of(value: object, what: str = "a budget's unit") -> Unit:
+    """``value`` as a :data:`Unit` ("epsilon" or "rho"); else :class:`InvalidInput`."""
+    if isinstance(value, str) and value in ("epsilon", "rho"):
+        return value  # type: ignore[return-value]
+    raise InvalidInput(f"{what} must be 'epsilon' or 'rho', got {shown(value)}")
+
+
+def mechanism_kind(value: object, what: str = "mechanism") -> MechanismKind:
+    """``value`` as a :data:`MechanismKind` ("laplace" or "gaussian"); else
+    :class:`InvalidInput`."""
+    if isinstance(value, str) and value in ("laplace", "gaussian"):
+        return value  # type: ignore[return-value]
+    raise InvalidInput(f"{what} must be 'laplace' or 'gaussian', got {shown(value)}")
+
+
 def fraction_text(q: Fraction) -> str:
     """Exact text of a rational: ``"3"`` or ``"1/5"`` (what ledgers and JSON carry)."""
     return str(q.numerator) if q.denominator == 1 else f"{q.numerator}/{q.denominator}"
@@ -164,8 +175,7 @@ class Budget:
     unit: Unit
 
     def __post_init__(self) -> None:
-        if self.unit not in ("epsilon", "rho"):
-            raise InvalidInput(f"a budget's unit is 'epsilon' or 'rho', got {shown(self.unit)}")
+        unit_of(self.unit)
         if isinstance(self.amount, bool) or not isinstance(self.amount, Fraction | int):
             raise InvalidInput(f"a budget's amount is an exact Fraction, got {shown(self.amount)}")
         if self.amount < 0:

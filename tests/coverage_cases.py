@@ -270,10 +270,10 @@ def hard_regression_case(
     return _regression(regression_sums(r2, n, mean, sd), n, dist, releases, seed)
 
 
-def published_floor(k: int) -> float:
-    """The least coverage a true 0.95 gives among ``k`` published releases but with
-    probability 1e-4: 0.95 − 3.72·√(0.95·0.05/k) (the coverage tests' check)."""
-    return 0.95 - 3.72 * math.sqrt(0.95 * 0.05 / k)
+def published_floor(k: int, level: float = 0.95) -> float:
+    """The least coverage a true ``level`` gives among ``k`` published releases but with
+    probability 1e-4: level − 3.72·√(level·(1 − level)/k) (the coverage tests' check)."""
+    return level - 3.72 * math.sqrt(level * (1.0 - level) / k)
 
 
 def rare_last_class(c: int, accuracy: float) -> np.ndarray:

@@ -129,11 +129,6 @@ def test_a_count_below_zero_or_an_unreadable_switch_is_never_clear() -> None:
 LEVEL_99 = 0.99
 
 
-def _floor_99(k: int) -> float:
-    """0.99 − 3.72·√(0.99·0.01/k): a true 0.99 falls below it with probability 1e-4."""
-    return LEVEL_99 - 3.72 * float(np.sqrt(LEVEL_99 * (1.0 - LEVEL_99) / k))
-
-
 @pytest.mark.parametrize(
     ("classes", "accuracy", "se_above_zero", "seed"),
     [
@@ -160,7 +155,7 @@ def test_at_level_99_a_rare_class_near_the_switch_covers(
     hit = (batch.low[key] <= truth) & (truth <= batch.high[key])
     usable = batch.usable(key)
     assert usable.mean() >= 0.99
-    assert hit[usable].mean() >= _floor_99(int(usable.sum())), hit[usable].mean()
+    assert hit[usable].mean() >= published_floor(int(usable.sum()), LEVEL_99), hit[usable].mean()
 
 
 @pytest.mark.parametrize("level", [0.95, 0.99])
