@@ -47,6 +47,7 @@ from dpledger._shown import shown
 from dpledger.errors import InternalError, InvalidInput
 from dpledger.policy import Policy
 from dpledger.types import (
+    MAX_COHORT,
     BarKind,
     Budget,
     MechanismKind,
@@ -81,6 +82,7 @@ __all__ = [
     "float_up",
     "l1_sensitivity",
     "l2_sensitivity",
+    "least_cohort",
     "mechanism_facts",
     "noise_scale",
     "policy_sensitivity",
@@ -420,8 +422,33 @@ def cohort_floor(
 
     ``n`` counts clients, or records under a record-level policy (with its Δ).
     ``target`` is a finite real > 0 (int, float or Fraction); anything else, like a
-    non-real sensitivity or budget, is :class:`InvalidInput`.
+    non-real sensitivity or budget, is :class:`InvalidInput`, as is a target that needs
+    more than :data:`~dpledger.types.MAX_COHORT` clients (no release accepts that cohort).
     """
+    floor = least_cohort(
+        sensitivity, budget, target, bar, measure=measure, mechanism=mechanism, magnitude=magnitude
+    )
+    if floor > MAX_COHORT:  # audit s29, F12: a floor no release accepts is not a plan
+        raise InvalidInput(
+            f"no cohort a release accepts reaches the target error bar {shown(target)}: it "
+            f"needs n ≥ {floor:_}, above the largest cohort {MAX_COHORT:_}; raise the "
+            "target or the budget, or lower the sensitivity (other units)"
+        )
+    return floor
+
+
+def least_cohort(
+    sensitivity: float | Fraction,
+    budget: float | Fraction | Budget,
+    target: float,
+    bar: BarKind = "ci95",
+    *,
+    measure: Unit | None = None,
+    mechanism: MechanismKind = "laplace",
+    magnitude: float = 0.0,
+) -> int:
+    """:func:`cohort_floor` without its upper limit (up to 2**62): what a planner reports
+    as "needs n ≥ …" when even the whole budget cannot reach a target."""
     goal = positive_real(target, "target error bar")
     scale, rounding = _scale_and_rounding(sensitivity, budget, measure, mechanism, magnitude)
     return cohort_floor_for_scale(scale, goal, bar, mechanism, GRID_SLACK, rounding)

@@ -96,3 +96,80 @@ def test_a_damaged_index_the_chain_never_reads_fails_verification(
         capsys.readouterr()
         assert verify(bad) == 1, name
         assert "FAILED" in capsys.readouterr().out, name
+
+
+def _edited(db: Path, tmp_path: Path, *statements: str) -> Path:
+    """A copy of ``db`` edited with sqlite3 after dropping the append-only triggers."""
+    bad = tmp_path / "edited.db"
+    shutil.copy(db, bad)
+    conn = sqlite3.connect(bad)
+    with conn:
+        conn.execute("DROP TRIGGER IF EXISTS dpl_entries_no_update")
+        conn.execute("DROP TRIGGER IF EXISTS dpl_entries_no_delete")
+        for s in statements:
+            conn.execute(s)
+    conn.close()
+    return bad
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "UPDATE dpl_entries SET output = '{' WHERE seq = 1",
+        "UPDATE dpl_entries SET epoch = 'x' WHERE seq = 1",
+        f"UPDATE dpl_entries SET charge = '{'9' * 5000}' WHERE seq = 1",
+    ],
+)
+def test_an_unreadable_entry_is_named_with_what_to_do_not_a_python_exception(
+    db: Path, tmp_path: Path, edit: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Audit s29, F13: ``show`` said "entry 1 cannot be read: JSONDecodeError: …"."""
+    bad = _edited(db, tmp_path, edit)
+    capsys.readouterr()
+    assert verify(bad) == 1
+    assert main(["ledger", "show", "--policy", str(SPATIAL), "--ledger", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "entry 1 is damaged" in err
+    assert "restore the ledger from a backup" in err
+    assert "Error" not in err  # no Python exception name (JSONDecodeError, TypeError, …)
+    assert len(err) < 600
+
+
+@pytest.mark.parametrize("value", ["x'00ff'", "'x'", "'0'", "NULL"])
+def test_a_damaged_schema_version_fails_verification_not_asks_for_an_upgrade(
+    db: Path, tmp_path: Path, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Audit s29, F13: a schema version of bytes was "upgrade dpledger" (exit 2)."""
+    if value == "NULL":
+        bad = _edited(db, tmp_path, "DELETE FROM dpl_meta WHERE key = 'schema_version'")
+    else:
+        bad = _edited(
+            db, tmp_path, f"UPDATE dpl_meta SET value = {value} WHERE key = 'schema_version'"
+        )
+    capsys.readouterr()
+    assert verify(bad) == 1
+    out = capsys.readouterr().out
+    assert "FAILED" in out
+    assert "is not a version number" in out
+    assert "upgrade" not in out
+
+
+def test_a_newer_schema_version_still_asks_for_an_upgrade(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = _edited(db, tmp_path, "UPDATE dpl_meta SET value = '999' WHERE key = 'schema_version'")
+    capsys.readouterr()
+    assert verify(bad) == 2
+    assert "upgrade dpledger" in capsys.readouterr().err
+
+
+def test_a_dropped_table_is_damage_with_what_to_do(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Audit s29, F13: "no such table: dpl_spend" named no remedy and verify said nothing."""
+    bad = _edited(db, tmp_path, "DROP TABLE dpl_spend")
+    capsys.readouterr()
+    assert verify(bad) == 1
+    assert "damaged" in capsys.readouterr().out
+    assert main(["ledger", "show", "--policy", str(SPATIAL), "--ledger", str(bad)]) == 2
+    assert "restore it from a backup" in capsys.readouterr().err

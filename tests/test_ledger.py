@@ -237,7 +237,7 @@ def test_verify_reports_an_unreadable_row_instead_of_raising(tmp_path: Path) -> 
     with Ledger.open(tmp_path / "l.db", policy()) as b:
         report = b.verify()
     assert not report.ok
-    assert "entry 1 cannot be read" in " ".join(report.problems)
+    assert "entry 1 is damaged" in " ".join(report.problems)
 
 
 def test_an_anchored_head_catches_a_truncation_that_rewrote_head_and_spend(

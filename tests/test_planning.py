@@ -159,8 +159,13 @@ def test_the_package_shows_the_mechanisms_formulas_themselves() -> None:
 def test_cohort_floor_is_the_smallest_cohort_meeting_the_target(
     sensitivity: float, epsilon: float, target: float, bar: BarKind
 ) -> None:
-    n = cohort_floor(sensitivity, epsilon, target, bar)
+    n = mech.least_cohort(sensitivity, epsilon, target, bar)
     assert n >= 1
+    if n <= MAX_COHORT:  # the public floor: the same, or refused past the largest cohort
+        assert cohort_floor(sensitivity, epsilon, target, bar) == n
+    else:
+        with pytest.raises(InvalidInput, match="above the largest cohort"):
+            cohort_floor(sensitivity, epsilon, target, bar)
 
     def bar_at(k: int) -> float:  # error_bar's formula; error_bar takes cohorts up to 1e9 only
         if k <= MAX_COHORT:

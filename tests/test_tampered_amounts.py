@@ -119,7 +119,7 @@ def test_a_tampered_charge_fails_verification_and_reads_refuse(
     report = ledger.verify()
     assert not report.ok
     assert any(p.startswith("entry 1: unreadable") for p in report.problems)
-    with pytest.raises(LedgerCorrupted, match="entry 1 cannot be read"):
+    with pytest.raises(LedgerCorrupted, match="entry 1 is damaged"):
         ledger.lifetime(region="a")
 
 

@@ -152,7 +152,8 @@ def each_aggregate_check(
     checks = [Check("aggregate_shape", True, f"shape {arr.shape}")]
     bad = int(np.count_nonzero(~np.isfinite(arr)))
     if bad:
-        checks.append(Check("aggregate_finite", False, f"{bad} NaN/inf value(s); re-aggregate"))
+        said = f"{bad} value(s) not finite: NaN, ±inf or beyond a double (±1.8e308); re-aggregate"
+        checks.append(Check("aggregate_finite", False, said))
         return checks
     checks.append(Check("aggregate_finite", True, "all finite"))
     if spec.kind != "scalar_mean" and spec.is_nonnegative:

@@ -127,7 +127,11 @@ def row_to_entry(row: Sequence[Any]) -> Entry:
         return Entry(_int(seq), _text(created), draft, _text(prev), _text(h))
     except (ValueError, TypeError, ZeroDivisionError, AttributeError, RecursionError,
             InvalidInput) as e:  # fmt: skip
-        raise LedgerCorrupted(f"entry {seq!r} cannot be read: {type(e).__name__}: {e}") from e
+        said = str(e)[:200] or type(e).__name__
+        raise LedgerCorrupted(
+            f"entry {shown(seq)} is damaged: its stored fields cannot be read ({said}); run "
+            "`dpledger ledger verify` and restore the ledger from a backup"
+        ) from e
 
 
 _AMOUNT = re.compile(r"(0|[1-9][0-9]{0,4299})(?:/([1-9][0-9]{0,4299}))?")

@@ -18,7 +18,13 @@ def is_damage(e: BaseException | None) -> bool:
     """
     while e is not None and not isinstance(e, sqlite3.Error):
         e = e.__cause__
-    return e is not None and getattr(e, "sqlite_errorcode", 0) & 0xFF in _DAMAGED
+    if e is None:
+        return False
+    # a table or column of the schema the ledger was opened with is gone (audit s29, F13)
+    return getattr(e, "sqlite_errorcode", 0) & 0xFF in _DAMAGED or str(e).startswith(_MISSING)
+
+
+_MISSING = ("no such table: dpl_", "no such column: ")
 
 
 def is_access(e: sqlite3.Error) -> bool:

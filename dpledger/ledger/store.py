@@ -14,6 +14,7 @@ only for an approved release or an explicit ``init``.
 
 from __future__ import annotations
 
+import re
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -302,7 +303,14 @@ class SqlStore(ABC):
                 f"with `dpledger ledger migrate --ledger {self.location}` (one transaction; "
                 "every entry and its hash are kept, so recorded chain heads stay valid)"
             )
-        if meta.get("schema_version") not in READABLE_VERSIONS:
+        version = meta.get("schema_version")
+        if not (isinstance(version, str) and re.fullmatch(r"[1-9][0-9]{0,8}", version)):
+            # not a version number at all: damage, not a newer schema (audit s29, F13)
+            raise LedgerCorrupted(
+                f"{self.location} is damaged: its schema version {shown(version)} is not a "
+                "version number; run `dpledger ledger verify` and restore it from a backup"
+            )
+        if version not in READABLE_VERSIONS:
             raise LedgerSchemaUnsupported(
                 f"{self.location}: schema version {meta.get('schema_version')!r}, this "
                 f"dpledger reads {' and '.join(READABLE_VERSIONS)}: upgrade dpledger"

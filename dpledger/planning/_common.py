@@ -15,7 +15,7 @@ import numpy.typing as npt
 from dpledger import mechanisms as mech
 from dpledger._shown import shown
 from dpledger.errors import InvalidInput
-from dpledger.policy import ALL, Policy
+from dpledger.policy import ALL, MAX_ROUNDS, Policy
 from dpledger.types import cohort_size
 
 __all__ = [
@@ -111,6 +111,21 @@ def validated_cohorts(policy: Policy, cohorts: Mapping[str, int]) -> dict[str, i
 
 
 def validated_rounds(policy: Policy, rounds_per_epoch: int | None) -> int:
+    """The rounds per epoch to plan: the policy's, or ``rounds_per_epoch`` if a version of
+    the policy with that many rounds would load (audit s29, F12: a plan of rounds whose
+    per-release budget no policy may hold called its releases publishable)."""
     if rounds_per_epoch is None:
         return policy.rounds_per_epoch
-    return positive_int(rounds_per_epoch, "rounds_per_epoch")
+    rounds = positive_int(rounds_per_epoch, "rounds_per_epoch")
+    if rounds > MAX_ROUNDS:
+        raise InvalidInput(
+            f"rounds_per_epoch must be an integer from 1 to {MAX_ROUNDS:_} (a policy's "
+            f"limit), got {shown(rounds_per_epoch)}"
+        )
+    problems = policy.limit_problems(rounds) if rounds != policy.rounds_per_epoch else []
+    if problems:
+        raise InvalidInput(
+            f"a version of policy {policy.name} with rounds_per_epoch = {rounds} would not "
+            f"load, so these rounds cannot be planned: {'; '.join(problems)}"
+        )
+    return rounds

@@ -280,6 +280,14 @@ def plan(
         raise InvalidInput(f"epoch must be an integer ≥ 0, got {shown(epoch)}")
     cohort_of = validated_cohorts(policy, cohorts)
     rounds = validated_rounds(policy, rounds_per_epoch)
+    if ledger is not None and not all(
+        callable(getattr(ledger, f, None)) for f in ("spent", "metric_spent")
+    ):
+        raise InvalidInput(
+            f"ledger must be an open dpledger Ledger (anything with spent and metric_spent), "
+            f"got {type(ledger).__name__} {shown(ledger, 60)}: open one with "
+            "dl.Ledger.open(path, policy, mode='read')"
+        )
     warnings = _policy_warnings(policy, rounds)
     ledger_policy = getattr(ledger, "policy", None)
     if isinstance(ledger_policy, Policy) and ledger_policy.content_hash != policy.content_hash:
@@ -354,7 +362,7 @@ def _plan_region(
         floors[name] = floor = mech.cohort_floor_of(facts, spec.target, spec.bar, spec.magnitude)
         if n < floor:
             reasons[name] = f"cohort {n} < floor {floor}{_records_noun(policy)}"
-            best = mech.cohort_floor(  # if the metric had the whole allocation
+            best = mech.least_cohort(  # if the metric had the whole allocation
                 facts.sensitivity, budget, spec.target, spec.bar,
                 measure=facts.measure, mechanism=facts.mechanism, magnitude=spec.magnitude,
             )  # fmt: skip

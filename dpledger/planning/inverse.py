@@ -16,6 +16,7 @@ from fractions import Fraction
 
 from dpledger import mechanisms as mech
 from dpledger._search import least_integer
+from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.planning._common import (
     release_sensitivity_of,
@@ -154,11 +155,17 @@ def required_budget(
     policy = validated_policy(policy)
     cohort_of = validated_cohorts(policy, cohorts)
     rounds = validated_rounds(policy, rounds_per_epoch)
+    if targets is not None and not isinstance(targets, Mapping):
+        raise InvalidInput(
+            "targets must map metric names to target error bars, e.g. "
+            f"{{'clipped_mean_loss': 0.05}}; got {type(targets).__name__} {shown(targets, 60)}"
+        )
     goals = dict(targets or {})
-    unknown = sorted(set(goals) - set(policy.metrics))
+    unknown = [m for m in goals if not (isinstance(m, str) and m in policy.metrics)]
     if unknown:
         raise InvalidInput(
-            f"targets for unknown metric(s) {unknown}; the policy has {sorted(policy.metrics)}"
+            f"targets for unknown metric(s) {shown(unknown)}; the policy has "
+            f"{sorted(policy.metrics)}"
         )
     for name, spec in policy.metrics.items():
         if name not in goals and spec.target is not None:
@@ -231,6 +238,12 @@ def budget_for_scale(
             f"the budget of sensitivity {d!r} at noise scale {s!r} is beyond the range of a "
             "double (infinite): use a larger scale or a smaller sensitivity"
         ) from e
+    if loss < MIN_NORMAL:  # audit s29, F12: a budget no policy or release can hold
+        raise InvalidInput(
+            f"the budget of sensitivity {d!r} at noise scale {s!r} is below the smallest "
+            "normal double (2.2e-308), which no policy may hold or calibrate: use a "
+            "smaller scale or a larger sensitivity (other units)"
+        )
     return Budget(loss, measure)
 
 

@@ -30,6 +30,7 @@ from dpledger.policy.metric import Clip, MetricSpec
 from dpledger.policy.model import (
     EVAL_FRACTION_ADVISED,
     MAX_RECORDS_PER_PERSON,
+    MAX_ROUNDS,
     Policy,
     PolicyWarning,
     eval_fraction_note,
@@ -42,6 +43,7 @@ __all__ = [
     "EVAL_FRACTION_ADVISED",
     "MAX_POLICY_BYTES",
     "MAX_RECORDS_PER_PERSON",
+    "MAX_ROUNDS",
     "BudgetValue",
     "Clip",
     "ExactDecimal",

@@ -57,15 +57,15 @@ def _sensitivity_bound(policy: Policy, spec: MetricSpec) -> Fraction:
     return policy.records_per_unit * one
 
 
-def _name_budget(policy: Policy, name: str, budget: Fraction) -> str:
+def _name_budget(policy: Policy, name: str, budget: Fraction, rounds: int | None = None) -> str:
     sym = "ε" if policy.unit == "epsilon" else "ρ"
     spec = policy.metrics[name]
     if spec.weight is None:
         how = "as declared"
     else:
         how = (
-            f"eval_fraction × epoch_{policy.unit} / rounds_per_epoch {policy.rounds_per_epoch}, "
-            "by its weight's share"
+            f"eval_fraction × epoch_{policy.unit} / rounds_per_epoch "
+            f"{rounds or policy.rounds_per_epoch}, by its weight's share"
         )
     return f"metric {name!r}: its per-release {sym} is {_shown(budget)} ({how})"
 
@@ -83,18 +83,20 @@ def _remedy(policy: Policy, spec: MetricSpec) -> str:
     return f"raise epoch_{policy.unit}, eval_fraction or its weight, or lower rounds_per_epoch"
 
 
-def budget_limit_problems(policy: Policy) -> list[str]:
+def budget_limit_problems(policy: Policy, rounds: int | None = None) -> list[str]:
     """Why some metric of ``policy`` could never be calibrated or reach its target (empty: none).
 
+    ``rounds`` (default: the policy's ``rounds_per_epoch``) asks the same of a version of
+    the policy with that many rounds per epoch: what a planner planning other rounds needs.
     A weighted metric an over-committed policy leaves no budget (exactly 0) is not listed:
     that policy loads with a :class:`~dpledger.policy.PolicyWarning`, as documented.
     """
     out = []
     for name, spec in policy.metrics.items():
-        budget = policy.release_budget(name)
+        budget = policy.release_budget(name, rounds)
         if budget <= 0:
             continue
-        head = _name_budget(policy, name, budget)
+        head = _name_budget(policy, name, budget, rounds)
         if budget < MIN_NORMAL:
             out.append(
                 f"{head}, below the smallest normal double 2.2e-308, so no noise scale can "
@@ -115,12 +117,17 @@ def budget_limit_problems(policy: Policy) -> list[str]:
             )
             continue
         if spec.target is not None:
-            out.extend(_target_problems(policy, name, spec, budget, delta))
+            out.extend(_target_problems(policy, name, spec, budget, delta, rounds))
     return out
 
 
 def _target_problems(
-    policy: Policy, name: str, spec: MetricSpec, budget: Fraction, delta: Fraction
+    policy: Policy,
+    name: str,
+    spec: MetricSpec,
+    budget: Fraction,
+    delta: Fraction,
+    rounds: int | None,
 ) -> list[str]:
     """Why no cohort reaches ``spec.target``: the approval check's floor would raise."""
     target = float(spec.target or 0.0)
@@ -136,7 +143,8 @@ def _target_problems(
     ratio = (_BAR_FACTOR * scale * 1.000001 + 2.0**-38) / (target - rounding)
     if ratio > _MAX_FLOOR:
         return [
-            f"{_name_budget(policy, name, budget)}: no cohort reaches its target {target!r} "
+            f"{_name_budget(policy, name, budget, rounds)}: no cohort reaches its target "
+            f"{target!r} "
             f"(the cohort floor would exceed 2**62 clients): raise the target, or "
             f"{_remedy(policy, spec)}"
         ]

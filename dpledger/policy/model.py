@@ -10,6 +10,7 @@ metric's allocation, the noise mechanism.
 from __future__ import annotations
 
 import functools
+import numbers
 import os
 import warnings
 from collections.abc import Mapping
@@ -21,7 +22,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field, PlainSerializer, field_validator, model_validator
 
 from dpledger._shown import shown
-from dpledger.errors import DpLedgerError, PolicyError
+from dpledger.errors import DpLedgerError, InvalidInput, PolicyError
 from dpledger.policy.base import (
     MIN_NORMAL,
     NAME,
@@ -48,6 +49,7 @@ from dpledger.types import (
 __all__ = [
     "EVAL_FRACTION_ADVISED",
     "MAX_RECORDS_PER_PERSON",
+    "MAX_ROUNDS",
     "Policy",
     "PolicyWarning",
     "eval_fraction_note",
@@ -74,6 +76,24 @@ def eval_fraction_note(fraction: Fraction) -> str | None:
 
 MAX_RECORDS_PER_PERSON = 1_000_000
 """The largest ``max_records_per_person`` a policy may declare."""
+
+
+MAX_ROUNDS = 100_000
+"""The largest ``rounds_per_epoch`` a policy may declare (and a planner may plan)."""
+
+
+def _rounds(value: object) -> int:
+    """``value`` as a number of rounds per epoch: an integer (not a bool) in 1..MAX_ROUNDS."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Integral)
+        or not 1 <= int(value) <= MAX_ROUNDS
+    ):
+        raise InvalidInput(
+            f"rounds_per_epoch must be an integer from 1 to {MAX_ROUNDS:_} (a policy's "
+            f"limit), got {shown(value)}"
+        )
+    return int(value)
 
 
 class PolicyWarning(UserWarning):
@@ -121,7 +141,7 @@ class Policy(FrozenModel):
     epoch_rho: BudgetDecimal | None = None
     delta: float = Field(default=1e-6, gt=0, lt=1, strict=True)
     eval_fraction: Annotated[ExactDecimal, AfterValidator(_fraction_of_one)] = Fraction(1, 4)
-    rounds_per_epoch: int = Field(default=1, ge=1, le=100_000, strict=True)
+    rounds_per_epoch: int = Field(default=1, ge=1, le=MAX_ROUNDS, strict=True)
     allocation: Allocation = "per_metric"
     regions: Regions
     metrics: FrozenMetrics
@@ -351,11 +371,11 @@ class Policy(FrozenModel):
         absolute ones leave of ``eval_budget / rounds_per_epoch``, by weight. An
         over-committed policy gives weighted metrics no budget: :meth:`overcommitment`.
         """
+        rounds = self.rounds_per_epoch if rounds_per_epoch is None else _rounds(rounds_per_epoch)
         spec = self.metric(name)
         absolute = spec.epsilon if spec.epsilon is not None else spec.rho
         if absolute is not None:
             return absolute
-        rounds = rounds_per_epoch or self.rounds_per_epoch
         free = self.eval_budget / rounds - self.absolute_per_round()
         return max(free, Fraction(0)) * (spec.weight or Fraction(0)) / self._weight_total
 
@@ -402,10 +422,16 @@ class Policy(FrozenModel):
 
     def overcommitment(self, rounds_per_epoch: int | None = None) -> Fraction:
         """How far one round of every metric per region exceeds its share (0 if it fits)."""
-        rounds = rounds_per_epoch or self.rounds_per_epoch
+        rounds = self.rounds_per_epoch if rounds_per_epoch is None else _rounds(rounds_per_epoch)
         per_round = self.eval_budget / rounds
         used = sum((self.release_budget(m, rounds) for m in self.metrics), Fraction(0))
         return max(used - per_round, Fraction(0))
+
+    def limit_problems(self, rounds_per_epoch: int) -> list[str]:
+        """Why a version of this policy with ``rounds_per_epoch`` would not load (empty: it
+        would): a per-release budget below the doubles' range, an error bar beyond it, a
+        target no cohort reaches. What a planner planning other rounds must refuse."""
+        return budget_limit_problems(self, _rounds(rounds_per_epoch))
 
     def no_budget_reason(self, rounds_per_epoch: int | None = None) -> str:
         """Why a weighted metric gets no budget: over-committed by how much, or exactly used."""
