@@ -17,6 +17,7 @@ import pytest
 import dpledger as dl
 from dpledger import DpLedgerError, InvalidInput, Policy
 from dpledger._shown import shown
+from dpledger.approval import evaluate
 from dpledger.cli.main import main
 from dpledger.sim.demo import DEFAULT_POLICY, MAX_DEMO_CLIENTS
 
@@ -149,3 +150,14 @@ def test_a_demo_of_a_huge_integer_is_typed() -> None:
 
     with pytest.raises(InvalidInput, match="more than the demo simulates"):
         run_demo(n_clients=10**5000, progress=None)
+
+
+@pytest.mark.parametrize("huge", [10**400, -(10**5000)], ids=["1e400", "-1e5000"])
+def test_an_aggregate_beyond_a_double_is_not_called_nan(huge: int) -> None:
+    """Audit s29, F8: a finite integer beyond 1.8e308 was refused as "NaN/inf"."""
+    pol = Policy.load(DEFAULT_POLICY)
+    request = dl.ReleaseRequest(epoch=0, metric="clipped_mean_loss", region="eu-west", cohort=2400)
+    verdict = evaluate(pol, request, huge, None).verdict
+    assert not verdict.approved
+    said = " ".join(c.reason for c in verdict.checks if not c.passed)
+    assert "beyond a double" in said
