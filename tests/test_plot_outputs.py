@@ -183,3 +183,30 @@ def test_a_failed_write_is_typed_and_removes_only_the_file_it_created(tmp_path: 
     with pytest.raises(InvalidInput):
         write_new(tmp_path / "d.png", swap, "--plot")
     assert (tmp_path / "d.png").read_bytes() == b"theirs"  # not ours: left alone
+
+
+def test_demo_refuses_a_ledger_named_as_one_of_its_charts_before_the_epoch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Review s29b: ``--ledger plots/ratio_by_region.png --plots plots`` committed the epoch,
+    then met its own ledger as a taken chart name (exit 2 after the spend, no report)."""
+    plots = tmp_path / "plots"
+    plots.mkdir()
+    db = plots / PLOT_NAMES[0]
+    args = ["demo", "--clients", CLIENTS, "--ledger", str(db), "--plots", str(plots), "--quiet"]
+    assert main(args) == 2
+    assert "is the chart" in capsys.readouterr().err
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal"])
+def test_calibrate_refuses_a_chart_named_like_a_ledgers_sqlite_file(
+    suffix: str, held_out: Path, a_ledger: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Review s29b: ``--plot X-wal`` beside a ledger X was written; X then refused to open."""
+    target = a_ledger.with_name(a_ledger.name + suffix)
+    assert _calibrate(held_out, target) == 2
+    assert "SQLite keeps beside" in capsys.readouterr().err
+    assert not target.exists()
+    with Ledger.open(a_ledger, Policy.load(DEFAULT_POLICY), mode="read") as ledger:
+        assert ledger.entries() == []

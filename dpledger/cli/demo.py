@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 from dpledger.cli.argtypes import ascii_int
 from dpledger.cli.main import EXIT_OK, EXIT_REFUSED, at_args, committed_but_undelivered
 from dpledger.cli.output import Undelivered, json_text, say, write_out
+from dpledger.errors import InvalidInput
 from dpledger.sim.demo import DEFAULT_POLICY, DemoResult, run_demo
 from dpledger.sim.plots import check_plot_targets, write_plots
 from dpledger.sim.report import as_json, text_report
@@ -22,7 +24,14 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         from dpledger.planning.clip import require_pyplot  # and so do taken chart names
 
         require_pyplot()
-        check_plot_targets(Path(args.plots), replace=args.fresh)
+        charts = check_plot_targets(Path(args.plots), replace=args.fresh)
+        ledger = os.path.realpath(args.ledger)
+        for chart in charts:  # the demo would create its ledger there, then meet it as taken
+            if os.path.realpath(chart) == ledger:
+                raise InvalidInput(
+                    f"--ledger {args.ledger} is the chart {chart} that --plots writes: "
+                    "choose another ledger path or --plots directory"
+                )
     result = run_demo(
         n_clients=args.clients,
         seed=args.seed,

@@ -254,13 +254,19 @@ def write_plots(result: DemoResult, directory: Path, *, replace: bool = False) -
     plt = require_pyplot()
     paths = check_plot_targets(directory, replace=replace)
     directory.mkdir(parents=True, exist_ok=True)
-    for p in paths:
-        if replace and _is_png(p):
-            p.unlink()  # checked again here: a regular PNG file, the demo's own chart
     rels = {(r.request.region, r.request.metric): r for r in result.releases}
-    ratio, hist, gap = paths
-    return [
-        _ratio_chart(plt, result, rels, ratio),
-        _histogram_chart(plt, result, rels, hist),
-        _calibration_chart(plt, result, rels, gap),
-    ]
+    charts = (_ratio_chart, _histogram_chart, _calibration_chart)
+    out = []
+    for chart, p in zip(charts, paths, strict=True):
+        if not (replace and _is_png(p)):
+            out.append(chart(plt, result, rels, p))
+            continue
+        # the new chart is written first, then takes the old one's name: a failed write
+        # leaves the earlier run's chart in place (review s29b)
+        new = chart(plt, result, rels, p.with_name(f".{p.name}.{os.getpid()}.new"))
+        if not _is_png(p):  # checked again here: a regular PNG file, the demo's own chart
+            new.unlink()
+            raise InvalidInput(f"--plots: {p} changed while the demo ran; it was not replaced")
+        os.replace(new, p)
+        out.append(p)
+    return out
