@@ -40,12 +40,12 @@ _REPR.maxstring = _REPR.maxother = _REPR.maxlong = 80
 
 
 def shown(value: object, width: int = 60) -> str:
-    """``value``'s repr, nested at most 3 deep and cut to ``width`` characters; a value
-    whose repr fails, by its type."""
+    """``value``'s repr, nested at most 3 deep and cut to ``width`` characters (ending in
+    "…" where it was cut); a value whose repr fails, by its type."""
     try:
         text = _REPR.repr(value)
     except (RecursionError, ValueError, TypeError, MemoryError):
         return f"a {type(value).__name__} that cannot be printed"
     except Exception:
         return f"a {type(value).__name__} whose repr fails"
-    return text[:width]
+    return text if len(text) <= width else text[: max(width - 1, 1)] + "…"  # cut, and says so

@@ -66,6 +66,9 @@ def test_shown_is_bounded_and_never_fails() -> None:
     assert shown(_deep()).startswith("[[[")
     assert len(shown(list(range(10_000)))) <= 60
     assert shown("abc") == "'abc'"
+    assert shown("x" * 500, 20).endswith("…")  # a cut says so (review s29b)
+    assert len(shown("x" * 500, 20)) == 20
+    assert shown("x" * 10, 20) == repr("x" * 10)
 
     class Bad:
         def __repr__(self) -> str:
