@@ -164,3 +164,25 @@ def test_an_aggregate_beyond_a_double_is_not_called_nan(huge: int) -> None:
     assert not verdict.approved
     said = " ".join(c.reason for c in verdict.checks if not c.passed)
     assert "beyond a double" in said
+
+
+def test_a_demo_that_runs_out_of_memory_is_exit_2_before_any_ledger(tmp_path: Path) -> None:
+    """Review s29b: the demo's largest fleet needs ~8 GB; on a smaller machine the
+    MemoryError was exit 3 ("internal error"). Now exit 2, nothing created."""
+    import resource
+    import subprocess
+    import sys
+
+    def limit() -> None:  # 1.5 GB of address space: enough to start, not for 1e6 clients
+        resource.setrlimit(resource.RLIMIT_AS, (1_500_000_000, 1_500_000_000))
+
+    db = tmp_path / "demo.db"
+    run = subprocess.run(
+        [sys.executable, "-m", "dpledger.cli", "demo", "--ledger", str(db), "--quiet",
+         "--clients", "1000000"],
+        preexec_fn=limit, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 2, run.stderr
+    assert "not enough memory" in run.stderr
+    assert "Traceback" not in run.stderr
+    assert not db.exists()

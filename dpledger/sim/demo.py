@@ -443,14 +443,20 @@ def run_demo(
     claim_ledger(path, fresh=fresh)
     bar = Progress(4 + len(policy.metrics), progress)
     try:
-        fleet = make_fleet(n_clients=n_clients, seed=seed, regions=policy.regions.names)
-        bar.step(f"fleet: {fleet.n_clients:,} clients, {fleet.n_samples:,} samples")
-        contributions = _contributions(fleet, policy)
-        bar.step("client contributions (clipped, capped)")
-        sums = {
-            name: _region_sums(fleet, rows, contribution_grid(policy.metrics[name]))
-            for name, rows in contributions.items()
-        }
+        try:  # before the ledger is opened: nothing is spent if memory runs out
+            fleet = make_fleet(n_clients=n_clients, seed=seed, regions=policy.regions.names)
+            bar.step(f"fleet: {fleet.n_clients:,} clients, {fleet.n_samples:,} samples")
+            contributions = _contributions(fleet, policy)
+            bar.step("client contributions (clipped, capped)")
+            sums = {
+                name: _region_sums(fleet, rows, contribution_grid(policy.metrics[name]))
+                for name, rows in contributions.items()
+            }
+        except MemoryError:
+            raise InvalidInput(
+                f"not enough memory to simulate {n_clients:,} clients (~4 KB each, held in "
+                "memory): use fewer --clients; nothing was released"
+            ) from None
         cohorts = {r: len(fleet.client_range(r)) for r in fleet.regions}
         bar.step("per-region exact sums (secure-aggregation stand-in)")
         with Ledger.open(path, policy, mode="create", labels=demo_labels(path)) as ledger:
