@@ -9,6 +9,7 @@ raised AttributeError/TypeError.
 
 from __future__ import annotations
 
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ import pytest
 import dpledger as dl
 from dpledger import InvalidInput, Policy
 from dpledger.cli.main import main
+from dpledger.planning.units import compare_units
 from dpledger.policy import MAX_ROUNDS
 from dpledger.types import MAX_COHORT
 
@@ -113,6 +115,8 @@ def test_plan_still_names_a_floor_beyond_the_largest_cohort() -> None:
         (lambda p: p.overcommitment("x"), "rounds_per_epoch must be"),
         (lambda p: p.overcommitment(np.array([])), "rounds_per_epoch must be"),
         (lambda p: p.release_budget("coverage", 0), "rounds_per_epoch must be"),
+        (lambda p: compare_units(p, np.array([])), "silos must map"),
+        (lambda p: dl.Budget(Fraction(1, 2), np.array([])), "unit must be"),
     ],
 )
 def test_planning_arguments_of_the_wrong_type_are_typed(call: object, match: str) -> None:

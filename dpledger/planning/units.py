@@ -96,18 +96,18 @@ def compare_units(policy: Policy, silos: Mapping[str, int]) -> tuple[UnitCompari
     ``silos`` maps each silo to its record count (after the person bound). Metrics the
     policy gives no budget are left out.
     """
+    policy = validated_policy(policy)
+    if not isinstance(silos, Mapping):  # before its truth value: an array has none (F6)
+        raise InvalidInput(f"silos must map each silo to its record count, got {shown(silos, 60)}")
     if not silos:
         raise InvalidInput("give each silo's record count, e.g. {'hospital-01': 180, ...}")
-    policy = validated_policy(policy)
-    if not isinstance(silos, Mapping):
-        raise InvalidInput(f"silos must map each silo to its record count, got {shown(silos, 60)}")
     counts = {name: cohort_size(n, f"record count of silo {name!r}") for name, n in silos.items()}
     records, largest = sum(counts.values()), max(counts.values())
     twin = client_twin(policy, largest)  # refuses a policy that is not record-level
     unknown = [name for name in silos if not policy.regions.admits(name)]
     if unknown:
         raise InvalidInput(
-            f"unknown silo {unknown[0]!r}: each silo is a region of policy {policy.name}, "
+            f"unknown silo {shown(unknown[0])}: each silo is a region of policy {policy.name}, "
             + (
                 "whose open region names are 1-64 letters, digits, '.', '_' or '-' "
                 "(first a letter or digit)"
