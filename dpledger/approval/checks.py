@@ -57,7 +57,11 @@ def request_checks(
             pv is None or pv == policy.version,
             "ok"
             if pv in (None, policy.version)
-            else f"client used {pv}, ledger has {policy.version}",
+            # the policy here is the one given (--policy, Ledger.open), not one the ledger
+            # recorded: say which version is which (audit s29, F10)
+            else f"the request names policy version {pv}, but the policy given (--policy, "
+            f"or Ledger.open's) is {policy.name} version {policy.version}: send the request "
+            f"under {policy.version}, or give the policy file of version {pv}",
         )
     )
     if spec.edges_version is None and edges_version is not None:

@@ -288,6 +288,13 @@ def _cmd_lifetime(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _delta_text(delta: float) -> str:
+    """δ as short as it reads exactly: ``1e-06``, and ``0.9999999``, not ``1`` (``:g``
+    rounds to 6 digits; audit s29, F10)."""
+    short = f"{delta:g}"
+    return short if float(short) == delta else repr(float(delta))
+
+
 def _lifetime_text(life: Lifetime, delta: float) -> str:
     if life.epsilon_pld is not None:
         pld = f"{life.epsilon_pld:.6g}"
@@ -296,16 +303,21 @@ def _lifetime_text(life: Lifetime, delta: float) -> str:
     else:
         pld = "not installed (pip install 'dpledger[pld]')"
     who = "a client" if life.privacy_unit == "client" else "one person's records"
-    head = f"lifetime loss of {who} of region {life.region} over {life.releases} releases"
+    # '*' names the global region; here it means the worst region (audit s29, F10)
+    where = (
+        "in the worst region of each epoch" if life.region == ALL else f"of region {life.region}"
+    )
+    head = f"lifetime loss of {who} {where} over {life.releases} releases"
+    d = _delta_text(delta)
     if life.method == "basic":
         headline = f"  ε = {life.total.text} (pure DP, exact; δ = 0)"
     else:
         headline = (
-            f"  ρ = {life.total.text} (zCDP, exact) → ε = {life.epsilon:.6g} at δ = {delta:g} "
+            f"  ρ = {life.total.text} (zCDP, exact) → ε = {life.epsilon:.6g} at δ = {d} "
             f"({life.method})"
         )
     text = (
-        f"{head}\n{headline}\n  (ε, δ = {delta:g}) views: zCDP conversion ε = "
+        f"{head}\n{headline}\n  (ε, δ = {d}) views: zCDP conversion ε = "
         f"{life.epsilon_zcdp:.6g}; PLD ε = {pld}"
     )
     if life.unbounded:

@@ -59,6 +59,10 @@ EXIT_UNDELIVERED = EXIT_REFUSED
 """Committed (or done) but the result could not be written: the same code as a refusal."""
 MAX_AGGREGATE_VALUES = 100_000
 """An aggregate file may hold at most this many numbers (a policy's largest dimension)."""
+_TOO_MANY = (
+    f"more than the {MAX_AGGREGATE_VALUES:,} an aggregate may hold (no metric of a policy "
+    "has more): pass one metric's aggregate, its value or its vector of bins or cells"
+)
 _MAX_JSON_BYTES = 8 << 20  # 8 MiB: 100,000 numbers in JSON (or .npy) fit several times over
 
 
@@ -132,8 +136,19 @@ def _read_file(path: str, what: str, limit: int) -> bytes:
     )
 
 
+_NPY_MAGIC = b"\x93NUMPY"
+"""The bytes every ``.npy`` file starts with (numpy's format)."""
+
+
 def _read_json(path: str, what: str, *, numbers: bool = False) -> Any:
     data = _read_file(path, what, _MAX_JSON_BYTES)
+    if data.startswith(_NPY_MAGIC):  # else "not valid JSON (… can't decode byte 0x93 …)"
+        do = (
+            "name it with the .npy suffix (lower case) to read it as one"
+            if what == "aggregate"
+            else f"a {what} is a JSON file"
+        )
+        raise InvalidInput(f"cannot read {what} {path}: this is an .npy file, not JSON: {do}")
     try:
         return strict_json(data.decode("utf-8"), numbers=numbers)
     except (ValueError, UnicodeDecodeError) as e:
@@ -154,7 +169,7 @@ def _load_npy(data: bytes) -> npt.NDArray[Any]:
         raise ValueError(f"unsupported .npy version {version}")
     size = int(np.prod(shape, dtype=object)) if shape else 1
     if size > MAX_AGGREGATE_VALUES:
-        raise ValueError(f"claims {size} values, more than {MAX_AGGREGATE_VALUES}")
+        raise ValueError(f"claims {size:,} values, {_TOO_MANY}")
     if dtype.hasobject:
         raise ValueError("holds Python objects; save a numeric array")
     if len(data) < f.tell() + size * dtype.itemsize:
@@ -184,7 +199,7 @@ def load_aggregate(path: str) -> Any:
     except (ValueError, TypeError) as e:
         raise InvalidInput(f"cannot read aggregate {path}: not an array of numbers ({e})") from None
     if arr.size > MAX_AGGREGATE_VALUES:
-        raise InvalidInput(f"aggregate {path} holds {arr.size} values, more than allowed")
+        raise InvalidInput(f"aggregate {path} holds {arr.size:,} values, {_TOO_MANY}")
     return data
 
 

@@ -44,9 +44,16 @@ def parse_cohort(text: str, flag: str = "--cohort", form: str = "REGION=N") -> t
 
 def parse_percentiles(text: str) -> tuple[float, ...]:
     """``"50,90,99"`` → ``(50.0, 90.0, 99.0)``, each an :func:`ascii_float` (so ``1e400``
-    is refused as typed, not as ``inf``); range checks happen in calibration."""
+    is refused as typed, not as ``inf``); range checks happen in calibration. An empty
+    item (``50,,90``, a trailing comma) is refused, not skipped (audit s29, F10)."""
+    items = [p.strip() for p in text.split(",")]
+    if "" in items:
+        raise InvalidInput(
+            f"--percentiles {text[:80]!r}: item {items.index('') + 1} of {len(items)} is empty; "
+            "expected numbers separated by single commas, like 50,90,95,99,100"
+        )
     try:
-        return tuple(ascii_float(p.strip()) for p in text.split(",") if p.strip())
+        return tuple(ascii_float(p) for p in items)
     except argparse.ArgumentTypeError as e:
         raise InvalidInput(
             f"--percentiles {text[:80]!r}: {e}; expected numbers like 50,90,95,99,100"

@@ -69,6 +69,11 @@ def open_store(target: str | Path | None, mode: Mode) -> SqlStore:
     fspath = os.fspath(target)
     if not isinstance(fspath, str):  # a PathLike of bytes
         raise InvalidInput(f"a ledger path must be text, got {shown(fspath, 60)}")
+    if fspath == "":  # else opened as the current directory: "  is a directory" (audit s29, F10)
+        raise InvalidInput(
+            "the ledger path is empty: pass a SQLite file path or a postgresql:// URL "
+            "(or set DPLEDGER_URL to one)"
+        )
     text = check_path_text(fspath, "ledger path or URL")
     if text.startswith(("postgresql://", "postgres://")):
         from dpledger.ledger.postgres import PostgresStore  # optional extra
@@ -437,8 +442,13 @@ class Ledger:
         None for all); ``region``/``metric``: exact names (text).
         """
         for name, value in (("after", after), ("limit", limit)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            # any integer type (numpy's too, as spent() and the planners take), not a bool
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, numbers.Integral)
+            ):
                 raise InvalidInput(f"{name} must be an integer, got {shown(value)}")
+        after = int(after)
+        limit = None if limit is None else int(limit)
         if not 0 <= after <= MAX_EPOCH:
             raise InvalidInput(f"after must be a seq in [0, 2**63 - 1], got {shown(after)}")
         if limit is not None and not 1 <= limit <= MAX_EPOCH:

@@ -215,8 +215,25 @@ def _positive(q: Fraction) -> Fraction:
     return q
 
 
-PositiveDecimal = Annotated[ExactDecimal, AfterValidator(_positive)]
-"""Exact and > 0 (checked per field, so every bad one is listed)."""
+def _not_underflowed(v: object) -> object:
+    """``v``, unless it is the float 0.0, which is what TOML (or Python) reads a float
+    literal below the smallest double as: ``1e-400`` arrives as 0.0, and "must be > 0"
+    alone would not say why (audit s29, F10)."""
+    if isinstance(v, float) and v == 0.0:
+        raise ValueError(
+            "must be > 0; if it was written as a float below 2.2e-308 (such as 1e-400), it "
+            "underflowed to 0.0 when read, and a nonzero policy number must be at least the "
+            'smallest normal double 2.2e-308: use a larger value (as a string, e.g. "1e-3", '
+            "it is read exactly)"
+        )
+    return v
+
+
+PositiveDecimal = Annotated[
+    ExactDecimal, AfterValidator(_positive), BeforeValidator(_not_underflowed)
+]
+"""Exact and > 0 (checked per field, so every bad one is listed); a float 0.0 is refused
+with a word on underflow (:func:`_not_underflowed`, run before the conversion)."""
 
 BudgetDecimal = Annotated[PositiveDecimal, AfterValidator(_budget_range)]
 """A budget (ε, ρ) or weight: exact, > 0, a normal double, at most :data:`MAX_BUDGET`."""

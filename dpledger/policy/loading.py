@@ -19,10 +19,19 @@ MAX_POLICY_BYTES = 1 << 20
 """A policy file larger than this (1 MiB) is refused before it is parsed."""
 
 
+_BOM = "\ufeff"
+"""A UTF-8 byte order mark, which Windows editors write at a file's start. TOML does not
+allow it, but it carries no content: it is dropped (the content hash is of the parsed
+policy, so a policy's hash is the same with or without it)."""
+
+
 def parse_toml(text: str, *, source: str) -> dict[str, Any]:
-    """The table a policy's TOML text holds; raise :class:`PolicyError` naming ``source``."""
+    """The table a policy's TOML text holds; raise :class:`PolicyError` naming ``source``.
+
+    A leading byte order mark (:data:`_BOM`) is dropped before parsing (audit s29, F10).
+    """
     try:
-        return tomllib.loads(text)
+        return tomllib.loads(text.removeprefix(_BOM))
     except tomllib.TOMLDecodeError as e:
         raise PolicyError(f"not valid TOML: {e}", source=source) from e
     except RecursionError:
