@@ -271,10 +271,11 @@ def linear_ratio_batch(
     """
     bounds = real_pair(bounds, "bounds", finite=False)  # by type: no text, None, NaN
     x = as_finite(as_real(released, "released").reshape(-1), "released")
-    if x.size == 0 or x.size % std.shape[0]:
+    d = std.shape[0]
+    if d == 0 or x.size == 0 or x.size % d:
         raise InvalidInput(
-            f"released must hold {std.shape[0]} coordinates per release (one per weight of "
-            f"num and den), got {x.size}"
+            f"released must hold {d} coordinates per release (one per weight of num and "
+            f"den), got {x.size}"
         )
     x = x.reshape(-1, std.shape[0])
     r = x.shape[0]

@@ -38,6 +38,7 @@ __all__ = [
     "finite_real",
     "l1_cap_rows",
     "read_real",
+    "real_limit",
     "real_pair",
     "segments_for",
 ]
@@ -169,6 +170,24 @@ def finite_real(value: object, name: str) -> float:
     x = _double(value)
     if not math.isfinite(x):
         raise InvalidInput(f"{name} must be finite, got {_number_text(value)}")
+    return x
+
+
+def real_limit(value: object, name: str) -> float:
+    """``value`` as a public limit (an upper bound on a denominator, a count threshold):
+    one real number by type (int, float, Fraction, a numpy number, or an array holding
+    one), ±inf allowed, never NaN; else :class:`InvalidInput` naming ``name``. An integer
+    past a double is ±inf, the double nearest it (the limit is no tighter than inf)."""
+    if isinstance(value, np.ndarray) and value.size == 1 and value.dtype.kind in "fiu":
+        value = value.reshape(-1)[0]
+    if not (_real_scalar(value) or _fraction(value)):
+        raise InvalidInput(
+            f"{name} must be one real number (inf for none), got {type(value).__name__} "
+            f"{shown(value, 40)}"
+        )
+    x = _double(value)
+    if math.isnan(x):
+        raise InvalidInput(f"{name} must be a number, not NaN (inf for no limit)")
     return x
 
 

@@ -268,7 +268,7 @@ def classification_metrics(
     ``labels="all"`` is the stable, data-independent choice. A 1-D input of length
     C² is read as :func:`flatten_confusion` output.
     """
-    if labels not in ("present", "all"):
+    if not isinstance(labels, str) or labels not in ("present", "all"):
         raise InvalidInput(f"labels must be 'present' or 'all', got {shown(labels)}")
     m = as_real(confusion, "confusion")
     if m.ndim == 1:
