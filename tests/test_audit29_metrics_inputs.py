@@ -18,6 +18,7 @@ import pytest
 
 import dpledger.metrics as m
 from dpledger import InvalidInput
+from dpledger.metrics import spatial
 from dpledger.metrics.flam_regression import check_range
 
 HUGE = 10**400  # an int beyond a double: float() raises OverflowError
@@ -33,6 +34,21 @@ _POOLED_KW: dict[str, Any] = {"error_bound": 10.0, "max_samples": 100.0, "cap": 
 _MEAN = (10.0, 1.0, 20.0, 1.0)
 _MEAN_KW: dict[str, Any] = {"bounds": (0.0, 1.0), "max_count": 100.0}
 _RATIO = ([10.0, 20.0], 1.0, [1.0, 0.0], [0.0, 1.0])
+
+
+def _deep() -> list[object]:
+    deep: list[object] = [[1.0, 2.0], [3.0, 4.0]]
+    for _ in range(100_000):
+        deep = [deep]
+    return deep
+
+
+def _pooled() -> m.VectorSumCodec:
+    return m.pooled_ratio_codec(**_POOLED_KW)
+
+
+def _ratio_kw(**kw: object) -> Callable[[], object]:
+    return lambda: m.ratio_interval(*_RATIO, bounds=(0.0, 10.0), **kw)  # type: ignore[arg-type]
 
 
 def _mean(i: int, value: object) -> Callable[[], object]:
@@ -220,6 +236,16 @@ CASES: list[tuple[str, Callable[[], object], str]] = [
         lambda: m.classification_metrics(np.array(["a", "b"])),
         "confusion",
     ),
+    (
+        "classification_metrics labels array",
+        lambda: m.classification_metrics(CONF, labels=np.array([])),  # type: ignore[arg-type]
+        "labels",
+    ),
+    (
+        "classification_metrics deep list",
+        lambda: m.classification_metrics(_deep()),  # type: ignore[arg-type]
+        "confusion",
+    ),
     ("classification_metrics object", lambda: m.classification_metrics(object()), "confusion"),  # type: ignore[arg-type]
     (
         "regression_intervals released text",
@@ -333,6 +359,88 @@ CASES: list[tuple[str, Callable[[], object], str]] = [
     ("codec.decoded_scale object", lambda: _codec().decoded_scale(object()), "scale"),  # type: ignore[arg-type]
     ("codec.decoded_scale wrong length", lambda: _codec().decoded_scale([1.0, 2.0]), "scale"),
     ("check_range huge", lambda: check_range((0, HUGE)), "y_bounds"),
+    # the same class, beside the audit's cases: limits, names, functions, counts
+    (
+        "pooled_ratio_interval codec None",
+        lambda: spatial.pooled_ratio_interval([1.0, 1.0, 1.0], None, 1.0, clip=5.0),  # type: ignore[arg-type]
+        "codec",
+    ),
+    (
+        "pooled_ratio_interval max_along text",
+        lambda: spatial.pooled_ratio_interval(
+            [1.0, 1.0, 1.0],
+            _pooled(),
+            1.0,
+            clip=5.0,
+            max_along="x",  # type: ignore[arg-type]
+        ),
+        "denominator_max",
+    ),
+    ("ratio_interval denominator_max None", _ratio_kw(denominator_max=None), "denominator_max"),
+    ("ratio_interval denominator_max text", _ratio_kw(denominator_max="x"), "denominator_max"),
+    ("ratio_interval denominator_max empty", _ratio_kw(denominator_max=[]), "denominator_max"),
+    ("ratio_interval denominator_max nan", _ratio_kw(denominator_max=float("nan")), "NaN"),
+    ("ratio_interval denominator_name list", _ratio_kw(denominator_name=[]), "denominator_name"),
+    (
+        "classification_intervals max_total None",
+        lambda: m.classification_intervals(CONF, 2.0, max_total=None),  # type: ignore[arg-type]
+        "max_total",
+    ),
+    (
+        "classification_intervals max_total text",
+        lambda: m.classification_intervals(CONF, 2.0, max_total="x"),  # type: ignore[arg-type]
+        "max_total",
+    ),
+    (
+        "regression_intervals cohort None",
+        lambda: m.regression_intervals(np.ones(5), _codec(), 1.0, cohort=None),  # type: ignore[arg-type]
+        "cohort",
+    ),
+    (
+        "regression_intervals cohort text array",
+        lambda: m.regression_intervals(np.ones(5), _codec(), 1.0, cohort=np.array(["a"])),  # type: ignore[arg-type]
+        "cohort",
+    ),
+    (
+        "derived_interval f None",
+        lambda: m.derived_interval(None, [1.0, 2.0], 1.0),  # type: ignore[arg-type]
+        "f and denominator",
+    ),
+    (
+        "derived_interval released empty",
+        lambda: m.derived_interval(lambda z: float(z[0]), [], 1.0),
+        "released",
+    ),
+    (
+        "derived_interval bounds None",
+        lambda: m.derived_interval(lambda z: float(z[0]), [1.0], 1.0, bounds=None),  # type: ignore[arg-type]
+        "bounds",
+    ),
+    (
+        "derived_interval bounds text",
+        lambda: m.derived_interval(lambda z: float(z[0]), [1.0], 1.0, bounds="x"),  # type: ignore[arg-type]
+        "bounds",
+    ),
+    (
+        "mean_calibration_gaps min_count text",
+        lambda: m.mean_calibration_gaps(np.ones(10), min_count="x"),  # type: ignore[arg-type]
+        "min_count",
+    ),
+    (
+        "mean_calibration_gaps min_count empty",
+        lambda: m.mean_calibration_gaps(np.ones(10), min_count=[]),  # type: ignore[arg-type]
+        "min_count",
+    ),
+    (
+        "calibration_gap buckets huge",
+        lambda: m.calibration_gap([0.1, 0.9], [0, 1], cap=20.0, buckets=HUGE),
+        "buckets",
+    ),
+    (
+        "calibration_gap buckets 2**63",
+        lambda: m.calibration_gap([0.1, 0.9], [0, 1], cap=20.0, buckets=2**63),
+        "buckets",
+    ),
 ]
 
 
