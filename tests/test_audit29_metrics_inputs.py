@@ -20,6 +20,7 @@ import dpledger.metrics as m
 from dpledger import InvalidInput
 from dpledger.metrics import spatial
 from dpledger.metrics.flam_regression import check_range
+from dpledger.metrics.records import record_scalar
 
 HUGE = 10**400  # an int beyond a double: float() raises OverflowError
 CONF = np.array([[50.0, 5.0], [3.0, 40.0]])
@@ -435,6 +436,26 @@ CASES: list[tuple[str, Callable[[], object], str]] = [
         "calibration_gap buckets huge",
         lambda: m.calibration_gap([0.1, 0.9], [0, 1], cap=20.0, buckets=HUGE),
         "buckets",
+    ),
+    (
+        "record_scalar low huge",
+        lambda: record_scalar([0.5], low=0.0, high=HUGE),
+        "low, high",
+    ),
+    (
+        "record_scalar low None",
+        lambda: record_scalar([0.5], low=None, high=1.0),  # type: ignore[arg-type]
+        "low, high",
+    ),
+    (
+        "participant_weighted_classification offsets None",
+        lambda: m.participant_weighted_classification([0, 1], [0, 1], n_classes=2, offsets=None),  # type: ignore[arg-type]
+        "offsets",
+    ),
+    (
+        "participant_weighted_regression offsets None",
+        lambda: m.participant_weighted_regression([0.0, 1.0], [0.0, 1.0], offsets=None),  # type: ignore[arg-type]
+        "offsets",
     ),
     (
         "calibration_gap buckets 2**63",

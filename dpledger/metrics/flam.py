@@ -350,6 +350,15 @@ def _as_finite_or_nan(values: npt.ArrayLike, name: object) -> FloatArray:
     return arr
 
 
+def _need_offsets(offsets: object) -> None:
+    """A per-client baseline needs the clients: ``offsets`` given (None is one client)."""
+    if offsets is None:
+        raise InvalidInput(
+            "offsets must give each client's first sample index: the baseline averages "
+            "per-client metrics (None would be one client)"
+        )
+
+
 def participant_weighted_classification(
     y_true: npt.ArrayLike,
     y_pred: npt.ArrayLike,
@@ -363,6 +372,7 @@ def participant_weighted_classification(
     ``labels="present"`` uses each client's own present classes, as scikit-learn
     would on that client's data alone.
     """
+    _need_offsets(offsets)
     rows = confusion_matrix(y_true, y_pred, n_classes=n_classes, offsets=offsets)
     per_client = classification_metrics_rows(rows, labels=labels)
     return participant_weighted_average(per_client, rows.sum(axis=(1, 2)))
@@ -379,6 +389,7 @@ def participant_weighted_regression(
 
     Computed in the clear (not a release); ``shift`` defaults to the mean of y_true.
     """
+    _need_offsets(offsets)
     y = as_finite(y_true, "y_true")
     c = float(y.mean()) if shift is None and y.size else shift
     rows = regression_measures(y, y_pred, offsets=offsets, shift=c)
