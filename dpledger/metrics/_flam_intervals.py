@@ -99,7 +99,7 @@ from dpledger.metrics._intervals import (
 )
 from dpledger.metrics._mcc_fieller import MCC_FIELLER_CLASSES, mcc_fieller
 from dpledger.metrics._ratio import conditional_fieller
-from dpledger.metrics._segments import FloatArray, as_finite
+from dpledger.metrics._segments import FloatArray, as_finite, as_real, real_limit
 from dpledger.metrics._simultaneous import SIMULTANEOUS_CLASSES, simultaneous_macro
 from dpledger.metrics._two_class import (
     FEW_CLASS_MAX_NOISE,
@@ -166,7 +166,7 @@ _BLOCK = 1 << 21  # floats per (R, C, C) weight array: bounds memory at ~16 MB
 
 
 def _confusion_batch(released: npt.ArrayLike) -> FloatArray:
-    x = np.asarray(released, dtype=np.float64)
+    x = as_real(released, "released")  # by type: no text or objects (audit s29, F5)
     if x.ndim != 2:
         raise InvalidInput(f"a batch of confusion releases has shape (R, C²), got {x.shape}")
     c = math.isqrt(x.shape[-1])
@@ -406,6 +406,7 @@ def classification_batch(
     misses on that side.
     """
     check_options(level, method, distribution=distribution, draws=draws, labels=labels)
+    max_total = real_limit(max_total, "max_total")
     x = _confusion_batch(released)
     c = math.isqrt(x.shape[-1])
 

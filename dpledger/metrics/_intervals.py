@@ -28,10 +28,11 @@ import numpy.typing as npt
 
 from dpledger._shown import shown
 from dpledger.errors import InvalidInput
-from dpledger.metrics._segments import FloatArray, as_finite
+from dpledger.metrics._segments import FloatArray, as_finite, as_real
 from dpledger.types import MechanismKind
 
 __all__ = [
+    "MAX_DRAWS",
     "MIN_DRAWS",
     "Guard",
     "Interval",
@@ -104,18 +105,22 @@ class Guard:
 
 def noise_std(scale: npt.ArrayLike, d: int, distribution: MechanismKind) -> FloatArray:
     """Per-coordinate noise standard deviation: √2·b (Laplace) or σ (Gaussian)."""
+    given = as_real(scale, "scale")  # by type: text, objects, None refused (audit s29, F5)
     try:
-        b = as_finite(np.broadcast_to(np.asarray(scale, dtype=np.float64), (d,)), "scale")
+        b = as_finite(np.broadcast_to(given, (d,)), "scale")
     except ValueError as e:
         if isinstance(e, InvalidInput):
             raise
-        raise InvalidInput(f"scale must be a number or one per coordinate ({d}): {e}") from e
+        raise InvalidInput(
+            f"scale must be a number or one per coordinate ({d}), got shape {given.shape}"
+        ) from e
     if np.any(b < 0):
         raise InvalidInput("noise scale must be ≥ 0")
+    b = b + 0.0  # a scale of -0.0 is 0 (numpy's samplers refuse a negative zero's sign)
     if distribution == "laplace":
         return math.sqrt(2.0) * b
     if distribution == "gaussian":
-        return b.copy()
+        return b
     raise InvalidInput(f"distribution must be 'laplace' or 'gaussian', got {shown(distribution)}")
 
 
@@ -147,6 +152,11 @@ since the redraws are seeded from the released values too (``_assemble.redraws``
 call per release at 1,000 draws: 0.954–0.958)."""
 
 
+MAX_DRAWS = 10_000_000
+"""The most redraws ``method="monte_carlo"`` takes: 10⁷ redraws of a 4-coordinate release
+already hold 320 MB (a count past an array's size raised numpy's bare ValueError)."""
+
+
 def check_options(
     level: float,
     method: object,
@@ -157,9 +167,10 @@ def check_options(
 ) -> None:
     """Refuse bad interval options with :class:`InvalidInput` (callers run it before a spend)."""
     z_value(level)
-    if method not in ("delta", "monte_carlo"):
+    # `in` on an array compares elementwise (a bare ValueError): text is checked first
+    if not isinstance(method, str) or method not in ("delta", "monte_carlo"):
         raise InvalidInput(f"method must be 'delta' or 'monte_carlo', got {shown(method)}")
-    if distribution not in ("laplace", "gaussian"):
+    if not isinstance(distribution, str) or distribution not in ("laplace", "gaussian"):
         raise InvalidInput(
             f"distribution must be 'laplace' or 'gaussian', got {shown(distribution)}"
         )
@@ -169,7 +180,13 @@ def check_options(
             "interval's quantiles and bias shift come from the redraws, and fewer leave it "
             "short of its level"
         )
-    if labels not in ("present", "all"):
+    if draws > MAX_DRAWS:
+        raise InvalidInput(
+            f"draws must be at most {MAX_DRAWS:,}, got {shown(draws)}: each redraw holds a "
+            "whole released vector, so more would not fit in memory; the default 2,000 "
+            "suffices"
+        )
+    if not isinstance(labels, str) or labels not in ("present", "all"):
         raise InvalidInput(f"labels must be 'present' or 'all', got {shown(labels)}")
 
 

@@ -24,7 +24,6 @@ from statistics import NormalDist
 import numpy as np
 import numpy.typing as npt
 
-from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.metrics._assemble import Base, Batch, BoolArray, Linear, assemble, clear
 from dpledger.metrics._intervals import (
@@ -36,7 +35,7 @@ from dpledger.metrics._intervals import (
     quantile_factor,
     z_value,
 )
-from dpledger.metrics._segments import FloatArray, as_finite
+from dpledger.metrics._segments import FloatArray, as_finite, as_real, check_positive, real_pair
 from dpledger.metrics._selective import selective_ratio
 from dpledger.types import MechanismKind
 
@@ -130,18 +129,8 @@ def mean_over_noisy_count_batch(
     is at least the bound of :func:`_laplace_count_bound`, which takes the true count to
     be a whole number of reporters, ≥ 1 wherever the mean is defined.
     """
-    try:
-        lo_b, hi_b = (float(b) for b in bounds)
-    except (TypeError, ValueError):
-        raise InvalidInput(f"bounds must be two numbers (low, high), got {shown(bounds)}") from None
-    if not (math.isfinite(lo_b) and math.isfinite(hi_b) and lo_b < hi_b):
-        raise InvalidInput(f"bounds must be finite with low < high, got {shown(bounds)}")
-    if (
-        isinstance(max_count, bool)
-        or not isinstance(max_count, int | float | np.integer | np.floating)
-        or not (0 < max_count < math.inf)
-    ):
-        raise InvalidInput(f"max_count must be a finite number > 0, got {shown(max_count)}")
+    lo_b, hi_b = real_pair(bounds, "bounds")
+    max_count = check_positive(max_count, "max_count")  # an integer past a double: refused
     check_options(level, "delta", distribution=sum_distribution)
     check_options(level, "delta", distribution=count_distribution)
     n_hat = as_finite(_reals(noisy_sum, "noisy_sum"), "noisy_sum")
@@ -280,10 +269,14 @@ def linear_ratio_batch(
     any other numerator (stats6, F-RATIO2: a mean gap over 2–3 calibration buckets, the
     counts not in the numerator, covered 0.921–0.945 among published releases).
     """
-    lo_b, hi_b = bounds
-    if not lo_b < hi_b:
-        raise InvalidInput(f"bounds must be (low, high) with low < high, got {shown(bounds)}")
-    x = as_finite(np.asarray(released, dtype=np.float64).reshape(-1), "released")
+    bounds = real_pair(bounds, "bounds", finite=False)  # by type: no text, None, NaN
+    x = as_finite(as_real(released, "released").reshape(-1), "released")
+    d = std.shape[0]
+    if d == 0 or x.size == 0 or x.size % d:
+        raise InvalidInput(
+            f"released must hold {d} coordinates per release (one per weight of num and "
+            f"den), got {x.size}"
+        )
     x = x.reshape(-1, std.shape[0])
     r = x.shape[0]
     w_num = np.broadcast_to(num * std, (r, std.shape[0]))
@@ -363,8 +356,6 @@ def _laplace_sum_window(
 
 
 def _reals(values: npt.ArrayLike, name: str) -> npt.NDArray[np.float64]:
-    """``values`` as a flat float64 array, or :class:`InvalidInput` naming ``name``."""
-    try:
-        return np.asarray(values, dtype=np.float64).reshape(-1)
-    except (TypeError, ValueError):
-        raise InvalidInput(f"{name} must be real numbers, got {shown(values, 60)}") from None
+    """``values`` as a flat float64 array, or :class:`InvalidInput` naming ``name`` (by
+    type: :func:`~dpledger.metrics._segments.as_real`; an integer past a double is inf)."""
+    return as_real(values, name).reshape(-1)

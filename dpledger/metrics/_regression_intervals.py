@@ -36,7 +36,7 @@ from dpledger.metrics._intervals import (
     quantile_factor,
     z_value,
 )
-from dpledger.metrics._segments import FloatArray, as_finite
+from dpledger.metrics._segments import FloatArray, as_finite, as_real, real_limit
 from dpledger.metrics._selective import selective_bounds
 from dpledger.metrics.codec import VectorSumCodec
 from dpledger.metrics.flam_regression import REGRESSION_KEYS, REGRESSION_MEASURES
@@ -164,7 +164,8 @@ def regression_batch(
     """
     codec = check_regression_codec(codec)
     check_options(level, method, distribution=distribution, draws=draws)
-    x = np.asarray(released, dtype=np.float64)
+    cohort = real_limit(cohort, "cohort")
+    x = as_real(released, "released")  # by type: no text or objects (audit s29, F5)
     if x.ndim != 2 or x.shape[-1] != codec.dimension:
         raise InvalidInput(f"a batch of releases has shape (R, {codec.dimension}), got {x.shape}")
     x = as_finite(x.reshape(-1), "released").reshape(x.shape)

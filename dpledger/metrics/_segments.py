@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import cached_property
 from typing import Any, TypeAlias
 
@@ -34,8 +35,11 @@ __all__ = [
     "check_same_length",
     "check_unit_interval",
     "edges_array",
+    "finite_real",
     "l1_cap_rows",
     "read_real",
+    "real_limit",
+    "real_pair",
     "segments_for",
 ]
 
@@ -109,21 +113,103 @@ def _real_scalar(x: object) -> bool:
     )
 
 
-def _double(x: int | float | np.integer | np.floating) -> float:
-    """The double nearest ``x``, ±inf past the largest."""
+def _double(x: object) -> float:
+    """The double nearest the real number ``x``, ±inf past the largest."""
     try:
-        return float(x)
+        return float(x)  # type: ignore[arg-type]
     except OverflowError:
-        return math.inf if x > 0 else -math.inf
+        return math.inf if x > 0 else -math.inf  # type: ignore[operator]
 
 
-def as_real(values: object, name: str) -> FloatArray:
+def as_real(values: object, name: str, *, copy: bool = False) -> FloatArray:
     """``values`` as a float64 array of any shape, read by type (:func:`read_real`);
-    anything else is :class:`InvalidInput` (NaN and ±inf pass: see :func:`as_finite`)."""
-    arr, why = read_real(values, copy=False)
+    anything else is :class:`InvalidInput` (NaN and ±inf pass: see :func:`as_finite`).
+    ``copy``: always a new array (one the caller modifies), else float64 input as it is.
+
+    The one reading of a public array argument (a release, a scale, a matrix): text,
+    objects, booleans and complex are refused by type (``np.asarray(x, dtype=float)``
+    raised a bare ValueError or TypeError on them, and OverflowError on an integer past a
+    double: audit s29, F5); such an integer is ±inf, refused by the finiteness checks.
+    """
+    arr, why = read_real(values, copy=copy)
     if arr is None:
         raise InvalidInput(f"{name} must hold real numbers: {why}")
     return arr
+
+
+def real_pair(pair: object, name: str, *, finite: bool = True) -> tuple[float, float]:
+    """``pair`` as ``(low, high)``: two real numbers (by type: int, float, Fraction, numpy
+    numbers; not a bool or text) with low < high, finite unless ``finite`` is false (±inf
+    allowed, never NaN); else :class:`InvalidInput` naming ``name``. The doubles are
+    ``float(low)``, ``float(high)``; an integer past a double is out of range, not
+    OverflowError."""
+    items = _pair_items(pair)
+    if items is None or not all(_real_scalar(v) or _fraction(v) for v in items):
+        raise InvalidInput(
+            f"{name} must be a pair of numbers (low, high), got {type(pair).__name__} "
+            f"{shown(pair, 40)}"
+        )
+    lo, hi = (_double(v) for v in items)
+    if not (lo < hi and (not finite or (math.isfinite(lo) and math.isfinite(hi)))):
+        kind = "finite numbers" if finite else "numbers"
+        raise InvalidInput(
+            f"{name} must be {kind} with low < high, got ({_number_text(items[0])}, "
+            f"{_number_text(items[1])})"
+        )
+    return lo, hi
+
+
+def finite_real(value: object, name: str) -> float:
+    """``value`` as a finite double of any sign: one real number by type (int, float,
+    Fraction, a numpy number; not a bool, text or array); else :class:`InvalidInput`
+    naming ``name`` (an integer past a double is out of range, not OverflowError)."""
+    if not (_real_scalar(value) or _fraction(value)):
+        raise InvalidInput(
+            f"{name} must be one finite real number, got {type(value).__name__} {shown(value, 40)}"
+        )
+    x = _double(value)
+    if not math.isfinite(x):
+        raise InvalidInput(f"{name} must be finite, got {_number_text(value)}")
+    return x
+
+
+def real_limit(value: object, name: str) -> float:
+    """``value`` as a public limit (an upper bound on a denominator, a count threshold):
+    one real number by type (int, float, Fraction, a numpy number, or an array holding
+    one), ±inf allowed, never NaN; else :class:`InvalidInput` naming ``name``. An integer
+    past a double is ±inf, the double nearest it (the limit is no tighter than inf)."""
+    if isinstance(value, np.ndarray) and value.size == 1 and value.dtype.kind in "fiu":
+        value = value.reshape(-1)[0]
+    if not (_real_scalar(value) or _fraction(value)):
+        raise InvalidInput(
+            f"{name} must be one real number (inf for none), got {type(value).__name__} "
+            f"{shown(value, 40)}"
+        )
+    x = _double(value)
+    if math.isnan(x):
+        raise InvalidInput(f"{name} must be a number, not NaN (inf for no limit)")
+    return x
+
+
+def _pair_items(pair: object) -> tuple[object, object] | None:
+    """The two elements of a list, tuple or 1-D array of length 2; else None."""
+    if isinstance(pair, np.ndarray):
+        return (pair[0], pair[1]) if pair.shape == (2,) else None
+    if isinstance(pair, list | tuple) and len(pair) == 2:
+        return pair[0], pair[1]
+    return None
+
+
+def _fraction(x: object) -> bool:
+    """A ``fractions.Fraction`` (an exact real number a caller may pass for a bound)."""
+    return isinstance(x, Fraction)
+
+
+def _number_text(x: object) -> str:
+    """A number for a message: an integer past 40 digits by its size, else bounded."""
+    if isinstance(x, int) and not isinstance(x, bool) and abs(x) >= 10**40:
+        return "an integer of more than 40 digits"
+    return shown(x, 40)
 
 
 def as_float(values: npt.ArrayLike, name: str, *, ndim: int = 1) -> FloatArray:
@@ -199,12 +285,19 @@ def check_unit_interval(values: FloatArray, name: str) -> None:
 
 
 def check_positive(value: float, name: str) -> float:
-    """A finite, strictly positive bound (a clip, cap or sample limit) as a float."""
+    """A finite, strictly positive bound (a clip, cap or sample limit) as a float.
+
+    An integer past the largest double is out of range (:class:`InvalidInput`), not the
+    OverflowError of ``float()`` (audit s29, F5).
+    """
     if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise InvalidInput(f"{name} must be a number, got {type(value).__name__}")
-    v = float(value)
+        raise InvalidInput(
+            f"{name} must be a number (int or float, finite and > 0), got "
+            f"{type(value).__name__} {shown(value, 40)}"
+        )
+    v = _double(value)
     if not (math.isfinite(v) and v > 0.0):
-        raise InvalidInput(f"{name} must be finite and > 0, got {shown(value)}")
+        raise InvalidInput(f"{name} must be finite and > 0, got {_number_text(value)}")
     return v
 
 

@@ -38,6 +38,7 @@ import numpy.typing as npt
 from dpledger.errors import InvalidInput
 from dpledger.metrics._assemble import Estimates
 from dpledger.metrics._intervals import Interval
+from dpledger.metrics._segments import as_real
 
 __all__ = ["NEGLIGIBLE", "WIDENED", "interval_scales", "slack_ratio", "widened"]
 
@@ -51,8 +52,13 @@ WIDENED = "widened for the release's slack (grid, rounding, encoding)"
 
 def slack_ratio(slack: npt.ArrayLike, scale: npt.ArrayLike) -> float:
     """‖s/b‖₂ over the coordinates (inf when a coordinate has slack but no noise)."""
-    s = np.asarray(slack, dtype=np.float64).reshape(-1)
-    b = np.broadcast_to(np.asarray(scale, dtype=np.float64).reshape(-1), s.shape)
+    s = as_real(slack, "slack").reshape(-1)
+    b = as_real(scale, "scale").reshape(-1)
+    if b.size not in (1, s.size):
+        raise InvalidInput(
+            f"scale must be one number or one per coordinate of slack ({s.size}), got {b.size}"
+        )
+    b = np.broadcast_to(b, s.shape)
     if np.any((s > 0) & ~(b > 0)):
         return math.inf
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # huge: inf
@@ -70,8 +76,13 @@ def interval_scales(scales: npt.ArrayLike, slack: npt.ArrayLike) -> tuple[tuple[
     a slack that is not finite and ≥ 0, or a widened scale beyond a double (post-processing
     callers turn it into an unusable metric).
     """
-    s = np.asarray(slack, dtype=np.float64).reshape(-1)
-    b = np.asarray(scales, dtype=np.float64).reshape(-1)
+    s = as_real(slack, "slack").reshape(-1)  # by type: text, objects refused (audit s29, F5)
+    b = as_real(scales, "scales").reshape(-1)
+    if b.size not in (1, s.size):
+        raise InvalidInput(
+            f"scales must be one number or one per coordinate of slack: got {b.size} "
+            f"scale(s) for {s.size} slack value(s)"
+        )
     if not (np.all(np.isfinite(s)) and np.all(s >= 0) and np.all(np.isfinite(b)) and np.all(b > 0)):
         raise InvalidInput("scales must be finite and > 0, and slack finite and >= 0")
     given = tuple(float(x) for x in b)

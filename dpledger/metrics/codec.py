@@ -14,13 +14,19 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from dpledger._shown import shown
 from dpledger.errors import InvalidInput
-from dpledger.metrics._segments import check_positive
+from dpledger.metrics._segments import as_real, check_positive
 
 __all__ = ["VectorSumCodec"]
 
 # Relative slack when checking that a measure respects its declared bound (float rounding).
 _BOUND_SLACK = 1e-9
+
+
+def _vector(x: object) -> bool:
+    """A 1-D numpy array (weights may come as one)."""
+    return isinstance(x, np.ndarray) and x.ndim == 1
 
 
 @dataclass(frozen=True)
@@ -65,15 +71,23 @@ class VectorSumCodec:
         weights: tuple[float, ...] | None = None,
     ) -> VectorSumCodec:
         """A codec with ``weights`` normalised to sum to 1 (equal shares when omitted)."""
-        w = (1.0,) * len(names) if weights is None else tuple(float(x) for x in weights)
-        for name, x in zip(names, w, strict=False):
-            check_positive(x, f"weight of {name}")
+        if weights is not None and not (
+            (isinstance(weights, list | tuple) or _vector(weights)) and len(weights) == len(names)
+        ):
+            raise InvalidInput(
+                f"weights must be one number per measure ({len(names)}: {', '.join(names)}) "
+                f"or None for equal shares, got {type(weights).__name__} {shown(weights, 40)}"
+            )
+        w = (1.0,) * len(names) if weights is None else tuple(weights)
+        # checked before float(): text, None or an integer past a double is InvalidInput
+        w = tuple(check_positive(x, f"weight of {name}") for name, x in zip(names, w, strict=True))
+        c = check_positive(cap, "cap")
         total = math.fsum(w)
         return VectorSumCodec(
             names=tuple(names),
             bounds=tuple(float(b) for b in bounds),
             weights=tuple(x / total for x in w),
-            cap=float(cap),
+            cap=c,
         )
 
     @property
@@ -93,7 +107,7 @@ class VectorSumCodec:
         A coordinate beyond its declared bound (beyond float rounding) means the
         measures were computed with other bounds: refused rather than silently clipped.
         """
-        x = np.asarray(measures, dtype=np.float64)
+        x = as_real(measures, "measures")  # by type: no text or objects (audit s29, F5)
         if x.ndim == 0 or x.shape[-1] != self.dimension:
             raise InvalidInput(f"measures must end in dimension {self.dimension}, got {x.shape}")
         if not np.all(np.isfinite(x)):
@@ -116,13 +130,19 @@ class VectorSumCodec:
 
     def decode(self, released: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """Server side (post-processing): a summed, possibly noisy vector → measure units."""
-        z = np.asarray(released, dtype=np.float64)
+        z = as_real(released, "released")
         if z.ndim == 0 or z.shape[-1] != self.dimension:
-            raise InvalidInput(f"released vector must end in dimension {self.dimension}")
+            raise InvalidInput(
+                f"released vector must end in dimension {self.dimension}, got shape {z.shape}"
+            )
         return z / self._factors()
 
     def decoded_scale(self, scale: float | npt.ArrayLike) -> npt.NDArray[np.float64]:
         """Per-coordinate noise scale in measure units for scale(s) ``scale`` on the release."""
-        return np.broadcast_to(np.asarray(scale, dtype=np.float64), (self.dimension,)) / (
-            self._factors()
-        )
+        b = as_real(scale, "scale")
+        if b.ndim > 1 or b.size not in (1, self.dimension):
+            raise InvalidInput(
+                f"scale must be one number or one per coordinate ({self.dimension}), "
+                f"got shape {b.shape}"
+            )
+        return np.broadcast_to(b, (self.dimension,)) / self._factors()

@@ -32,6 +32,7 @@ from dpledger.metrics._segments import (
     Segments,
     as_finite,
     as_labels,
+    as_real,
     cap_factor,
     check_positive,
     check_same_length,
@@ -159,7 +160,7 @@ def _checked(
 
 def flatten_confusion(confusion: npt.ArrayLike) -> FloatArray:
     """(…, C, C) → (…, C²) row-major: one vector per client for a ``vector_sum`` release."""
-    m = np.asarray(confusion, dtype=np.float64)
+    m = as_real(confusion, "confusion")  # by type: no text, objects, bools (audit s29, F5)
     if m.ndim < 2 or m.shape[-1] != m.shape[-2]:
         raise InvalidInput(f"confusion must end in a square (C, C), got {m.shape}")
     return m.reshape(*m.shape[:-2], m.shape[-1] ** 2)
@@ -167,7 +168,7 @@ def flatten_confusion(confusion: npt.ArrayLike) -> FloatArray:
 
 def unflatten_confusion(vector: npt.ArrayLike) -> FloatArray:
     """(…, C²) → (…, C, C): the inverse of :func:`flatten_confusion`."""
-    v = np.asarray(vector, dtype=np.float64)
+    v = as_real(vector, "vector")
     c = math.isqrt(v.shape[-1]) if v.ndim else 0
     if v.ndim == 0 or c * c != v.shape[-1] or c == 0:
         raise InvalidInput(f"a flattened confusion matrix has C² entries, got shape {v.shape}")
@@ -183,12 +184,12 @@ def project_confusion(noisy: npt.ArrayLike) -> FloatArray:
     classifier (most error cells near 0) drags accuracy far down. Published metrics use
     :func:`dpledger.metrics.uncertainty.classification_estimates` on the unclamped release.
     """
-    m = np.asarray(noisy, dtype=np.float64)
+    m = as_real(noisy, "noisy")
     if m.ndim == 1:
         m = unflatten_confusion(m)
+    flatten_confusion(m)  # shape check, first: a number alone is no matrix
     if not np.all(np.isfinite(m)):
         raise InvalidInput("noisy confusion matrix holds NaN or inf")
-    flatten_confusion(m)  # shape check
     return np.maximum(m, 0.0)
 
 
@@ -267,9 +268,9 @@ def classification_metrics(
     ``labels="all"`` is the stable, data-independent choice. A 1-D input of length
     C² is read as :func:`flatten_confusion` output.
     """
-    if labels not in ("present", "all"):
+    if not isinstance(labels, str) or labels not in ("present", "all"):
         raise InvalidInput(f"labels must be 'present' or 'all', got {shown(labels)}")
-    m = np.asarray(confusion)
+    m = as_real(confusion, "confusion")
     if m.ndim == 1:
         m = unflatten_confusion(m)
     m = as_finite(m, "confusion", ndim=2)
@@ -304,8 +305,9 @@ def participant_weighted_average(
     if isinstance(per_client_metrics, Mapping):
         table = {k: _as_finite_or_nan(v, k) for k, v in per_client_metrics.items()}
     else:
-        keys = list(per_client_metrics[0]) if per_client_metrics else []
-        table = {k: _as_finite_or_nan([row[k] for row in per_client_metrics], k) for k in keys}
+        rows = _metric_rows(per_client_metrics)
+        keys = list(rows[0]) if rows else []
+        table = {k: _as_finite_or_nan([row[k] for row in rows], k) for k in keys}
     w = as_finite(sample_counts, "sample_counts")
     if np.any(w < 0):
         raise InvalidInput("sample_counts must be ≥ 0")
@@ -319,12 +321,42 @@ def participant_weighted_average(
     return out
 
 
-def _as_finite_or_nan(values: npt.ArrayLike, name: str) -> FloatArray:
+def _metric_rows(rows: object) -> list[Mapping[str, float]]:
+    """``per_client_metrics`` given as rows: a list or tuple of per-client dicts with the
+    same keys; else :class:`InvalidInput` (text, an array or a number is neither form)."""
+    if not isinstance(rows, list | tuple) or not all(isinstance(r, Mapping) for r in rows):
+        raise InvalidInput(
+            "per_client_metrics must be a mapping of metric name to per-client values, or a "
+            f"list of per-client dicts, got {type(rows).__name__} {shown(rows, 40)}"
+        )
+    keys = set(rows[0]) if rows else set()
+    for i, row in enumerate(rows):
+        if set(row) != keys:
+            raise InvalidInput(
+                f"per_client_metrics rows must have the same metrics: row {i} has "
+                f"{shown(sorted(map(str, row)), 60)}, row 0 {shown(sorted(map(str, keys)), 60)}"
+            )
+    return list(rows)
+
+
+def _as_finite_or_nan(values: npt.ArrayLike, name: object) -> FloatArray:
     """A 1-D float array that may hold NaN (an undefined per-client metric) but no inf."""
-    arr = np.asarray(values, dtype=np.float64)
+    arr = as_real(values, f"per_client_metrics[{shown(name, 40)}]")
     if arr.ndim != 1 or np.any(np.isinf(arr)):
-        raise InvalidInput(f"{name} must be a 1-D array without inf, got shape {arr.shape}")
+        raise InvalidInput(
+            f"per_client_metrics[{shown(name, 40)}] must be a 1-D array without inf (one "
+            f"value per client), got shape {arr.shape}"
+        )
     return arr
+
+
+def _need_offsets(offsets: object) -> None:
+    """A per-client baseline needs the clients: ``offsets`` given (None is one client)."""
+    if offsets is None:
+        raise InvalidInput(
+            "offsets must give each client's first sample index: the baseline averages "
+            "per-client metrics (None would be one client)"
+        )
 
 
 def participant_weighted_classification(
@@ -340,6 +372,7 @@ def participant_weighted_classification(
     ``labels="present"`` uses each client's own present classes, as scikit-learn
     would on that client's data alone.
     """
+    _need_offsets(offsets)
     rows = confusion_matrix(y_true, y_pred, n_classes=n_classes, offsets=offsets)
     per_client = classification_metrics_rows(rows, labels=labels)
     return participant_weighted_average(per_client, rows.sum(axis=(1, 2)))
@@ -356,6 +389,7 @@ def participant_weighted_regression(
 
     Computed in the clear (not a release); ``shift`` defaults to the mean of y_true.
     """
+    _need_offsets(offsets)
     y = as_finite(y_true, "y_true")
     c = float(y.mean()) if shift is None and y.size else shift
     rows = regression_measures(y, y_pred, offsets=offsets, shift=c)

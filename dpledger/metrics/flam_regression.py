@@ -8,20 +8,20 @@ global mean, and the shift keeps that difference well conditioned. Re-exported b
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import numpy.typing as npt
 
-from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.metrics._blockwise import blockwise
 from dpledger.metrics._segments import (
     ClientOffsets,
     FloatArray,
     as_finite,
+    as_real,
     check_positive,
     check_same_length,
+    finite_real,
+    real_pair,
     segments_for,
 )
 from dpledger.metrics.codec import VectorSumCodec
@@ -47,23 +47,15 @@ _SSTOT_REL_FLOOR = 1e-12
 
 
 def check_range(pair: tuple[float, float], name: str = "y_bounds") -> tuple[float, float]:
-    """A clip range ``(low, high)`` as finite floats with low < high; else InvalidInput."""
-    try:
-        lo, hi = (float(v) for v in pair)
-    except (TypeError, ValueError) as e:
-        raise InvalidInput(f"{name} must be a pair (low, high), got {shown(pair)}") from e
-    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-        raise InvalidInput(f"{name} must be finite with low < high, got {shown(pair)}")
-    return lo, hi
+    """A clip range ``(low, high)`` as finite floats with low < high; else InvalidInput
+    (:func:`~dpledger.metrics._segments.real_pair`: two numbers by type)."""
+    return real_pair(pair, name)
 
 
 def _shift(shift: float | None, y_bounds: tuple[float, float] | None) -> float:
     if shift is None:
         return 0.0 if y_bounds is None else 0.5 * (y_bounds[0] + y_bounds[1])
-    s = float(shift)
-    if not math.isfinite(s):
-        raise InvalidInput(f"shift must be finite, got {shown(shift)}")
-    return s
+    return finite_real(shift, "shift")
 
 
 @blockwise
@@ -165,7 +157,7 @@ def project_regression_measures(noisy: npt.ArrayLike) -> FloatArray:
     into R² = 1 exactly. Published metrics use
     :func:`dpledger.metrics.uncertainty.regression_estimates` on the unclamped release.
     """
-    v = np.array(noisy, dtype=np.float64)
+    v = as_real(noisy, "noisy", copy=True)  # by type; a copy: the clamps write into it
     if v.ndim == 0 or v.shape[-1] != len(REGRESSION_MEASURES):
         raise InvalidInput(f"measures must end in dimension 5 {REGRESSION_MEASURES}, got {v.shape}")
     if not np.all(np.isfinite(v)):
@@ -182,7 +174,7 @@ def regression_metrics_rows(measures: npt.ArrayLike) -> dict[str, FloatArray]:
 
     Conventions as :func:`regression_metrics`; rows with n ≤ 0 give NaN. No validation.
     """
-    v = np.asarray(measures, dtype=np.float64)
+    v = as_real(measures, "measures")
     sse, sae, s1, s2, n = (v[..., k] for k in range(5))
     ok = n > 0
     nn = np.where(ok, n, 1.0)

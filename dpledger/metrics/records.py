@@ -49,6 +49,7 @@ from dpledger.metrics._segments import (
     check_positive,
     check_same_length,
     edges_array,
+    real_pair,
     segments_for,
 )
 from dpledger.metrics.codec import VectorSumCodec
@@ -290,9 +291,7 @@ def record_scalar(
     public record count (the planned one under ``add_remove``).
     """
     v = as_finite(values, "values")
-    lo, hi = float(low), float(high)
-    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-        raise InvalidInput(f"need finite low < high, got [{shown(low)}, {shown(high)}]")
+    lo, hi = real_pair((low, high), "low, high")  # by type: no text, None (audit s29, F5)
     seg, keep = _bounded(v.shape[0], offsets, persons, max_records)
     grid = FixedPoint(lo, hi)
     units = grid.encode(np.clip(v, lo, hi)).reshape(-1, 1)

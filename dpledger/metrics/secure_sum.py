@@ -231,6 +231,11 @@ def exact_sum(rows: npt.ArrayLike, grid: FixedPoint) -> FloatArray:
     bound, so the check depends on no client's data), and any value outside the grid's
     [low, high] beyond float rounding (:meth:`FixedPoint.encode`): it never clamps.
     """
+    if not isinstance(grid, FixedPoint):
+        raise InvalidInput(
+            f"grid must be a FixedPoint (e.g. FixedPoint.for_cap(cap) of the metric's L1 cap), "
+            f"got {type(grid).__name__} {shown(grid, 40)}"
+        )
     arr = as_real(rows, "contributions")  # by type: ragged, bool, text, complex refused
     if arr.ndim == 0:
         raise InvalidInput("contributions need one row per client")

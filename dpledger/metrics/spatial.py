@@ -45,10 +45,11 @@ from dpledger.metrics._segments import (
     check_same_length,
     check_unit_interval,
     edges_array,
+    real_limit,
     segments_for,
 )
 from dpledger.metrics.codec import VectorSumCodec
-from dpledger.types import MechanismKind
+from dpledger.types import MAX_DIMENSION, MechanismKind
 
 __all__ = [
     "ALONG_RMSE_FLOOR",
@@ -307,7 +308,7 @@ def pooled_ratio_interval(
     from dpledger.metrics.uncertainty import ratio_interval  # imports this package
 
     top = check_positive(clip, "clip")
-    if codec.dimension != len(POOLED_MEASURES):
+    if not isinstance(codec, VectorSumCodec) or codec.dimension != len(POOLED_MEASURES):
         raise InvalidInput(f"the codec must be pooled_ratio_codec's ({POOLED_MEASURES})")
     per = codec.decode(np.ones(codec.dimension))  # decode is z / factors: linear
     num, den = np.zeros(codec.dimension), np.zeros(codec.dimension)
@@ -401,8 +402,15 @@ def calibration_gap(
     (length 2·buckets, signed) is scaled by one factor to L1 ≤ ``cap``, so each
     bucket's mean gap Σgap/count is unchanged.
     """
-    if isinstance(buckets, bool) or not isinstance(buckets, int | np.integer) or buckets < 1:
-        raise InvalidInput(f"buckets must be an integer ≥ 1, got {shown(buckets)}")
+    if (
+        isinstance(buckets, bool)
+        or not isinstance(buckets, int | np.integer)
+        or not 1 <= buckets <= MAX_DIMENSION // 2
+    ):
+        raise InvalidInput(
+            f"buckets must be an integer in [1, {MAX_DIMENSION // 2:,}], got {shown(buckets)}: "
+            f"the 2·buckets values are one vector_sum release of at most {MAX_DIMENSION:,}"
+        )
     c = check_positive(cap, "cap")
     p, y = as_float(prob, "prob"), as_float(outcome, "outcome")
     if not _within_unit_interval(p, y):  # NaN fails too: the full checks name the problem
@@ -455,11 +463,12 @@ def mean_calibration_gaps(summed: npt.ArrayLike, *, min_count: float = 0.0) -> F
     With noise, raise ``min_count`` to a few noise scales to avoid dividing by noise.
     """
     s = as_finite(summed, "summed")
+    limit = real_limit(min_count, "min_count")  # by type: no text, None, NaN
     if s.shape[0] % 2:
         raise InvalidInput(f"a calibration vector has even length 2·buckets, got {s.shape[0]}")
     k = s.shape[0] // 2
     sums, counts = s[:k], s[k:]
-    ok = counts > min_count
+    ok = counts > limit
     return np.where(ok, sums / np.where(ok, counts, 1.0), np.nan)
 
 

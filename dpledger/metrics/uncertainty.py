@@ -53,7 +53,7 @@ from dpledger.metrics._regression_intervals import (
     regression_batch,
     regression_ranges,
 )
-from dpledger.metrics._segments import FloatArray, as_finite
+from dpledger.metrics._segments import FloatArray, as_finite, as_real, real_limit, real_pair
 from dpledger.metrics.codec import VectorSumCodec
 from dpledger.types import IntervalMethod, Labels, MechanismKind
 
@@ -104,7 +104,9 @@ def derived_intervals(
     quantities that ``guards[metric]`` require to be clearly positive; a metric whose
     guard fails is unusable (whole range of ``ranges[metric]``, with a reason).
     """
-    x = as_finite(released, "released").reshape(1, -1)
+    x = as_finite(as_real(released, "released").reshape(-1), "released").reshape(1, -1)
+    if x.size == 0:
+        raise InvalidInput("released must hold at least one coordinate: pass the released vector")
     std = noise_std(scale, x.shape[1], distribution)
     batch = batch_intervals(
         f_rows, x, std, level=level, method=method, distribution=distribution,
@@ -149,6 +151,15 @@ def derived_interval(
     combinations (a share) :func:`ratio_interval`.
     """
 
+    if not callable(f) or (denominator is not None and not callable(denominator)):
+        raise InvalidInput(
+            "f and denominator must be functions of the released vector, got "
+            f"{type(f).__name__} and {type(denominator).__name__}"
+        )
+    bounds = real_pair(bounds, "bounds", finite=False)  # the metric's range: ±inf allowed
+    denominator_max = real_limit(denominator_max, "denominator_max")
+    denominator_name = _name(denominator_name)
+
     def rows(stack: FloatArray) -> dict[str, FloatArray]:
         return {"f": np.asarray([f(row) for row in stack], dtype=np.float64)}
 
@@ -189,14 +200,33 @@ def ratio_interval(
     dominant share (0.886–0.938 among published releases; stats25, B1).
     """
     check_options(level, "delta", distribution=distribution)
-    x = as_finite(released, "released").reshape(-1)
-    w = [as_finite(np.broadcast_to(np.asarray(v, dtype=np.float64), x.shape), name)
-         for v, name in ((num, "num"), (den, "den"))]  # fmt: skip
+    guard = Guard(_name(denominator_name), real_limit(denominator_max, "denominator_max"))
+    x = as_finite(as_real(released, "released"), "released", ndim=1)
+    if x.size == 0:
+        raise InvalidInput("released must hold at least one coordinate: pass the released vector")
+    w = [as_finite(_weights(v, name, x.shape[0]), name) for v, name in ((num, "num"), (den, "den"))]
     batch = linear_ratio_batch(
         x, noise_std(scale, x.shape[0], distribution), w[0], w[1], bounds=bounds,
-        guard=Guard(denominator_name, denominator_max), level=level, distribution=distribution,
+        guard=guard, level=level, distribution=distribution,
     )  # fmt: skip
     return to_intervals(batch, level)[RATIO]
+
+
+def _name(text: object) -> str:
+    """A denominator's name (it labels the reason a metric is unusable): text."""
+    if not isinstance(text, str):
+        raise InvalidInput(f"denominator_name must be text, got {shown(text, 40)}")
+    return text
+
+
+def _weights(values: npt.ArrayLike, name: str, d: int) -> FloatArray:
+    """``values`` as ``d`` real weights (one number is broadcast to all); else InvalidInput."""
+    v = as_real(values, name)
+    if v.ndim > 1 or v.size not in (1, d):
+        raise InvalidInput(
+            f"{name} must be one weight per coordinate of released ({d}), got shape {v.shape}"
+        )
+    return np.broadcast_to(v, (d,))
 
 
 def classification_estimates(
@@ -218,7 +248,7 @@ def classification_estimates(
     on the true total count (cohort × cap per client); pass it so a cohort too small to
     measure anything is always flagged. ``labels="all"`` is the stable choice under noise.
     """
-    flat = as_finite(np.asarray(released, dtype=np.float64).reshape(-1), "released")
+    flat = as_finite(as_real(released, "released").reshape(-1), "released")
     batch = classification_batch(
         flat.reshape(1, -1), scale, labels=labels, level=level, method=method,
         distribution=distribution, draws=draws, seed=seed, max_total=max_total,
@@ -266,7 +296,7 @@ def regression_estimates(
     ``codec`` the :func:`~dpledger.metrics.flam.regression_codec` that encoded it.
     ``cohort`` (public) keeps a cohort too small to measure anything always flagged.
     """
-    x = as_finite(np.asarray(released, dtype=np.float64).reshape(-1), "released")
+    x = as_finite(as_real(released, "released").reshape(-1), "released")
     batch = regression_batch(
         x.reshape(1, -1), codec, scale, level=level, method=method, distribution=distribution,
         draws=draws, seed=seed, cohort=cohort,
