@@ -8,9 +8,12 @@ global mean, and the shift keeps that difference well conditioned. Re-exported b
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import numpy.typing as npt
 
+from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.metrics._blockwise import blockwise
 from dpledger.metrics._segments import (
