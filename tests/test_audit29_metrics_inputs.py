@@ -10,6 +10,7 @@ OverflowError, ValueError, TypeError, IndexError or AttributeError. Each is now
 from __future__ import annotations
 
 from collections.abc import Callable
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
@@ -554,3 +555,67 @@ PREVIOUS_MEAN = ("0x1.0000000000000p-1", "0x1.5f3c78b0c1d09p-2", "0x1.5bed7e58b2
 PREVIOUS_RATIO = ("0x1.5f3c78b0c1d09p-2", "0x1.5bed7e58b21e8p-1")
 PREVIOUS_ACCURACY = ("0x1.b128bdf3de9d0p-1", "0x1.0000000000000p+0")
 PREVIOUS_MSE = ("0x1.d5e9d92077276p+5", "0x1.9000000000000p+6")
+
+
+# -- review s30: the typed checks must not refuse what callers legitimately pass ------------
+
+_REL = np.array([120.0, 30.0, 50.0, 10.0, 5.0, 3.0, 2.0])
+_IND = np.arange(7) == 1
+
+
+def _ratio(num: object = _IND.astype(int), scale: object = 5.0, **kw: Any) -> tuple[float, ...]:
+    r = m.uncertainty.ratio_interval(_REL, scale, num, 1.0, bounds=kw.pop("bounds", (0, 1)), **kw)
+    return (r.low, r.high, r.usable)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"num": _IND},  # the docstring's "indicator": booleans
+        {"num": list(_IND)},
+        {"scale": Fraction(5)},
+        {"scale": np.float32(5.0)},
+        {"bounds": (Fraction(0), Fraction(1))},
+        {"bounds": (Decimal(0), Decimal(1))},
+        {"denominator_max": Decimal(1000)},
+    ],
+    ids=lambda kw: f"{next(iter(kw))}={type(next(iter(kw.values()))).__name__}",
+)
+def test_ratio_interval_reads_indicators_and_exact_numbers_as_before(kw: dict[str, Any]) -> None:
+    assert _ratio(**kw) == pytest.approx(_ratio(), rel=1e-12)
+
+
+def test_exact_numbers_are_read_where_a_policy_writes_them() -> None:
+    """A policy's caps and clips are Fractions: the codecs and metrics take them."""
+    codec = spatial.pooled_ratio_codec(error_bound=5.0, max_samples=100, cap=Fraction(20))
+    assert codec.cap == 20.0
+    w = (Fraction(1, 2), Fraction(1, 4), Fraction(1, 4))
+    assert spatial.pooled_ratio_codec(
+        error_bound=5.0, max_samples=100, cap=20.0, weights=w
+    ).weights == (
+        0.5,
+        0.25,
+        0.25,
+    )
+    gen = spatial.pooled_ratio_codec(
+        error_bound=5.0, max_samples=100, cap=20.0, weights=(x for x in (2, 1, 1))
+    )
+    assert gen.weights == (0.5, 0.25, 0.25)
+    assert spatial.clipped_loss(np.array([0.5, 2.0]), clip_high=Fraction(1)) == pytest.approx(
+        spatial.clipped_loss(np.array([0.5, 2.0]), clip_high=1.0)
+    )
+    mnc = m.uncertainty.mean_over_noisy_count
+    base = mnc(100.0, 1.0, 40.0, 1.0, bounds=(0, 5), max_count=100)
+    assert mnc(100.0, Fraction(1), 40.0, 1.0, bounds=(Decimal(0), Decimal(5)),
+               max_count=Fraction(100)) == base  # fmt: skip
+
+
+def test_a_degenerate_range_is_still_an_unusable_interval_not_an_error() -> None:
+    r = m.uncertainty.derived_interval(lambda x: x[1] / x.sum(), _REL, 5.0, bounds=(1, 1))
+    assert not r.usable
+
+
+@pytest.mark.parametrize("bounds", [("0", "5"), (True, 5)])
+def test_text_and_flags_are_still_not_numbers(bounds: object) -> None:
+    with pytest.raises(InvalidInput, match="bounds must be a pair of numbers"):
+        m.uncertainty.mean_over_noisy_count(100.0, 1.0, 40.0, 1.0, bounds=bounds, max_count=100)

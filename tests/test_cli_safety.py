@@ -185,7 +185,7 @@ def test_an_npy_header_claiming_1e11_values_is_refused_before_allocating(
     path.write_bytes(data)
     proc = cli("check", *at(tmp_path / "l.db"), "--request", files["req"], "--aggregate", str(path))
     assert proc.returncode == 2
-    assert "100000000000 values" in proc.stderr
+    assert "100,000,000,000 values" in proc.stderr
     no_traceback(proc.stderr)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from decimal import Decimal
 from fractions import Fraction
 from functools import cached_property
 from typing import Any, TypeAlias
@@ -114,46 +115,81 @@ def _real_scalar(x: object) -> bool:
 
 
 def _double(x: object) -> float:
-    """The double nearest the real number ``x``, ±inf past the largest."""
+    """The double nearest the real number ``x``, ±inf past the largest (NaN for a
+    ``Decimal`` signalling NaN, which ``float()`` refuses)."""
     try:
         return float(x)  # type: ignore[arg-type]
     except OverflowError:
         return math.inf if x > 0 else -math.inf  # type: ignore[operator]
+    except ValueError:  # Decimal('sNaN')
+        return math.nan
 
 
-def as_real(values: object, name: str, *, copy: bool = False) -> FloatArray:
+def _real_number(x: object) -> bool:
+    """One real number by type as a metric's parameter may be written: what
+    :func:`_real_scalar` admits, and the exact ``Fraction`` (a policy's caps and clips
+    are Fractions) and ``Decimal``; not a bool or text."""
+    return _real_scalar(x) or isinstance(x, Fraction | Decimal)
+
+
+def as_real(values: object, name: str, *, copy: bool = False, flags: bool = False) -> FloatArray:
     """``values`` as a float64 array of any shape, read by type (:func:`read_real`);
     anything else is :class:`InvalidInput` (NaN and ±inf pass: see :func:`as_finite`).
     ``copy``: always a new array (one the caller modifies), else float64 input as it is.
+    ``flags``: booleans are read as 0/1 (an indicator's weights), not refused. One
+    ``Fraction`` or ``Decimal`` (a scale, say) is read as the double nearest it.
 
     The one reading of a public array argument (a release, a scale, a matrix): text,
     objects, booleans and complex are refused by type (``np.asarray(x, dtype=float)``
     raised a bare ValueError or TypeError on them, and OverflowError on an integer past a
     double: audit s29, F5); such an integer is ±inf, refused by the finiteness checks.
     """
+    if isinstance(values, Fraction | Decimal):  # one exact number: a scale, a bound
+        return np.asarray(_double(values), dtype=np.float64)
+    if flags:
+        arr = _flags(values)
+        if arr is not None:
+            return arr
     arr, why = read_real(values, copy=copy)
     if arr is None:
         raise InvalidInput(f"{name} must hold real numbers: {why}")
     return arr
 
 
-def real_pair(pair: object, name: str, *, finite: bool = True) -> tuple[float, float]:
-    """``pair`` as ``(low, high)``: two real numbers (by type: int, float, Fraction, numpy
-    numbers; not a bool or text) with low < high, finite unless ``finite`` is false (±inf
-    allowed, never NaN); else :class:`InvalidInput` naming ``name``. The doubles are
-    ``float(low)``, ``float(high)``; an integer past a double is out of range, not
-    OverflowError."""
+def _flags(values: object) -> FloatArray | None:
+    """Booleans (an indicator: a bucket in or out of a share) as 0/1 doubles; else None."""
+    if isinstance(values, np.ndarray) and values.dtype.kind == "b":
+        return values.astype(np.float64)
+    if (
+        isinstance(values, list | tuple)
+        and values
+        and all(isinstance(v, bool | np.bool_) for v in values)
+    ):
+        return np.asarray(values, dtype=np.float64)
+    return None
+
+
+def real_pair(
+    pair: object, name: str, *, finite: bool = True, strict: bool = True
+) -> tuple[float, float]:
+    """``pair`` as ``(low, high)``: two real numbers (by type: int, float, Fraction, Decimal,
+    numpy numbers; not a bool or text) with low < high (≤ unless ``strict``), finite
+    unless ``finite`` is false (±inf allowed, never NaN); else :class:`InvalidInput`
+    naming ``name``. The doubles are ``float(low)``, ``float(high)``; an integer past a
+    double is out of range, not OverflowError."""
     items = _pair_items(pair)
-    if items is None or not all(_real_scalar(v) or _fraction(v) for v in items):
+    if items is None or not all(_real_number(v) for v in items):
         raise InvalidInput(
             f"{name} must be a pair of numbers (low, high), got {type(pair).__name__} "
             f"{shown(pair, 40)}"
         )
     lo, hi = (_double(v) for v in items)
-    if not (lo < hi and (not finite or (math.isfinite(lo) and math.isfinite(hi)))):
+    ordered = lo < hi if strict else lo <= hi
+    if not (ordered and (not finite or (math.isfinite(lo) and math.isfinite(hi)))):
         kind = "finite numbers" if finite else "numbers"
+        sign = "<" if strict else "≤"
         raise InvalidInput(
-            f"{name} must be {kind} with low < high, got ({_number_text(items[0])}, "
+            f"{name} must be {kind} with low {sign} high, got ({_number_text(items[0])}, "
             f"{_number_text(items[1])})"
         )
     return lo, hi
@@ -163,7 +199,7 @@ def finite_real(value: object, name: str) -> float:
     """``value`` as a finite double of any sign: one real number by type (int, float,
     Fraction, a numpy number; not a bool, text or array); else :class:`InvalidInput`
     naming ``name`` (an integer past a double is out of range, not OverflowError)."""
-    if not (_real_scalar(value) or _fraction(value)):
+    if not _real_number(value):
         raise InvalidInput(
             f"{name} must be one finite real number, got {type(value).__name__} {shown(value, 40)}"
         )
@@ -180,7 +216,7 @@ def real_limit(value: object, name: str) -> float:
     past a double is ±inf, the double nearest it (the limit is no tighter than inf)."""
     if isinstance(value, np.ndarray) and value.size == 1 and value.dtype.kind in "fiu":
         value = value.reshape(-1)[0]
-    if not (_real_scalar(value) or _fraction(value)):
+    if not _real_number(value):
         raise InvalidInput(
             f"{name} must be one real number (inf for none), got {type(value).__name__} "
             f"{shown(value, 40)}"
@@ -198,11 +234,6 @@ def _pair_items(pair: object) -> tuple[object, object] | None:
     if isinstance(pair, list | tuple) and len(pair) == 2:
         return pair[0], pair[1]
     return None
-
-
-def _fraction(x: object) -> bool:
-    """A ``fractions.Fraction`` (an exact real number a caller may pass for a bound)."""
-    return isinstance(x, Fraction)
 
 
 def _number_text(x: object) -> str:
@@ -290,9 +321,9 @@ def check_positive(value: float, name: str) -> float:
     An integer past the largest double is out of range (:class:`InvalidInput`), not the
     OverflowError of ``float()`` (audit s29, F5).
     """
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+    if not _real_number(value):
         raise InvalidInput(
-            f"{name} must be a number (int or float, finite and > 0), got "
+            f"{name} must be a number (int, float or Fraction, finite and > 0), got "
             f"{type(value).__name__} {shown(value, 40)}"
         )
     v = _double(value)

@@ -8,7 +8,9 @@ and costs no ε.
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -71,6 +73,10 @@ class VectorSumCodec:
         weights: tuple[float, ...] | None = None,
     ) -> VectorSumCodec:
         """A codec with ``weights`` normalised to sum to 1 (equal shares when omitted)."""
+        if weights is not None and not isinstance(weights, str | bytes | Mapping):
+            with contextlib.suppress(TypeError):  # not iterable: refused below
+                # any iterable of numbers (a generator too), read once
+                weights = tuple(weights) if not _vector(weights) else weights
         if weights is not None and not (
             (isinstance(weights, list | tuple) or _vector(weights)) and len(weights) == len(names)
         ):

@@ -156,7 +156,8 @@ def derived_interval(
             "f and denominator must be functions of the released vector, got "
             f"{type(f).__name__} and {type(denominator).__name__}"
         )
-    bounds = real_pair(bounds, "bounds", finite=False)  # the metric's range: ±inf allowed
+    # the metric's range: ±inf allowed; low = high a degenerate range (its interval unusable)
+    bounds = real_pair(bounds, "bounds", finite=False, strict=False)
     denominator_max = real_limit(denominator_max, "denominator_max")
     denominator_name = _name(denominator_name)
 
@@ -220,8 +221,9 @@ def _name(text: object) -> str:
 
 
 def _weights(values: npt.ArrayLike, name: str, d: int) -> FloatArray:
-    """``values`` as ``d`` real weights (one number is broadcast to all); else InvalidInput."""
-    v = as_real(values, name)
+    """``values`` as ``d`` real weights (one number is broadcast to all; booleans, an
+    indicator, as 0/1); else InvalidInput."""
+    v = as_real(values, name, flags=True)
     if v.ndim > 1 or v.size not in (1, d):
         raise InvalidInput(
             f"{name} must be one weight per coordinate of released ({d}), got shape {v.shape}"
