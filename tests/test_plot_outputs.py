@@ -210,3 +210,37 @@ def test_calibrate_refuses_a_chart_named_like_a_ledgers_sqlite_file(
     assert not target.exists()
     with Ledger.open(a_ledger, Policy.load(DEFAULT_POLICY), mode="read") as ledger:
         assert ledger.entries() == []
+
+
+@pytest.mark.parametrize("plots", ["same", "same/charts"])
+def test_demo_refuses_plots_at_or_under_its_ledger_before_the_epoch(
+    plots: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Review s30: ``--ledger same --plots same`` committed the epoch, then could not make
+    the directory (the ledger file stood there): exit 2 after the spend, no values shown."""
+    db = tmp_path / "same"
+    args = ["demo", "--clients", CLIENTS, "--ledger", str(db), "--plots", str(tmp_path / plots)]
+    assert main([*args, "--quiet"]) == 2
+    assert "would be the ledger" in capsys.readouterr().err
+    assert not db.exists()
+
+
+def test_a_chart_that_fails_after_the_commit_still_shows_the_released_values(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A release that spent always returns its value: a chart failing after the commit (a
+    full disk, a file put in the way meanwhile) prints the report, then says so (exit 1)."""
+    import dpledger.cli.demo as demo_cli
+
+    def full_disk(*_: object, **__: object) -> list[Path]:
+        raise InvalidInput("cannot write --plots x.png: No space left on device")
+
+    monkeypatch.setattr(demo_cli, "write_plots", full_disk)
+    db = tmp_path / "demo.db"
+    args = ["demo", "--clients", CLIENTS, "--ledger", str(db), "--plots", str(tmp_path / "p")]
+    assert main([*args, "--quiet"]) == 1
+    out, err = capsys.readouterr()
+    assert "eu-west" in out  # the released values
+    assert "are committed" in err
+    assert "No space left" in err
+    assert db.exists()

@@ -9,9 +9,15 @@ from pathlib import Path
 from typing import Any
 
 from dpledger.cli.argtypes import ascii_int
-from dpledger.cli.main import EXIT_OK, EXIT_REFUSED, at_args, committed_but_undelivered
+from dpledger.cli.main import (
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_UNDELIVERED,
+    at_args,
+    committed_but_undelivered,
+)
 from dpledger.cli.output import Undelivered, json_text, say, write_out
-from dpledger.errors import InvalidInput
+from dpledger.errors import DpLedgerError, InvalidInput
 from dpledger.sim.demo import DEFAULT_POLICY, DemoResult, run_demo
 from dpledger.sim.plots import check_plot_targets, write_plots
 from dpledger.sim.report import as_json, text_report
@@ -25,13 +31,18 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
         require_pyplot()
         charts = check_plot_targets(Path(args.plots), replace=args.fresh)
-        ledger = os.path.realpath(args.ledger)
+        ledger, where = os.path.realpath(args.ledger), os.path.realpath(args.plots)
         for chart in charts:  # the demo would create its ledger there, then meet it as taken
             if os.path.realpath(chart) == ledger:
                 raise InvalidInput(
                     f"--ledger {args.ledger} is the chart {chart} that --plots writes: "
                     "choose another ledger path or --plots directory"
                 )
+        if where == ledger or where.startswith(ledger.rstrip(os.sep) + os.sep):
+            raise InvalidInput(  # the ledger file would stand where the directory must be
+                f"--plots {args.plots} would be the ledger {args.ledger} or under it: choose "
+                "another ledger path or --plots directory"
+            )
     result = run_demo(
         n_clients=args.clients,
         seed=args.seed,
@@ -39,7 +50,13 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         progress=None if args.json or args.quiet else sys.stderr,
         fresh=args.fresh,
     )
-    plots = write_plots(result, Path(args.plots), replace=args.fresh) if args.plots else []
+    failed: str | None = None
+    try:
+        plots = write_plots(result, Path(args.plots), replace=args.fresh) if args.plots else []
+    except DpLedgerError as e:
+        if not result.releases:
+            raise  # nothing was committed: the chart's problem is the whole answer
+        plots, failed = [], str(e)  # committed: the values are still shown, then the failure
     if args.json:
         report = json_text({**as_json(result), "plots": [str(p) for p in plots]}, sort_keys=False)
     else:
@@ -50,6 +67,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         if not result.releases:
             raise  # nothing was committed: only the report is lost
         return _undelivered(result, e.why)
+    if failed is not None:
+        say(
+            f"dpledger: the releases above are committed to {result.ledger_path}, but the "
+            f"charts were not written: {failed}"
+        )
+        return EXIT_UNDELIVERED
     if not result.releases:
         say(
             f"dpledger: every release was refused (see above); nothing was written to "
