@@ -123,3 +123,16 @@ def test_planning_arguments_of_the_wrong_type_are_typed(call: object, match: str
     pol = Policy.load(Path("policies/spatial-eval.toml"))
     with pytest.raises(InvalidInput, match=match):
         call(pol)  # type: ignore[operator]
+
+
+def test_required_budget_sizes_rounds_whose_targets_are_out_of_reach() -> None:
+    """Review s30: required_budget refused rounds at which the policy's budget cannot reach a
+    target — the very case it exists to size (fits = False, and how much it would need)."""
+    text = Path("policies/spatial-eval.toml").read_text()
+    text = text.replace('epoch_epsilon = "4.0"', 'epoch_epsilon = "1e-6"')
+    text = text.replace("target = 0.1", "target = 2e-6", 1)
+    pol = Policy.from_toml(text, source="tight")
+    need = dl.required_budget(pol, {"eu-west": 2400}, rounds_per_epoch=MAX_ROUNDS)
+    assert not need.fits
+    with pytest.raises(InvalidInput, match="would not load"):  # a plan of them still refuses
+        dl.plan(pol, {"eu-west": 2400}, rounds_per_epoch=MAX_ROUNDS)

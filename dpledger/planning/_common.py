@@ -110,10 +110,12 @@ def validated_cohorts(policy: Policy, cohorts: Mapping[str, int]) -> dict[str, i
     return out
 
 
-def validated_rounds(policy: Policy, rounds_per_epoch: int | None) -> int:
+def validated_rounds(policy: Policy, rounds_per_epoch: int | None, *, targets: bool = True) -> int:
     """The rounds per epoch to plan: the policy's, or ``rounds_per_epoch`` if a version of
     the policy with that many rounds would load (audit s29, F12: a plan of rounds whose
-    per-release budget no policy may hold called its releases publishable)."""
+    per-release budget no policy may hold called its releases publishable). ``targets``:
+    whether a target no cohort reaches at those rounds refuses them too (a plan), or not
+    (a budget sizer, whose answer then is that the budget does not fit)."""
     if rounds_per_epoch is None:
         return policy.rounds_per_epoch
     rounds = positive_int(rounds_per_epoch, "rounds_per_epoch")
@@ -122,7 +124,8 @@ def validated_rounds(policy: Policy, rounds_per_epoch: int | None) -> int:
             f"rounds_per_epoch must be an integer from 1 to {MAX_ROUNDS:_} (a policy's "
             f"limit), got {shown(rounds_per_epoch)}"
         )
-    problems = policy.limit_problems(rounds) if rounds != policy.rounds_per_epoch else []
+    same = rounds == policy.rounds_per_epoch
+    problems = [] if same else policy.limit_problems(rounds, targets=targets)
     if problems:
         raise InvalidInput(
             f"a version of policy {policy.name} with rounds_per_epoch = {rounds} would not "

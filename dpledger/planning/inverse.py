@@ -154,7 +154,8 @@ def required_budget(
     """
     policy = validated_policy(policy)
     cohort_of = validated_cohorts(policy, cohorts)
-    rounds = validated_rounds(policy, rounds_per_epoch)
+    # a target out of reach at these rounds is this function's answer (fits = False)
+    rounds = validated_rounds(policy, rounds_per_epoch, targets=False)
     if targets is not None and not isinstance(targets, Mapping):
         raise InvalidInput(
             "targets must map metric names to target error bars, e.g. "

@@ -83,11 +83,14 @@ def _remedy(policy: Policy, spec: MetricSpec) -> str:
     return f"raise epoch_{policy.unit}, eval_fraction or its weight, or lower rounds_per_epoch"
 
 
-def budget_limit_problems(policy: Policy, rounds: int | None = None) -> list[str]:
+def budget_limit_problems(
+    policy: Policy, rounds: int | None = None, *, targets: bool = True
+) -> list[str]:
     """Why some metric of ``policy`` could never be calibrated or reach its target (empty: none).
 
     ``rounds`` (default: the policy's ``rounds_per_epoch``) asks the same of a version of
-    the policy with that many rounds per epoch: what a planner planning other rounds needs.
+    the policy with that many rounds per epoch: what a planner planning other rounds needs;
+    ``targets=False`` leaves out the targets no cohort reaches (what a budget sizer reports).
     A weighted metric an over-committed policy leaves no budget (exactly 0) is not listed:
     that policy loads with a :class:`~dpledger.policy.PolicyWarning`, as documented.
     """
@@ -116,7 +119,7 @@ def budget_limit_problems(policy: Policy, rounds: int | None = None) -> list[str
                 f"{_remedy(policy, spec)}, or state the metric in smaller units"
             )
             continue
-        if spec.target is not None:
+        if targets and spec.target is not None:
             out.extend(_target_problems(policy, name, spec, budget, delta, rounds))
     return out
 

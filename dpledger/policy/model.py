@@ -427,11 +427,12 @@ class Policy(FrozenModel):
         used = sum((self.release_budget(m, rounds) for m in self.metrics), Fraction(0))
         return max(used - per_round, Fraction(0))
 
-    def limit_problems(self, rounds_per_epoch: int) -> list[str]:
+    def limit_problems(self, rounds_per_epoch: int, *, targets: bool = True) -> list[str]:
         """Why a version of this policy with ``rounds_per_epoch`` would not load (empty: it
         would): a per-release budget below the doubles' range, an error bar beyond it, a
-        target no cohort reaches. What a planner planning other rounds must refuse."""
-        return budget_limit_problems(self, _rounds(rounds_per_epoch))
+        target no cohort reaches (left out with ``targets=False``). What a planner
+        planning other rounds must refuse."""
+        return budget_limit_problems(self, _rounds(rounds_per_epoch), targets=targets)
 
     def no_budget_reason(self, rounds_per_epoch: int | None = None) -> str:
         """Why a weighted metric gets no budget: over-committed by how much, or exactly used."""
