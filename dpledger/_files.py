@@ -282,9 +282,11 @@ def check_new(path: str | os.PathLike[str], what: str) -> Path:
         )
     if not p.parent.is_dir():
         raise InvalidInput(f"{what} {p}: the directory {p.parent} does not exist")
-    for suffix in SQLITE_SIDECARS:  # X-wal beside a database X: SQLite would take it as its
-        base = p.name.removesuffix(suffix)  # own, and the database refuse to open
-        if base != p.name and os.path.lexists(p.with_name(base)):
+    for suffix in SQLITE_SIDECARS:  # X-wal beside a database file X: SQLite would take it as
+        if not p.name.lower().endswith(suffix) or len(p.name) == len(suffix):  # its own,
+            continue  # and the database refuse to open
+        base = p.name[: -len(suffix)]
+        if os.path.isfile(p.with_name(base)):
             raise InvalidInput(
                 f"{what} {p}: a file named like the {suffix!r} file SQLite keeps beside "
                 f"{p.with_name(base)} (perhaps a ledger) would be taken for its own; choose "

@@ -198,3 +198,18 @@ def test_10_a_request_policy_version_is_told_apart_from_the_policy_given(
     assert "the policy given" in out
     assert "version 2.0.0" in out
     assert "ledger has" not in out
+
+
+def test_an_aggregate_that_holds_itself_is_refused_not_walked_forever() -> None:
+    """Review s30: the null scan (and the flag scan before it) looped forever on an object
+    array or a list that contains itself."""
+    from dpledger.approval.aggregate import as_float64
+
+    a = np.empty(1, object)
+    a[0] = a
+    lst: list[object] = [1.0]
+    lst.append(lst)
+    for agg in (a, lst):
+        arr, why = as_float64(agg)
+        assert arr is None
+        assert why

@@ -244,3 +244,16 @@ def test_a_chart_that_fails_after_the_commit_still_shows_the_released_values(
     assert "are committed" in err
     assert "No space left" in err
     assert db.exists()
+
+
+def test_the_sidecar_rule_refuses_only_a_name_beside_a_database_file(tmp_path: Path) -> None:
+    """Review s30: a name that is only the suffix crashed (``Path.with_name('')``), and a
+    name beside a directory of the stem's name was refused."""
+    from dpledger._files import check_new
+
+    assert check_new(tmp_path / "-wal", "--plot") == tmp_path / "-wal"
+    (tmp_path / "results").mkdir()
+    assert check_new(tmp_path / "results-journal", "--plot").name == "results-journal"
+    (tmp_path / "l.db").write_bytes(b"")
+    with pytest.raises(InvalidInput, match="SQLite keeps beside"):
+        check_new(tmp_path / "l.db-WAL", "--plot")

@@ -54,12 +54,17 @@ def as_float64(aggregate: object) -> tuple[npt.NDArray[np.float64] | None, str]:
 
 def _holds_none(values: object) -> bool:
     """Whether ``values`` is None or holds one, in lists, tuples or object arrays at any
-    depth (walked with a stack: a deeply nested list is no RecursionError)."""
-    stack = [values]
+    depth (walked with a stack: a deeply nested list is no RecursionError; each container
+    once: one that holds itself ends)."""
+    stack, seen = [values], set()
     while stack:
         v = stack.pop()
         if v is None:
             return True
+        if isinstance(v, list | tuple | np.ndarray):
+            if id(v) in seen:  # a list that holds itself: walked once (review s30)
+                continue
+            seen.add(id(v))
         if isinstance(v, list | tuple):
             stack.extend(v)
         elif isinstance(v, np.ndarray) and v.dtype.kind == "O":

@@ -91,8 +91,12 @@ def _odd_elements(values: list[Any] | tuple[Any, ...]) -> str:
     """Why a list or tuple (nested or not) cannot be read as numbers by type: a bool or a
     masked array among its elements (numpy would promote or unmask them); else ""."""
     stack: list[Any] = [values]
+    seen: set[int] = set()  # each list once: one that holds itself ends (review s30)
     while stack:
         v = stack.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
         kinds = set(map(type, v))  # one pass at C speed per list: rows of floats are cheap
         if bool in kinds or np.bool_ in kinds:
             return "booleans among the numbers (a flag is not a count); send numbers only"
