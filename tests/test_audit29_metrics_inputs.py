@@ -619,3 +619,25 @@ def test_a_degenerate_range_is_still_an_unusable_interval_not_an_error() -> None
 def test_text_and_flags_are_still_not_numbers(bounds: object) -> None:
     with pytest.raises(InvalidInput, match="bounds must be a pair of numbers"):
         m.uncertainty.mean_over_noisy_count(100.0, 1.0, 40.0, 1.0, bounds=bounds, max_count=100)
+
+
+@pytest.mark.parametrize("seed", ["x", None, 1.5, True])
+def test_a_monte_carlo_seed_is_an_integer_checked_before_anything(seed: object) -> None:
+    """Review s30: seed='x' or None raised ValueError/TypeError; 1.5 was truncated."""
+    cm = np.array([50.0, 5.0, 4.0, 41.0])
+    with pytest.raises(InvalidInput, match="seed must be an integer"):
+        m.uncertainty.classification_estimates(cm, 2.0, method="monte_carlo", seed=seed)
+
+
+def test_numpy_integers_are_draws_and_seeds() -> None:
+    cm = np.array([50.0, 5.0, 4.0, 41.0])
+    a = m.uncertainty.classification_estimates(
+        cm, 2.0, method="monte_carlo", draws=np.int64(3000), seed=np.int64(7)
+    )
+    b = m.uncertainty.classification_estimates(cm, 2.0, method="monte_carlo", draws=3000, seed=7)
+    assert a == b
+
+
+def test_ragged_labels_are_typed() -> None:
+    with pytest.raises(InvalidInput, match="y_true must be one flat array"):
+        m.flam.confusion_matrix([[1, 0], [1]], [1, 0, 1], n_classes=2)  # type: ignore[list-item]

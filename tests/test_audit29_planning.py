@@ -136,3 +136,26 @@ def test_required_budget_sizes_rounds_whose_targets_are_out_of_reach() -> None:
     assert not need.fits
     with pytest.raises(InvalidInput, match="would not load"):  # a plan of them still refuses
         dl.plan(pol, {"eu-west": 2400}, rounds_per_epoch=MAX_ROUNDS)
+
+
+def test_review_s30_untyped_leftovers_are_typed(tmp_path: Path) -> None:
+    pol = Policy.load(Path("policies/spatial-eval.toml"))
+    with pytest.raises(InvalidInput, match="is None"):
+        dl.required_budget(pol, {"eu-west": 2400}, targets={"clipped_mean_loss": None})
+    with dl.Ledger.open(tmp_path / "l.db", pol, mode="create") as ledger:
+        with pytest.raises(InvalidInput, match="after must be an integer"):
+            ledger.entries(after=None)  # type: ignore[arg-type]
+        assert ledger.entries(after=np.int64(0), limit=np.int64(3)) == []
+
+
+def test_a_plan_says_a_floor_is_beyond_the_largest_cohort() -> None:
+    """Review s30: the plan listed floors above 1e9 that dl.cohort_floor refuses."""
+    pol = Policy.load(Path("policies/spatial-eval.toml"))
+    text = (
+        Path("policies/spatial-eval.toml")
+        .read_text()
+        .replace('epoch_epsilon = "4.0"', 'epoch_epsilon = "1e-6"')
+    )
+    pol = Policy.from_toml(text, source="small")
+    reasons = [m.reason for r in dl.plan(pol, {"eu-west": 2400}).regions for m in r.metrics]
+    assert any("above the largest cohort 1_000_000_000" in r for r in reasons), reasons

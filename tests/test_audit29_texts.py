@@ -195,7 +195,7 @@ def test_10_a_request_policy_version_is_told_apart_from_the_policy_given(
     assert main(argv) == 1  # refused, as before
     out = capsys.readouterr().out
     assert "the request names policy version 1.0.0" in out
-    assert "the policy given" in out
+    assert "the policy this ledger was opened with" in out
     assert "version 2.0.0" in out
     assert "ledger has" not in out
 

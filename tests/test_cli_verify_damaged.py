@@ -130,7 +130,7 @@ def test_an_unreadable_entry_is_named_with_what_to_do_not_a_python_exception(
     assert main(["ledger", "show", "--policy", str(SPATIAL), "--ledger", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "entry 1 is damaged" in err
-    assert "restore the ledger from a backup" in err
+    assert "restore it from a backup" in err
     assert "Error" not in err  # no Python exception name (JSONDecodeError, TypeError, …)
     assert len(err) < 600
 

@@ -59,9 +59,9 @@ def request_checks(
             if pv in (None, policy.version)
             # the policy here is the one given (--policy, Ledger.open), not one the ledger
             # recorded: say which version is which (audit s29, F10)
-            else f"the request names policy version {pv}, but the policy given (--policy, "
-            f"or Ledger.open's) is {policy.name} version {policy.version}: send the request "
-            f"under {policy.version}, or give the policy file of version {pv}",
+            else f"the request names policy version {pv}, but the policy this ledger was "
+            f"opened with is {policy.name} version {policy.version}: send the request under "
+            f"{policy.version}, or open the ledger with the policy of version {pv}",
         )
     )
     if spec.edges_version is None and edges_version is not None:

@@ -47,6 +47,10 @@ def parse_percentiles(text: str) -> tuple[float, ...]:
     is refused as typed, not as ``inf``); range checks happen in calibration. An empty
     item (``50,,90``, a trailing comma) is refused, not skipped (audit s29, F10)."""
     items = [p.strip() for p in text.split(",")]
+    if not text.strip():
+        raise InvalidInput(
+            "--percentiles is empty: give at least one candidate percentile, like 50,90,95,99,100"
+        )
     if "" in items:
         raise InvalidInput(
             f"--percentiles {text[:80]!r}: item {items.index('') + 1} of {len(items)} is empty; "

@@ -443,7 +443,7 @@ class Ledger:
         """
         for name, value in (("after", after), ("limit", limit)):
             # any integer type (numpy's too, as spent() and the planners take), not a bool
-            if value is not None and (
+            if (value is not None or name == "after") and (
                 isinstance(value, bool) or not isinstance(value, numbers.Integral)
             ):
                 raise InvalidInput(f"{name} must be an integer, got {shown(value)}")

@@ -104,6 +104,7 @@ LOCK_KEY = int.from_bytes(hashlib.sha256(b"dpledger").digest()[:8], "big", signe
 """The ledger-wide advisory lock key: the first 8 bytes of SHA-256("dpledger"), signed."""
 
 _LOCK_NOT_AVAILABLE = "55P03"
+_SCHEMA_GONE = frozenset({"42P01", "42703"})  # undefined table, undefined column
 
 
 def _bigints(values: Sequence[int]) -> bytes:
@@ -248,6 +249,11 @@ class PostgresStore(PipelinedWrites, SqlStore):
             return StoreError(
                 f"PostgreSQL ledger {self._location}: another writer held the ledger lock "
                 f"for over {self._timeout_s:g} s; nothing was recorded, retry the release"
+            )
+        if getattr(e, "sqlstate", None) in _SCHEMA_GONE:  # opened as a ledger, so: damage
+            return StoreError(
+                f"PostgreSQL ledger {self._location} is damaged: {self._clean(e)}; it fails "
+                "`dpledger ledger verify`: restore it from a backup"
             )
         return StoreError(
             f"PostgreSQL ledger {self._location}: {type(e).__name__}: {self._clean(e)}; "

@@ -129,8 +129,8 @@ def row_to_entry(row: Sequence[Any]) -> Entry:
             InvalidInput) as e:  # fmt: skip
         said = str(e)[:200] or type(e).__name__
         raise LedgerCorrupted(
-            f"entry {shown(seq)} is damaged: its stored fields cannot be read ({said}); run "
-            "`dpledger ledger verify` and restore the ledger from a backup"
+            f"entry {shown(seq)} is damaged: its stored fields cannot be read ({said}); the "
+            "ledger fails `dpledger ledger verify`: restore it from a backup"
         ) from e
 
 

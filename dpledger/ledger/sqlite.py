@@ -362,8 +362,8 @@ class SqliteStore(SqlStore):
         """The StoreError for an SQLite error met reading or writing."""
         if is_damage(e):
             return StoreError(
-                f"SQLite ledger {self._path} is damaged: {e}; run `dpledger ledger verify` "
-                "and restore it from a backup"
+                f"SQLite ledger {self._path} is damaged: {e}; it fails `dpledger ledger "
+                "verify`: restore it from a backup"
             )
         return StoreError(f"SQLite ledger {self._path}: {e}")
 

@@ -308,7 +308,7 @@ class SqlStore(ABC):
             # not a version number at all: damage, not a newer schema (audit s29, F13)
             raise LedgerCorrupted(
                 f"{self.location} is damaged: its schema version {shown(version)} is not a "
-                "version number; run `dpledger ledger verify` and restore it from a backup"
+                "version number; it fails `dpledger ledger verify`: restore it from a backup"
             )
         if version not in READABLE_VERSIONS:
             raise LedgerSchemaUnsupported(

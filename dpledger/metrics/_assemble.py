@@ -309,7 +309,7 @@ def batch_intervals(
     ``override`` replaces the delta interval of some keys (named in ``methods``) with a
     precomputed ``(low, high, defined)`` (e.g. Fieller's for a ratio).
     """
-    check_options(level, method, distribution=distribution, draws=draws)
+    check_options(level, method, distribution=distribution, draws=draws, seed=seed)
     centre, weights = linearize(f_rows, x, std, step)
     lin = {k: Linear.of(centre[k], weights[k], level, distribution) for k in centre}
     guard_map = {k: tuple(v) for k, v in (guards or {}).items()}

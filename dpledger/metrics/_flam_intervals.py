@@ -405,7 +405,7 @@ def classification_batch(
     by the same rules at that level: the hull misses on a side only if one of the two
     misses on that side.
     """
-    check_options(level, method, distribution=distribution, draws=draws, labels=labels)
+    check_options(level, method, distribution=distribution, draws=draws, labels=labels, seed=seed)
     max_total = real_limit(max_total, "max_total")
     x = _confusion_batch(released)
     c = math.isqrt(x.shape[-1])

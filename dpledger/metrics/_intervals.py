@@ -19,6 +19,7 @@ How these combine into published intervals (guards, selection adjustment, ranges
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from statistics import NormalDist
@@ -164,8 +165,12 @@ def check_options(
     distribution: object = "laplace",
     draws: object = 2000,
     labels: object = "all",
+    seed: object = 0,
 ) -> None:
-    """Refuse bad interval options with :class:`InvalidInput` (callers run it before a spend)."""
+    """Refuse bad interval options with :class:`InvalidInput` (callers run it before a spend).
+
+    ``draws`` and ``seed`` are integers of any integer type (numpy's too), not a bool;
+    a float seed is refused, not truncated (review s30)."""
     z_value(level)
     # `in` on an array compares elementwise (a bare ValueError): text is checked first
     if not isinstance(method, str) or method not in ("delta", "monte_carlo"):
@@ -174,13 +179,19 @@ def check_options(
         raise InvalidInput(
             f"distribution must be 'laplace' or 'gaussian', got {shown(distribution)}"
         )
-    if isinstance(draws, bool) or not isinstance(draws, int) or draws < MIN_DRAWS:
+    if isinstance(seed, bool | np.bool_) or not isinstance(seed, numbers.Integral):
+        raise InvalidInput(f"seed must be an integer, got {shown(seed)}")
+    if (
+        isinstance(draws, bool | np.bool_)
+        or not isinstance(draws, numbers.Integral)
+        or int(draws) < MIN_DRAWS
+    ):
         raise InvalidInput(
             f"draws must be an integer ≥ {MIN_DRAWS:,}, got {shown(draws)}: the Monte Carlo "
             "interval's quantiles and bias shift come from the redraws, and fewer leave it "
             "short of its level"
         )
-    if draws > MAX_DRAWS:
+    if int(draws) > MAX_DRAWS:
         raise InvalidInput(
             f"draws must be at most {MAX_DRAWS:,}, got {shown(draws)}: each redraw holds a "
             "whole released vector, so more would not fit in memory; the default 2,000 "

@@ -163,7 +163,7 @@ def regression_batch(
     cohort·m·h² (the codec's per-client bounds), keeping pure-noise releases flagged.
     """
     codec = check_regression_codec(codec)
-    check_options(level, method, distribution=distribution, draws=draws)
+    check_options(level, method, distribution=distribution, draws=draws, seed=seed)
     cohort = real_limit(cohort, "cohort")
     x = as_real(released, "released")  # by type: no text or objects (audit s29, F5)
     if x.ndim != 2 or x.shape[-1] != codec.dimension:

@@ -280,7 +280,10 @@ def as_finite(values: npt.ArrayLike, name: str, *, ndim: int = 1) -> FloatArray:
 
 def as_labels(values: npt.ArrayLike, name: str, n_classes: int) -> IntArray:
     """Integer class labels in ``[0, n_classes)`` as an int64 array."""
-    arr = np.asarray(values)
+    try:
+        arr = np.asarray(values)
+    except (ValueError, TypeError, OverflowError) as e:  # ragged rows, say (review s30)
+        raise InvalidInput(f"{name} must be one flat array of integer class labels ({e})") from None
     if arr.size == 0 and arr.ndim == 1:
         return np.zeros(0, dtype=np.int64)
     if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):

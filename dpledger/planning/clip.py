@@ -169,8 +169,9 @@ def load_held_out(path: str | os.PathLike[str], column: str | None = None) -> np
     if suffix == ".npy":
         if column is not None:
             raise InvalidInput(f"{p}: a .npy file holds one array; --column applies to CSV only")
+        data = _read_held_out(p)  # its own InvalidInput (a ValueError): not wrapped twice
         try:
-            arr = np.load(io.BytesIO(_read_held_out(p)), allow_pickle=False)
+            arr = np.load(io.BytesIO(data), allow_pickle=False)
         except (ValueError, EOFError) as e:
             raise InvalidInput(f"cannot read held-out values from {p}: {e}") from e
         return np.asarray(arr)

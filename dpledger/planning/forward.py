@@ -40,6 +40,7 @@ from dpledger.policy import (
     eval_fraction_note,
 )
 from dpledger.types import (
+    MAX_COHORT,
     BarKind,
     Budget,
     MechanismKind,
@@ -362,6 +363,8 @@ def _plan_region(
         floors[name] = floor = mech.cohort_floor_of(facts, spec.target, spec.bar, spec.magnitude)
         if n < floor:
             reasons[name] = f"cohort {n} < floor {floor}{_records_noun(policy)}"
+            if floor > MAX_COHORT:  # as dl.cohort_floor says it (review s30)
+                reasons[name] += f", above the largest cohort {MAX_COHORT:_}"
             best = mech.least_cohort(  # if the metric had the whole allocation
                 facts.sensitivity, budget, spec.target, spec.bar,
                 measure=facts.measure, mechanism=facts.mechanism, magnitude=spec.magnitude,

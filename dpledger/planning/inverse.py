@@ -168,6 +168,12 @@ def required_budget(
             f"targets for unknown metric(s) {shown(unknown)}; the policy has "
             f"{sorted(policy.metrics)}"
         )
+    for name, goal in goals.items():  # the numbers themselves are checked where they are used
+        if goal is None:
+            raise InvalidInput(
+                f"targets[{name!r}] is None: give the target error bar as a number, or leave "
+                "the metric out to use the policy's target"
+            )
     for name, spec in policy.metrics.items():
         if name not in goals and spec.target is not None:
             goals[name] = spec.target

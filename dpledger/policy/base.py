@@ -46,6 +46,7 @@ __all__ = [
     "PositiveDecimal",
     "describe_validation_error",
     "name_ok",
+    "not_underflowed",
     "to_fraction",
 ]
 
@@ -215,7 +216,7 @@ def _positive(q: Fraction) -> Fraction:
     return q
 
 
-def _not_underflowed(v: object) -> object:
+def not_underflowed(v: object) -> object:
     """``v``, unless it is the float 0.0, which is what TOML (or Python) reads a float
     literal below the smallest double as: ``1e-400`` arrives as 0.0, and "must be > 0"
     alone would not say why (audit s29, F10)."""
@@ -230,10 +231,10 @@ def _not_underflowed(v: object) -> object:
 
 
 PositiveDecimal = Annotated[
-    ExactDecimal, AfterValidator(_positive), BeforeValidator(_not_underflowed)
+    ExactDecimal, AfterValidator(_positive), BeforeValidator(not_underflowed)
 ]
 """Exact and > 0 (checked per field, so every bad one is listed); a float 0.0 is refused
-with a word on underflow (:func:`_not_underflowed`, run before the conversion)."""
+with a word on underflow (:func:`not_underflowed`, run before the conversion)."""
 
 BudgetDecimal = Annotated[PositiveDecimal, AfterValidator(_budget_range)]
 """A budget (ε, ρ) or weight: exact, > 0, a normal double, at most :data:`MAX_BUDGET`."""

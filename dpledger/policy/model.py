@@ -19,7 +19,14 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field, PlainSerializer, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    PlainSerializer,
+    field_validator,
+    model_validator,
+)
 
 from dpledger._shown import shown
 from dpledger.errors import DpLedgerError, InvalidInput, PolicyError
@@ -31,6 +38,7 @@ from dpledger.policy.base import (
     ExactDecimal,
     FrozenModel,
     name_ok,
+    not_underflowed,
 )
 from dpledger.policy.hashing import content_hash
 from dpledger.policy.limits import budget_limit_problems
@@ -140,7 +148,9 @@ class Policy(FrozenModel):
     epoch_epsilon: BudgetDecimal | None = None
     epoch_rho: BudgetDecimal | None = None
     delta: float = Field(default=1e-6, gt=0, lt=1, strict=True)
-    eval_fraction: Annotated[ExactDecimal, AfterValidator(_fraction_of_one)] = Fraction(1, 4)
+    eval_fraction: Annotated[
+        ExactDecimal, AfterValidator(_fraction_of_one), BeforeValidator(not_underflowed)
+    ] = Fraction(1, 4)
     rounds_per_epoch: int = Field(default=1, ge=1, le=MAX_ROUNDS, strict=True)
     allocation: Allocation = "per_metric"
     regions: Regions
