@@ -98,7 +98,7 @@ class DerivedRelease:
         level = next(iter(self.intervals.values())).level if self.intervals else 0.95
         head = (
             f"entry {self.release.entry_id}: {self.release.request.metric} "
-            f"({self.release.unit} {self.release.charge.text}), {level:.0%} intervals"
+            f"({self.release.unit} {self.release.charge.text}), {level * 100:.6g}% intervals"
         )
         rows = []
         for k, v in self.metrics.items():
