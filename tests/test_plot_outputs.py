@@ -233,7 +233,7 @@ def test_a_chart_that_fails_after_the_commit_still_shows_the_released_values(
     import dpledger.cli.demo as demo_cli
 
     def full_disk(*_: object, **__: object) -> list[Path]:
-        raise InvalidInput("cannot write --plots x.png: No space left on device")
+        raise OSError(28, "No space left on device")  # not even wrapped: values still shown
 
     monkeypatch.setattr(demo_cli, "write_plots", full_disk)
     db = tmp_path / "demo.db"

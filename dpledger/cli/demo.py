@@ -53,10 +53,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     failed: str | None = None
     try:
         plots = write_plots(result, Path(args.plots), replace=args.fresh) if args.plots else []
-    except DpLedgerError as e:
+    except Exception as e:  # whatever failed, a spend's values are shown
         if not result.releases:
             raise  # nothing was committed: the chart's problem is the whole answer
-        plots, failed = [], str(e)  # committed: the values are still shown, then the failure
+        # committed: the values are still shown, then the failure
+        plots, failed = [], str(e) if isinstance(e, DpLedgerError) else f"{type(e).__name__}: {e}"
     if args.json:
         report = json_text({**as_json(result), "plots": [str(p) for p in plots]}, sort_keys=False)
     else:
