@@ -42,34 +42,8 @@ _SMALL = 64  # vectors up to this length are checked as Python floats
 
 def as_float64(aggregate: object) -> tuple[npt.NDArray[np.float64] | None, str]:
     """The aggregate as a new float64 array, else None and why: decided by its type, never
-    its values (:func:`dpledger.metrics._segments.read_real`, the one home of that rule).
-
-    A refusal for a null (JSON ``null``, Python ``None``) among the values says so, not
-    only "dtype object" (audit s29, F10); the decision is read_real's."""
-    arr, why = read_real(aggregate)
-    if arr is None and why.startswith("dtype ") and _holds_none(aggregate):
-        why = "a null (None) is not a number; send numbers only (fill or drop a missing value)"
-    return arr, why
-
-
-def _holds_none(values: object) -> bool:
-    """Whether ``values`` is None or holds one, in lists, tuples or object arrays at any
-    depth (walked with a stack: a deeply nested list is no RecursionError; each container
-    once: one that holds itself ends)."""
-    stack, seen = [values], set()
-    while stack:
-        v = stack.pop()
-        if v is None:
-            return True
-        if isinstance(v, list | tuple | np.ndarray):
-            if id(v) in seen:  # a list that holds itself: walked once (review s30)
-                continue
-            seen.add(id(v))
-        if isinstance(v, list | tuple):
-            stack.extend(v)
-        elif isinstance(v, np.ndarray) and v.dtype.kind == "O":
-            stack.extend(v.reshape(-1).tolist())
-    return False
+    its values (:func:`dpledger.metrics._segments.read_real`, the one home of that rule)."""
+    return read_real(aggregate)
 
 
 def aggregate_checks(

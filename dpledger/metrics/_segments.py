@@ -62,7 +62,8 @@ def read_real(values: object, *, copy: bool = True) -> tuple[FloatArray | None, 
     uncharged: audit 5, F2), Python integers past 64 bits too (numpy keeps them as
     objects); one beyond the largest double is ±inf, as a float of that size is, for the
     finiteness check to refuse. Refused: booleans (alone, or beside numbers in a list:
-    numpy would promote a flag to a count; audit 6, G3), text, complex, ``Decimal``,
+    numpy would promote a flag to a count; audit 6, G3), a null (``None``, named as one),
+    text, complex, ``Decimal``,
     dates and other objects, a masked array, alone or in a list (its masked values would
     be used).
     """
@@ -78,13 +79,20 @@ def read_real(values: object, *, copy: bool = True) -> tuple[FloatArray | None, 
         return None, f"not an array of numbers ({e})"
     if arr.dtype.kind in "fiu":
         return arr.astype(np.float64, copy=copy), ""
-    if arr.dtype.kind == "O" and all(_real_scalar(x) for x in arr.reshape(-1).tolist()):
-        try:
-            return arr.astype(np.float64), ""
-        except OverflowError:  # an integer past the largest double: the ±inf it denotes
-            flat = [_double(x) for x in arr.reshape(-1).tolist()]
-            return np.asarray(flat, dtype=np.float64).reshape(arr.shape), ""
+    if arr.dtype.kind == "O":
+        flat = arr.reshape(-1).tolist()
+        if all(_real_scalar(x) for x in flat):
+            try:
+                return arr.astype(np.float64), ""
+            except OverflowError:  # an integer past the largest double: the ±inf it denotes
+                doubles = [_double(x) for x in flat]
+                return np.asarray(doubles, dtype=np.float64).reshape(arr.shape), ""
+        if any(x is None for x in flat):  # JSON null: say so, not only "dtype object"
+            return None, _NULL
     return None, f"dtype {arr.dtype} is not a real number type; send float64 or integers"
+
+
+_NULL = "a null (None) is not a number; send numbers only (fill or drop a missing value)"
 
 
 def _odd_elements(values: list[Any] | tuple[Any, ...]) -> str:
@@ -98,6 +106,8 @@ def _odd_elements(values: list[Any] | tuple[Any, ...]) -> str:
             continue
         seen.add(id(v))
         kinds = set(map(type, v))  # one pass at C speed per list: rows of floats are cheap
+        if type(None) in kinds:
+            return _NULL
         if bool in kinds or np.bool_ in kinds:
             return "booleans among the numbers (a flag is not a count); send numbers only"
         if any(issubclass(t, np.ma.MaskedArray) for t in kinds):
