@@ -15,7 +15,7 @@ import numpy.typing as npt
 from dpledger import mechanisms as mech
 from dpledger._shown import shown
 from dpledger.errors import InvalidInput
-from dpledger.policy import ALL, MAX_ROUNDS, Policy
+from dpledger.policy import ALL, Policy, checked_rounds
 from dpledger.types import cohort_size
 
 __all__ = [
@@ -118,12 +118,7 @@ def validated_rounds(policy: Policy, rounds_per_epoch: int | None, *, targets: b
     (a budget sizer, whose answer then is that the budget does not fit)."""
     if rounds_per_epoch is None:
         return policy.rounds_per_epoch
-    rounds = positive_int(rounds_per_epoch, "rounds_per_epoch")
-    if rounds > MAX_ROUNDS:
-        raise InvalidInput(
-            f"rounds_per_epoch must be an integer from 1 to {MAX_ROUNDS:_} (a policy's "
-            f"limit), got {shown(rounds_per_epoch)}"
-        )
+    rounds = checked_rounds(rounds_per_epoch)  # an integer in 1..MAX_ROUNDS, as a policy's
     same = rounds == policy.rounds_per_epoch
     problems = [] if same else policy.limit_problems(rounds, targets=targets)
     if problems:

@@ -33,6 +33,7 @@ from dpledger.policy.model import (
     MAX_ROUNDS,
     Policy,
     PolicyWarning,
+    checked_rounds,
     eval_fraction_note,
 )
 from dpledger.policy.model import FrozenMetrics as FrozenMetrics  # importable here, as before
@@ -53,6 +54,7 @@ __all__ = [
     "PolicyWarning",
     "PositiveDecimal",
     "Regions",
+    "checked_rounds",
     "describe_validation_error",
     "eval_fraction_note",
     "to_fraction",

@@ -60,6 +60,7 @@ __all__ = [
     "MAX_ROUNDS",
     "Policy",
     "PolicyWarning",
+    "checked_rounds",
     "eval_fraction_note",
 ]
 
@@ -90,7 +91,7 @@ MAX_ROUNDS = 100_000
 """The largest ``rounds_per_epoch`` a policy may declare (and a planner may plan)."""
 
 
-def _rounds(value: object) -> int:
+def checked_rounds(value: object) -> int:
     """``value`` as a number of rounds per epoch: an integer (not a bool) in 1..MAX_ROUNDS."""
     if (
         isinstance(value, bool)
@@ -381,7 +382,9 @@ class Policy(FrozenModel):
         absolute ones leave of ``eval_budget / rounds_per_epoch``, by weight. An
         over-committed policy gives weighted metrics no budget: :meth:`overcommitment`.
         """
-        rounds = self.rounds_per_epoch if rounds_per_epoch is None else _rounds(rounds_per_epoch)
+        rounds = (
+            self.rounds_per_epoch if rounds_per_epoch is None else checked_rounds(rounds_per_epoch)
+        )
         spec = self.metric(name)
         absolute = spec.epsilon if spec.epsilon is not None else spec.rho
         if absolute is not None:
@@ -432,7 +435,9 @@ class Policy(FrozenModel):
 
     def overcommitment(self, rounds_per_epoch: int | None = None) -> Fraction:
         """How far one round of every metric per region exceeds its share (0 if it fits)."""
-        rounds = self.rounds_per_epoch if rounds_per_epoch is None else _rounds(rounds_per_epoch)
+        rounds = (
+            self.rounds_per_epoch if rounds_per_epoch is None else checked_rounds(rounds_per_epoch)
+        )
         per_round = self.eval_budget / rounds
         used = sum((self.release_budget(m, rounds) for m in self.metrics), Fraction(0))
         return max(used - per_round, Fraction(0))
@@ -442,7 +447,7 @@ class Policy(FrozenModel):
         would): a per-release budget below the doubles' range, an error bar beyond it, a
         target no cohort reaches (left out with ``targets=False``). What a planner
         planning other rounds must refuse."""
-        return budget_limit_problems(self, _rounds(rounds_per_epoch), targets=targets)
+        return budget_limit_problems(self, checked_rounds(rounds_per_epoch), targets=targets)
 
     def no_budget_reason(self, rounds_per_epoch: int | None = None) -> str:
         """Why a weighted metric gets no budget: over-committed by how much, or exactly used."""
