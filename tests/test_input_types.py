@@ -27,7 +27,7 @@ from dpledger.approval.aggregate import as_float64
 from dpledger.errors import InvalidInput
 from dpledger.ledger.derived import release_confusion, release_regression
 from dpledger.metrics import flam_regression as fr
-from dpledger.metrics._segments import as_real
+from dpledger.metrics._reading import as_real
 from dpledger.metrics.records import keep_per_person
 from dpledger.metrics.secure_sum import FixedPoint, exact_sum
 

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpledger.approval.verdict import Check
-from dpledger.metrics._segments import read_real
+from dpledger.metrics._reading import read_real
 from dpledger.policy import Clip, MetricSpec, Policy
 
 __all__ = [
@@ -42,7 +42,7 @@ _SMALL = 64  # vectors up to this length are checked as Python floats
 
 def as_float64(aggregate: object) -> tuple[npt.NDArray[np.float64] | None, str]:
     """The aggregate as a new float64 array, else None and why: decided by its type, never
-    its values (:func:`dpledger.metrics._segments.read_real`, the one home of that rule)."""
+    its values (:func:`dpledger.metrics._reading.read_real`, the one home of that rule)."""
     return read_real(aggregate)
 
 

@@ -31,7 +31,7 @@ import numpy.typing as npt
 from dpledger.approval import ReleaseRequest
 from dpledger.errors import InvalidInput
 from dpledger.ledger import Ledger, Release
-from dpledger.metrics._segments import as_real
+from dpledger.metrics._reading import as_real
 from dpledger.metrics._slack import widened
 from dpledger.metrics.codec import VectorSumCodec
 from dpledger.metrics.flam import flatten_confusion, unflatten_confusion

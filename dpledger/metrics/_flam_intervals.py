@@ -99,7 +99,8 @@ from dpledger.metrics._intervals import (
 )
 from dpledger.metrics._mcc_fieller import MCC_FIELLER_CLASSES, mcc_fieller
 from dpledger.metrics._ratio import conditional_fieller
-from dpledger.metrics._segments import FloatArray, as_finite, as_real, real_limit
+from dpledger.metrics._reading import FloatArray, as_real, real_limit
+from dpledger.metrics._segments import as_finite
 from dpledger.metrics._simultaneous import SIMULTANEOUS_CLASSES, simultaneous_macro
 from dpledger.metrics._two_class import (
     FEW_CLASS_MAX_NOISE,

@@ -29,7 +29,8 @@ import numpy.typing as npt
 
 from dpledger._shown import shown
 from dpledger.errors import InvalidInput
-from dpledger.metrics._segments import FloatArray, as_finite, as_real
+from dpledger.metrics._reading import FloatArray, as_real
+from dpledger.metrics._segments import as_finite
 from dpledger.types import MechanismKind
 
 __all__ = [

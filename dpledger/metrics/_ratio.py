@@ -35,7 +35,8 @@ from dpledger.metrics._intervals import (
     quantile_factor,
     z_value,
 )
-from dpledger.metrics._segments import FloatArray, as_finite, as_real, check_positive, real_pair
+from dpledger.metrics._reading import FloatArray, as_real, check_positive, real_pair
+from dpledger.metrics._segments import as_finite
 from dpledger.metrics._selective import selective_ratio
 from dpledger.types import MechanismKind
 
@@ -357,5 +358,5 @@ def _laplace_sum_window(
 
 def _reals(values: npt.ArrayLike, name: str) -> npt.NDArray[np.float64]:
     """``values`` as a flat float64 array, or :class:`InvalidInput` naming ``name`` (by
-    type: :func:`~dpledger.metrics._segments.as_real`; an integer past a double is inf)."""
+    type: :func:`~dpledger.metrics._reading.as_real`; an integer past a double is inf)."""
     return as_real(values, name).reshape(-1)

@@ -36,7 +36,8 @@ from dpledger.metrics._intervals import (
     quantile_factor,
     z_value,
 )
-from dpledger.metrics._segments import FloatArray, as_finite, as_real, real_limit
+from dpledger.metrics._reading import FloatArray, as_real, real_limit
+from dpledger.metrics._segments import as_finite
 from dpledger.metrics._selective import selective_bounds
 from dpledger.metrics.codec import VectorSumCodec
 from dpledger.metrics.flam_regression import REGRESSION_KEYS, REGRESSION_MEASURES

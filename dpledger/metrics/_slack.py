@@ -38,7 +38,7 @@ import numpy.typing as npt
 from dpledger.errors import InvalidInput
 from dpledger.metrics._assemble import Estimates
 from dpledger.metrics._intervals import Interval
-from dpledger.metrics._segments import as_real
+from dpledger.metrics._reading import as_real
 
 __all__ = ["NEGLIGIBLE", "WIDENED", "interval_scales", "slack_ratio", "widened"]
 

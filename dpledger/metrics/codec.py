@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from dpledger._shown import shown
 from dpledger.errors import InvalidInput
-from dpledger.metrics._segments import as_real, check_positive
+from dpledger.metrics._reading import as_real, check_positive
 
 __all__ = ["VectorSumCodec"]
 

@@ -24,17 +24,15 @@ import numpy.typing as npt
 from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.metrics._blockwise import blockwise
+from dpledger.metrics._reading import FloatArray, as_real, check_positive
 from dpledger.metrics._segments import (
     CellCounts,
     ClientOffsets,
-    FloatArray,
     IntArray,
     Segments,
     as_finite,
     as_labels,
-    as_real,
     cap_factor,
-    check_positive,
     check_same_length,
     segments_for,
 )

@@ -16,17 +16,8 @@ import numpy.typing as npt
 from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.metrics._blockwise import blockwise
-from dpledger.metrics._segments import (
-    ClientOffsets,
-    FloatArray,
-    as_finite,
-    as_real,
-    check_positive,
-    check_same_length,
-    finite_real,
-    real_pair,
-    segments_for,
-)
+from dpledger.metrics._reading import FloatArray, as_real, check_positive, finite_real, real_pair
+from dpledger.metrics._segments import ClientOffsets, as_finite, check_same_length, segments_for
 from dpledger.metrics.codec import VectorSumCodec
 
 __all__ = [

@@ -40,16 +40,14 @@ import numpy.typing as npt
 
 from dpledger._shown import shown
 from dpledger.errors import InvalidInput
+from dpledger.metrics._reading import FloatArray, check_positive, real_pair
 from dpledger.metrics._segments import (
-    FloatArray,
     IntArray,
     Segments,
     as_finite,
     bucket_of,
-    check_positive,
     check_same_length,
     edges_array,
-    real_pair,
     segments_for,
 )
 from dpledger.metrics.codec import VectorSumCodec

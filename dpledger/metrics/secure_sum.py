@@ -54,7 +54,8 @@ import numpy.typing as npt
 
 from dpledger._shown import shown
 from dpledger.errors import InvalidInput
-from dpledger.metrics._segments import FloatArray, IntArray, as_finite, as_real, check_positive
+from dpledger.metrics._reading import FloatArray, as_real, check_positive
+from dpledger.metrics._segments import IntArray, as_finite
 from dpledger.types import MAX_COHORT
 
 __all__ = ["DEFAULT_BITS", "FixedPoint", "exact_sum"]

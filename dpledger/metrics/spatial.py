@@ -31,21 +31,19 @@ from dpledger.metrics._blockwise import blockwise
 from dpledger.metrics._distinct import distinct_cells
 from dpledger.metrics._intervals import Interval
 from dpledger.metrics._magnitude import error_magnitude, magnitude_buckets
+from dpledger.metrics._reading import FloatArray, check_positive, real_limit
 from dpledger.metrics._scratch import empty
 from dpledger.metrics._segments import (
     CellCounts,
     ClientOffsets,
-    FloatArray,
     Segments,
     as_finite,
     as_float,
     bucket_of,
     cap_factor,
-    check_positive,
     check_same_length,
     check_unit_interval,
     edges_array,
-    real_limit,
     segments_for,
 )
 from dpledger.metrics.codec import VectorSumCodec

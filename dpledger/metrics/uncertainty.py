@@ -51,12 +51,13 @@ from dpledger.metrics._assemble import Batch, Estimates, batch_intervals, estima
 from dpledger.metrics._flam_intervals import CLASSIFICATION_RANGES, classification_batch
 from dpledger.metrics._intervals import Guard, Interval, RowsFn, check_options, noise_std
 from dpledger.metrics._ratio import MEAN, RATIO, linear_ratio_batch, mean_over_noisy_count_batch
+from dpledger.metrics._reading import FloatArray, as_real, real_limit, real_pair
 from dpledger.metrics._regression_intervals import (
     check_regression_codec,
     regression_batch,
     regression_ranges,
 )
-from dpledger.metrics._segments import FloatArray, as_finite, as_real, real_limit, real_pair
+from dpledger.metrics._segments import as_finite
 from dpledger.metrics.codec import VectorSumCodec
 from dpledger.types import IntervalMethod, Labels, MechanismKind
 
