@@ -139,6 +139,15 @@ def _real_path(path: str) -> str:
         return path
 
 
+def _sidecar_split(name: str) -> tuple[str, str] | None:
+    """``(X, suffix)`` for a file name ``X-wal``/``X-shm``/``X-journal`` (any case), else
+    None (also for a name that is only the suffix)."""
+    suffix = next((s for s in SQLITE_SIDECARS if name.lower().endswith(s)), None)
+    if suffix is None or len(name) == len(suffix):
+        return None
+    return name[: -len(suffix)], suffix
+
+
 def check_sqlite_name(path: str, what: str = "ledger path") -> str:
     """``path`` unless its name (or its symlink's target's) ends in an SQLite sidecar suffix.
 
@@ -148,10 +157,10 @@ def check_sqlite_name(path: str, what: str = "ledger path") -> str:
     :class:`InvalidInput` before anything is opened or created.
     """
     for name in dict.fromkeys((Path(path).name, Path(_real_path(path)).name)):
-        suffix = next((s for s in SQLITE_SIDECARS if name.lower().endswith(s)), None)
-        if suffix is None or len(name) == len(suffix):
+        split = _sidecar_split(name)
+        if split is None:
             continue
-        base = name[: -len(suffix)]
+        base, suffix = split
         raise InvalidInput(
             f"the {what} {path} is named like SQLite's {_KIND[suffix]} of {base!r} (its name "
             f"ends in {suffix!r}): SQLite would delete or overwrite it whenever {base!r} is "
@@ -282,16 +291,14 @@ def check_new(path: str | os.PathLike[str], what: str) -> Path:
         )
     if not p.parent.is_dir():
         raise InvalidInput(f"{what} {p}: the directory {p.parent} does not exist")
-    for suffix in SQLITE_SIDECARS:  # X-wal beside a database file X: SQLite would take it as
-        if not p.name.lower().endswith(suffix) or len(p.name) == len(suffix):  # its own,
-            continue  # and the database refuse to open
-        base = p.name[: -len(suffix)]
-        if os.path.isfile(p.with_name(base)):
-            raise InvalidInput(
-                f"{what} {p}: a file named like the {suffix!r} file SQLite keeps beside "
-                f"{p.with_name(base)} (perhaps a ledger) would be taken for its own; choose "
-                "another name"
-            )
+    split = _sidecar_split(p.name)  # X-wal beside a database file X: SQLite would take it
+    if split is not None and os.path.isfile(p.with_name(split[0])):  # as its own
+        base, suffix = split
+        raise InvalidInput(
+            f"{what} {p}: a file named like the {suffix!r} file SQLite keeps beside "
+            f"{p.with_name(base)} (perhaps a ledger) would be taken for its own; choose "
+            "another name"
+        )
     return p
 
 
