@@ -40,7 +40,8 @@ Keys of the published record (Flower's ``Result.evaluate_metrics_clientapp[round
 - ``REGION/METRIC/KEY`` for every metric derived from a confusion matrix or regression
   measures (``f1_macro``, ``mcc``, ``r2``…), with ``…/ci95-low`` and ``…/ci95-high`` (its
   interval, not necessarily symmetric); a metric the noise swamps has no value, only
-  ``…/unusable`` 1;
+  ``…/unusable`` 1; an R² too near the noise to bound below has no value either, only
+  ``…/ci95-high`` and ``…/upper-only`` 1 (R² ≤ that bound);
 - ``REGION/health/selected`` (always: the planned cohort, fixed before the round), and
   ``REGION/health/{reported,failed,dropped,rejected}``: exact under ``replace``; under
   ``add_remove`` noisy counts released through the ledger (with ``REGION/health/ci95``, the
@@ -349,6 +350,9 @@ def published(report: RoundReport, *, health_public: bool) -> dict[str, Value]:
             iv = d.intervals[name]
             if not (iv.usable and math.isfinite(value)):
                 out[f"{key}/{name}/unusable"] = 1
+            elif iv.one_sided:  # R² ≤ high: the bound, not the point value
+                out[f"{key}/{name}/ci95-high"] = float(iv.high)
+                out[f"{key}/{name}/upper-only"] = 1
             else:
                 out[f"{key}/{name}"] = float(value)
                 out[f"{key}/{name}/ci95-low"] = float(iv.low)

@@ -92,7 +92,8 @@ class DerivedRelease:
 
         Each row names the interval method actually used (e.g. ``fieller``, ``delta,
         selection-adjusted``). An unusable metric shows no value: the word UNUSABLE, its
-        whole-range interval and the reason.
+        whole-range interval and the reason. A one-sided one (R² with no lower end) shows
+        its bound, ``<= high``, and no value either.
         """
         width = max(len(k) for k in self.metrics)
         level = next(iter(self.intervals.values())).level if self.intervals else 0.95
@@ -103,7 +104,9 @@ class DerivedRelease:
         rows = []
         for k, v in self.metrics.items():
             iv = self.intervals[k]
-            if iv.usable:
+            if iv.one_sided:  # no lower end: the bound is the statement, not the value
+                rows.append(f"  {k:<{width}}  <= {iv.high:.4f}  (one-sided)  {iv.method}")
+            elif iv.usable:
                 rows.append(
                     f"  {k:<{width}}  {v: .4f}  [{iv.low: .4f}, {iv.high: .4f}]  {iv.method}"
                 )

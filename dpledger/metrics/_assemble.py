@@ -22,7 +22,9 @@ interval where the caller measured that it covers better). Then, per release:
    (clipping alone left intervals 5e-4 wide when the estimate lay past the edge; the
    truth is on the range's side, so widening toward it only adds coverage). One lying
    wholly outside the range (an extreme noise draw) is flagged unusable, and so is one
-   with an infinite end (R² ≥ −∞: the whole range, with no number worth quoting).
+   with an infinite end, unless the metric may be one-sided (``one_sided``: R², whose
+   upper end alone is published where its lower one is −∞; flagging those would select
+   on the same noisy denominator the selection adjustment conditions on, audit s30 F3).
 
 Every rule reads only the release, its public scale and public bounds.
 """
@@ -53,6 +55,7 @@ from dpledger.types import IntervalMethod, MechanismKind
 
 __all__ = [
     "FEW_CLASSES",
+    "ONE_SIDED",
     "OUTSIDE",
     "TOO_NOISY",
     "UNBOUNDED",
@@ -85,6 +88,11 @@ TOO_NOISY = -5
 """Code of a macro average at 2–6 classes (or MCC at 2) whose noise is too large for the
 class rule, by a public rule (``_two_class.max_noise``): it reads no released value."""
 _NOTICE = 0.01  # a widening below 1% of the half-width is not worth naming
+ONE_SIDED = (
+    "an upper bound only, its denominator too near the noise to bound the metric below; "
+    "quote the bound, not the point value"
+)
+"""What a one-sided interval's method says (its low end is −∞; see :class:`Batch`)."""
 
 
 @dataclass(frozen=True)
@@ -118,7 +126,8 @@ class Batch:
     one-sided at an edge of the range, ``bounded[key]`` counts the classes within the
     noise that a per-class average bounds rather than measures (``classes[key]`` of them
     in all; 0 for a metric that is not a per-class average); ``per_class[key]`` names the
-    releases whose interval is the simultaneous per-class one (:mod:`._simultaneous`).
+    releases whose interval is the simultaneous per-class one (:mod:`._simultaneous`);
+    ``one_sided[key]`` marks usable releases published as an upper bound only (low −∞).
     """
 
     estimate: dict[str, FloatArray]
@@ -136,6 +145,7 @@ class Batch:
     bounded: dict[str, npt.NDArray[np.int64]]
     classes: dict[str, int]
     per_class: dict[str, tuple[str, BoolArray]] = field(default_factory=dict)
+    one_sided: dict[str, BoolArray] = field(default_factory=dict)
 
     def usable(self, key: str) -> BoolArray:
         """Which releases give ``key`` a usable interval."""
@@ -202,6 +212,7 @@ def assemble(
     adjusted: Mapping[str, BoolArray] | None = None,
     select: Mapping[str, Sequence[Guard]] | None = None,
     conditional: Sequence[str] = (),
+    one_sided: Sequence[str] = (),
 ) -> Batch:
     """Intervals, codes and estimates of every metric in ``lin`` (see the module doc).
 
@@ -209,7 +220,8 @@ def assemble(
     guard g of ``key``; ``base[key]`` replaces ``value ± q·se`` as the base interval;
     ``adjusted[key]`` marks base intervals the caller already adjusted for selection;
     the base interval of a key in ``conditional`` already conditions on its guards
-    having passed (:func:`~._selective.selective_ratio`), so it is not widened again.
+    having passed (:func:`~._selective.selective_ratio`), so it is not widened again; a
+    key in ``one_sided`` may be published with a low end of −∞ (an upper bound only).
     """
     out_ranges = {k: ranges.get(k, (-math.inf, math.inf)) for k in lin}
     guard_map = {k: tuple(guards.get(k, ())) for k in lin}
@@ -218,6 +230,7 @@ def assemble(
     codes: dict[str, npt.NDArray[np.int64]] = {}
     flagged: dict[str, BoolArray] = {}
     edge: dict[str, BoolArray] = {}
+    upper_only: dict[str, BoolArray] = {}
     for key, m in lin.items():
         r_lo, r_hi = out_ranges[key]
         if base and key in base:
@@ -246,12 +259,15 @@ def assemble(
             lo = np.where(cross_hi, np.minimum(lo, r_hi - half), lo)
             hi = np.where(cross_lo, np.maximum(hi, r_lo + half), hi)
             lo, hi = np.clip(lo, r_lo, r_hi), np.clip(hi, r_lo, r_hi)
-            # an end at ±∞ (only where the range is unbounded, e.g. R² ≤ 1): the whole range
-            code = np.where(usable & ~(np.isfinite(lo) & np.isfinite(hi)), UNBOUNDED, code)
+            # an end at ±∞ (only where the range is unbounded, e.g. R² ≤ 1): the whole range,
+            # except a low end of a one-sided metric (R² ≤ high: still a statement)
+            ends = np.isfinite(hi) if key in one_sided else np.isfinite(lo) & np.isfinite(hi)
+            code = np.where(usable & ~ends, UNBOUNDED, code)
             usable = code == 0
+            upper_only[key] = usable & ~np.isfinite(lo)
             low[key] = np.where(usable, lo, r_lo)
             high[key] = np.where(usable, hi, r_hi)
-        edge[key] = usable & (cross_hi | cross_lo)
+        edge[key] = usable & (cross_hi | cross_lo) & ~upper_only[key]  # −∞: nothing kept
         codes[key] = code
     estimate = {k: np.clip(m.value, *out_ranges[k]) for k, m in lin.items()}
     return Batch(
@@ -260,7 +276,7 @@ def assemble(
         {k: d.q for k, d in dens.items()}, out_ranges,
         {k: methods.get(k, "delta") for k in lin}, flagged, edge,
         {k: np.zeros(len(m.value), dtype=np.int64) for k, m in lin.items()},
-        dict.fromkeys(lin, 0),
+        dict.fromkeys(lin, 0), one_sided=upper_only,
     )  # fmt: skip
 
 
@@ -424,6 +440,10 @@ def method_of(batch: Batch, key: str, row: int) -> str:
                  "intervals, a class bounded in [0, 1]"]  # fmt: skip
     elif u:
         words.append(f"{u} class{'es' if u > 1 else ''} within the noise bounded, not measured")
+    one = batch.one_sided.get(key)
+    if one is not None and one[row]:
+        whole = batch.high[key][row] >= batch.ranges[key][1]
+        words.append(f"one-sided: {ONE_SIDED}" + (" (here the whole range)" if whole else ""))
     return ", ".join(words)
 
 

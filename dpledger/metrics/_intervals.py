@@ -60,7 +60,9 @@ class Interval:
 
     ``reason`` is None for a usable interval. When it is set the metric is UNUSABLE
     (noise swamps it): ``[low, high]`` is then the metric's whole range and ``reason``
-    says why in words. Do not publish the point value of an unusable metric.
+    says why in words. Do not publish the point value of an unusable metric. A usable
+    interval with ``low = -inf`` is :attr:`one_sided` (R² whose Σ(y−ȳ)² is too near the
+    noise to bound it below): publish "≤ high", not the point value.
     """
 
     low: float
@@ -82,8 +84,13 @@ class Interval:
         return self.reason is None
 
     @property
+    def one_sided(self) -> bool:
+        """A usable upper bound only (``low`` is −inf): quote "≤ high", not the value."""
+        return self.usable and self.low == -math.inf and math.isfinite(self.high)
+
+    @property
     def half_width(self) -> float:
-        """Half the interval's width (the ± of a symmetric bar)."""
+        """Half the interval's width (the ± of a symmetric bar; inf when one-sided)."""
         return 0.5 * (self.high - self.low)
 
     def contains(self, value: float) -> bool:

@@ -10,7 +10,11 @@ chosen by measured coverage (``tests/test_coverage.py`` re-measures it):
 * R² = 1 − SSE/SST: Fieller's interval for SSE/L_μ, L_μ = Σ(y−c)² − 2μΣ(y−c) + μ²n,
   over the means μ in the mean's own interval (:func:`_r2_interval`), and where
   Σ(y−ȳ)² only just passed its guard, the selection-adjusted bound of
-  :func:`_r2_selected`.
+  :func:`_r2_selected`. Where that interval has no lower end (Σ(y−ȳ)² too near the
+  noise to bound R² below), R² is published one-sided, ``(−∞, high]``: publication then
+  rests on the guard alone, the event the selection adjustment conditions on (flagging
+  those releases instead was a second selection on the same noisy Σ(y−ȳ)², and the two-
+  sided intervals left covered 0.74–0.93 among published: audit s30, F3).
 
 Flags: the sample count n not clear of the noise (every metric) and Σ(y−ȳ)² not clear of
 it at the least favourable mean (R²). Public maxima (cohort × per-client bounds) keep a
@@ -125,7 +129,7 @@ def _r2_interval(
 def _r2_selected(
     r2: tuple[FloatArray, FloatArray], sse: FloatArray, sd_sse: float, sst: Linear, level: float,
     distribution: MechanismKind,
-) -> tuple[FloatArray, FloatArray, BoolArray]:  # fmt: skip
+) -> tuple[FloatArray, FloatArray, BoolArray, FloatArray]:  # fmt: skip
     """R²'s interval among the releases whose Σ(y−ȳ)² passed its guard.
 
     Passing near the threshold selects releases whose noise inflated Σ(y−ȳ)² (and R²).
@@ -134,7 +138,8 @@ def _r2_selected(
     noise) is exact for Gaussian noise: with both at level 1 − α/2,
     ``R² ∈ [1 − SSE_hi/SST_lo, 1 − SSE_lo/SST_hi]`` covers at ≥ 1 − α among the
     selected. It joins the profiled Fieller interval where the selection moves
-    Σ(y−ȳ)²'s lower bound (the third array), which it leaves alone elsewhere.
+    Σ(y−ȳ)²'s lower bound (the third array), which it leaves alone elsewhere. The fourth
+    array is that projection's upper end for every release: R²'s one-sided bound.
     """
     half = 1.0 - (1.0 - level) / 2.0
     z, z_half = z_value(level), z_value(half)
@@ -150,7 +155,25 @@ def _r2_selected(
         proj_lo = np.where(lo > 0, 1.0 - sse_hi / np.where(lo > 0, lo, 1.0), -np.inf)
         proj_hi = 1.0 - np.maximum(sse_lo, 0.0) / hi
     return (np.where(moved, np.minimum(r2[0], proj_lo), r2[0]),
-            np.where(moved, np.maximum(r2[1], proj_hi), r2[1]), moved)  # fmt: skip
+            np.where(moved, np.maximum(r2[1], proj_hi), r2[1]), moved, proj_hi)  # fmt: skip
+
+
+def _r2_one_sided(
+    r2: tuple[FloatArray, FloatArray], bounded: BoolArray, upper: FloatArray
+) -> tuple[FloatArray, FloatArray, BoolArray]:
+    """R²'s interval with ``(−∞, high]`` wherever it has no finite lower end.
+
+    Fieller's set unbounded at some mean, or Σ(y−ȳ)²'s selective lower bound at or below
+    0: R² is then bounded above only. The upper end is the larger of Fieller's (where it
+    is bounded) and ``upper`` = 1 − SSE_lo/SST_hi (SSE's and Σ(y−ȳ)²'s bounds at
+    1 − α/2 each, the latter selection-adjusted), which holds whatever Fieller's set is.
+    The third array marks the interval defined (its upper end is a number).
+    """
+    lo, hi = r2
+    one = ~(bounded & np.isfinite(lo))
+    hi = np.where(one, np.where(bounded, np.maximum(hi, upper), upper), hi)
+    defined: BoolArray = bounded | (one & ~np.isnan(hi))
+    return np.where(one, -np.inf, lo), hi, defined
 
 
 def regression_batch(
@@ -205,7 +228,10 @@ def regression_batch(
            for k, gs in guards.items()}  # fmt: skip
     cov["r2"][_SST] = np.zeros(len(x))  # R²'s selection on Σ(y−ȳ)²: _r2_selected
     sse = codec.decode(x)[:, 0]
-    r2_lo, r2_hi, moved = _r2_selected((r2_lo, r2_hi), sse, float(sd[0]), sst, level, distribution)
+    r2_lo, r2_hi, moved, upper = _r2_selected(
+        (r2_lo, r2_hi), sse, float(sd[0]), sst, level, distribution
+    )
+    r2_lo, r2_hi, bounded = _r2_one_sided((r2_lo, r2_hi), bounded, upper)
     mse = lin["mse"]
     lo, hi = mse.value - mse.q * mse.se, mse.value + mse.q * mse.se
     base: dict[str, tuple[FloatArray, FloatArray, BoolArray]] = {
@@ -230,4 +256,5 @@ def regression_batch(
         base = {**redrawn, "r2": base["r2"]}
         methods = {**methods, **dict.fromkeys(_MONTE_CARLO, "monte_carlo")}
     return assemble(lin, dens, cov, level=level, ranges=regression_ranges(codec),
-                    guards=guards, methods=methods, base=base, adjusted={"r2": moved})  # fmt: skip
+                    guards=guards, methods=methods, base=base, adjusted={"r2": moved},
+                    one_sided=("r2",))  # fmt: skip
