@@ -276,7 +276,7 @@ class RoundReport:
                         lines.append(f"      {'per selected node':<20} {_describe(out)}")
                     d = self.derived.get((r, metric))
                     if d is not None:
-                        rows = d.table().splitlines()[1:-1]
+                        rows = d.rows()
                         keep = [x for x in rows if derived is None or x.split()[0] in derived]
                         lines += [f"      {x.strip()}" for x in keep]
             hr = self.health_releases.get(region)

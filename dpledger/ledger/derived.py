@@ -93,14 +93,18 @@ class DerivedRelease:
         Each row names the interval method actually used (e.g. ``fieller``, ``delta,
         selection-adjusted``). An unusable metric shows no value: the word UNUSABLE, its
         whole-range interval and the reason. A one-sided one (R² with no lower end) shows
-        its bound, ``<= high``, and no value either.
+        its bound, ``<= high``, and no value either. A header line first, notes last.
         """
-        width = max(len(k) for k in self.metrics)
         level = next(iter(self.intervals.values())).level if self.intervals else 0.95
         head = (
             f"entry {self.release.entry_id}: {self.release.request.metric} "
             f"({self.release.unit} {self.release.charge.text}), {level * 100:.6g}% intervals"
         )
+        return "\n".join([head, *self.rows(), *self._notes()])
+
+    def rows(self) -> list[str]:
+        """One line per metric, as :meth:`table` prints them (no header, no notes)."""
+        width = max((len(k) for k in self.metrics), default=0)
         rows = []
         for k, v in self.metrics.items():
             iv = self.intervals[k]
@@ -115,20 +119,30 @@ class DerivedRelease:
                     f"  {k:<{width}}  UNUSABLE  [{iv.low:g}, {iv.high:g}] (the whole range): "
                     f"{iv.reason}"
                 )
-        bad = len(self.unusable)
+        return rows
+
+    def _notes(self) -> list[str]:
+        shown = [iv for iv in self.intervals.values() if iv.usable]
         tail = [f"  ({self.projection})"]
-        if any("selection-adjusted" in iv.method for iv in self.intervals.values() if iv.usable):
+        if any("selection-adjusted" in iv.method for iv in shown if not iv.one_sided):
             tail.append(
                 "  selection-adjusted: a denominator only just passed its guard, so the "
                 "interval is widened for that selection (measured to cover >= 93% among "
                 "published releases in the regimes tested, not proven for every release)"
             )
+        if any(iv.one_sided for iv in shown):
+            tail.append(
+                "  one-sided: the denominator is too near the noise to bound the metric "
+                "below; the bound is conditioned on that (measured to cover about its level "
+                "among one-sided releases in the regimes tested)"
+            )
+        bad = len(self.unusable)
         if bad:
             tail.append(
                 f"  {bad} of {len(self.metrics)} metrics are unusable at this noise level: "
                 "publish their interval (the whole range) or nothing, never their value"
             )
-        return "\n".join([head, *rows, *tail])
+        return tail
 
 
 def _request(request: object) -> ReleaseRequest:

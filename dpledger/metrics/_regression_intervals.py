@@ -23,6 +23,7 @@ pure-noise release flagged.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -138,8 +139,14 @@ def _r2_selected(
     noise) is exact for Gaussian noise: with both at level 1 − α/2,
     ``R² ∈ [1 − SSE_hi/SST_lo, 1 − SSE_lo/SST_hi]`` covers at ≥ 1 − α among the
     selected. It joins the profiled Fieller interval where the selection moves
-    Σ(y−ȳ)²'s lower bound (the third array), which it leaves alone elsewhere. The fourth
-    array is that projection's upper end for every release: R²'s one-sided bound.
+    Σ(y−ȳ)²'s lower bound (the third array), which it leaves alone elsewhere.
+
+    The fourth array is R²'s upper end where it is published one-sided: the same
+    projection, with Σ(y−ȳ)² conditioned on the one-sided event too — its noisy value
+    between the guard and the point past which its selective lower bound is positive
+    (:func:`_one_sided_depth`). Conditioned on the guard alone, a release made one-sided
+    by a low draw got a low SST_hi and a bound below the truth (review s31, F1: 0.00–0.60
+    among one-sided releases where Σ(y−ȳ)² is 5–8 s.d.).
     """
     half = 1.0 - (1.0 - level) / 2.0
     z, z_half = z_value(level), z_value(half)
@@ -151,11 +158,38 @@ def _r2_selected(
     lo, hi = selective_bounds(sst.value, s_eff, slack, np.full(slack.shape, np.inf), half,
                               (far[0], far[1]))  # fmt: skip
     moved = lo < sst.value - (1.0 + _NOTICE) * z_half * s_eff
+    top = sst.q * sst.se + _one_sided_depth(level) * s_eff  # past it: a lower end
+    room = np.maximum(top - sst.value, 0.0)  # 0 (one-sided by Fieller alone): unbounded
+    _, hi_one = selective_bounds(sst.value, s_eff, slack, room, half, (far[0], far[1]))
     with np.errstate(divide="ignore", invalid="ignore"):
         proj_lo = np.where(lo > 0, 1.0 - sse_hi / np.where(lo > 0, lo, 1.0), -np.inf)
         proj_hi = 1.0 - np.maximum(sse_lo, 0.0) / hi
+        upper_one = 1.0 - np.maximum(sse_lo, 0.0) / np.maximum(hi_one, hi)
     return (np.where(moved, np.minimum(r2[0], proj_lo), r2[0]),
-            np.where(moved, np.maximum(r2[1], proj_hi), r2[1]), moved, proj_hi)  # fmt: skip
+            np.where(moved, np.maximum(r2[1], proj_hi), r2[1]), moved, upper_one)  # fmt: skip
+
+
+@functools.lru_cache(maxsize=64)
+def _one_sided_depth(level: float) -> float:
+    """How far past its guard, in s.d. s_eff, a noisy Σ(y−ȳ)² lies where its selective
+    lower bound at 1 − α/2 (truncated at the guard) reaches 0: closer, R² has no lower end.
+
+    Scale-free: the guard is q·se = z·s_eff (s_eff = se·q/z), so the depth is a function
+    of the level alone (≈ 2.9 at 0.95); found once per level by bisection.
+    """
+    half = 1.0 - (1.0 - level) / 2.0
+    z, one, inf = z_value(level), np.ones(1), np.full(1, np.inf)
+
+    def lower(d: float) -> float:
+        x = np.array([z + d])
+        lo, _ = selective_bounds(x, one, np.array([d]), inf, half, (x - 1e3, x + 1e3))
+        return float(lo[0])
+
+    a, b = 0.0, 40.0
+    for _ in range(60):
+        m = 0.5 * (a + b)
+        a, b = (m, b) if lower(m) <= 0.0 else (a, m)
+    return b
 
 
 def _r2_one_sided(
