@@ -3,7 +3,9 @@
 Every release is one OpenDP ``Measurement`` rebuilt from plain, recorded facts
 (:class:`MechanismFacts`); the ledger charges a budget that is never below the
 measurement's privacy map at the recorded sensitivity. Noise comes from OpenDP only.
-The sensitivities are computed in :mod:`dpledger._sensitivity` and exported from here.
+The sensitivities are computed in :mod:`dpledger._sensitivity`, the closed-form bars and
+floors of a sensitivity and budget in :mod:`dpledger._closed_form`; both are exported
+from here.
 """
 
 from __future__ import annotations
@@ -25,11 +27,14 @@ import numpy.typing as npt
 from dpledger import _opendp as dp
 from dpledger._bars import (
     BAR_KINDS,
+    GRANULARITY_K,
+    GRID_SLACK,
     ROUNDING,
     bar_factor,
     cohort_floor_for_scale,
     error_bar_for_scale,
 )
+from dpledger._closed_form import cohort_floor, error_bar, least_cohort, noise_scale
 from dpledger._invoke import invoke
 from dpledger._search import least_float
 from dpledger._sensitivity import (
@@ -47,22 +52,18 @@ from dpledger._shown import shown
 from dpledger.errors import InternalError, InvalidInput
 from dpledger.policy import Policy
 from dpledger.types import (
-    MAX_COHORT,
     BarKind,
-    Budget,
     MechanismKind,
     PrivacyUnit,
     Unit,
-    cohort_size,
     mechanism_kind,
-    nonnegative_real,
-    positive_real,
     unit_of,
 )
 
 __all__ = [
     "BAR_KINDS",
     "CLIENT_ROUNDING_SLACK",
+    "GRANULARITY_K",
     "GRID_SLACK",
     "OPENDP_VERSION",
     "ROUNDING",
@@ -94,10 +95,6 @@ __all__ = [
 
 
 OPENDP_VERSION = version("opendp")
-
-GRANULARITY_K = -40
-"""Noise is sampled on the grid 2^k (≈ 1e-12): ~1.4× faster than the finest grid, and
-OpenDP's privacy map accounts for the rounding, so the charge stays exact."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,23 +213,6 @@ def privacy_loss(facts: MechanismFacts) -> Fraction:
     return Fraction(loss)
 
 
-def noise_scale(sensitivity: float | Fraction, budget: float | Fraction, measure: Unit) -> float:
-    """Closed-form noise scale: Laplace ``b = Δ/ε``; under zCDP ``σ = Δ/√(2ρ)`` (both kinds)."""
-    try:
-        d, b = float(sensitivity), float(budget)
-    except (TypeError, ValueError, OverflowError) as e:
-        raise InvalidInput(f"sensitivity and budget must be numbers: {e}") from None
-    if not (math.isfinite(d) and d > 0 and math.isfinite(b) and b > 0):
-        raise InvalidInput(
-            f"sensitivity and budget must be finite and > 0, got {shown(d)}, {shown(b)}"
-        )
-    with np.errstate(over="ignore"):
-        scale = d / b if measure == "epsilon" else d / math.sqrt(2.0 * b)
-    if not (math.isfinite(scale) and scale > 0):
-        raise InvalidInput(f"the noise scale Δ/budget = {d!r}/{b!r} is not a finite number")
-    return scale
-
-
 @functools.lru_cache(maxsize=4096)
 def calibrate(
     *,
@@ -322,12 +302,6 @@ def _joint(facts: MechanismFacts, count: int) -> dp.Measurement:
     return build(dataclasses.replace(facts, dimension=max(facts.dimension, 1) * count))
 
 
-GRID_SLACK = math.ldexp(2.0, GRANULARITY_K)
-"""Two steps of OpenDP's output grid at :data:`GRANULARITY_K` (what
-:attr:`MechanismFacts.grid_slack` gives a release of dpledger's): the public
-:func:`error_bar` and :func:`cohort_floor` add it, as a release's bar does."""
-
-
 def error_bar_of(
     facts: MechanismFacts, n: int, bar: BarKind = "ci95", magnitude: float = 0.0
 ) -> float:
@@ -346,126 +320,6 @@ def cohort_floor_of(
     return cohort_floor_for_scale(
         facts.scale, target, bar, facts.mechanism, facts.grid_slack, magnitude * ROUNDING
     )
-
-
-def _amount(
-    budget: float | Fraction | Budget, measure: Unit | None, mechanism: MechanismKind
-) -> tuple[float | Fraction, Unit]:
-    """A budget argument as ``(amount, unit)``: a :class:`Budget` brings its own unit.
-
-    A Gaussian at an ε budget is refused: σ = Δ/ε is the Gaussian of ρ = ε²/2, which is
-    not ε-DP at all, so its bar would look smaller than Laplace's "at the same ε".
-    """
-    amount: float | Fraction
-    mechanism_kind(mechanism)
-    if measure is not None:  # None: ε, or the Budget's own unit
-        unit_of(measure, "measure")
-    if isinstance(budget, Budget):
-        if measure is not None and measure != budget.unit:
-            raise InvalidInput(f"measure={measure!r} contradicts the budget's unit {budget.unit}")
-        amount, unit = budget.amount, budget.unit
-    else:
-        amount = budget if isinstance(budget, Fraction) else positive_real(budget, "budget")
-        unit = measure or "epsilon"
-    if mechanism == "gaussian" and unit != "rho":
-        raise InvalidInput(
-            "a Gaussian release is accounted in rho (zCDP), not epsilon: pass measure='rho' "
-            "(or a Budget in ρ), or mechanism='laplace' for an ε budget"
-        )
-    return amount, unit
-
-
-def error_bar(
-    sensitivity: float | Fraction,
-    budget: float | Fraction | Budget,
-    n: int,
-    bar: BarKind = "ci95",
-    *,
-    measure: Unit | None = None,
-    mechanism: MechanismKind = "laplace",
-    magnitude: float = 0.0,
-) -> float:
-    """Error bar of a mean over ``n`` clients: ``factor·Δ/(ε·n)`` (or σ/n under zCDP),
-    plus OpenDP's grid (:data:`GRID_SLACK`, on the sum) and, for values up to
-    ``magnitude``, the doubles' rounding (:data:`ROUNDING`), as a release's bar.
-
-    Under a record-level policy ``n`` counts records and ``Δ`` is the per-record bound ×
-    ``max_records_per_person`` (:func:`policy_sensitivity` gives it).
-
-    ``budget`` is ε (or ρ with ``measure="rho"``), or a :class:`Budget` with its unit.
-    ``n`` is an integer in 1..1e9 (what a release accepts); anything else, like a
-    non-real sensitivity or budget, is :class:`InvalidInput`.
-    """
-    n = cohort_size(n, "cohort n")
-    scale, rounding = _scale_and_rounding(sensitivity, budget, measure, mechanism, magnitude)
-    out = error_bar_for_scale(scale, n, bar, mechanism, GRID_SLACK, rounding)
-    if not math.isfinite(out):  # not a number anyone can use; a policy's bar never is
-        raise InvalidInput(
-            f"the {bar} error bar of sensitivity {float(sensitivity):.3g} at this budget and "
-            f"n={n} is beyond the range of a double: use a larger budget or cohort, or a "
-            "smaller sensitivity (other units)"
-        )
-    return out
-
-
-def cohort_floor(
-    sensitivity: float | Fraction,
-    budget: float | Fraction | Budget,
-    target: float,
-    bar: BarKind = "ci95",
-    *,
-    measure: Unit | None = None,
-    mechanism: MechanismKind = "laplace",
-    magnitude: float = 0.0,
-) -> int:
-    """The smallest cohort ``n`` whose :func:`error_bar` is ≤ ``target`` (n − 1's is not).
-
-    ``n`` counts clients, or records under a record-level policy (with its Δ).
-    ``target`` is a finite real > 0 (int, float or Fraction); anything else, like a
-    non-real sensitivity or budget, is :class:`InvalidInput`, as is a target that needs
-    more than :data:`~dpledger.types.MAX_COHORT` clients (no release accepts that cohort).
-    """
-    floor = least_cohort(
-        sensitivity, budget, target, bar, measure=measure, mechanism=mechanism, magnitude=magnitude
-    )
-    if floor > MAX_COHORT:  # audit s29, F12: a floor no release accepts is not a plan
-        raise InvalidInput(
-            f"no cohort a release accepts reaches the target error bar {shown(target)}: it "
-            f"needs n ≥ {floor:_}, above the largest cohort {MAX_COHORT:_}; raise the "
-            "target or the budget, or lower the sensitivity (other units)"
-        )
-    return floor
-
-
-def least_cohort(
-    sensitivity: float | Fraction,
-    budget: float | Fraction | Budget,
-    target: float,
-    bar: BarKind = "ci95",
-    *,
-    measure: Unit | None = None,
-    mechanism: MechanismKind = "laplace",
-    magnitude: float = 0.0,
-) -> int:
-    """:func:`cohort_floor` without its upper limit (up to 2**62): what a planner reports
-    as "needs n ≥ …" when even the whole budget cannot reach a target."""
-    goal = positive_real(target, "target error bar")
-    scale, rounding = _scale_and_rounding(sensitivity, budget, measure, mechanism, magnitude)
-    return cohort_floor_for_scale(scale, goal, bar, mechanism, GRID_SLACK, rounding)
-
-
-def _scale_and_rounding(
-    sensitivity: float | Fraction,
-    budget: float | Fraction | Budget,
-    measure: Unit | None,
-    mechanism: MechanismKind,
-    magnitude: float,
-) -> tuple[float, float]:
-    """The closed-form noise scale of a budget, and the rounding term of values up to
-    ``magnitude``: what :func:`error_bar` and :func:`cohort_floor` both start from."""
-    amount, unit = _amount(budget, measure, mechanism)
-    scale = noise_scale(positive_real(sensitivity, "sensitivity"), amount, unit)
-    return scale, nonnegative_real(magnitude, "magnitude") * ROUNDING
 
 
 @functools.lru_cache(maxsize=1024)

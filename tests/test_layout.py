@@ -25,6 +25,7 @@ RANK = {
     "approval": 4,
     "accounting": 3,
     "mechanisms": 2,
+    "_closed_form": 1.9,
     "_bars": 1.75,
     "_sensitivity": 1.5,
     "_invoke": 1.25,
@@ -40,10 +41,10 @@ RANK = {
 }
 """Layer of each top-level module or package: imports go to a lower layer (or stay inside
 their own package). cli → service / flower → sim → ledger / planning → approval →
-accounting → mechanisms → _bars → _sensitivity → _invoke → _opendp → policy → _files →
-_sqlite_files → errors / types / _shown (how a bad value is printed in a message);
-metrics imports only errors, types, _shown and numpy. The command line is the outermost caller: it
-starts the service."""
+accounting → mechanisms → _closed_form → _bars → _sensitivity → _invoke → _opendp →
+policy → _files → _sqlite_files → errors / types / _shown (how a bad value is printed in a
+message); metrics imports only errors, types, _shown and numpy. The command line is the
+outermost caller: it starts the service."""
 
 
 def _modules() -> list[Path]:
