@@ -42,7 +42,8 @@ from dpledger.errors import (
 from dpledger.ledger import audit
 from dpledger.ledger.lifetime import Lifetime, lifetime_of
 from dpledger.ledger.records import GENESIS, Entry, Release, VerifyReport
-from dpledger.ledger.store import SqlStore, head_of, policy_conflict
+from dpledger.ledger.schema import head_of, policy_conflict
+from dpledger.ledger.store import SqlStore
 from dpledger.ledger.writer import RoundResult, Writer
 from dpledger.policy import ALL, Policy
 from dpledger.types import Budget, Mode, PrivacyUnit

@@ -37,8 +37,8 @@ from typing import Any
 from dpledger.errors import DpLedgerError, MigrationRefused
 from dpledger.ledger.core import open_store
 from dpledger.ledger.records import GENESIS, chain_hash_v1
-from dpledger.ledger.schema import SCHEMA_VERSION, row_to_entry, stored_amount
-from dpledger.ledger.store import SqlStore, head_of
+from dpledger.ledger.schema import SCHEMA_VERSION, head_of, row_to_entry, stored_amount
+from dpledger.ledger.store import SqlStore
 from dpledger.types import fraction_text
 
 __all__ = ["Migration", "migrate"]

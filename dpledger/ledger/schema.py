@@ -2,7 +2,9 @@
 
 Schema 3 (:data:`SCHEMA`); the dialect-specific statements each store writes for itself
 (:class:`Statements`, :class:`Schema1`); :func:`row_to_entry`, which parses a row
-without trusting it (an unreadable value is :class:`~dpledger.errors.LedgerCorrupted`).
+without trusting it (an unreadable value is :class:`~dpledger.errors.LedgerCorrupted`),
+and the readers of other stored values (:func:`stored_amount`, :func:`stored_int`,
+:func:`head_of`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any, cast
 
 from dpledger._shown import shown
 from dpledger.errors import InvalidInput, LedgerCorrupted
-from dpledger.ledger.records import Entry, EntryDraft
+from dpledger.ledger.records import GENESIS, Entry, EntryDraft
 from dpledger.mechanisms import MechanismFacts
 from dpledger.types import Budget, Unit
 
@@ -33,9 +35,12 @@ __all__ = [
     "SPEND_TABLE",
     "Schema1",
     "Statements",
+    "head_of",
     "missing_hint",
+    "policy_conflict",
     "row_to_entry",
     "stored_amount",
+    "stored_int",
 ]
 
 SCHEMA_VERSION = "3"
@@ -238,4 +243,33 @@ def missing_hint(mode: str) -> str:
     return (
         f"{asked} never creates one (create it with `dpledger ledger init`, or open with "
         "mode='create')"
+    )
+
+
+def stored_int(value: Any, location: str, what: str) -> int:
+    """An integer the ledger stored (a seq, an epoch, a count); unreadable: corrupted."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 19:
+        return int(value)
+    raise LedgerCorrupted(
+        f"{location}: {what} is unreadable ({str(value)[:40]!r}); run `dpledger ledger verify` "
+        "and restore the ledger from a backup"
+    )
+
+
+def head_of(meta: dict[str, Any], location: str) -> tuple[int, str]:
+    """``(head seq, head hash)`` from the meta table's rows; unreadable: corrupted."""
+    seq = stored_int(meta.get("head_seq", 0), location, "the chain head's seq")
+    digest = meta.get("head_hash", GENESIS)
+    if not isinstance(digest, str):
+        raise LedgerCorrupted(f"{location}: the chain head's hash is unreadable ({digest!r})")
+    return seq, digest
+
+
+def policy_conflict(location: str, name: str, version: str) -> str:
+    """The message refusing a second content for a recorded policy version."""
+    return (
+        f"{location} already recorded policy {name} version {version} with other contents: "
+        "a changed policy needs a new version (bump `version` in the policy file)"
     )

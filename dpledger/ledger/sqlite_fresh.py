@@ -17,7 +17,7 @@ import os
 import sqlite3
 
 from dpledger.errors import DpLedgerError
-from dpledger.ledger.store import head_of
+from dpledger.ledger.schema import head_of
 
 __all__ = ["Identity", "Seen", "identity", "seen", "successor"]
 

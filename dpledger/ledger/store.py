@@ -33,19 +33,22 @@ from dpledger.errors import (
     PolicyMismatch,
     StoreError,
 )
-from dpledger.ledger.records import GENESIS, Entry
+from dpledger.ledger.records import Entry
 from dpledger.ledger.schema import (
     CHAIN_V1_THROUGH,
     READABLE_VERSIONS,
     Schema1,
     Statements,
+    head_of,
+    policy_conflict,
     row_to_entry,
     stored_amount,
+    stored_int,
 )
 from dpledger.ledger.txn import TxnState, WriteTxn
 from dpledger.types import Mode
 
-__all__ = ["SqlStore", "head_of", "policy_conflict", "stored_int"]
+__all__ = ["SqlStore"]
 
 _NO_LIMIT = 2**62  # entries(limit=None): every row, as one fixed statement
 
@@ -201,10 +204,10 @@ class SqlStore(ABC):
         to the value it denotes: what is read is what is parsed, whoever wrote it).
         """
         if not isinstance(text, str):
-            return _spent(text)  # not text: parsed as it is, and never cached
+            return stored_amount(text)  # not text: parsed as it is, and never cached
         value = self._totals.get(text)
         if value is None:
-            value = _spent(text)  # unreadable text raises: the caller names the ledger
+            value = stored_amount(text)  # unreadable text raises: the caller names the ledger
             self._remember(text, value)
         return value
 
@@ -220,7 +223,9 @@ class SqlStore(ABC):
     def _read_spend(self, epoch: int) -> dict[tuple[str, str], Fraction]:
         rows = self._execute(self.sql.spend, (epoch,))
         try:
-            return {(str(scope), str(metric)): _spent(total) for scope, metric, total in rows}
+            return {
+                (str(scope), str(metric)): stored_amount(total) for scope, metric, total in rows
+            }
         except (ValueError, TypeError, ZeroDivisionError) as e:
             raise LedgerCorrupted(
                 f"{self.location}: the spend of epoch {epoch} is unreadable ({e}); run "
@@ -468,38 +473,3 @@ class SqlStore(ABC):
         with self._lock:
             rows = self._execute(self.sql.count)
         return stored_int(rows[0][0], self.location, "the entry count")
-
-
-def _spent(total: Any) -> Fraction:
-    """A stored spend total (:func:`stored_amount`); ValueError if unreadable (the caller:
-    corrupted)."""
-    return stored_amount(total)
-
-
-def stored_int(value: Any, location: str, what: str) -> int:
-    """An integer the ledger stored (a seq, an epoch, a count); unreadable: corrupted."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 19:
-        return int(value)
-    raise LedgerCorrupted(
-        f"{location}: {what} is unreadable ({str(value)[:40]!r}); run `dpledger ledger verify` "
-        "and restore the ledger from a backup"
-    )
-
-
-def head_of(meta: dict[str, Any], location: str) -> tuple[int, str]:
-    """``(head seq, head hash)`` from the meta table's rows; unreadable: corrupted."""
-    seq = stored_int(meta.get("head_seq", 0), location, "the chain head's seq")
-    digest = meta.get("head_hash", GENESIS)
-    if not isinstance(digest, str):
-        raise LedgerCorrupted(f"{location}: the chain head's hash is unreadable ({digest!r})")
-    return seq, digest
-
-
-def policy_conflict(location: str, name: str, version: str) -> str:
-    """The message refusing a second content for a recorded policy version."""
-    return (
-        f"{location} already recorded policy {name} version {version} with other contents: "
-        "a changed policy needs a new version (bump `version` in the policy file)"
-    )
