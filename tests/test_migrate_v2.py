@@ -174,7 +174,7 @@ def test_cli_migrates_schema_2(v2: Path, capsys: pytest.CaptureFixture[str]) -> 
 
 def test_a_migration_that_finds_a_new_head_changes_nothing(v2: Path) -> None:
     from dpledger.errors import StoreError
-    from dpledger.ledger.core import open_store
+    from dpledger.ledger.opening import open_store
 
     store = open_store(v2, "write")
     try:

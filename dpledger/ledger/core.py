@@ -17,13 +17,11 @@ The audit (:meth:`Ledger.verify`) lives in :mod:`dpledger.ledger.audit`.
 from __future__ import annotations
 
 import numbers
-import os
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from dpledger._files import check_path_text
 from dpledger._shown import shown
 from dpledger.accounting import EpochSpend, client_loss
 from dpledger.approval import (
@@ -41,6 +39,7 @@ from dpledger.errors import (
 )
 from dpledger.ledger import audit
 from dpledger.ledger.lifetime import Lifetime, lifetime_of
+from dpledger.ledger.opening import open_store
 from dpledger.ledger.records import GENESIS, Entry, Release, VerifyReport
 from dpledger.ledger.schema import head_of, policy_conflict
 from dpledger.ledger.store import SqlStore
@@ -48,41 +47,9 @@ from dpledger.ledger.writer import RoundResult, Writer
 from dpledger.policy import ALL, Policy
 from dpledger.types import Budget, Mode, PrivacyUnit
 
-__all__ = ["Ledger", "open_store"]
+__all__ = ["Ledger"]
 
 _LABEL = "label."
-
-
-def open_store(target: str | Path | None, mode: Mode) -> SqlStore:
-    """The store at a SQLite path or ``postgresql://`` URL (``None``: ``$DPLEDGER_URL``)."""
-    target = target if target is not None else os.environ.get("DPLEDGER_URL")
-    if target is None:
-        raise InvalidInput(
-            "no ledger given: pass a SQLite path or postgresql:// URL, or set DPLEDGER_URL"
-        )
-    if mode not in ("read", "write", "create"):
-        raise InvalidInput(f"mode must be 'read', 'write' or 'create', got {shown(mode)}")
-    if not isinstance(target, str | os.PathLike) or isinstance(target, bytes):
-        raise InvalidInput(
-            f"a ledger is a SQLite path (str or pathlib.Path) or a postgresql:// URL, "
-            f"got {type(target).__name__} {shown(target, 60)}"
-        )
-    fspath = os.fspath(target)
-    if not isinstance(fspath, str):  # a PathLike of bytes
-        raise InvalidInput(f"a ledger path must be text, got {shown(fspath, 60)}")
-    if fspath == "":  # else opened as the current directory: "  is a directory" (audit s29, F10)
-        raise InvalidInput(
-            "the ledger path is empty: pass a SQLite file path or a postgresql:// URL "
-            "(or set DPLEDGER_URL to one)"
-        )
-    text = check_path_text(fspath, "ledger path or URL")
-    if text.startswith(("postgresql://", "postgres://")):
-        from dpledger.ledger.postgres import PostgresStore  # optional extra
-
-        return PostgresStore(text, mode)
-    from dpledger.ledger.sqlite import SqliteStore
-
-    return SqliteStore(text, mode)
 
 
 def _epoch(epoch: object) -> int:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from dpledger.errors import DpLedgerError, MigrationRefused
-from dpledger.ledger.core import open_store
+from dpledger.ledger.opening import open_store
 from dpledger.ledger.records import GENESIS, chain_hash_v1
 from dpledger.ledger.schema import SCHEMA_VERSION, head_of, row_to_entry, stored_amount
 from dpledger.ledger.store import SqlStore

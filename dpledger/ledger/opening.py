@@ -1,0 +1,50 @@
+"""Which store a ledger target names: a SQLite path or a ``postgresql://`` URL.
+
+The target is checked before anything touches the filesystem or the network (a bytes
+path, an empty path, a control character are :class:`~dpledger.errors.InvalidInput`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from dpledger._files import check_path_text
+from dpledger._shown import shown
+from dpledger.errors import InvalidInput
+from dpledger.ledger.store import SqlStore
+from dpledger.types import Mode
+
+__all__ = ["open_store"]
+
+
+def open_store(target: str | Path | None, mode: Mode) -> SqlStore:
+    """The store at a SQLite path or ``postgresql://`` URL (``None``: ``$DPLEDGER_URL``)."""
+    target = target if target is not None else os.environ.get("DPLEDGER_URL")
+    if target is None:
+        raise InvalidInput(
+            "no ledger given: pass a SQLite path or postgresql:// URL, or set DPLEDGER_URL"
+        )
+    if mode not in ("read", "write", "create"):
+        raise InvalidInput(f"mode must be 'read', 'write' or 'create', got {shown(mode)}")
+    if not isinstance(target, str | os.PathLike) or isinstance(target, bytes):
+        raise InvalidInput(
+            f"a ledger is a SQLite path (str or pathlib.Path) or a postgresql:// URL, "
+            f"got {type(target).__name__} {shown(target, 60)}"
+        )
+    fspath = os.fspath(target)
+    if not isinstance(fspath, str):  # a PathLike of bytes
+        raise InvalidInput(f"a ledger path must be text, got {shown(fspath, 60)}")
+    if fspath == "":  # else opened as the current directory: "  is a directory" (audit s29, F10)
+        raise InvalidInput(
+            "the ledger path is empty: pass a SQLite file path or a postgresql:// URL "
+            "(or set DPLEDGER_URL to one)"
+        )
+    text = check_path_text(fspath, "ledger path or URL")
+    if text.startswith(("postgresql://", "postgres://")):
+        from dpledger.ledger.postgres import PostgresStore  # optional extra
+
+        return PostgresStore(text, mode)
+    from dpledger.ledger.sqlite import SqliteStore
+
+    return SqliteStore(text, mode)
