@@ -44,7 +44,9 @@ def _cell(law: str, shape: str, r2: float, cohort: int, level: float, releases: 
     sums = np.array([n * mse, n * math.sqrt(mse * 2 / math.pi), n * mean,
                      n * (sd * sd + mean * mean), n])  # fmt: skip
     truth = flam_regression.regression_metrics(sums)["r2"]
-    sst_sd = CODEC.decoded_scale(scale)[3] * (math.sqrt(2) if law == "laplace" else 1)
+    # Σ(y−ȳ)²'s own noise s.d. at the true mean: Σ(y−c)², Σ(y−c) and n all carry noise
+    u = CODEC.decoded_scale(scale) * (math.sqrt(2) if law == "laplace" else 1)
+    sst_sd = math.sqrt(u[3] ** 2 + (2 * mean * u[2]) ** 2 + (mean * mean * u[4]) ** 2)
     rng = np.random.default_rng(seed)
     draw = rng.laplace if law == "laplace" else rng.normal
     x = sums / CODEC.decode(np.ones(5)) + draw(0.0, scale, (releases, 5))
