@@ -11,10 +11,11 @@ chosen by measured coverage (``tests/test_coverage.py`` re-measures it):
   over the means μ in the mean's own interval (:func:`_r2_interval`), and where
   Σ(y−ȳ)² only just passed its guard, the selection-adjusted bound of
   :func:`_r2_selected`. Where that interval has no lower end (Σ(y−ȳ)² too near the
-  noise to bound R² below), R² is published one-sided, ``(−∞, high]``: publication then
-  rests on the guard alone, the event the selection adjustment conditions on (flagging
-  those releases instead was a second selection on the same noisy Σ(y−ȳ)², and the two-
-  sided intervals left covered 0.74–0.93 among published: audit s30, F3).
+  noise to bound R² below), R² is published one-sided, ``(−∞, high]``, its upper end
+  conditioned on that event: publication then rests on the guard alone, the event the
+  selection adjustment conditions on (flagging those releases instead was a second
+  selection on the same noisy Σ(y−ȳ)²; the intervals left covered 0.70–0.93 among
+  published: audit s30, F3).
 
 Flags: the sample count n not clear of the noise (every metric) and Σ(y−ȳ)² not clear of
 it at the least favourable mean (R²). Public maxima (cohort × per-client bounds) keep a
@@ -73,8 +74,8 @@ def regression_ranges(codec: VectorSumCodec) -> dict[str, tuple[float, float]]:
 _N, _SST = "sample count n", "total sum of squares Σ(y−ȳ)²"
 _MONTE_CARLO = ("mse", "rmse", "mae")
 """The metrics ``method="monte_carlo"`` redraws. Not R²: its percentiles dropped the
-selection adjustment and the unbounded flag, and where Σ(y−ȳ)² is within the noise
-covered 0.02–0.89 among the releases it published (review s30 F2)."""
+selection adjustment and the handling of a missing lower end, and where Σ(y−ȳ)² is
+within the noise covered 0.02–0.89 among the releases it published (review s30 F2)."""
 _BETA = 0.01  # the mean's share of the miss rate in R²'s union interval (α/2 above 0.98)
 _GRID = 17  # means tried across the mean's interval
 
@@ -175,7 +176,7 @@ def _one_sided_depth(level: float) -> float:
     lower bound at 1 − α/2 (truncated at the guard) reaches 0: closer, R² has no lower end.
 
     Scale-free: the guard is q·se = z·s_eff (s_eff = se·q/z), so the depth is a function
-    of the level alone (≈ 2.9 at 0.95); found once per level by bisection.
+    of the level alone (≈ 1.46 at 0.95, 1.64 at 0.99); found once per level by bisection.
     """
     half = 1.0 - (1.0 - level) / 2.0
     z, one, inf = z_value(level), np.ones(1), np.full(1, np.inf)
@@ -200,7 +201,8 @@ def _r2_one_sided(
     Fieller's set unbounded at some mean, or Σ(y−ȳ)²'s selective lower bound at or below
     0: R² is then bounded above only. The upper end is the larger of Fieller's (where it
     is bounded) and ``upper`` = 1 − SSE_lo/SST_hi (SSE's and Σ(y−ȳ)²'s bounds at
-    1 − α/2 each, the latter selection-adjusted), which holds whatever Fieller's set is.
+    1 − α/2 each, the latter conditioned on the one-sided event: :func:`_r2_selected`),
+    which holds whatever Fieller's set is.
     The third array marks the interval defined (its upper end is a number).
     """
     lo, hi = r2

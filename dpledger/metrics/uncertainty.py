@@ -24,9 +24,10 @@ coverage are documented in :mod:`dpledger.metrics._assemble`,
   the plain percentile interval doubles a per-class average's bias) and keeps every
   guard and class bound of the delta method; for regression it is the plain percentile
   interval of MSE, RMSE and MAE, and R² keeps its delta-method interval (its redraw
-  percentiles lost the selection adjustment and the unbounded flag, and covered 0.02–0.89
-  among published releases near the noise: review s30). This randomness is post-processing
-  of public quantities for the error bar, never release noise (release noise is OpenDP's).
+  percentiles lost the selection adjustment and the handling of a missing lower end,
+  and covered 0.02–0.89 among published releases near the noise: review s30). This
+  randomness is post-processing of public quantities for the error bar, never release
+  noise (release noise is OpenDP's).
 
 :func:`mean_over_noisy_count` is a scalar metric's mean over the clients who reported when
 their number is itself a noisy release (``add_remove``): Fieller's interval for the ratio
