@@ -130,7 +130,7 @@ def _r2_interval(
 
 def _r2_selected(
     r2: tuple[FloatArray, FloatArray], sse: FloatArray, sd_sse: float, sst: Linear, level: float,
-    distribution: MechanismKind,
+    distribution: MechanismKind, sst_max: float,
 ) -> tuple[FloatArray, FloatArray, BoolArray, FloatArray]:  # fmt: skip
     """R²'s interval among the releases whose Σ(y−ȳ)² passed its guard.
 
@@ -147,7 +147,12 @@ def _r2_selected(
     between the guard and the point past which its selective lower bound is positive
     (:func:`_one_sided_depth`). Conditioned on the guard alone, a release made one-sided
     by a low draw got a low SST_hi and a bound below the truth (review s31, F1: 0.00–0.60
-    among one-sided releases where Σ(y−ȳ)² is 5–8 s.d.).
+    among one-sided releases where Σ(y−ȳ)² is 5–8 s.d.). Under Laplace noise that window
+    bounds Σ(y−ȳ)² above only near the guard (the tail is memoryless: landing in it says
+    little about how far above it the truth is, and the truncated-Gaussian bound missed
+    from ~8 s.d., review s31b), so there SST_hi is at least ``sst_max``, the public
+    maximum cohort × cap that no true Σ(y−ȳ)² exceeds; SSE's noise is independent of the
+    event, so the bound holds given it.
     """
     half = 1.0 - (1.0 - level) / 2.0
     z, z_half = z_value(level), z_value(half)
@@ -162,6 +167,8 @@ def _r2_selected(
     top = sst.q * sst.se + _one_sided_depth(level) * s_eff  # past it: a lower end
     room = np.maximum(top - sst.value, 0.0)  # 0 (one-sided by Fieller alone): unbounded
     _, hi_one = selective_bounds(sst.value, s_eff, slack, room, half, (far[0], far[1]))
+    if distribution == "laplace":
+        hi_one = np.maximum(hi_one, sst_max)
     with np.errstate(divide="ignore", invalid="ignore"):
         proj_lo = np.where(lo > 0, 1.0 - sse_hi / np.where(lo > 0, lo, 1.0), -np.inf)
         proj_hi = 1.0 - np.maximum(sse_lo, 0.0) / hi
@@ -265,7 +272,7 @@ def regression_batch(
     cov["r2"][_SST] = np.zeros(len(x))  # R²'s selection on Σ(y−ȳ)²: _r2_selected
     sse = codec.decode(x)[:, 0]
     r2_lo, r2_hi, moved, upper = _r2_selected(
-        (r2_lo, r2_hi), sse, float(sd[0]), sst, level, distribution
+        (r2_lo, r2_hi), sse, float(sd[0]), sst, level, distribution, cohort * codec.bounds[3]
     )
     r2_lo, r2_hi, bounded = _r2_one_sided((r2_lo, r2_hi), bounded, upper)
     mse = lin["mse"]
