@@ -113,8 +113,8 @@ def test_an_action_is_refused_before_the_body_is_read(app: Any, site: Site) -> N
 
 @pytest.mark.parametrize(
     "aggregate",
-    [b"NaN", b"1e999", b'"800"', b"[1, 2, 3]", b"5000.0", b"800.0"],
-    ids=["nan", "inf", "a string", "wrong shape", "outside the clip", "valid"],
+    [b"NaN", b"1e999", b'"800"', b"[1, 2, 3]", b"5000.0", b"800.0", b"9" * 5000],
+    ids=["nan", "inf", "a string", "wrong shape", "outside the clip", "valid", "5000 digits"],
 )
 @pytest.mark.parametrize("path", ["/v1/releases", "/v1/check"])
 def test_a_scope_refusal_does_not_depend_on_the_aggregate(
