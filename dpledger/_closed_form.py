@@ -90,7 +90,7 @@ def error_bar(
     ``magnitude``, the doubles' rounding (:data:`ROUNDING`), as a release's bar.
 
     Under a record-level policy ``n`` counts records and ``Δ`` is the per-record bound ×
-    ``max_records_per_person`` (:func:`policy_sensitivity` gives it).
+    ``max_records_per_person`` (:func:`~dpledger.mechanisms.policy_sensitivity` gives it).
 
     ``budget`` is ε (or ρ with ``measure="rho"``), or a :class:`Budget` with its unit.
     ``n`` is an integer in 1..1e9 (what a release accepts); anything else, like a

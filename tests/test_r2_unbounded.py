@@ -157,6 +157,15 @@ def test_a_one_sided_r2_is_shown_as_its_bound_without_a_value(tmp_path: Path) ->
     assert "UNUSABLE" not in d.table()
     assert "one-sided: the denominator is too near the noise" in d.table()
     assert "selection-adjusted:" not in d.table()  # its note is for two-sided intervals
+    whole = dataclasses.replace(d, intervals=MappingProxyType(
+        {**d.intervals, "r2": Interval(-math.inf, 1.0, 0.95, "fieller, one-sided")}))  # fmt: skip
+    (r2_row,) = [x for x in whole.rows() if x.strip().startswith("r2")]
+    assert "<= 1  (one-sided, the whole range: no information)" in r2_row
+    unusable = Interval(-math.inf, 1.0, 0.95, "fieller", "noise swamps it")
+    assert not unusable.one_sided  # an unusable interval is never shown as a bound
+    flagged = dataclasses.replace(d, intervals=MappingProxyType({**d.intervals, "r2": unusable}))
+    assert "UNUSABLE" in flagged.table()
+    assert "one-sided" not in flagged.table()
 
 
 def test_flower_publishes_a_one_sided_r2_as_its_upper_bound_only(tmp_path: Path) -> None:

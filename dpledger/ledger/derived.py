@@ -68,7 +68,9 @@ class DerivedRelease:
 
     ``metrics[k]`` is the point estimate; ``intervals[k]`` its interval, whose ``reason``
     is set when the metric is unusable (then the interval is the metric's whole range
-    and the estimate must not be published). ``projection`` says how estimates were made.
+    and the estimate must not be published). A one-sided interval (``one_sided``: R² with
+    no lower end) is usable as its bound, "≤ high", and its estimate must not be published
+    either. ``projection`` says how estimates were made.
     """
 
     release: Release
@@ -108,7 +110,10 @@ class DerivedRelease:
         rows = []
         for k, v in self.metrics.items():
             iv = self.intervals[k]
-            if iv.one_sided:  # no lower end: the bound is the statement, not the value
+            if iv.one_sided and iv.high >= self._top(k):  # R² ≤ 1: true, says nothing
+                rows.append(f"  {k:<{width}}  <= {iv.high:g}  (one-sided, the whole range: "
+                            f"no information)  {iv.method}")  # fmt: skip
+            elif iv.one_sided:  # no lower end: the bound is the statement, not the value
                 rows.append(f"  {k:<{width}}  <= {iv.high:.4f}  (one-sided)  {iv.method}")
             elif iv.usable:
                 rows.append(
@@ -120,6 +125,10 @@ class DerivedRelease:
                     f"{iv.reason}"
                 )
         return rows
+
+    @staticmethod
+    def _top(metric: str) -> float:
+        return 1.0 if metric == "r2" else float("inf")  # R²'s range ends at 1
 
     def _notes(self) -> list[str]:
         shown = [iv for iv in self.intervals.values() if iv.usable]

@@ -116,17 +116,18 @@ class Linear:
 class Batch:
     """Intervals of several metrics over a batch of R releases (arrays of shape (R,)).
 
-    ``code[key]`` is 0 for a usable interval, i + 1 when ``guards[key][i]`` failed, −1
-    when the metric is undefined at the release, −2 (:data:`OUTSIDE`) when its interval
-    lies wholly outside the range, −3 (:data:`FEW_CLASSES`) when a per-class average has
-    fewer than half of its classes clear of the noise, −4 (:data:`UNBOUNDED`) when an end
-    of its interval is infinite (the metric's whole range). ``den``/``den_se``/``den_q`` hold
+    ``code[key]`` is 0 for a usable interval, i + 1 when ``guards[key][i]`` failed, −1 when
+    the metric is undefined at the release, −2 (:data:`OUTSIDE`) when its interval lies
+    wholly outside the range, −3 (:data:`FEW_CLASSES`) when a per-class average has fewer
+    than half of its classes clear of the noise, −4 (:data:`UNBOUNDED`) when an end of its
+    interval is infinite (the metric's whole range), except the low end of a metric allowed
+    one-sided (R²: code 0, marked in ``one_sided``). ``den``, ``den_se`` and ``den_q`` hold
     each denominator's value, s.e. and quantile. ``method[key]`` names the base interval;
     ``adjusted[key]`` marks releases widened for selection, ``edge[key]`` those made
-    one-sided at an edge of the range, ``bounded[key]`` counts the classes within the
-    noise that a per-class average bounds rather than measures (``classes[key]`` of them
-    in all; 0 for a metric that is not a per-class average); ``per_class[key]`` names the
-    releases whose interval is the simultaneous per-class one (:mod:`._simultaneous`);
+    one-sided at an edge of the range, ``bounded[key]`` counts the classes within the noise
+    that a per-class average bounds rather than measures (``classes[key]`` of them in all; 0
+    for a metric that is not a per-class average); ``per_class[key]`` names the releases
+    whose interval is the simultaneous per-class one (:mod:`._simultaneous`);
     ``one_sided[key]`` marks usable releases published as an upper bound only (low −∞).
     """
 

@@ -234,7 +234,9 @@ def regression_batch(
     """Estimates and intervals of R², MSE, RMSE, MAE for R noisy encoded releases (R, 5).
 
     ``cohort`` (public) bounds the true n by cohort·m and the total sum of squares by
-    cohort·m·h² (the codec's per-client bounds), keeping pure-noise releases flagged.
+    cohort·m·h² (the codec's per-client bounds), keeping pure-noise releases flagged;
+    under Laplace noise that maximum is also a one-sided R²'s upper end for Σ(y−ȳ)², so
+    without ``cohort`` such an R² is "≤ 1" (``release_regression`` passes the release's).
     """
     codec = check_regression_codec(codec)
     check_options(level, method, distribution=distribution, draws=draws, seed=seed)

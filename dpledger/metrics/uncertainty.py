@@ -301,7 +301,8 @@ def regression_estimates(
 
     ``released`` is in encoded units (what the ledger noised, with scale ``scale``) and
     ``codec`` the :func:`~dpledger.metrics.flam.regression_codec` that encoded it.
-    ``cohort`` (public) keeps a cohort too small to measure anything always flagged.
+    ``cohort`` (public) keeps a cohort too small to measure anything always flagged, and
+    under Laplace noise bounds a one-sided R² (without it, that R² is "≤ 1").
     """
     x = as_finite(as_real(released, "released").reshape(-1), "released")
     batch = regression_batch(
