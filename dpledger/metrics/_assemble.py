@@ -55,7 +55,6 @@ from dpledger.types import IntervalMethod, MechanismKind
 
 __all__ = [
     "FEW_CLASSES",
-    "ONE_SIDED",
     "OUTSIDE",
     "TOO_NOISY",
     "UNBOUNDED",
@@ -88,7 +87,7 @@ TOO_NOISY = -5
 """Code of a macro average at 2–6 classes (or MCC at 2) whose noise is too large for the
 class rule, by a public rule (``_two_class.max_noise``): it reads no released value."""
 _NOTICE = 0.01  # a widening below 1% of the half-width is not worth naming
-ONE_SIDED = (
+_ONE_SIDED = (
     "an upper bound only, its denominator too near the noise to bound the metric below; "
     "quote the bound, not the point value"
 )
@@ -444,7 +443,7 @@ def method_of(batch: Batch, key: str, row: int) -> str:
     one = batch.one_sided.get(key)
     if one is not None and one[row]:
         whole = batch.high[key][row] >= batch.ranges[key][1]
-        words.append(f"one-sided: {ONE_SIDED}" + (" (here the whole range)" if whole else ""))
+        words.append(f"one-sided: {_ONE_SIDED}" + (" (here the whole range)" if whole else ""))
     return ", ".join(words)
 
 
