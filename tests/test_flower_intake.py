@@ -40,7 +40,14 @@ from test_flower_packed import BROKEN
 from test_flower_packed import _break as break_packed
 
 from dpledger import Ledger
-from dpledger.flower import LedgerEvaluation, NodeStatus, PlainSum, StaticRegistry, contributions
+from dpledger.flower import (
+    LedgerEvaluation,
+    NodeStatus,
+    PlainSum,
+    StaticRegistry,
+    contributions,
+    layout,
+)
 from dpledger.flower.intake import _read_all, sort_replies
 from dpledger.flower.npy import npy_header, npy_rows
 from dpledger.flower.report import STATUSES, NodeStatuses, tally_health
@@ -145,6 +152,16 @@ def _expected(plan: Any, content: RecordDict) -> tuple[str, str, dict[str, np.nd
         if reason is not None:
             return "rejected", reason, {}
     return "reported", "", rows
+
+
+@pytest.fixture(autouse=True, params=["direct reads", "public accessors"])
+def flwr_reads(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test here twice: reading flwr 1.42's storage directly, and through its public
+    accessors only (what another flwr gets); both must sort every reply alike."""
+    assert layout.KNOWN, "the tests pin flwr 1.42.*, whose layout dpledger reads directly"
+    if request.param == "public accessors":
+        monkeypatch.setattr(layout, "KNOWN", False)
+    return str(request.param)
 
 
 @pytest.fixture

@@ -45,7 +45,14 @@ from test_flower_intake import _data, _expected
 from test_flower_npy import lying
 
 from dpledger import Ledger, Policy, Release
-from dpledger.flower import LedgerEvaluation, NotReleased, PlainSum, StaticRegistry, contributions
+from dpledger.flower import (
+    LedgerEvaluation,
+    NotReleased,
+    PlainSum,
+    StaticRegistry,
+    contributions,
+    layout,
+)
 from dpledger.flower.columns import RecordColumns
 from dpledger.flower.intake import Intake, _read_all, sort_replies
 from dpledger.flower.npy import npy_header
@@ -221,6 +228,16 @@ class Round(NamedTuple):
     expected: dict[int, tuple[str, str, dict[str, np.ndarray]]]  # node: status, reason, rows
     kinds: dict[int, str]  # node: the kind of its (first) reply
     waiting: Any  # aggregator -> a strategy on a fresh ledger, waiting for these replies
+
+
+@pytest.fixture(autouse=True, params=["direct reads", "public accessors"])
+def flwr_reads(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test here twice: reading flwr 1.42's storage directly, and through its public
+    accessors only (what another flwr gets); both must sort every reply alike."""
+    assert layout.KNOWN, "the tests pin flwr 1.42.*, whose layout dpledger reads directly"
+    if request.param == "public accessors":
+        monkeypatch.setattr(layout, "KNOWN", False)
+    return str(request.param)
 
 
 @pytest.fixture

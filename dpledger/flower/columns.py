@@ -22,8 +22,10 @@ a comparison of values the pass reads anyway:
   :func:`~dpledger.flower.npy.npy_column`), so its row is the bytes :func:`read_reply`
   would decode.
 
-The records are read through their public ``items()`` (:func:`entries`: the dict view's
-read-only ``mapping``, no copy) and the ``Array``'s public fields; no flwr internals.
+The records' entries are read where flwr 1.42 keeps them (a ``_data`` dict; see
+:mod:`~dpledger.flower.layout`, which allows it for flwr 1.42.* only), else through their
+public ``items()`` (:func:`entries`: the dict view's read-only ``mapping``, no copy); the
+``Array``'s fields are its public attributes.
 
 A reply in that form is one :func:`read_reply` accepts with these very payloads. Any other
 reply — a missing record or key, another type, dtype string or shape, a header that lies
@@ -43,6 +45,7 @@ import numpy.typing as npt
 from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 from flwr.common.constant import SType
 
+from dpledger.flower import layout
 from dpledger.flower.npy import npy_column
 from dpledger.flower.wire import META_RECORD, SCALARS_RECORD, SCHEMA, VECTORS_RECORD, RoundPlan
 
@@ -109,11 +112,21 @@ class RecordColumns:
                 type(meta) is ConfigRecord
                 and type(scalars) is MetricRecord
                 and type(vectors) is ArrayRecord
-                and not any(map(ne, self._meta(_MAPPING(meta.items())), self.meta_want))
             ):
                 return False
-            numbers = self._scalars(_MAPPING(scalars.items()))  # entries(), inlined: another
-            arrays = self._vectors(_MAPPING(vectors.items()))  # view than a dict's: a misfit
+            if layout.KNOWN:  # flwr 1.42 keeps a record's entries in its _data dict
+                meta, scalars, vectors = (
+                    meta.__dict__["_data"],
+                    scalars.__dict__["_data"],
+                    vectors.__dict__["_data"],
+                )
+            else:  # entries(), inlined: another view than a dict's is a misfit
+                meta, scalars, vectors = map(_MAPPING, (meta.items(), scalars.items(),
+                                                        vectors.items()))  # fmt: skip
+            if any(map(ne, self._meta(meta), self.meta_want)):
+                return False
+            numbers = self._scalars(scalars)
+            arrays = self._vectors(vectors)
         except Exception:  # a missing record or key, or anything stranger: read_reply says
             return False
         self.kept.append((at, seq, content, numbers, arrays))

@@ -9,9 +9,11 @@ or rejected (wrong schema, out of bounds, wrong edges version, a packed header o
 It is built for rounds of thousands of replies, where per-reply Python work is the cost
 (the same sums released directly take a few milliseconds):
 
-- each Flower ``Message`` is touched once, through its public accessors
-  (``metadata.src_node_id``, ``has_error()``, ``content``, the records' ``items()``, the
-  ``Array``'s fields);
+- each Flower ``Message`` is touched once: its node id, error, content and the records'
+  entries read where flwr 1.42 stores them (:mod:`~dpledger.flower.layout`: only for
+  flwr 1.42.* and the exact flwr types; otherwise, and on any other flwr, through the
+  public accessors ``metadata.src_node_id``, ``has_error()``, ``content``, ``items()``),
+  and the ``Array``'s fields;
 - a three-record reply in the expected form keeps only its scalars and ``Array`` objects;
   each metric's column is checked and decoded for all of them at once
   (:class:`~dpledger.flower.columns.RecordColumns`). Any other three-record reply is read
@@ -41,6 +43,7 @@ from flwr.app import Array, ArrayRecord, Message, RecordDict
 from flwr.common.constant import SType
 
 from dpledger.errors import InternalError
+from dpledger.flower import layout
 from dpledger.flower.aggregation import Aggregator
 from dpledger.flower.columns import RecordColumns, entries
 from dpledger.flower.npy import npy_header, npy_rows
@@ -64,6 +67,7 @@ REPORTED, FAILED, DROPPED, REJECTED = (
 _SOUND = len(STATUSES)  # answered, structurally sound: the round-wide checks decide
 _FLOAT64 = np.dtype("<f8")
 _NONE = object()
+_NO_DICT: dict[str, Any] = {}  # a reply not read directly: its look-ups fail, layout.fields
 
 
 @dataclass(frozen=True)
@@ -185,21 +189,31 @@ def _read_all(plan: RoundPlan, index: dict[int, int], replies: Iterable[Message]
     status, numpy, position = got.status, SType.NUMPY, index.get
     npy_at, npy = got.npy_at.append, got.npy.append  # bound once: the loop runs per reply
     take = got.columns.take
+    direct = layout.KNOWN  # read flwr 1.42's storage, not its accessors (layout.py)
     for seq, reply in enumerate(replies):
-        at = position(reply.metadata.src_node_id, -1)
+        d = reply.__dict__ if direct and type(reply) is Message else _NO_DICT
+        try:
+            node, error, content = (
+                d["_metadata"].__dict__["_src_node_id"],
+                d["_error"],
+                d["_content"],
+            )
+        except (KeyError, AttributeError):  # another type or layout: layout.fields
+            node, error, content = layout.fields(reply)
+        at = position(node, -1)
         if at < 0 or status[at] != DROPPED:  # not selected, or not its first reply
             got.unexpected += 1
             continue
-        if reply.has_error():
-            e = reply.error
+        if error is not None:
             status[at] = FAILED
-            got.reasons[at] = short_reason(f"error {e.code}: {e.reason}")
+            got.reasons[at] = short_reason(f"error {error.code}: {error.reason}")
             continue
         status[at] = _SOUND
         try:
-            content = reply.content
+            if content is None:  # neither content nor error: the accessor says why
+                content = reply.content
             if type(content) is RecordDict:  # flwr's own: items() is its dict's, never raises
-                records = entries(content)
+                records = content.__dict__["_data"] if direct else entries(content)
                 record = records.get(PACKED_RECORD, _NONE)
                 if record is _NONE:
                     if not take(seq, at, content, records):
@@ -212,7 +226,8 @@ def _read_all(plan: RoundPlan, index: dict[int, int], replies: Iterable[Message]
                     got.read_records(plan, seq, at, content)
                     continue
             if isinstance(record, ArrayRecord):  # the fast path: np.save's bytes of one row
-                items = record.items()
+                exact = direct and type(record) is ArrayRecord
+                items = record.__dict__["_data"].items() if exact else record.items()
                 if len(items) == 1:
                     ((key, array),) = items
                     if key == PACKED_KEY and isinstance(array, Array) and array.stype == numpy:
