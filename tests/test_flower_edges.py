@@ -323,3 +323,23 @@ def test_plain_sum_reads_a_value_within_the_rounding_slack_as_the_clip_edge() ->
     assert agg.check(m, rows) == [None, None]
     assert agg.total(m, rows).tobytes() == agg.total(m, np.array([[3.4], [1.0]])).tobytes()
     assert agg.check(m, np.array([[3.4 * (1 + 2 * ROUNDING_SLACK)]])) != [None]
+
+
+def test_plain_sum_builds_each_grid_once_per_bounds_and_bits() -> None:
+    """PlainSum.grid is asked twice per (region, metric) a round: it keeps each grid, and
+    a metric with other bounds, or the same PlainSum with other bits, gets its own."""
+    from dpledger.flower.wire import MetricPlan
+    from dpledger.metrics.declarations import Bounds
+    from dpledger.metrics.secure_sum import FixedPoint
+
+    loss = MetricPlan("loss", "clipped_loss", "scalar_mean", Bounds(low=0.0, high=3.4), None,
+                      {}, True)  # fmt: skip
+    gap = MetricPlan("gap", "calibration_gap", "vector_sum", Bounds(cap=20.0, dimension=10),
+                     None, {}, False)  # fmt: skip
+    agg = PlainSum(bits=30)
+    assert agg.grid(loss) is agg.grid(loss)
+    assert agg.grid(loss) == FixedPoint(0.0, 3.4, 30)
+    assert agg.grid(gap) == FixedPoint.for_cap(20.0, 30)
+    agg.bits = 20
+    assert agg.grid(loss) == FixedPoint(0.0, 3.4, 20)
+    assert agg.grid(gap) == FixedPoint(-20.0, 20.0, 20)

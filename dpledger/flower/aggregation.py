@@ -69,13 +69,25 @@ class PlainSum:
     def __init__(self, bits: int = DEFAULT_BITS) -> None:
         FixedPoint(0.0, 1.0, bits)  # the grid's own check, before any round
         self.bits = bits
+        self._grids: dict[tuple[float, ...], FixedPoint] = {}  # (bounds, bits) -> its grid
 
     def grid(self, metric: MetricPlan) -> FixedPoint:
-        """The metric's public fixed-point grid: its clip, or ``[−cap, cap]`` for a vector."""
+        """The metric's public fixed-point grid: its clip, or ``[−cap, cap]`` for a vector
+        (built and checked once per bounds and ``bits``: a round asks for each twice)."""
         b = metric.bounds
         if metric.scalar:
-            return FixedPoint(float(b.need("low", metric.metric)), float(b.high or 0), self.bits)
-        return FixedPoint.for_cap(float(b.need("cap", metric.metric)), self.bits)
+            low, high = float(b.need("low", metric.metric)), float(b.high or 0)
+        else:
+            high = float(b.need("cap", metric.metric))
+            low = -high
+        key = (low, high, self.bits)
+        found = self._grids.get(key)
+        if found is None:
+            found = FixedPoint(low, high, self.bits) if metric.scalar else (
+                FixedPoint.for_cap(high, self.bits)
+            )  # fmt: skip
+            self._grids[key] = found
+        return found
 
     def check(self, metric: MetricPlan, rows: npt.NDArray[Any]) -> list[str | None]:
         """Per row, why a clear contribution breaks its policy bounds (clip, L1 cap, sign).
