@@ -163,3 +163,24 @@ def test_a_subclassed_message_or_record_is_read_through_its_accessors(
     assert replies[0].__dict__.get("_read") is True  # the subclass's metadata was asked
     assert replies[1].content.__dict__.get("_read") is True  # the subclass's items()
     assert got.health["north"].reported + got.health["south"].reported == len(msgs)
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["direct reads", "public accessors"])
+def test_a_reply_with_neither_content_nor_error_is_rejected_and_the_round_goes_on(
+    asked: tuple[Any, list[Message]], monkeypatch: pytest.MonkeyPatch, direct: bool
+) -> None:
+    """``Message.content`` raises when a message has neither content nor error: read
+    either way, that reply is rejected as unreadable, never ends the round."""
+    planned, msgs = asked
+    monkeypatch.setattr(layout, "KNOWN", direct)
+    replies = _replies(planned, msgs)
+    hollow = replies[0]
+    hollow.__dict__["_content"] = None  # what no flwr runtime sends; a broken one might
+    assert not hollow.has_content()
+    assert not hollow.has_error()
+    got = sort_replies(planned.plan, planned.selected, replies, PlainSum())
+    node = hollow.metadata.src_node_id
+    (status,) = [s for s in got.nodes if s.node_id == node]
+    assert status.status == "rejected"
+    assert status.reason == "unreadable reply (ValueError)"
+    assert sum(h.reported for h in got.health.values()) == len(msgs) - 1 - len(msgs) // 3

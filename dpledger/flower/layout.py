@@ -59,7 +59,8 @@ KNOWN = known_layout(_installed())
 def fields(reply: Message) -> tuple[int, Any, Any]:
     """``(src node id, error or None, content or None)`` of ``reply``, as its public
     accessors give them (``metadata.src_node_id``, ``error`` when ``has_error()``,
-    ``content`` otherwise); directly from flwr 1.42's storage when :data:`KNOWN`."""
+    ``content`` otherwise, None if reading it raises); directly from flwr 1.42's storage
+    when :data:`KNOWN`."""
     if KNOWN and type(reply) is Message:
         try:
             d = reply.__dict__
@@ -69,4 +70,7 @@ def fields(reply: Message) -> tuple[int, Any, Any]:
     node = reply.metadata.src_node_id
     if reply.has_error():
         return node, reply.error, None
-    return node, None, reply.content
+    try:
+        return node, None, reply.content
+    except Exception:  # no content either: the caller reads it again where it is judged
+        return node, None, None
