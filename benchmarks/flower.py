@@ -333,7 +333,7 @@ def run(sizes: Sizes) -> list[Row]:
             ratio=stored / wrapper,
             values={"stored_s": stored},
             note="the same fields from the objects' __dict__, as the wrapper reads them on "
-            "flwr 1.42.* (dpledger.flower.layout): mostly memory traffic, ~10 objects per "
+            "flwr 1.42 (dpledger.flower.layout): mostly memory traffic, ~10 objects per "
             "Message",
         ),
         Row(

@@ -3,7 +3,7 @@
 ``dpledger.flower.layout`` lets the intake read a reply's node id, error, content and a
 record's entries from the objects' ``__dict__`` instead of Flower's Python-level
 accessors (a round of 1,000 replies spends most of its reading there). Here: the gate
-opens for flwr 1.42.* only; on the installed flwr (the tests pin 1.42) each direct read
+opens for final flwr 1.42 releases only; on the installed flwr (the tests pin 1.42) each direct read
 equals its accessor, for content and error replies; the intake really reads directly
 (an accessor that raises is never called); and a subclassed Message or record, which
 may override an accessor, is read through the accessors. ``test_flower_intake*.py`` run
@@ -38,8 +38,11 @@ from dpledger.flower.testing import LocalGrid
 
 @pytest.mark.parametrize(
     ("version", "known"),
-    [("1.42.0", True), ("1.42.7", True), ("1.42.0rc1", True), ("1.43.0", False),
-     ("1.4.2", False), ("2.0.0", False), ("1.41.9", False), ("", False), ("142", False)],
+    [("1.42.0", True), ("1.42.7", True), ("1.42", True), ("1.42.0+cpu", True),
+     ("1.42.0.post1", True), ("1.42.0rc1", False), ("1.42rc1", False), ("1.42.0a1", False),
+     ("1.42.dev0", False), ("1.42.0.dev20251001", False), ("1.43.0", False),
+     ("1.4.2", False), ("2.0.0", False), ("1.41.9", False), ("", False), ("142", False),
+     ("1.420.0", False), (" 1.42.0", False)],
 )  # fmt: skip
 def test_direct_reads_are_only_for_flwr_1_42(version: str, known: bool) -> None:
     assert layout.known_layout(version) is known
@@ -87,7 +90,9 @@ def _replies(planned: Any, msgs: list[Message]) -> list[Message]:
 def test_each_direct_read_is_what_the_accessor_gives(asked: tuple[Any, list[Message]]) -> None:
     planned, msgs = asked
     for reply in _replies(planned, msgs):
-        node, error, content = layout.fields(reply)
+        fields = layout.stored(reply)
+        assert fields is not None
+        node, error, content = fields
         assert node == reply.metadata.src_node_id
         if reply.has_error():
             assert error is reply.error
@@ -169,18 +174,53 @@ def test_a_subclassed_message_or_record_is_read_through_its_accessors(
 def test_a_reply_with_neither_content_nor_error_is_rejected_and_the_round_goes_on(
     asked: tuple[Any, list[Message]], monkeypatch: pytest.MonkeyPatch, direct: bool
 ) -> None:
-    """``Message.content`` raises when a message has neither content nor error: read
-    either way, that reply is rejected as unreadable, never ends the round."""
+    """``Message.content`` raises when a message has neither content nor error (flwr's
+    public setter allows ``content = None``): read either way, such a reply is rejected
+    as unreadable, and a second one from the same node, or one from a node nobody asked,
+    is counted as unexpected, as any such reply is; the round goes on."""
     planned, msgs = asked
     monkeypatch.setattr(layout, "KNOWN", direct)
     replies = _replies(planned, msgs)
-    hollow = replies[0]
-    hollow.__dict__["_content"] = None  # what no flwr runtime sends; a broken one might
-    assert not hollow.has_content()
-    assert not hollow.has_error()
-    got = sort_replies(planned.plan, planned.selected, replies, PlainSum())
-    node = hollow.metadata.src_node_id
+    replies[0].content = None
+    assert not replies[0].has_content()
+    assert not replies[0].has_error()
+    again = Message(RecordDict(), reply_to=msgs[0])
+    again.content = None
+    stranger = Message(RecordDict(), dst_node_id=12345, message_type="evaluate")
+    stranger.content = None
+    got = sort_replies(planned.plan, planned.selected, [*replies, again, stranger], PlainSum())
+    node = replies[0].metadata.src_node_id
     (status,) = [s for s in got.nodes if s.node_id == node]
     assert status.status == "rejected"
     assert status.reason == "unreadable reply (ValueError)"
+    assert got.unexpected == 2
     assert sum(h.reported for h in got.health.values()) == len(msgs) - 1 - len(msgs) // 3
+
+
+class _Meta(Metadata):
+    """Metadata whose ``src_node_id`` is not the one it stores: read through it."""
+
+    @property
+    def src_node_id(self) -> int:
+        return int(self.__dict__["_claimed"])
+
+
+def test_a_subclassed_metadata_is_read_through_its_accessor(
+    asked: tuple[Any, list[Message]],
+) -> None:
+    planned, msgs = asked
+    replies = _replies(planned, msgs)
+    first = replies[0]
+    meta = first.metadata
+    node = meta.src_node_id
+    odd = _Meta(run_id=meta.run_id, message_id=meta.message_id, src_node_id=4242,
+                dst_node_id=meta.dst_node_id, reply_to_message_id=meta.reply_to_message_id,
+                group_id=meta.group_id, created_at=meta.created_at, ttl=meta.ttl,
+                message_type=meta.message_type)  # fmt: skip
+    odd.__dict__["_claimed"] = node
+    first.__dict__["_metadata"] = odd
+    assert layout.stored(first) is None
+    got = sort_replies(planned.plan, planned.selected, replies, PlainSum())
+    (status,) = [s for s in got.nodes if s.node_id == node]
+    assert status.status == "reported"
+    assert got.unexpected == 0

@@ -22,7 +22,7 @@ Client: :func:`contribution_reply` in the evaluate handler, and
 Modules: ``strategy`` (the wrapper), ``client`` (the client helper), ``wire`` (the plan and
 reply records), ``npy`` (an Array's ``.npy`` bytes against its declared dtype and shape),
 ``intake`` (a round's replies sorted into node statuses and each region's rows),
-``layout`` (where flwr 1.42 stores a reply's fields, read directly for 1.42.* only),
+``layout`` (where flwr 1.42 stores a reply's fields, read directly for a final 1.42 release only),
 ``columns`` (a round's three-record replies checked and decoded one metric at a time),
 ``registry`` (node → region), ``aggregation`` (the sum hook), ``report`` (round reports and
 the public record), ``means`` (a scalar's mean over the reporters under ``add_remove``),

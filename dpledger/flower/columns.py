@@ -23,9 +23,9 @@ a comparison of values the pass reads anyway:
   would decode.
 
 The records' entries are read where flwr 1.42 keeps them (a ``_data`` dict; see
-:mod:`~dpledger.flower.layout`, which allows it for flwr 1.42.* only), else through their
-public ``items()`` (:func:`entries`: the dict view's read-only ``mapping``, no copy); the
-``Array``'s fields are its public attributes.
+:mod:`~dpledger.flower.layout`, which allows it for a final flwr 1.42 release only),
+else through their public ``items()`` (:func:`entries`: the dict view's read-only
+``mapping``, no copy); the ``Array``'s fields are its public attributes.
 
 A reply in that form is one :func:`read_reply` accepts with these very payloads. Any other
 reply — a missing record or key, another type, dtype string or shape, a header that lies
@@ -45,7 +45,6 @@ import numpy.typing as npt
 from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 from flwr.common.constant import SType
 
-from dpledger.flower import layout
 from dpledger.flower.npy import npy_column
 from dpledger.flower.wire import META_RECORD, SCALARS_RECORD, SCHEMA, VECTORS_RECORD, RoundPlan
 
@@ -102,10 +101,19 @@ class RecordColumns:
         self.kept: list[tuple[int, int, RecordDict, tuple[Any, ...], tuple[Any, ...]]] = []
         """Per kept reply: node position, arrival number, content, scalars, Arrays."""
 
-    def take(self, seq: int, at: int, content: RecordDict, records: Mapping[str, Any]) -> bool:
+    def take(
+        self,
+        seq: int,
+        at: int,
+        content: RecordDict,
+        records: Mapping[str, Any],
+        direct: bool = False,
+    ) -> bool:
         """Keep reply number ``seq`` (node position ``at``; ``records`` is its content's
         records, :func:`entries`) if its records have the expected form as far as one
-        reply's look-ups show; False: read it with :func:`read_reply`. Never raises."""
+        reply's look-ups show; False: read it with :func:`read_reply`. Never raises.
+        ``direct``: read the records' entries where flwr 1.42 keeps them (the intake's
+        :data:`~dpledger.flower.layout.KNOWN` for the round)."""
         try:
             meta, scalars, vectors = self._records(records)
             if not (
@@ -114,7 +122,7 @@ class RecordColumns:
                 and type(vectors) is ArrayRecord
             ):
                 return False
-            if layout.KNOWN:  # flwr 1.42 keeps a record's entries in its _data dict
+            if direct:  # flwr 1.42 keeps a record's entries in its _data dict
                 meta, scalars, vectors = (
                     meta.__dict__["_data"],
                     scalars.__dict__["_data"],

@@ -10,10 +10,10 @@ It is built for rounds of thousands of replies, where per-reply Python work is t
 (the same sums released directly take a few milliseconds):
 
 - each Flower ``Message`` is touched once: its node id, error, content and the records'
-  entries read where flwr 1.42 stores them (:mod:`~dpledger.flower.layout`: only for
-  flwr 1.42.* and the exact flwr types; otherwise, and on any other flwr, through the
-  public accessors ``metadata.src_node_id``, ``has_error()``, ``content``, ``items()``),
-  and the ``Array``'s fields;
+  entries read where flwr 1.42 stores them (:mod:`~dpledger.flower.layout`: only for a
+  final flwr 1.42 release and the exact flwr types; otherwise, and on any other flwr,
+  through the public accessors ``metadata.src_node_id``, ``has_error()``, ``content``,
+  ``items()``), and the ``Array``'s fields;
 - a three-record reply in the expected form keeps only its scalars and ``Array`` objects;
   each metric's column is checked and decoded for all of them at once
   (:class:`~dpledger.flower.columns.RecordColumns`). Any other three-record reply is read
@@ -67,7 +67,7 @@ REPORTED, FAILED, DROPPED, REJECTED = (
 _SOUND = len(STATUSES)  # answered, structurally sound: the round-wide checks decide
 _FLOAT64 = np.dtype("<f8")
 _NONE = object()
-_NO_DICT: dict[str, Any] = {}  # a reply not read directly: its look-ups fail, layout.fields
+_UNREAD: Any = object()  # a reply's error, not yet read through its accessors
 
 
 @dataclass(frozen=True)
@@ -189,34 +189,32 @@ def _read_all(plan: RoundPlan, index: dict[int, int], replies: Iterable[Message]
     status, numpy, position = got.status, SType.NUMPY, index.get
     npy_at, npy = got.npy_at.append, got.npy.append  # bound once: the loop runs per reply
     take = got.columns.take
-    direct = layout.KNOWN  # read flwr 1.42's storage, not its accessors (layout.py)
+    direct, stored = layout.KNOWN, layout.stored  # flwr 1.42's storage (layout.py)
     for seq, reply in enumerate(replies):
-        d = reply.__dict__ if direct and type(reply) is Message else _NO_DICT
-        try:
-            node, error, content = (
-                d["_metadata"].__dict__["_src_node_id"],
-                d["_error"],
-                d["_content"],
-            )
-        except (KeyError, AttributeError):  # another type or layout: layout.fields
-            node, error, content = layout.fields(reply)
+        fields = stored(reply) if direct else None
+        if fields is None:  # the public accessors, in their old order (layout.py)
+            node, error, content = reply.metadata.src_node_id, _UNREAD, None
+        else:
+            node, error, content = fields
         at = position(node, -1)
         if at < 0 or status[at] != DROPPED:  # not selected, or not its first reply
             got.unexpected += 1
             continue
+        if error is _UNREAD:
+            error = reply.error if reply.has_error() else None
         if error is not None:
             status[at] = FAILED
             got.reasons[at] = short_reason(f"error {error.code}: {error.reason}")
             continue
         status[at] = _SOUND
         try:
-            if content is None:  # neither content nor error: the accessor says why
+            if content is None:  # read through the accessor (it raises if there is none)
                 content = reply.content
             if type(content) is RecordDict:  # flwr's own: items() is its dict's, never raises
                 records = content.__dict__["_data"] if direct else entries(content)
                 record = records.get(PACKED_RECORD, _NONE)
                 if record is _NONE:
-                    if not take(seq, at, content, records):
+                    if not take(seq, at, content, records, direct):
                         got.read_records(plan, seq, at, content)
                     continue
             else:
