@@ -290,6 +290,8 @@ def check_new(path: str | os.PathLike[str], what: str) -> Path:
     """``path`` as a :class:`Path` if a new file may be created there: nothing by that name
     (no file, directory or symlink, even a dangling one) and its directory exists. Run it
     before any work whose output goes there; :func:`write_new` checks again as it creates."""
+    if not os.fspath(path):
+        raise InvalidInput(f"{what} needs a file name, got an empty one")
     p = Path(path)
     if os.path.lexists(p):
         raise InvalidInput(

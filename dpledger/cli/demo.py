@@ -26,8 +26,10 @@ __all__ = ["register"]
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    if args.plots:  # before anything is spent: a missing plotting extra refuses up front,
-        from dpledger.planning.clip import require_pyplot  # and so do taken chart names
+    if args.plots is not None:  # before anything is spent: a missing plotting extra refuses
+        if not args.plots:  # up front, and so do taken chart names
+            raise InvalidInput("--plots needs a directory name, got an empty one")
+        from dpledger.planning.clip import require_pyplot
 
         require_pyplot()
         charts = check_plot_targets(Path(args.plots), replace=args.fresh)
@@ -52,7 +54,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     )
     failed: str | None = None
     try:
-        plots = write_plots(result, Path(args.plots), replace=args.fresh) if args.plots else []
+        plots = (
+            write_plots(result, Path(args.plots), replace=args.fresh)
+            if args.plots is not None
+            else []
+        )
     except Exception as e:  # whatever failed, a spend's values are shown
         if not result.releases:
             raise  # nothing was committed: the chart's problem is the whole answer

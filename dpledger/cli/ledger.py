@@ -8,6 +8,7 @@ schema in place, keeping every hash. Exit codes are :mod:`dpledger.cli.main`'s.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -176,7 +177,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     anchor = None
-    if args.expected_head:
+    if args.expected_head is not None:
         seq, _, digest = args.expected_head.partition(":")
         if not (seq.isascii() and seq.isdigit() and len(seq) <= 19 and len(digest) == 64):
             raise InvalidInput("--expected-head takes ENTRY_ID:HASH (a release's entry_hash)")
@@ -217,6 +218,8 @@ def _export_target(args: argparse.Namespace) -> Path:
     """Where ``--out`` may write: never the ledger, its policy or any SQLite database (a
     ledger or key store, even with --force), never a name SQLite gives a file beside an
     existing one (``X-wal`` beside ``X``), never an existing file without --force."""
+    if not args.out:
+        raise InvalidInput("--out needs a file name (leave --out out to write to stdout)")
     out = Path(args.out)
     ledger = ledger_target(args)
     ledger_files = [ledger + s for s in ("", "-wal", "-shm", "-journal")]
@@ -259,7 +262,7 @@ def _is_sqlite(p: Path) -> bool:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    target = _export_target(args) if args.out else None
+    target = _export_target(args) if args.out is not None else None
     with open_ledger(args, "read") as ledger:
         lines = (json_text(e.as_dict(), indent=None) + "\n" for e in ledger.entries())
         if target is None:
@@ -273,7 +276,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
                 out.writelines(lines)
             os.replace(tmp, target)  # complete or absent: never half an export
         except OSError as e:
-            tmp.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # ours, if it was made; never mask the error
+                tmp.unlink(missing_ok=True)
             raise InvalidInput(f"cannot write --out {target}: {e.strerror}") from None
     return EXIT_OK
 

@@ -205,7 +205,7 @@ def load_aggregate(path: str) -> Any:
 
 def _request(args: argparse.Namespace) -> ReleaseRequest:
     fields: dict[str, Any] = {}
-    if args.request:
+    if args.request is not None:
         data = _read_json(args.request, "request")
         if not isinstance(data, dict):
             raise InvalidInput(f"request {args.request} must be a JSON object of fields")

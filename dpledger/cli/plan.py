@@ -168,7 +168,7 @@ def _print_unit_comparison(policy: Policy, silo_args: list[str], as_json: bool) 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """``dpledger calibrate``: the clip-bound candidate table (or JSON), optionally a chart."""
-    if args.plot:
+    if args.plot is not None:
         require_pyplot()  # fail before any work if matplotlib is missing
         check_new(args.plot, "--plot")  # or if the chart could not be written
     path = Path(args.held_out)
@@ -190,7 +190,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     else:
         write_out(result.table())
         write_out(f"clip.source = {json.dumps(result.source_string())}")
-    if args.plot:
+    if args.plot is not None:
         out = plot_candidates(result, args.plot)
         if not args.json:
             write_out(f"chart written to {out}")

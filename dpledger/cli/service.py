@@ -282,11 +282,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise InvalidInput("no policy: pass --policy FILE or set DPLEDGER_POLICY")
     if not args.ledger:
         raise InvalidInput("no ledger: pass --ledger PATH_OR_URL or set DPLEDGER_URL")
-    if bool(args.tls_cert) != bool(args.tls_key):
+    if (args.tls_cert is None) != (args.tls_key is None):
         raise InvalidInput("HTTPS needs both --tls-cert and --tls-key")
+    if args.tls_cert == "" or args.tls_key == "":
+        raise InvalidInput("--tls-cert and --tls-key need file names, got an empty one")
     if not 0 <= args.port <= 65535:  # the OS would silently take it modulo 65536
         raise InvalidInput(f"--port must lie in [0, 65535] (0: any free port), got {args.port}")
-    if args.tls_cert:
+    if args.tls_cert is not None:
         _check_tls(args.tls_cert, args.tls_key)
     _ledger_exists(args.ledger)  # name a missing ledger before its missing key store
     logging.basicConfig(

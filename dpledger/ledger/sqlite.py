@@ -281,8 +281,9 @@ class SqliteStore(SqlStore):
         except (OSError, sqlite3.Error) as e:
             raise StoreError(f"cannot create the SQLite ledger {self._path}: {e}") from e
         finally:
-            for suffix in ("", "-wal", "-shm", "-journal"):
-                Path(str(tmp) + suffix).unlink(missing_ok=True)
+            for suffix in ("", "-wal", "-shm", "-journal"):  # ours; never mask the error
+                with contextlib.suppress(OSError):  # e.g. the parent is a file: no such tmp
+                    Path(str(tmp) + suffix).unlink(missing_ok=True)
         self._check_file(target)
         self._conn = self._connect(target)
 

@@ -288,8 +288,9 @@ class ServiceStore:
         except (OSError, sqlite3.Error, StoreError) as e:
             raise StoreError(f"cannot create the key store {target}: {e}") from e
         finally:
-            for suffix in ("", "-wal", "-shm", "-journal"):
-                Path(f"{tmp}{suffix}").unlink(missing_ok=True)
+            for suffix in ("", "-wal", "-shm", "-journal"):  # ours; never mask the error
+                with contextlib.suppress(OSError):  # e.g. the parent is a file: no such tmp
+                    Path(f"{tmp}{suffix}").unlink(missing_ok=True)
 
     @classmethod
     def _open_pg(cls, url: str) -> ServiceStore:
