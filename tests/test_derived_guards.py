@@ -217,3 +217,15 @@ def test_an_absent_class_is_bounded_in_the_averages_and_named_in_the_method(
     assert ((batch.low["mcc"] <= mcc) & (mcc <= batch.high["mcc"])).mean() >= 0.9
     assert "Cornish–Fisher" in out.intervals["accuracy"].method
     assert "recall_macro" in out.table()
+
+
+@pytest.mark.parametrize("not_a_ledger", [None, "x.db", 5], ids=repr)
+def test_a_derived_release_without_a_ledger_is_invalid_input(not_a_ledger: object) -> None:
+    """Review s32 B3: not an AttributeError from deep inside."""
+    from dpledger.errors import InvalidInput
+
+    req = ReleaseRequest(epoch=1, metric="confusion", region="all", cohort=1000)
+    with pytest.raises(InvalidInput, match="ledger must be an open dpledger Ledger"):
+        release_confusion(not_a_ledger, req, GOOD_CONFUSION)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match="ledger must be an open dpledger Ledger"):
+        release_regression(not_a_ledger, req, np.ones(CODEC.dimension), CODEC)  # type: ignore[arg-type]

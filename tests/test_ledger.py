@@ -23,6 +23,7 @@ from dpledger import (
     PolicyMismatch,
     ReleaseRequest,
 )
+from dpledger.ledger.records import GENESIS
 from dpledger.types import Budget
 
 EDGES = {"hist5": "h5/v1", "hist20": "h20/v1"}
@@ -262,3 +263,19 @@ def test_an_anchored_head_catches_a_truncation_that_rewrote_head_and_spend(
         report = b.verify(expected_head=(last.entry_id, last.entry_hash))
     assert not report.ok
     assert "entry 2 is missing" in report.problems[0]
+
+
+def test_the_empty_ledgers_head_is_an_anchor_every_later_state_keeps(tmp_path: Path) -> None:
+    """Review s32 B2: ``head()`` right after ``init()`` is ``(0, GENESIS)``; kept outside
+    the database, it must verify then and after every later release (every chain starts
+    from it), and a wrong hash for entry 0 must not."""
+    with Ledger.open(tmp_path / "l.db", policy(), mode="create") as led:
+        led.init()
+        empty = led.head()
+        assert empty == (0, GENESIS)
+        assert led.verify(expected_head=empty).ok
+        led.release(req("loss"), 1.0)
+        assert led.verify(expected_head=empty).ok
+        report = led.verify(expected_head=(0, "f" * 64))
+    assert not report.ok
+    assert "entry 0 is not the one anchored" in report.problems[0]

@@ -299,6 +299,8 @@ def _check_meta(
     for key, want in (("policy_name", current.name), ("unit", current.unit)):
         if meta.get(key) != want:
             a.problems.append(f"meta {key} is {meta.get(key)!r}, expected {want!r}")
+    if anchor is not None and anchor[0] == 0:  # the empty ledger's head, (0, GENESIS):
+        a.anchored = anchor[1] == GENESIS  # every chain starts from it (Ledger.head())
     if anchor is not None and a.anchored is not True:
         missing = (
             "missing: the chain was truncated" if a.anchored is None else "not the one anchored"

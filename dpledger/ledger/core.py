@@ -457,7 +457,8 @@ class Ledger:
         The chain has no secret: someone able to rewrite every later hash, the head and
         the spend can hide a truncation. ``expected_head`` — an ``(entry_id,
         entry_hash)`` kept outside the database (e.g. from a :class:`Release`) — closes
-        that. Problems name the rows involved; ``report.ok`` is True iff there are none.
+        that (``(0, GENESIS)``, an empty ledger's head, is matched by every chain).
+        Problems name the rows involved; ``report.ok`` is True iff there are none.
         A ledger that does not exist yet is :class:`~dpledger.errors.LedgerNotFound`.
         """
         if expected_head is not None and not (
