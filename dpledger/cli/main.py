@@ -279,10 +279,18 @@ def _cmd_release(args: argparse.Namespace) -> int:
             e.why,
             release_text(r),
             f"The ε is spent and the value is recorded in entry {r.entry_id}: read it back "
-            f'with `dpledger ledger export {at_args(args.policy, where)}` (its "output"; '
+            f"with `dpledger ledger export {at_args(args.policy, where)}` ({_output_is(r)}; "
             f"`dpledger ledger show` shows the spend){retry}. Do not release it again.",
         )
     return EXIT_OK
+
+
+def _output_is(r: Release) -> str:
+    """What an exported entry's "output" is, against the value this release printed."""
+    if r.kind == "scalar_mean":
+        n = r.request.cohort
+        return f'its "output" is the noisy sum: the value is output / cohort = output / {n}'
+    return 'its "output" is the value, the noisy vector'
 
 
 def ledger_args(p: argparse.ArgumentParser) -> None:

@@ -164,7 +164,8 @@ def _vector_spec(ledger: Ledger, request: ReleaseRequest) -> MetricSpec | None:
     """The request's metric spec, refusing a scalar one; None if unknown (the ledger refuses)."""
     if not isinstance(ledger, Ledger):
         raise InvalidInput(
-            f"ledger must be an open dpledger Ledger (Ledger.open(...)), got {type(ledger).__name__}"
+            "ledger must be an open dpledger Ledger (Ledger.open(...)), got "
+            f"{type(ledger).__name__}"
         )
     spec = ledger.policy.metrics.get(request.metric)
     if spec is not None and spec.kind == "scalar_mean":
