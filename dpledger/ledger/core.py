@@ -41,7 +41,7 @@ from dpledger.ledger import audit
 from dpledger.ledger.lifetime import Lifetime, lifetime_of
 from dpledger.ledger.opening import open_store
 from dpledger.ledger.records import GENESIS, Entry, Release, VerifyReport
-from dpledger.ledger.schema import head_of, policy_conflict
+from dpledger.ledger.schema import policy_conflict
 from dpledger.ledger.store import SqlStore
 from dpledger.ledger.writer import RoundResult, Writer
 from dpledger.policy import ALL, Policy
@@ -447,7 +447,7 @@ class Ledger:
         """``(last entry id, its hash)``; ``(0, GENESIS)`` for an empty ledger."""
         if not self._exists():
             return 0, GENESIS
-        return head_of(self._store.meta(), self._store.location)
+        return self._store.head()  # the meta table's, checked against the last entry
 
     # -- audit -----------------------------------------------------------------------
 

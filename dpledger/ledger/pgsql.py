@@ -28,7 +28,9 @@ SQL = Statements(
     state="SELECT NULL::bigint, key, NULL, value FROM dpl_meta "
     "WHERE key IN ('head_seq', 'head_hash') "
     "UNION ALL SELECT epoch, scope, metric, total FROM dpl_spend "
-    "WHERE epoch = ANY(%s::bigint[])",
+    "WHERE epoch = ANY(%s::bigint[]) "
+    "UNION ALL SELECT NULL::bigint, 'last_entry', seq::text, hash FROM "
+    "(SELECT seq, hash FROM dpl_entries ORDER BY seq DESC LIMIT 1) AS last_entry",
     spend="SELECT scope, metric, total FROM dpl_spend WHERE epoch = %s",
     policy_body="SELECT body FROM dpl_policies WHERE hash = %s",
     set_meta="INSERT INTO dpl_meta (key, value) VALUES (%s, %s) "

@@ -35,6 +35,7 @@ __all__ = [
     "SPEND_TABLE",
     "Schema1",
     "Statements",
+    "checked_head",
     "head_of",
     "missing_hint",
     "policy_conflict",
@@ -265,6 +266,27 @@ def head_of(meta: dict[str, Any], location: str) -> tuple[int, str]:
     if not isinstance(digest, str):
         raise LedgerCorrupted(f"{location}: the chain head's hash is unreadable ({digest!r})")
     return seq, digest
+
+
+def checked_head(
+    head: tuple[int, str], last: Sequence[tuple[Any, Any]], location: str
+) -> tuple[int, str]:
+    """``head`` (the meta table's) if it is the last entry's ``(seq, hash)`` — ``last``
+    holds that row, or nothing for an empty ledger — else :class:`LedgerCorrupted`: a
+    write must not chain onto, nor a reader report, a head no entry has (an edited meta
+    table, or entries deleted from the end)."""
+    if last:
+        (seq, digest), *_ = last
+        entry = (stored_int(seq, location, "the last entry's seq"), str(digest))
+    else:
+        entry = (0, GENESIS)
+    if head != entry:
+        raise LedgerCorrupted(
+            f"{location}: the chain head recorded in its meta table (entry {head[0]}) is not "
+            f"its last entry (entry {entry[0]}): the meta table was edited or entries were "
+            "deleted; run `dpledger ledger verify` and restore the ledger from a backup"
+        )
+    return head
 
 
 def policy_conflict(location: str, name: str, version: str) -> str:

@@ -54,7 +54,9 @@ SQL = Statements(
     insert_policy="INSERT INTO dpl_policies (hash, name, version, body) VALUES (?, ?, ?, ?)",
     state="SELECT NULL, key, NULL, value FROM dpl_meta WHERE key IN ('head_seq', 'head_hash') "
     "UNION ALL SELECT epoch, scope, metric, total FROM dpl_spend "
-    "WHERE epoch IN (SELECT value FROM json_each(?))",
+    "WHERE epoch IN (SELECT value FROM json_each(?)) "
+    "UNION ALL SELECT NULL, 'last_entry', seq, hash FROM "
+    "(SELECT seq, hash FROM dpl_entries ORDER BY seq DESC LIMIT 1)",
     spend="SELECT scope, metric, total FROM dpl_spend WHERE epoch = ?",
     policy_body="SELECT body FROM dpl_policies WHERE hash = ?",
     set_meta="INSERT INTO dpl_meta (key, value) VALUES (?, ?) "

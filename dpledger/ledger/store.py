@@ -39,6 +39,7 @@ from dpledger.ledger.schema import (
     READABLE_VERSIONS,
     Schema1,
     Statements,
+    checked_head,
     head_of,
     policy_conflict,
     row_to_entry,
@@ -51,6 +52,7 @@ from dpledger.types import Mode
 __all__ = ["SqlStore"]
 
 _NO_LIMIT = 2**62  # entries(limit=None): every row, as one fixed statement
+_LAST = "last_entry"  # the state statement's row of the last entry: (NULL, _LAST, seq, hash)
 
 
 class SqlStore(ABC):
@@ -183,7 +185,8 @@ class SqlStore(ABC):
     def _load_state(self, epochs: Sequence[int], release_ids: Sequence[str]) -> TxnState:
         """The head and the epochs' spend in one query (plus one for release ids)."""
         rows = self._state_rows(epochs)
-        head = {str(k): str(v) for e, k, _, v in rows if e is None}
+        head = {str(k): str(v) for e, k, _, v in rows if e is None and k != _LAST}
+        last = [(m, v) for e, k, m, v in rows if e is None and k == _LAST]
         spend: dict[int, dict[tuple[str, str], Fraction]] = {e: {} for e in epochs}
         try:
             for e, scope, metric, total in rows:
@@ -194,7 +197,14 @@ class SqlStore(ABC):
                 f"{self.location}: a spend total is unreadable ({err}); run `dpledger ledger "
                 "verify` and restore the ledger from a backup"
             ) from err
-        return TxnState(spend, head_of(head, self.location), self._find_releases(release_ids))
+        chain = checked_head(head_of(head, self.location), last, self.location)
+        return TxnState(spend, chain, self._find_releases(release_ids))
+
+    def head(self) -> tuple[int, str]:
+        """The chain head the meta table records, checked against the last entry (one
+        read): :class:`~dpledger.errors.LedgerCorrupted` when they disagree."""
+        with self._lock:
+            return self._load_state([], []).head
 
     def _total(self, text: Any) -> Fraction:
         """A spend total's exact value, parsed once per distinct text.
