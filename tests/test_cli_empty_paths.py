@@ -97,7 +97,7 @@ def test_an_empty_plot_plots_request_or_tls_file_is_refused(
         (["demo", "--quiet", "--plots", "", "--ledger", str(tmp_path / "d.db")],
          "--plots needs a directory name"),
         (["release", "--policy", str(SPATIAL), "--ledger", str(ledger), "--request", "",
-          "--aggregate", str(held)], "cannot read request"),
+          "--aggregate", str(held)], "--request needs a file name"),
         (["serve", "--policy", str(SPATIAL), "--ledger", str(ledger), "--tls-cert", "",
           "--tls-key", ""], "need file names"),
     ]  # fmt: skip

@@ -225,7 +225,7 @@ def test_a_derived_release_without_a_ledger_is_invalid_input(not_a_ledger: objec
     from dpledger.errors import InvalidInput
 
     req = ReleaseRequest(epoch=1, metric="confusion", region="all", cohort=1000)
-    with pytest.raises(InvalidInput, match="ledger must be an open dpledger Ledger"):
+    with pytest.raises(InvalidInput, match="ledger must be a dpledger Ledger"):
         release_confusion(not_a_ledger, req, GOOD_CONFUSION)  # type: ignore[arg-type]
-    with pytest.raises(InvalidInput, match="ledger must be an open dpledger Ledger"):
+    with pytest.raises(InvalidInput, match="ledger must be a dpledger Ledger"):
         release_regression(not_a_ledger, req, np.ones(CODEC.dimension), CODEC)  # type: ignore[arg-type]

@@ -513,3 +513,29 @@ def test_budget_views_read_the_budget_of_the_policy_an_epoch_is_bound_to(
         assert epoch1["eval_budget"]["amount"] == "10"  # not opened: the served policy's
     finally:
         served.state.service.close()
+
+
+def test_a_tampered_chain_head_is_reported_by_verify_and_the_page_not_a_500(
+    app: Any, site: Site
+) -> None:
+    """Review s32 C1: with the meta table's head edited, writes and /v1/head refuse
+    (LedgerCorrupted), but /v1/verify and the page still answer with the audit that names
+    the damage, and /v1/health says the ledger is reachable (its documented meaning)."""
+    import sqlite3
+
+    assert release(app, site, "north", body()).status_code == 201
+    conn = sqlite3.connect(site.ledger, isolation_level=None)
+    conn.execute("UPDATE dpl_meta SET value = '999' WHERE key = 'head_seq'")
+    conn.close()
+    r = call(app, "GET", "/v1/verify", headers=site.auth("auditor"))
+    assert r.status_code == 200, r.text
+    report = r.json()
+    assert report["ok"] is False
+    assert any("chain head is entry 999" in p for p in report["problems"])
+    assert call(app, "GET", "/v1/health").status_code == 200
+    assert call(app, "GET", "/v1/head", headers=site.auth("reader")).status_code == 500
+    assert release(app, site, "north", body()).status_code == 500
+    session = call(app, "POST", "/login", data={"key": site.keys["reader"]}).cookies[SESSION_COOKIE]
+    page = call(app, "GET", "/", headers=cookie_header(session))
+    assert page.status_code == 200
+    assert "chain head is entry 999" in page.text

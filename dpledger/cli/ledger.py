@@ -276,7 +276,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
                 out.writelines(lines)
             os.replace(tmp, target)  # complete or absent: never half an export
         except OSError as e:
-            with contextlib.suppress(OSError):  # ours, if it was made; never mask the error
+            with contextlib.suppress(NotADirectoryError):  # the parent is a file: no tmp
                 tmp.unlink(missing_ok=True)
             raise InvalidInput(f"cannot write --out {target}: {e.strerror}") from None
     return EXIT_OK

@@ -206,6 +206,8 @@ def load_aggregate(path: str) -> Any:
 def _request(args: argparse.Namespace) -> ReleaseRequest:
     fields: dict[str, Any] = {}
     if args.request is not None:
+        if not args.request:
+            raise InvalidInput("--request needs a file name, got an empty one")
         data = _read_json(args.request, "request")
         if not isinstance(data, dict):
             raise InvalidInput(f"request {args.request} must be a JSON object of fields")

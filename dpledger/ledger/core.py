@@ -41,7 +41,7 @@ from dpledger.ledger import audit
 from dpledger.ledger.lifetime import Lifetime, lifetime_of
 from dpledger.ledger.opening import open_store
 from dpledger.ledger.records import GENESIS, Entry, Release, VerifyReport
-from dpledger.ledger.schema import policy_conflict
+from dpledger.ledger.schema import head_of, policy_conflict
 from dpledger.ledger.store import SqlStore
 from dpledger.ledger.writer import RoundResult, Writer
 from dpledger.policy import ALL, Policy
@@ -443,11 +443,19 @@ class Ledger:
     def __len__(self) -> int:
         return self._store.count() if self._exists() else 0
 
-    def head(self) -> tuple[int, str]:
-        """``(last entry id, its hash)``; ``(0, GENESIS)`` for an empty ledger."""
+    def head(self, *, checked: bool = True) -> tuple[int, str]:
+        """``(last entry id, its hash)``; ``(0, GENESIS)`` for an empty ledger.
+
+        The meta table records it; ``checked`` (the default) compares that record with the
+        last entry and raises :class:`~dpledger.errors.LedgerCorrupted` when they differ
+        (an edited meta table, or entries deleted). ``checked=False`` gives the record as
+        it is, for a report beside :meth:`verify`'s, which names such damage.
+        """
         if not self._exists():
             return 0, GENESIS
-        return self._store.head()  # the meta table's, checked against the last entry
+        if not checked:
+            return head_of(self._store.meta(), self._store.location)
+        return self._store.head()
 
     # -- audit -----------------------------------------------------------------------
 

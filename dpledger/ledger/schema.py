@@ -281,10 +281,16 @@ def checked_head(
     else:
         entry = (0, GENESIS)
     if head != entry:
+        said = (
+            f"(entry {head[0]}) is not its last entry (entry {entry[0]})"
+            if head[0] != entry[0]
+            else f"(entry {head[0]}, hash {head[1][:16]}…) is not its last entry's hash "
+            f"({entry[1][:16]}…)"
+        )
         raise LedgerCorrupted(
-            f"{location}: the chain head recorded in its meta table (entry {head[0]}) is not "
-            f"its last entry (entry {entry[0]}): the meta table was edited or entries were "
-            "deleted; run `dpledger ledger verify` and restore the ledger from a backup"
+            f"{location}: the chain head recorded in its meta table {said}: the meta table "
+            "was edited or entries were deleted; run `dpledger ledger verify` and restore "
+            "the ledger from a backup"
         )
     return head
 

@@ -202,7 +202,8 @@ class SqlStore(ABC):
 
     def head(self) -> tuple[int, str]:
         """The chain head the meta table records, checked against the last entry (one
-        read): :class:`~dpledger.errors.LedgerCorrupted` when they disagree."""
+        read): :class:`~dpledger.errors.LedgerCorrupted` when they disagree (an edited
+        meta table, or entries deleted from the end)."""
         with self._lock:
             return self._load_state([], []).head
 

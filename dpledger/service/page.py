@@ -74,7 +74,7 @@ def collect(state: ServiceState, viewer: ApiKey) -> PageData:
     """Read the page's data: the newest epochs, releases and refusals, and the audit."""
     verified = state.verified()  # borrows a connection of its own: before the next one
     with state.ledger() as ledger:
-        head = ledger.head()
+        head = ledger.head(checked=False)  # as recorded: the page's audit names any damage
         epochs = ledger.epochs()[-EPOCHS_SHOWN:]
         shown = {e: epoch_regions(ledger, e) for e in epochs}  # with its bound policy's
         names = list(dict.fromkeys([*state.policy.regions.names, *chain(*shown.values())]))

@@ -158,7 +158,7 @@ class ServiceState:
     def verified(self, *, max_age_s: float = 300.0) -> Verified:
         """The page's verification: re-run when the head moved or it is ``max_age_s`` old."""
         with self._verify_lock, self.ledger() as ledger:
-            head = ledger.head()
+            head = ledger.head(checked=False)  # as recorded: the report names any damage
             last = self._verified
             if last is None or last.head != head or time.time() - last.at > max_age_s:
                 report = ledger.verify()

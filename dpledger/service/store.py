@@ -288,8 +288,8 @@ class ServiceStore:
         except (OSError, sqlite3.Error, StoreError) as e:
             raise StoreError(f"cannot create the key store {target}: {e}") from e
         finally:
-            for suffix in ("", "-wal", "-shm", "-journal"):  # ours; never mask the error
-                with contextlib.suppress(OSError):  # e.g. the parent is a file: no such tmp
+            for suffix in ("", "-wal", "-shm", "-journal"):  # ours
+                with contextlib.suppress(NotADirectoryError):  # the parent is a file: no tmp
                     Path(f"{tmp}{suffix}").unlink(missing_ok=True)
 
     @classmethod

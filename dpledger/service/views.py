@@ -267,7 +267,7 @@ def verify(
         anchor_id, _, anchor_hash = expected_head.partition(":")
         anchor = (int(anchor_id), anchor_hash)
     with service_state(request).ledger() as ledger:
-        seq, digest = ledger.head()
+        seq, digest = ledger.head(checked=False)  # as recorded: the report names any damage
         report = ledger.verify(expected_head=anchor)
     return VerifyOut(
         ok=report.ok,
