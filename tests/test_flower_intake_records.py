@@ -42,6 +42,7 @@ from flwr.common.constant import SType
 from flwr.serverapp.strategy import FedAvg
 from test_flower import METRICS, PARAMS, POLICY
 from test_flower_intake import _data, _expected
+from test_flower_intake import flwr_reads as flwr_reads  # autouse: every test both ways
 from test_flower_npy import lying
 
 from dpledger import Ledger, Policy, Release
@@ -51,7 +52,6 @@ from dpledger.flower import (
     PlainSum,
     StaticRegistry,
     contributions,
-    layout,
 )
 from dpledger.flower.columns import RecordColumns
 from dpledger.flower.intake import Intake, _read_all, sort_replies
@@ -228,16 +228,6 @@ class Round(NamedTuple):
     expected: dict[int, tuple[str, str, dict[str, np.ndarray]]]  # node: status, reason, rows
     kinds: dict[int, str]  # node: the kind of its (first) reply
     waiting: Any  # aggregator -> a strategy on a fresh ledger, waiting for these replies
-
-
-@pytest.fixture(autouse=True, params=["direct reads", "public accessors"])
-def flwr_reads(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every test here twice: reading flwr 1.42's storage directly, and through its public
-    accessors only (what another flwr gets); both must sort every reply alike."""
-    assert layout.KNOWN, "the tests pin flwr 1.42.*, whose layout dpledger reads directly"
-    if request.param == "public accessors":
-        monkeypatch.setattr(layout, "KNOWN", False)
-    return str(request.param)
 
 
 @pytest.fixture
