@@ -164,8 +164,7 @@ def _vector_spec(ledger: Ledger, request: ReleaseRequest) -> MetricSpec | None:
     """The request's metric spec, refusing a scalar one; None if unknown (the ledger refuses)."""
     if not isinstance(ledger, Ledger):
         raise InvalidInput(
-            "ledger must be a dpledger Ledger (from Ledger.open(...)), got "
-            f"{type(ledger).__name__}"
+            f"ledger must be a dpledger Ledger (from Ledger.open(...)), got {type(ledger).__name__}"
         )
     spec = ledger.policy.metrics.get(request.metric)
     if spec is not None and spec.kind == "scalar_mean":
