@@ -395,6 +395,11 @@ def check_sqlite_file(p: Path, what: str, why: Mapping[FileProblem, str]) -> Non
     try:
         st = p.stat()
     except OSError as e:
+        if isinstance(e, FileNotFoundError) and p.is_symlink():
+            raise StoreError(
+                f"cannot open {what}: it is a dangling symbolic link (to {os.readlink(p)}); "
+                "point it at an existing file, or remove it to create one there"
+            ) from e
         raise StoreError(f"cannot open {what}: {e.strerror}") from e
     if stat.S_ISDIR(st.st_mode):
         raise StoreError(why["directory"])

@@ -107,3 +107,17 @@ def test_an_empty_plot_plots_request_or_tls_file_is_refused(
         assert said in err, (argv, err)
     held.unlink()
     assert _digest(tmp_path) == before
+
+
+def test_a_dangling_symlink_ledger_is_named_as_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Review s32 B, minor: it was 'No such file or directory' for a path that exists."""
+    (tmp_path / "sd").mkdir()
+    (tmp_path / "dl.db").symlink_to(tmp_path / "sd" / "missing.db")
+    for command in (["ledger", "init"], ["ledger", "show"]):
+        code, err = _run(capsys, *command, "--policy", str(SPATIAL), "--ledger",
+                         str(tmp_path / "dl.db"))  # fmt: skip
+        assert code == 2, err
+        assert "is a dangling symbolic link" in err
+    assert not any((tmp_path / "sd").iterdir())
