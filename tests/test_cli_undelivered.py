@@ -94,7 +94,10 @@ def test_a_committed_release_that_cannot_be_printed_is_reported_on_stderr_with_e
     noisy_sum = entry["output"][0]  # type: ignore[index]
     assert float(value.group(1)) == pytest.approx(noisy_sum / 2400, rel=1e-5)
     # the recovery instruction says how the exported "output" becomes the printed value
-    assert 'its "output" is the noisy sum: the value is output / cohort = output / 2400' in err
+    assert (
+        'its "output" is [the noisy sum]: the value is output[0] / cohort = output[0] / 2400'
+        in (err)
+    )
 
 
 def test_stdout_and_stderr_both_unwritable_still_exit_1_without_a_crash(

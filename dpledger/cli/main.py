@@ -291,7 +291,7 @@ def _output_is(r: Release) -> str:
     """What an exported entry's "output" is, against the value this release printed."""
     if r.kind == "scalar_mean":
         n = r.request.cohort
-        return f'its "output" is the noisy sum: the value is output / cohort = output / {n}'
+        return f'its "output" is [the noisy sum]: the value is output[0] / cohort = output[0] / {n}'
     return 'its "output" is the value, the noisy vector'
 
 
