@@ -58,6 +58,7 @@ __all__ = [
     "connect",
     "held",
     "read_header",
+    "remove_built",
     "save_if_moved",
     "unheld",
     "unless_held",
@@ -97,6 +98,16 @@ def held(p: Path) -> bool:
     with _LOCK:
         _drain()
         return key is not None and key in _COUNT
+
+
+def remove_built(tmp: Path) -> None:
+    """Remove a database this process built at ``tmp`` (to link into place) and any
+    -wal/-shm/-journal beside it; none there is fine, and so is a ``tmp`` under a regular
+    file (``NotADirectoryError``: it was never made), which must not mask why building
+    failed."""
+    with contextlib.suppress(NotADirectoryError):
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(f"{tmp}{suffix}").unlink(missing_ok=True)
 
 
 def read_header(p: Path, n: int) -> bytes | None:

@@ -13,7 +13,6 @@ every hostile round both ways and require the same statuses, reasons and rows.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from typing import Any
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")  # read when flwr is imported
@@ -25,15 +24,12 @@ pytest.importorskip(
     "flwr", reason="the flower extra is not installed (pip install dpledger[flower])"
 )
 
-from flwr.app import ArrayRecord, ConfigRecord, Error, Message, Metadata, RecordDict
-from flwr.serverapp.strategy import FedAvg
-from test_flower import METRICS, PARAMS, exact
+from flwr.app import Error, Message, Metadata, RecordDict
 from test_flower_intake import _data
+from test_flower_intake import round1 as round1  # the fixture `asked` builds on
 
-from dpledger import Ledger
-from dpledger.flower import LedgerEvaluation, PlainSum, StaticRegistry, contributions, layout
+from dpledger.flower import PlainSum, contributions, layout
 from dpledger.flower.intake import sort_replies
-from dpledger.flower.testing import LocalGrid
 
 
 @pytest.mark.parametrize(
@@ -56,22 +52,10 @@ def test_the_installed_flwr_is_read_directly() -> None:
 
 
 @pytest.fixture
-def asked() -> Iterator[tuple[Any, list[Message]]]:
-    """A round-1 plan, the wrapper's selection and its 8 instructions."""
-    n = 8
-    grid = LocalGrid(lambda m, c: m, n)
-    grid.activate()
-    regions = {node: ("north", "south")[i % 2] for i, node in enumerate(grid.node_ids)}
-    with Ledger.open(":memory:", exact(), mode="create") as ledger:
-        s = LedgerEvaluation(
-            FedAvg(fraction_train=0.0, min_available_nodes=n, min_evaluate_nodes=n), ledger,
-            metrics=METRICS, params=PARAMS, registry=StaticRegistry(regions),
-        )  # fmt: skip
-        msgs = list(s.configure_evaluate(1, ArrayRecord(), ConfigRecord(), grid))
-        try:
-            yield s._pending[1], msgs
-        finally:
-            grid.deactivate()
+def asked(request: pytest.FixtureRequest) -> tuple[Any, list[Message]]:
+    """Round 1's plan and selection (the intake tests' ``round1``) and its instructions."""
+    strategy, msgs, _, _ = request.getfixturevalue("round1")
+    return strategy._pending[1], msgs
 
 
 def _replies(planned: Any, msgs: list[Message]) -> list[Message]:

@@ -281,9 +281,7 @@ class SqliteStore(SqlStore):
         except (OSError, sqlite3.Error) as e:
             raise StoreError(f"cannot create the SQLite ledger {self._path}: {e}") from e
         finally:
-            for suffix in ("", "-wal", "-shm", "-journal"):  # ours
-                with contextlib.suppress(NotADirectoryError):  # the parent is a file: no tmp
-                    Path(str(tmp) + suffix).unlink(missing_ok=True)
+            sqlite_files.remove_built(tmp)
         self._check_file(target)
         self._conn = self._connect(target)
 

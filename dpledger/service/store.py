@@ -288,9 +288,7 @@ class ServiceStore:
         except (OSError, sqlite3.Error, StoreError) as e:
             raise StoreError(f"cannot create the key store {target}: {e}") from e
         finally:
-            for suffix in ("", "-wal", "-shm", "-journal"):  # ours
-                with contextlib.suppress(NotADirectoryError):  # the parent is a file: no tmp
-                    Path(f"{tmp}{suffix}").unlink(missing_ok=True)
+            sqlite_files.remove_built(tmp)
 
     @classmethod
     def _open_pg(cls, url: str) -> ServiceStore:
