@@ -12,6 +12,7 @@ import json
 import time
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -23,7 +24,13 @@ from dpledger.approval import evaluate
 from dpledger.ledger import Ledger
 from dpledger.policy import Policy
 
-__all__ = ["RAW_SCHEMA", "ledger_writer", "raw_noise_writer", "raw_writer", "round_writer"]
+__all__ = [
+    "RAW_SCHEMA",
+    "ledger_writer",
+    "raw_noise_writer",
+    "raw_writer",
+    "round_interleaved",
+]
 
 RAW_LOCK = int.from_bytes(hashlib.sha256(b"dpledger-bench-raw").digest()[:8], "big", signed=True)
 RAW_SCHEMA = (
@@ -57,35 +64,6 @@ def ledger_writer(
                 ledger.release(request(i, region), agg)
             out.put((t0, time.perf_counter(), n))
     except Exception as e:  # reported to the parent, which prints an error row
-        barrier.abort()
-        out.put(f"{type(e).__name__}: {e}")
-
-
-def round_writer(
-    url: str,
-    policy_toml: str,
-    region: str,
-    n: int,
-    epoch: int,
-    barrier: Barrier,
-    out: Queue[object],
-) -> None:
-    """``n`` timed ``Ledger.release_round`` calls of 5 metrics x 4 regions.
-
-    Puts ``(start, end, releases)`` on ``out``, or the error's text.
-    """
-    del policy_toml, region
-    try:
-        policy = round_policy()
-        with Ledger.open(url, policy, mode="create") as ledger:
-            first = epoch * 1000
-            ledger.release_round(round_items(policy, first))
-            barrier.wait()
-            t0 = time.perf_counter()
-            for i in range(first + 1, first + n + 1):
-                ledger.release_round(round_items(policy, i))
-            out.put((t0, time.perf_counter(), n * len(round_items(policy, 0))))
-    except Exception as e:
         barrier.abort()
         out.put(f"{type(e).__name__}: {e}")
 
@@ -153,4 +131,73 @@ def _raw(
             out.put((t0, time.perf_counter(), n))
     except Exception as e:
         barrier.abort()
+        out.put(f"{type(e).__name__}: {e}")
+
+
+def round_interleaved(
+    rounds_url: str, singles_url: str, raw_url: str, n: int, out: Queue[object]
+) -> None:
+    """Rounds, single releases, a round's noise and a raw round transaction, in turn.
+
+    Each loop times one ``release_round`` (5 metrics x 4 regions), one single release
+    (the round policy's histogram in r0), the round's OpenDP noise alone and one raw
+    transaction replaying the round's own statements with the rows a real round wrote:
+    ``BEGIN``, the advisory lock and the state read in one pipeline, the entries, spend
+    and head statement and ``COMMIT`` in another (:mod:`dpledger.ledger.pgwrite`'s two
+    round trips). Puts the mean seconds of each, or the error's text.
+    """
+    from benchmarks.rounds import _item, _noise_of_a_round
+    from dpledger.ledger.pgpipe import Pipeline, encode
+    from dpledger.ledger.pgwrite import _write_sql
+    from dpledger.ledger.postgres import LOCK_KEY, PostgresStore
+    from dpledger.ledger.schema import COLUMNS
+
+    try:
+        policy = round_policy()
+        noise = _noise_of_a_round(policy)
+        with Ledger.open(raw_url, policy, mode="create") as capture:
+            capture.release_round(round_items(policy, 0))
+        with psycopg.connect(raw_url, autocommit=True) as conn:
+            entries = conn.execute(f"SELECT {COLUMNS} FROM dpl_entries ORDER BY seq").fetchall()
+            spend = conn.execute("SELECT epoch, scope, metric, total FROM dpl_spend").fetchall()
+            conn.prepare_threshold = None
+            conn.execute("SELECT set_config('synchronous_commit', 'on', false)")
+            pipe, enc = Pipeline(), conn.info.encoding
+            width, head = len(entries[0]), [len(entries)]
+            write_sql = _write_sql(width, len(entries), len(spend))
+            lock: list[bytes | None] = [str(LOCK_KEY).encode()]
+
+            def raw(i: int) -> None:
+                del i
+                base, head[0] = head[0], head[0] + len(entries)
+                rows = [(base + k + 1, *r[1:]) for k, r in enumerate(entries)]
+                params = [*(x for r in rows for x in r), *(x for r in spend for x in r),
+                          str(head[0]), rows[-1][-1]]  # fmt: skip
+                pipe.run(conn, [("BEGIN ISOLATION LEVEL READ COMMITTED", []),
+                                ("SELECT pg_advisory_xact_lock($1)", lock),
+                                (PostgresStore.state_sql, [b"{0}"])])  # fmt: skip
+                done = pipe.run(conn, [(write_sql, encode(params, enc)), ("COMMIT", [])])
+                if done[-1].command_status != b"COMMIT":
+                    raise RuntimeError("the raw round transaction did not commit")
+
+            with (
+                Ledger.open(rounds_url, policy, mode="create") as rounds,
+                Ledger.open(singles_url, policy, mode="create") as singles,
+            ):
+                ops: dict[str, Any] = {
+                    "round": lambda i: rounds.release_round(round_items(policy, i)),
+                    "single": lambda i: singles.release(*_item(policy, i, "hist", "r0")),
+                    "noise": noise,
+                    "raw": raw,
+                }
+                totals = dict.fromkeys(ops, 0.0)
+                for op in ops.values():  # warm-up: schemas, prepared statements, caches
+                    op(0)
+                for i in range(1, n + 1):
+                    for name, op in ops.items():
+                        t0 = time.perf_counter()
+                        op(i)
+                        totals[name] += time.perf_counter() - t0
+        out.put({k: v / n for k, v in totals.items()})
+    except Exception as e:
         out.put(f"{type(e).__name__}: {e}")
