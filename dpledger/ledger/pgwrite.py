@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from psycopg.pq.abc import PGresult
     from psycopg.rows import TupleRow
 
-__all__ = ["PipelinedWrites"]
+__all__ = ["STATEMENT_PARAMETERS", "PipelinedWrites"]
 
 
 class PipelinedWrites:
@@ -81,18 +81,29 @@ class PipelinedWrites:
         spend: Sequence[tuple[int, str, str, str]],
         head: tuple[int, str],
     ) -> None:
-        """Entries, spend totals and the new head in one statement, sent with the COMMIT.
+        """Entries, spend totals and the new head, sent with the COMMIT.
 
-        Inside a write transaction the statement is held back and sent by :meth:`_commit`
-        in the same round trip as ``COMMIT`` (libpq pipeline mode): nothing reads between
-        the flush and the commit, and an error in it still surfaces before any value is
-        returned (see :meth:`_pipelined_commit`).
+        Inside a write transaction the statements are held back and sent by
+        :meth:`_commit` in the same round trip as ``COMMIT`` (libpq pipeline mode): nothing
+        reads between the flush and the commit, and an error in one still surfaces before
+        any value is returned (see :meth:`_pipelined_commit`). One statement as a rule; a
+        round too large for one statement's parameters (PostgreSQL takes at most 65,535,
+        19 an entry) is split into several, all in that one pipeline and transaction.
         """
-        sql = _write_sql(len(entries[0]), len(entries), len(spend))
-        params = [*(x for row in entries for x in row), *(x for row in spend for x in row),
-                  str(head[0]), head[1]]  # fmt: skip
         if not self._in_txn:
             raise InternalError("the PostgreSQL store writes only inside a write transaction")
+        width = len(entries[0])
+        cut_e = _chunks(len(entries), max(1, STATEMENT_PARAMETERS // width))
+        cut_s = _chunks(len(spend), STATEMENT_PARAMETERS // 4)
+        for a, b in cut_e[:-1]:  # all but the last entries alone
+            rows = entries[a:b]
+            self._pending.append((_entries_sql(width, b - a), [x for r in rows for x in r]))
+        for a, b in cut_s[:-1]:  # all but the last spend totals alone
+            self._pending.append((_spend_sql(b - a), [x for r in spend[a:b] for x in r]))
+        (ea, eb), (sa, sb) = cut_e[-1], cut_s[-1]
+        sql = _write_sql(width, eb - ea, sb - sa)
+        params = [*(x for row in entries[ea:eb] for x in row),
+                  *(x for row in spend[sa:sb] for x in row), str(head[0]), head[1]]  # fmt: skip
         self._pending.append((sql, params))
 
     def _begin_locked(
@@ -202,25 +213,62 @@ class PipelinedWrites:
             raise self._commit_failed(error) from error
 
 
+STATEMENT_PARAMETERS = 32_000
+"""Parameters per statement the store sends, well under PostgreSQL's 65,535 (a 16-bit
+count in the protocol): a round of up to 1,684 entries is one statement."""
+
+
+def _chunks(n: int, size: int) -> list[tuple[int, int]]:
+    """``[a, b)`` spans of at most ``size`` covering ``range(n)``; one empty span for 0."""
+    return [(a, min(a + size, n)) for a in range(0, n, size)] or [(0, 0)]
+
+
+def _placeholders(first: int, width: int, rows: int) -> str:
+    """``($first, …), (…)``: ``rows`` tuples of ``width`` consecutive placeholders."""
+    n = iter(range(first, first + width * rows))
+    return ", ".join(
+        "(" + ", ".join(f"${next(n)}" for _ in range(width)) + ")" for _ in range(rows)
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _entries_sql(width: int, entries: int) -> str:
+    """An insert of ``entries`` rows of ``width`` columns alone (a large round's first parts)."""
+    return f"INSERT INTO dpl_entries ({COLUMNS}) VALUES {_placeholders(1, width, entries)}"
+
+
+@functools.lru_cache(maxsize=64)
+def _spend_sql(spend: int) -> str:
+    """An upsert of ``spend`` totals alone (a large round's first parts)."""
+    return (
+        f"INSERT INTO dpl_spend (epoch, scope, metric, total) VALUES {_placeholders(1, 4, spend)} "
+        "ON CONFLICT (epoch, scope, metric) DO UPDATE SET total = excluded.total"
+    )
+
+
 @functools.lru_cache(maxsize=64)
 def _write_sql(width: int, entries: int, spend: int) -> str:
     """The write of ``entries`` rows of ``width`` columns, ``spend`` totals and the head.
 
     One text per shape (a single release, a round of 20, ...), built once: the text is
     also the prepared statement's key, and building its ~500 placeholders took longer
-    than the rest of a round's client-side write.
+    than the rest of a round's client-side write. ``entries`` or ``spend`` may be 0 (the
+    last part of a round split across statements).
     """
-    n = iter(range(1, 1 + width * entries + 4 * spend + 2))
-    entry_values = ", ".join(
-        "(" + ", ".join(f"${next(n)}" for _ in range(width)) + ")" for _ in range(entries)
-    )
-    spend_values = ", ".join(
-        f"(${next(n)}, ${next(n)}, ${next(n)}, ${next(n)})" for _ in range(spend)
-    )
+    parts = []
+    if entries:
+        parts.append(
+            f"e AS (INSERT INTO dpl_entries ({COLUMNS}) VALUES {_placeholders(1, width, entries)})"
+        )
+    if spend:
+        parts.append(
+            "s AS (INSERT INTO dpl_spend (epoch, scope, metric, total) VALUES "
+            f"{_placeholders(1 + width * entries, 4, spend)} "
+            "ON CONFLICT (epoch, scope, metric) DO UPDATE SET total = excluded.total)"
+        )
+    n = 1 + width * entries + 4 * spend
     return (
-        f"WITH e AS (INSERT INTO dpl_entries ({COLUMNS}) VALUES {entry_values}), "
-        f"s AS (INSERT INTO dpl_spend (epoch, scope, metric, total) VALUES {spend_values} "
-        "ON CONFLICT (epoch, scope, metric) DO UPDATE SET total = excluded.total) "
-        f"INSERT INTO dpl_meta (key, value) VALUES ('head_seq', ${next(n)}), "
-        f"('head_hash', ${next(n)}) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+        ("WITH " + ", ".join(parts) + " " if parts else "")
+        + f"INSERT INTO dpl_meta (key, value) VALUES ('head_seq', ${n}), "
+        f"('head_hash', ${n + 1}) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
     )
