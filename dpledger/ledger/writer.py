@@ -128,6 +128,16 @@ def _plausible(values: npt.NDArray[np.float64], hit: Entry) -> bool:
     return bool(np.all(gap <= retry_tolerance(facts) * facts.scale + facts.grid_slack))
 
 
+def _close(p: Prepared, first: Prepared) -> bool:
+    """Whether ``p``'s aggregate is within :func:`retry_tolerance` noise scales of
+    ``first``'s (the same request, so the same mechanism), every coordinate."""
+    facts = first.facts
+    a, b = p.values.reshape(-1), first.values.reshape(-1)
+    if p.facts != facts or a.shape != b.shape:
+        return False
+    return bool(np.all(np.abs(a - b) <= retry_tolerance(facts) * facts.scale + facts.grid_slack))
+
+
 class Writer:
     """Checks, noises and records releases for one ledger (its store and policy)."""
 
@@ -262,9 +272,11 @@ class Writer:
     ) -> dict[int, int]:
         """Repeats of a release id within one call: each maps to the first request.
 
-        A repeat of the same request and aggregate is a retry of the first (it gets the
-        same release); anything else under the same id is :class:`ReleaseIdConflict`
-        (with ``partial``, its refused verdict goes into ``outcomes``).
+        A repeat of the same request with an aggregate within :func:`retry_tolerance`
+        noise scales of the first's (the rule a retry in a later call meets against the
+        recorded value) is a retry of the first: it gets the same release. Anything else
+        under the same id is :class:`ReleaseIdConflict` (with ``partial``, its refused
+        verdict goes into ``outcomes``).
         """
         first: dict[str, int] = {}
         twins: dict[int, int] = {}
@@ -278,7 +290,7 @@ class Writer:
             original = prepared[first[rid]]
             same = fingerprint(p.verdict.request, principal) == fingerprint(
                 original.verdict.request, principal
-            ) and np.array_equal(p.values, original.values)
+            ) and _close(p, original)
             if not same:
                 conflict = id_conflict(p.verdict.request, self.policy.unit)
                 if not partial:
@@ -339,7 +351,12 @@ class Writer:
                 if req.release_id is not None:
                     hit = txn.find_release(req.release_id)
                     if hit is not None:  # a concurrent twin committed it first
-                        out[i] = self.replay(p, hit, principal)
+                        try:
+                            out[i] = self.replay(p, hit, principal)
+                        except ReleaseIdConflict as e:  # another request took the id
+                            if not partial or e.verdict is None:
+                                raise
+                            out[i] = e.verdict
                         continue
                 binding = txn.epoch_policy(req.epoch)
                 if not admits(self.policy, p, txn.live_spend(req.epoch), binding):
