@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Annotated
 
 import numpy as np
@@ -69,6 +70,10 @@ class ReleaseRequest(FrozenModel):
     )
 
 
+_RID = re.compile(r"[!-~]{1,128}").fullmatch
+"""A release id's rule (``ReleaseRequest.release_id``'s pattern), for :func:`well_formed`."""
+
+
 def well_formed(request: ReleaseRequest) -> ReleaseRequest:
     """``request`` when its fields have the types and ranges validation gives them; else it
     is validated now (one built by ``model_construct`` skipped validation): a typed error
@@ -83,7 +88,7 @@ def well_formed(request: ReleaseRequest) -> ReleaseRequest:
         and isinstance(r.region, str)
         and (r.edges_version is None or isinstance(r.edges_version, str))
         and (r.policy_version is None or isinstance(r.policy_version, str))
-        and (r.release_id is None or isinstance(r.release_id, str))
+        and (r.release_id is None or (isinstance(r.release_id, str) and _RID(r.release_id)))
     ):
         return r
     return ReleaseRequest.model_validate(dict(r))
