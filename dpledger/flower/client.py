@@ -80,6 +80,10 @@ def contributions(
     server rejects a reply bucketed with edges its policy does not have. ``packed`` sends
     them as one float64 array with a layout header (:func:`~dpledger.flower.wire.pack_packed`),
     which the server reads for a whole round at once; the default is the three records.
+    Pinned bounds must lie within the plan's (a clip inside its clip, a cap at most its
+    cap, its dimension): wider ones raise, since the server would reject the replies that
+    use the extra room, and under ``replace`` that count is published — it would depend
+    on the client's data.
 
     Data a metric cannot be computed from (a NaN or infinite loss, a label outside the
     classes) is not a reason to fail: under ``replace`` whether a node reports is public,
@@ -108,6 +112,8 @@ def contributions(
                 f"data_for[{name!r}])"
             )
         chosen = pinned.get(name, m.bounds)
+        if name in pinned:
+            _within(name, chosen, m.bounds)
         empty = empty_contribution(m, chosen)  # the configuration's errors raise here
         try:
             rows[name] = declared.contribute(arrays, chosen, **dict(m.params))[0]
@@ -121,6 +127,25 @@ def contributions(
             rows[name] = empty
         used[name] = versions.get(name, m.edges_version)
     return (pack_packed if packed else pack)(plan, rows, used)
+
+
+def _within(name: str, pinned: Bounds, plan: Bounds) -> None:
+    """InvalidInput unless ``pinned`` allows no contribution the plan's bounds do not."""
+    wider = []
+    if plan.low is not None and not (pinned.low is not None and pinned.low >= plan.low):
+        wider.append(f"low {pinned.low} below the plan's {plan.low}")
+    if plan.high is not None and not (pinned.high is not None and pinned.high <= plan.high):
+        wider.append(f"high {pinned.high} above the plan's {plan.high}")
+    if plan.cap is not None and not (pinned.cap is not None and pinned.cap <= plan.cap):
+        wider.append(f"cap {pinned.cap} above the plan's {plan.cap}")
+    if plan.dimension is not None and pinned.dimension != plan.dimension:
+        wider.append(f"dimension {pinned.dimension}, the plan's is {plan.dimension}")
+    if wider:
+        raise InvalidInput(
+            f"{name}: pinned bounds wider than the round plan's ({'; '.join(wider)}): the "
+            "server rejects a contribution outside the plan's bounds, so whether this client "
+            "is counted would depend on its data; pin bounds within the plan's, or none"
+        )
 
 
 def contribution_reply(
