@@ -254,17 +254,25 @@ class RoundReport:
         found = [*self.outcomes.values(), *self.health_releases.values()]
         return tuple(o for o in found if isinstance(o, Verdict))
 
-    def table(self, derived: Sequence[str] | None = None) -> str:
+    def table(self, derived: Sequence[str] | None = None, *, operator: bool = False) -> str:
         """A human summary: per region the health, each value with its bar, each refusal.
 
         ``derived`` limits the metrics shown of each confusion or regression release
-        (default: all, with their intervals).
+        (default: all, with their intervals). Under ``add_remove`` who reported is private:
+        the exact counts (reported, failed, dropped, rejected) are shown only with
+        ``operator=True`` — for a screen only the operator reads, not a log or the stdout
+        ``flwr run`` streams to whoever submitted the run; the noisy health release, when
+        the policy has one, is shown either way.
         """
         lines = [f"round {self.server_round} (epoch {self.epoch}, {self.neighbouring})"]
+        exact = operator or self.neighbouring == "replace"
         for region, h in sorted(self.health.items()):
             lines.append(
                 f"  {region}: selected {h.selected}, reported {h.reported}, failed {h.failed}, "
                 f"dropped {h.dropped}, rejected {h.rejected}"
+                if exact
+                else f"  {region}: selected {h.selected} (who reported is private under "
+                "add_remove: table(operator=True) shows the exact counts)"
             )
             for (r, metric), out in sorted(self.outcomes.items()):
                 if r == region:
