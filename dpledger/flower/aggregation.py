@@ -47,7 +47,10 @@ class Aggregator(Protocol):
 
     ``rows`` stacks the payloads of the replies that passed the wire checks, one row
     per client, as they arrived (a plain sum's rows are float contributions; a secure
-    sum's would be masked shares).
+    sum's would be masked shares). A ``check`` that raises (or gives no verdict per row)
+    is asked again row by row, and a row whose own check raises is rejected; a ``total``
+    that raises leaves that region's metric not released, nothing spent. Neither ends
+    the round or the run.
     """
 
     def check(self, metric: MetricPlan, rows: npt.NDArray[Any]) -> list[str | None]:

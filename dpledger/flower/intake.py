@@ -153,11 +153,9 @@ def sort_replies(
         for a, b in [plan.packed.spans[name]]
     }  # fmt: skip
     for name, m in plan.metrics.items():
-        checked = aggregator.check(m, rows[name])
+        checked = _checked(aggregator, m, rows[name])
         if len(checked) != len(sound):
-            raise InternalError(
-                f"the aggregator's check gave {len(checked)} verdicts for {len(sound)} rows"
-            )
+            raise InternalError(f"{len(checked)} verdicts for {len(sound)} rows")
         if checked.count(None) == len(checked):
             continue  # the usual case: every row within its bounds
         for at, reason in zip(sound, checked, strict=True):
@@ -177,6 +175,34 @@ def sort_replies(
     }
     nodes = NodeStatuses(ids, regions, where, bytes(got.status), got.reasons)
     return Intake(nodes, nodes.health(), accepted, got.unexpected)
+
+
+def _checked(aggregator: Aggregator, m: MetricPlan, rows: npt.NDArray[Any]) -> list[str | None]:
+    """The aggregator's verdict on each row: all rows at once, or — when a third-party
+    ``check`` raises or gives no verdict per row — row by row, a row whose own check fails
+    rejected for it (its message left out: it may quote the payload). Never raises."""
+    try:
+        found: object = aggregator.check(m, rows)
+    except Exception:  # row by row below says which row it was
+        found = None
+    if isinstance(found, list) and _verdicts(found, len(rows)):
+        return found
+    out: list[str | None] = []
+    for i in range(len(rows)):
+        try:
+            one = aggregator.check(m, rows[i : i + 1])
+            out.append(one[0] if _verdicts(one, 1) else f"{m.metric}: the aggregator's check "
+                       "gave no verdict")  # fmt: skip
+        except Exception as e:
+            out.append(f"{m.metric}: the aggregator's check failed ({type(e).__name__})")
+    return out
+
+
+def _verdicts(found: object, n: int) -> bool:
+    """Whether ``found`` is ``n`` verdicts: each None or a reason (text)."""
+    if not (isinstance(found, list) and len(found) == n):
+        return False  # the usual round: every row None, one count
+    return found.count(None) == n or all(v is None or isinstance(v, str) for v in found)
 
 
 def _read_all(plan: RoundPlan, index: dict[int, int], replies: Iterable[Message]) -> _Replies:

@@ -325,7 +325,10 @@ class LedgerEvaluation(Strategy):
                     continue
                 bounds[(region, name)] = bound
                 empty = np.zeros((0, m.size), dtype=np.float64)
-                total = self.aggregator.total(m, payloads.get(region, {}).get(name, empty))
+                total = self._total(m, payloads.get(region, {}).get(name, empty))
+                if isinstance(total, str):
+                    outcomes[(region, name)] = NotReleased(region, name, total)
+                    continue
                 items.append((self._request(r, epoch, region, name, cohort), total))
                 keys.append((region, name))
             if self.health_metric is not None:
@@ -384,6 +387,15 @@ class LedgerEvaluation(Strategy):
             except DpLedgerError as e:
                 errors[key] = f"{type(e).__name__}: {e}"
         return derived, errors
+
+    def _total(self, m: MetricPlan, rows: npt.NDArray[Any]) -> npt.NDArray[Any] | str:
+        """The aggregator's sum of a region's rows, or why not when it raises (a third-party
+        aggregator's failure ends neither the round nor the run, and spends nothing; its
+        message is left out: it may quote a client's payload)."""
+        try:
+            return self.aggregator.total(m, rows)
+        except Exception as e:
+            return f"the aggregator's total failed ({type(e).__name__}): not released"
 
     def _sum_error(self, name: str, cohort: int) -> float | str:
         """The aggregator's public bound on the sum's error over ``cohort`` clients, asked
