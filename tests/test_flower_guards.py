@@ -1,0 +1,220 @@
+"""The Flower wrapper's guards found by review s33: a client's pinned bounds stay within
+the plan's (else whether it is counted would depend on its data), the round's table keeps
+add_remove's private counts for the operator, and a third-party aggregator that raises
+costs one reply or one release, never the run."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")  # read when flwr is imported
+os.environ.setdefault("FLWR_DISABLE_UPDATE_CHECK", "1")
+
+import numpy as np
+import pytest
+
+pytest.importorskip(
+    "flwr", reason="the flower extra is not installed (pip install dpledger[flower])"
+)
+
+from flwr.app import Context, Message
+from flwr.clientapp import ClientApp
+from flwr.serverapp.strategy import FedAvg
+from test_flower import METRICS, PARAMS, client_data, exact, policy, regression_inputs, run
+
+from dpledger import Ledger, Release
+from dpledger.errors import InvalidInput
+from dpledger.flower import (
+    LedgerEvaluation,
+    PlainSum,
+    StaticRegistry,
+    answer_region_queries,
+    contribution_reply,
+    contributions,
+)
+from dpledger.flower.report import NotReleased
+from dpledger.flower.wire import MetricPlan, RoundPlan
+from dpledger.metrics.declarations import Bounds
+from dpledger.sim.fleet import Fleet, make_fleet
+
+N_NODES = 40  # test_flower's run() serves 40 nodes
+
+
+@pytest.fixture(scope="module")
+def fleet() -> Fleet:
+    return make_fleet(n_clients=N_NODES, regions=("north", "south"), n_classes=3,
+                      scenarios=("label_skew",), seed=1)  # fmt: skip
+
+
+def the_plan() -> RoundPlan:
+    p = exact()
+    with Ledger.open(":memory:", p, mode="create") as ledger:
+        strategy = LedgerEvaluation(FedAvg(), ledger, metrics=METRICS, params=PARAMS,
+                                    registry=StaticRegistry({}))  # fmt: skip
+        return RoundPlan(1, 0, p.version, strategy.plans)
+
+
+# ------------------------------------------------------------------ pinned bounds
+
+
+@pytest.mark.parametrize(
+    ("metric", "pinned", "named"),
+    [
+        ("loss", Bounds(low=0.0, high=5.0), "high 5.0 above the plan's 3.4"),
+        ("loss", Bounds(low=-1.0, high=3.0), "low -1.0 below the plan's 0.0"),
+        ("loss", Bounds(), "high None above"),
+        ("errors", Bounds(cap=200.0, edges=(0.5, 1.0, 2.0, 5.0, 10.0, 25.0)), "cap 200.0"),
+    ],
+)
+def test_pinned_bounds_wider_than_the_plan_raise(
+    fleet: Fleet, metric: str, pinned: Bounds, named: str
+) -> None:
+    data = client_data(fleet, 0)
+    with pytest.raises(InvalidInput, match=named):
+        contributions(the_plan(), data, data_for=regression_inputs(data), bounds={metric: pinned})
+
+
+def test_pinned_bounds_within_the_plan_are_used(fleet: Fleet) -> None:
+    data = client_data(fleet, 0)
+    data["loss"] = np.full(10, 3.0)
+    narrow = {"loss": Bounds(low=0.0, high=2.0)}
+    content = contributions(the_plan(), data, data_for=regression_inputs(data), bounds=narrow)
+    assert content["dpledger.scalars"]["loss"] == 2.0  # clipped at the pinned 2.0
+
+
+def pinning_client(fleet: Fleet, loss_of_client_4: float) -> ClientApp:
+    """Honest clients; client 4's module pins a loss clip [0, 5] (wider than the plan's
+    [0, 3.4]) and its mean loss is ``loss_of_client_4`` (its private data)."""
+    app = ClientApp()
+    answer_region_queries(app)
+
+    @app.evaluate()
+    def evaluate(msg: Message, context: Context) -> Message:
+        pid = int(context.node_config["partition-id"])
+        data = client_data(fleet, pid)
+        if pid != 4:
+            return contribution_reply(msg, data, data_for=regression_inputs(data))
+        data = {**data, "loss": np.full(len(data["loss"]), loss_of_client_4)}
+        return contribution_reply(msg, data, data_for=regression_inputs(data),
+                                  bounds={"loss": Bounds(low=0.0, high=5.0)})  # fmt: skip
+
+    return app
+
+
+def test_a_client_pinning_wider_bounds_is_counted_alike_whatever_its_data(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    """Neighbouring fleets under replace (client 4's loss 1.0 or 4.0, past the plan's clip):
+    the published record is the same but for the released values (before: rejected only
+    when its loss passed 3.4, and the exact health counts said so)."""
+    records = []
+    for k, loss in enumerate((1.0, 4.0)):
+        with Ledger.open(tmp_path / f"{k}.db", exact(), mode="create") as ledger:
+            strategy, result, _ = run(fleet, ledger, rounds=1, client=pinning_client(fleet, loss),
+                                      offline=())  # fmt: skip
+        north = strategy.rounds[1].health["north"]
+        assert (north.failed, north.rejected) == (1, 0)  # its ClientApp raised: an error reply
+        records.append(result.evaluate_metrics_clientapp[1])
+    a, b = records
+    assert sorted(a) == sorted(b)
+    for key in a:
+        if "/health/" in key or key.endswith("/refused") or key in ("released", "refused"):
+            assert a[key] == b[key], key
+
+
+# ------------------------------------------------------------------ the round's table
+
+
+@pytest.mark.parametrize("neighbouring", ["replace", "add_remove"])
+def test_the_table_shows_exact_counts_under_add_remove_only_to_the_operator(
+    fleet: Fleet, tmp_path: Path, neighbouring: str
+) -> None:
+    add_remove = neighbouring == "add_remove"
+    p = policy(neighbouring=neighbouring, eps="1000", epoch="100000", health=add_remove)
+    with Ledger.open(tmp_path / "l.db", p, mode="create") as ledger:
+        kw = {"health_metric": "health"} if add_remove else {}
+        strategy, _, _ = run(fleet, ledger, rounds=1, **kw)
+    report = strategy.rounds[1]
+    h = report.health["north"]
+    exact_line = f"reported {h.reported}, failed {h.failed}, dropped {h.dropped}"
+    assert exact_line in report.table(operator=True)
+    if not add_remove:
+        assert exact_line in report.table()
+        return
+    shown = report.table()
+    assert "health (noisy counts)" in shown
+    for private in (exact_line, f"failed {h.failed}", f"dropped {h.dropped}", "rejected"):
+        assert private not in shown
+    assert f"north: selected {h.selected} (who reported is private" in shown
+
+
+# ------------------------------------------------------- a third-party aggregator that raises
+
+
+class Brittle(PlainSum):
+    """A secure-sum stand-in that fails on one odd share (a loss of exactly 2.5), and whose
+    total fails for one region's histogram."""
+
+    def check(self, metric: MetricPlan, rows: Any) -> list[str | None]:
+        if metric.scalar and bool((np.asarray(rows) == 2.5).any()):
+            raise ValueError("share 2.5 failed to unmask")  # its text must not be shown
+        return super().check(metric, rows)
+
+    def total(self, metric: MetricPlan, rows: Any) -> Any:
+        if metric.metric == "errors" and self.totals_to_fail:
+            self.totals_to_fail -= 1
+            raise ValueError("could not unmask the total")
+        return super().total(metric, rows)
+
+    totals_to_fail = 0
+
+
+def odd_client(fleet: Fleet) -> ClientApp:
+    """Honest clients but client 5, whose clipped mean loss is exactly 2.5."""
+    app = ClientApp()
+    answer_region_queries(app)
+
+    @app.evaluate()
+    def evaluate(msg: Message, context: Context) -> Message:
+        pid = int(context.node_config["partition-id"])
+        data = client_data(fleet, pid)
+        if pid == 5:
+            data = {**data, "loss": np.full(len(data["loss"]), 2.5)}
+        return contribution_reply(msg, data, data_for=regression_inputs(data))
+
+    return app
+
+
+def test_an_aggregator_check_that_raises_rejects_that_reply_alone(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    with Ledger.open(tmp_path / "l.db", exact(), mode="create") as ledger:
+        strategy, result, _ = run(fleet, ledger, rounds=1, client=odd_client(fleet),
+                                  offline=(), aggregator=Brittle())  # fmt: skip
+    report = strategy.rounds[1]
+    assert report.health["north"].rejected == 1
+    assert report.health["north"].reported == 19
+    (odd,) = [n for n in report.nodes if n.status == "rejected"]
+    assert "the aggregator's check failed (ValueError)" in odd.reason
+    assert "2.5" not in odd.reason
+    assert result.evaluate_metrics_clientapp[1]["released"] == 8
+
+
+def test_an_aggregator_total_that_raises_releases_the_rest_and_spends_nothing_for_it(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    brittle = Brittle()
+    brittle.totals_to_fail = 1  # the first region's (north's) histogram
+    with Ledger.open(tmp_path / "l.db", exact(), mode="create") as ledger:
+        strategy, result, _ = run(fleet, ledger, rounds=1, offline=(), aggregator=brittle)
+        report = strategy.rounds[1]
+        failed = report.outcomes[("north", "errors")]
+        assert isinstance(failed, NotReleased)
+        assert "the aggregator's total failed (ValueError): not released" in failed.reason
+        assert "unmask" not in failed.reason
+        released = [k for k, o in report.outcomes.items() if isinstance(o, Release)]
+        assert len(released) == 7
+        assert {(e.draft.region, e.draft.metric) for e in ledger.entries()} == set(released)
+    assert result.evaluate_metrics_clientapp[1]["released"] == 7
