@@ -4,11 +4,13 @@ that skipped validation, and the same id twice in one round."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from _stores import StoreUnderTest
 
-from benchmarks.rounds import round_policy
+from benchmarks.rounds import round_items, round_policy
 from dpledger import ReleaseIdConflict, ReleaseRequest, Verdict
 from dpledger.errors import InvalidInput
 from dpledger.ledger import Ledger, pgwrite
@@ -30,21 +32,30 @@ def test_a_round_split_across_statements_is_one_transaction(
     store: StoreUnderTest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """On PostgreSQL a round's rows go in statements of at most STATEMENT_PARAMETERS
-    parameters (three entries each here), all sent with the one COMMIT; SQLite writes
-    row by row. Every entry is recorded, chained and charged once."""
+    parameters (three entries, or 14 spend totals, each here), all sent with the one
+    COMMIT; SQLite writes row by row. Every entry is recorded, chained and charged once."""
     monkeypatch.setattr(pgwrite, "STATEMENT_PARAMETERS", 3 * 19)
+    sent: list[int] = []
+    commit = pgwrite.PipelinedWrites._pipelined_commit
+
+    def counted(self: pgwrite.PipelinedWrites, writes: Any) -> None:
+        sent.append(len(writes))
+        commit(self, writes)
+
+    monkeypatch.setattr(pgwrite.PipelinedWrites, "_pipelined_commit", counted)
     ledger = store.open(POLICY)
     items = [(loss(f"r{k % 4}"), 1000.0) for k in range(10)]
-    items += [(coverage(f"r{k}"), np.zeros(6)) for k in range(4)]
+    items += round_items(POLICY, 0)  # every metric in every region: 20 spend totals
     result = ledger.release_round(items)
-    assert [r.entry_id for r in result.releases] == list(range(1, 15))
-    assert len(ledger) == 14
-    assert ledger.head()[0] == 14
+    # 30 entries in 10 statements, 20 totals in 2, the last of each with the head: 11
+    assert sent == ([11] if store.kind == "postgres" else [])
+    assert [r.entry_id for r in result.releases] == list(range(1, 31))
+    assert len(ledger) == 30
+    assert ledger.head()[0] == 30
     assert ledger.verify().ok
-    assert (
-        ledger.spent(0, "r1").amount
-        == 3 * POLICY.metric("loss").epsilon + POLICY.metric("coverage").epsilon
-    )
+    eps = {m: POLICY.metric(m).epsilon for m in POLICY.metrics}
+    assert ledger.spent(0, "r1").amount == 3 * eps["loss"] + sum(eps.values())
+    assert ledger.spent(0, "r3").amount == 2 * eps["loss"] + sum(eps.values())
 
 
 @pytest.mark.postgres
