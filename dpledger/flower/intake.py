@@ -155,7 +155,7 @@ def sort_replies(
     for name, m in plan.metrics.items():
         checked = _checked(aggregator, m, rows[name])
         if len(checked) != len(sound):
-            raise InternalError(f"{len(checked)} verdicts for {len(sound)} rows")
+            raise InternalError(f"the intake checked {len(checked)} of {len(sound)} rows")
         if checked.count(None) == len(checked):
             continue  # the usual case: every row within its bounds
         for at, reason in zip(sound, checked, strict=True):
