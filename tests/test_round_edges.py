@@ -4,6 +4,7 @@ that skipped validation, and the same id twice in one round."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -32,9 +33,10 @@ def test_a_round_split_across_statements_is_one_transaction(
     store: StoreUnderTest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """On PostgreSQL a round's rows go in statements of at most STATEMENT_PARAMETERS
-    parameters (three entries, or 14 spend totals, each here), all sent with the one
-    COMMIT; SQLite writes row by row. Every entry is recorded, chained and charged once."""
-    monkeypatch.setattr(pgwrite, "STATEMENT_PARAMETERS", 3 * 19)
+    parameters (here three entries, or 14 spend totals, a statement; the head's two ride
+    in the last), all sent with the one COMMIT; SQLite writes row by row. Every entry is
+    recorded, chained and charged once."""
+    monkeypatch.setattr(pgwrite, "STATEMENT_PARAMETERS", 3 * 19 + 2)
     sent: list[int] = []
     commit = pgwrite.PipelinedWrites._pipelined_commit
 
@@ -47,8 +49,9 @@ def test_a_round_split_across_statements_is_one_transaction(
     items = [(loss(f"r{k % 4}"), 1000.0) for k in range(10)]
     items += round_items(POLICY, 0)  # every metric in every region: 20 spend totals
     result = ledger.release_round(items)
-    # 30 entries in 10 statements, 20 totals in 2, the last of each with the head: 11
-    assert sent == ([11] if store.kind == "postgres" else [])
+    # 30 entries in 10 statements, 20 totals in 2 alone (3 entries and 6 totals are over
+    # the cap), the head with the last entries: 12
+    assert sent == ([12] if store.kind == "postgres" else [])
     assert [r.entry_id for r in result.releases] == list(range(1, 31))
     assert len(ledger) == 30
     assert ledger.head()[0] == 30
@@ -56,6 +59,27 @@ def test_a_round_split_across_statements_is_one_transaction(
     eps = {m: POLICY.metric(m).epsilon for m in POLICY.metrics}
     assert ledger.spent(0, "r1").amount == 3 * eps["loss"] + sum(eps.values())
     assert ledger.spent(0, "r3").amount == 2 * eps["loss"] + sum(eps.values())
+
+
+@pytest.mark.parametrize(
+    ("entries", "totals"),
+    [(1, 1), (20, 20), (1684, 1), (1683, 8000), (8420, 8000), (1, 20000), (5000, 16000)],
+)
+def test_no_statement_carries_more_than_its_cap(entries: int, totals: int) -> None:
+    """Every statement of a round's write, the last (with the head) included, carries at
+    most STATEMENT_PARAMETERS parameters, numbered $1..$n as its parameters are."""
+
+    class Held(pgwrite.PipelinedWrites):
+        def __init__(self) -> None:
+            self._pending = []
+            self._in_txn = True
+
+    held = Held()
+    held._write_rows([tuple(range(19))] * entries, [(0, "r0", "loss", "1")] * totals, (1, "h"))
+    for sql, params in held._pending:
+        assert len(params) <= pgwrite.STATEMENT_PARAMETERS
+        assert max(int(n) for n in re.findall(r"\$(\d+)", sql)) == len(params)
+    assert sum(len(p) for _, p in held._pending) == 19 * entries + 4 * totals + 2
 
 
 @pytest.mark.postgres

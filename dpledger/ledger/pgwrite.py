@@ -9,9 +9,9 @@ that talks to the server while the ledger lock is wanted or held:
    (:meth:`~PipelinedWrites._begin_locked`); the caller's ``meanwhile`` work (a
    release's noise, which needs no ledger state) runs while that round trip is under
    way;
-2. the entries, spend and head in one statement, held back by
-   :meth:`~PipelinedWrites._write_rows`, and ``COMMIT``, in one pipeline
-   (:meth:`~PipelinedWrites._pipelined_commit`).
+2. the entries, spend and head in one statement (a round too large for one statement's
+   parameters: several), held back by :meth:`~PipelinedWrites._write_rows`, and
+   ``COMMIT``, in one pipeline (:meth:`~PipelinedWrites._pipelined_commit`).
 
 Which statement failed is read from its own result, never guessed. A write the server
 refuses means ``COMMIT`` never ran (the server skips the rest of a pipeline after an
@@ -93,14 +93,18 @@ class PipelinedWrites:
         if not self._in_txn:
             raise InternalError("the PostgreSQL store writes only inside a write transaction")
         width = len(entries[0])
-        cut_e = _chunks(len(entries), max(1, STATEMENT_PARAMETERS // width))
-        cut_s = _chunks(len(spend), STATEMENT_PARAMETERS // 4)
+        room = STATEMENT_PARAMETERS - 2  # the head's two parameters ride in the last one
+        cut_e = _chunks(len(entries), max(1, room // width))
+        cut_s = _chunks(len(spend), room // 4)
+        (ea, eb), (sa, sb) = cut_e[-1], cut_s[-1]
+        if width * (eb - ea) + 4 * (sb - sa) > room:  # the last totals go alone too
+            cut_s.append((sb, sb))
+            sa = sb
         for a, b in cut_e[:-1]:  # all but the last entries alone
             rows = entries[a:b]
             self._pending.append((_entries_sql(width, b - a), [x for r in rows for x in r]))
         for a, b in cut_s[:-1]:  # all but the last spend totals alone
             self._pending.append((_spend_sql(b - a), [x for r in spend[a:b] for x in r]))
-        (ea, eb), (sa, sb) = cut_e[-1], cut_s[-1]
         sql = _write_sql(width, eb - ea, sb - sa)
         params = [*(x for row in entries[ea:eb] for x in row),
                   *(x for row in spend[sa:sb] for x in row), str(head[0]), head[1]]  # fmt: skip
@@ -214,8 +218,8 @@ class PipelinedWrites:
 
 
 STATEMENT_PARAMETERS = 32_000
-"""Parameters per statement the store sends, well under PostgreSQL's 65,535 (a 16-bit
-count in the protocol): a round of up to 1,684 entries is one statement."""
+"""The most parameters a statement the store sends carries, well under PostgreSQL's
+65,535 (a 16-bit count in the protocol): a round of up to ~1,600 entries is one statement."""
 
 
 def _chunks(n: int, size: int) -> list[tuple[int, int]]:
