@@ -66,11 +66,18 @@ def the_plan() -> RoundPlan:
         ("loss", Bounds(low=-1.0, high=3.0), "low -1.0 below the plan's 0.0"),
         ("loss", Bounds(), "high None above"),
         ("errors", Bounds(cap=200.0, edges=(0.5, 1.0, 2.0, 5.0, 10.0, 25.0)), "cap 200.0"),
+        ("errors", Bounds(cap=50.0, edges=(0.5, 1.0, 2.0, 5.0, 10.0, 25.0)), "cap 50.0"),
+        ("errors", Bounds(cap=100.0, edges=(0.5, 1.0, 2.0)), "3 edges, the plan has 6"),
+        ("regression", Bounds(cap=5.0, dimension=5), "cap 5.0, the plan's is 10.0"),
+        ("loss", {"low": 0.0, "high": 1.0}, "must be a Bounds, got dict"),
+        ("loss", None, "must be a Bounds, got NoneType"),
     ],
 )
-def test_pinned_bounds_wider_than_the_plan_raise(
-    fleet: Fleet, metric: str, pinned: Bounds, named: str
+def test_pinned_bounds_that_do_not_fit_the_plan_raise(
+    fleet: Fleet, metric: str, pinned: Any, named: str
 ) -> None:
+    """Wider room, or another cap (a codec metric such as the regression measures is
+    decoded with the plan's cap: a client pinning half of it had its values halved)."""
     data = client_data(fleet, 0)
     with pytest.raises(InvalidInput, match=named):
         contributions(the_plan(), data, data_for=regression_inputs(data), bounds={metric: pinned})
@@ -142,12 +149,16 @@ def test_the_table_shows_exact_counts_under_add_remove_only_to_the_operator(
     assert exact_line in report.table(operator=True)
     if not add_remove:
         assert exact_line in report.table()
+        assert f"'north': ({h.selected}, {h.reported}, {h.failed}, " in repr(report)
         return
     shown = report.table()
     assert "health (noisy counts)" in shown
     for private in (exact_line, f"failed {h.failed}", f"dropped {h.dropped}", "rejected"):
         assert private not in shown
     assert f"north: selected {h.selected} (who reported is private" in shown
+    said = repr(report)  # what on_round=print or a log line shows
+    assert "reported" not in said
+    assert f"selected={{'north': {h.selected}, 'south': " in said
 
 
 # ------------------------------------------------------- a third-party aggregator that raises
@@ -218,3 +229,21 @@ def test_an_aggregator_total_that_raises_releases_the_rest_and_spends_nothing_fo
         assert len(released) == 7
         assert {(e.draft.region, e.draft.metric) for e in ledger.entries()} == set(released)
     assert result.evaluate_metrics_clientapp[1]["released"] == 7
+
+
+class Tupled(PlainSum):
+    """An aggregator whose check answers a tuple of verdicts (any sequence will do)."""
+
+    def check(self, metric: MetricPlan, rows: Any) -> list[str | None]:
+        return tuple(super().check(metric, rows))  # type: ignore[return-value]
+
+
+def test_an_aggregator_check_answering_a_tuple_is_read_as_its_verdicts(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    with Ledger.open(tmp_path / "l.db", exact(), mode="create") as ledger:
+        strategy, result, _ = run(fleet, ledger, rounds=1, aggregator=Tupled())
+    north = strategy.rounds[1].health["north"]
+    # test_flower's clients: one crashes, one is offline, two are malformed or stale
+    assert (north.reported, north.failed, north.dropped, north.rejected) == (16, 1, 1, 2)
+    assert result.evaluate_metrics_clientapp[1]["released"] == 8

@@ -80,10 +80,11 @@ def contributions(
     server rejects a reply bucketed with edges its policy does not have. ``packed`` sends
     them as one float64 array with a layout header (:func:`~dpledger.flower.wire.pack_packed`),
     which the server reads for a whole round at once; the default is the three records.
-    Pinned bounds must lie within the plan's (a clip inside its clip, a cap at most its
-    cap, its dimension): wider ones raise, since the server would reject the replies that
-    use the extra room, and under ``replace`` that count is published — it would depend
-    on the client's data.
+    Pinned bounds must fit the plan's (a clip inside its clip; its cap, dimension and
+    number of edges): others raise. The server would reject the replies that use wider
+    room, and under ``replace`` that count is published — it would depend on the
+    client's data; another cap would weigh the client differently (a codec metric's
+    values would be decoded wrongly).
 
     Data a metric cannot be computed from (a NaN or infinite loss, a label outside the
     classes) is not a reason to fail: under ``replace`` whether a node reports is public,
@@ -129,22 +130,30 @@ def contributions(
     return (pack_packed if packed else pack)(plan, rows, used)
 
 
-def _within(name: str, pinned: Bounds, plan: Bounds) -> None:
-    """InvalidInput unless ``pinned`` allows no contribution the plan's bounds do not."""
+def _within(name: str, pinned: object, plan: Bounds) -> None:
+    """InvalidInput unless ``pinned`` is a Bounds that gives every client the plan's
+    weight and no room the plan's bounds do not: a clip inside the plan's, the plan's cap
+    (a vector's contribution is scaled to its cap, and a codec's decoded by the plan's),
+    its dimension and number of edges."""
+    if not isinstance(pinned, Bounds):
+        raise InvalidInput(f"{name}: bounds must be a Bounds, got {type(pinned).__name__}")
     wider = []
     if plan.low is not None and not (pinned.low is not None and pinned.low >= plan.low):
         wider.append(f"low {pinned.low} below the plan's {plan.low}")
     if plan.high is not None and not (pinned.high is not None and pinned.high <= plan.high):
         wider.append(f"high {pinned.high} above the plan's {plan.high}")
-    if plan.cap is not None and not (pinned.cap is not None and pinned.cap <= plan.cap):
-        wider.append(f"cap {pinned.cap} above the plan's {plan.cap}")
+    if plan.cap is not None and pinned.cap != plan.cap:
+        wider.append(f"cap {pinned.cap}, the plan's is {plan.cap}")
     if plan.dimension is not None and pinned.dimension != plan.dimension:
         wider.append(f"dimension {pinned.dimension}, the plan's is {plan.dimension}")
+    if plan.edges is not None and len(pinned.edges or ()) != len(plan.edges):
+        wider.append(f"{len(pinned.edges or ())} edges, the plan has {len(plan.edges)}")
     if wider:
         raise InvalidInput(
-            f"{name}: pinned bounds wider than the round plan's ({'; '.join(wider)}): the "
-            "server rejects a contribution outside the plan's bounds, so whether this client "
-            "is counted would depend on its data; pin bounds within the plan's, or none"
+            f"{name}: pinned bounds that do not fit the round plan's ({'; '.join(wider)}): a "
+            "contribution outside the plan's bounds is rejected, so whether this client is "
+            "counted would depend on its data, and a cap other than the plan's misweights "
+            "it; pin a clip within the plan's and its cap, or pin none"
         )
 
 

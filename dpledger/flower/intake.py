@@ -185,23 +185,25 @@ def _checked(aggregator: Aggregator, m: MetricPlan, rows: npt.NDArray[Any]) -> l
         found: object = aggregator.check(m, rows)
     except Exception:  # row by row below says which row it was
         found = None
-    if isinstance(found, list) and _verdicts(found, len(rows)):
-        return found
+    if isinstance(found, list | tuple) and _verdicts(found, len(rows)):
+        return list(found)
     out: list[str | None] = []
     for i in range(len(rows)):
         try:
-            one = aggregator.check(m, rows[i : i + 1])
-            out.append(one[0] if _verdicts(one, 1) else f"{m.metric}: the aggregator's check "
-                       "gave no verdict")  # fmt: skip
+            one: object = aggregator.check(m, rows[i : i + 1])
+            verdict = one[0] if isinstance(one, list | tuple) and _verdicts(one, 1) else (
+                f"{m.metric}: the aggregator's check gave no verdict"
+            )  # fmt: skip
+            out.append(verdict)
         except Exception as e:
             out.append(f"{m.metric}: the aggregator's check failed ({type(e).__name__})")
     return out
 
 
-def _verdicts(found: object, n: int) -> bool:
-    """Whether ``found`` is ``n`` verdicts: each None or a reason (text)."""
-    if not (isinstance(found, list) and len(found) == n):
-        return False  # the usual round: every row None, one count
+def _verdicts(found: list[object] | tuple[object, ...], n: int) -> bool:
+    """Whether ``found`` (a list or tuple) is ``n`` verdicts: each None or a reason."""
+    if len(found) != n:
+        return False
     return found.count(None) == n or all(v is None or isinstance(v, str) for v in found)
 
 

@@ -52,6 +52,7 @@ Keys of the published record (Flower's ``Result.evaluate_metrics_clientapp[round
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -234,6 +235,22 @@ class RoundReport:
     why it is unusable); empty under ``replace``, where a release's value is that mean."""
     unregistered: tuple[int, ...] = ()
     unexpected_replies: int = 0
+
+    def __repr__(self) -> str:
+        """What the round did, in one line; under ``add_remove`` without the exact counts
+        (an ``on_round=print`` or a log line must not show who reported: :meth:`table`)."""
+        health: dict[str, object] = {
+            r: dataclasses.astuple(h) if self.neighbouring == "replace" else h.selected
+            for r, h in sorted(self.health.items())
+        }
+        return (
+            f"RoundReport(round={self.server_round}, epoch={self.epoch}, "
+            f"neighbouring={self.neighbouring!r}, released={len(self.releases)}, "
+            f"not_released={self.not_released}, "
+            + ("health (selected, reported, failed, dropped, rejected)="
+               if self.neighbouring == "replace" else "selected=")
+            + f"{health})"
+        )  # fmt: skip
 
     @property
     def releases(self) -> tuple[Release, ...]:

@@ -77,6 +77,13 @@ _LOG = logging.getLogger("dpledger.flower")
 
 
 @dataclass(frozen=True)
+class _Failed:
+    """Why a region's sum could not be had (the wrapper's text, never the aggregator's)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
 class _Planned:
     plan: RoundPlan
     selected: Mapping[int, str]  # node id -> region
@@ -309,7 +316,7 @@ class LedgerEvaluation(Strategy):
         plan, health, payloads = planned.plan, got.health, got.accepted
         r, epoch = plan.server_round, plan.epoch
         replace = self.policy.neighbouring == "replace"
-        items: list[tuple[ReleaseRequest, npt.NDArray[np.float64]]] = []
+        items: list[tuple[ReleaseRequest, object]] = []  # an aggregator may give anything
         keys: list[tuple[str, str]] = []
         outcomes: dict[tuple[str, str], Outcome] = {}
         bounds: dict[tuple[str, str], float] = {}  # the aggregator's error bound per release
@@ -326,8 +333,8 @@ class LedgerEvaluation(Strategy):
                 bounds[(region, name)] = bound
                 empty = np.zeros((0, m.size), dtype=np.float64)
                 total = self._total(m, payloads.get(region, {}).get(name, empty))
-                if isinstance(total, str):
-                    outcomes[(region, name)] = NotReleased(region, name, total)
+                if isinstance(total, _Failed):
+                    outcomes[(region, name)] = NotReleased(region, name, total.reason)
                     continue
                 items.append((self._request(r, epoch, region, name, cohort), total))
                 keys.append((region, name))
@@ -388,14 +395,15 @@ class LedgerEvaluation(Strategy):
                 errors[key] = f"{type(e).__name__}: {e}"
         return derived, errors
 
-    def _total(self, m: MetricPlan, rows: npt.NDArray[Any]) -> npt.NDArray[Any] | str:
-        """The aggregator's sum of a region's rows, or why not when it raises (a third-party
-        aggregator's failure ends neither the round nor the run, and spends nothing; its
-        message is left out: it may quote a client's payload)."""
+    def _total(self, m: MetricPlan, rows: npt.NDArray[Any]) -> object:
+        """The aggregator's sum of a region's rows (anything but numbers of the metric's
+        shape is refused by the ledger, nothing spent), or :class:`_Failed` when it raises:
+        a third-party aggregator's failure ends neither the round nor the run; its message
+        is left out, as it may quote a client's payload."""
         try:
             return self.aggregator.total(m, rows)
         except Exception as e:
-            return f"the aggregator's total failed ({type(e).__name__}): not released"
+            return _Failed(f"the aggregator's total failed ({type(e).__name__}): not released")
 
     def _sum_error(self, name: str, cohort: int) -> float | str:
         """The aggregator's public bound on the sum's error over ``cohort`` clients, asked

@@ -46,8 +46,9 @@ triggers a :class:`RuntimeWarning`: it could lose committed spend in a crash.
 pipeline mode, statements prepared once per session): ``BEGIN``, the lock and the read
 of the head, the spend and the entries of the release ids the writer looked up without
 the lock (a retry's check) in the first; the entries, spend and head in one statement (a
-very large round: several of at most 32,000 parameters each) plus ``COMMIT`` in the second. A write the server refuses there means ``COMMIT`` never ran;
-a ``COMMIT`` not seen to succeed is the unknown outcome above.
+very large round: several of at most 32,000 parameters each) plus ``COMMIT`` in the
+second. A write the server refuses there means ``COMMIT`` never ran; a ``COMMIT`` not
+seen to succeed is the unknown outcome above.
 
 **Append-only.** A row trigger refuses ``UPDATE`` and ``DELETE`` on ``dpl_entries``
 and a statement trigger refuses ``TRUNCATE``. The table owner can still disable them;

@@ -272,11 +272,14 @@ class Writer:
     ) -> dict[int, int]:
         """Repeats of a release id within one call: each maps to the first request.
 
-        A repeat of the same request with an aggregate within :func:`retry_tolerance`
-        noise scales of the first's (the rule a retry in a later call meets against the
-        recorded value) is a retry of the first: it gets the same release. Anything else
-        under the same id is :class:`ReleaseIdConflict` (with ``partial``, its refused
-        verdict goes into ``outcomes``).
+        A repeat of the same request (fields and principal) with an aggregate within
+        :func:`retry_tolerance` noise scales of the first's is a retry of the first: it
+        gets the first's release, whatever that is (a new one, or a recorded one the first
+        retries). Anything else under the same id is :class:`ReleaseIdConflict` (with
+        ``partial``, its refused verdict goes into ``outcomes``). A later retry's tolerance,
+        measured from the first's aggregate rather than a noisy value (no twin decision
+        depends on the noise): the rules differ only tens of noise scales apart, where no
+        true retry is; rounding (float32 against float64) is a retry either way.
         """
         first: dict[str, int] = {}
         twins: dict[int, int] = {}
