@@ -15,7 +15,7 @@ import statistics
 import sys
 import time
 import tracemalloc
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -32,6 +32,7 @@ __all__ = [
     "fmt_rate",
     "fmt_seconds",
     "fsync_rate",
+    "in_turn",
     "log",
     "median_time",
     "peak_rss",
@@ -105,6 +106,21 @@ def _finite(x: Any) -> Any:
 def log(msg: str) -> None:
     """Progress to stderr, so stdout carries only the table (or the JSON)."""
     print(f"[bench] {msg}", file=sys.stderr, flush=True)
+
+
+def in_turn(ops: Mapping[str, Callable[[int], object]], n: int) -> dict[str, float]:
+    """Mean seconds of each operation over ``n`` loops that run every one once, in turn
+    (after one untimed warm-up call each: schemas, WAL files, caches). Shared machines'
+    swings in fsync latency and CPU hit all of them alike; means, since a rate is one."""
+    for op in ops.values():
+        op(0)
+    totals = dict.fromkeys(ops, 0.0)
+    for i in range(1, n + 1):
+        for name, op in ops.items():
+            t0 = time.perf_counter()
+            op(i)
+            totals[name] += time.perf_counter() - t0
+    return {k: v / n for k, v in totals.items()}
 
 
 def median_time(

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import psycopg
 
+from benchmarks._harness import in_turn
 from benchmarks.releases import AGGREGATE, PER_EPOCH, request
 from benchmarks.rounds import round_items, round_policy
 from dpledger import mechanisms as mech
@@ -190,14 +191,6 @@ def round_interleaved(
                     "noise": noise,
                     "raw": raw,
                 }
-                totals = dict.fromkeys(ops, 0.0)
-                for op in ops.values():  # warm-up: schemas, prepared statements, caches
-                    op(0)
-                for i in range(1, n + 1):
-                    for name, op in ops.items():
-                        t0 = time.perf_counter()
-                        op(i)
-                        totals[name] += time.perf_counter() - t0
-        out.put({k: v / n for k, v in totals.items()})
+                out.put(in_turn(ops, n))
     except Exception as e:
         out.put(f"{type(e).__name__}: {e}")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._harness import FsyncLoop, Row, Sizes, fmt_rate, fmt_seconds, log
+from benchmarks._harness import FsyncLoop, Row, Sizes, fmt_rate, fmt_seconds, in_turn, log
 from benchmarks._raw_ledger import RawLedgerTxn, captured_rows
 from dpledger import mechanisms as mech
 from dpledger.accounting import EpochSpend
@@ -140,9 +140,14 @@ def _interleaved(tmp: Path, policy: Policy, n: int) -> dict[str, float]:
     raw_noised = RawLedgerTxn(tmp / "raw-noised.db", policy, entries, spend)
     disk = FsyncLoop(tmp / "fsync.bin")
     write = _store_writer(policy, tmp / "store.db", facts)
+
+    def floor(i: int) -> None:  # the raw transaction plus the release's own noise call
+        mech.apply(facts, agg)
+        raw_noised(i)
+
     ops: dict[str, Callable[[int], object]] = {
         _RAW: raw,
-        _RAW_NOISE: lambda i: (mech.apply(facts, agg), raw_noised(i)),
+        _RAW_NOISE: floor,
         _FSYNC: disk,
         _STORE: lambda i: write(),
         _APPROVAL: lambda i: evaluate(policy, request(i), agg, EpochSpend.empty()),
@@ -151,22 +156,14 @@ def _interleaved(tmp: Path, policy: Policy, n: int) -> dict[str, float]:
         # dpledger._invoke's: the same OpenDP function, fewer conversions)
         _NOISE_PUBLIC: lambda i: mech.build(facts)(agg.tolist()),
     }
-    totals = dict.fromkeys([_RELEASE, *ops], 0.0)
     try:
         with Ledger.open(tmp / "ledger.db", policy, mode="create") as ledger:
             ops[_RELEASE] = lambda i: ledger.release(request(i), agg)
-            for op in ops.values():  # warm-up: schemas, WAL files, caches
-                op(0)
-            for i in range(1, n + 1):
-                for name, op in ops.items():
-                    t0 = time.perf_counter()
-                    op(i)
-                    totals[name] += time.perf_counter() - t0
+            return in_turn(ops, n)
     finally:
         raw.close()
         raw_noised.close()
         disk.close()
-    return {k: v / n for k, v in totals.items()}
 
 
 def _opendp_uncached(policy: Policy, iters: int) -> dict[str, float]:

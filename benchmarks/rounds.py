@@ -12,14 +12,13 @@ left of the round after the noise and the raw transaction.
 from __future__ import annotations
 
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
-from benchmarks._harness import FsyncLoop, Row, Sizes, fmt_rate, fmt_seconds, log
+from benchmarks._harness import FsyncLoop, Row, Sizes, fmt_rate, fmt_seconds, in_turn, log
 from benchmarks._raw_ledger import RawLedgerTxn, captured_rows
 from dpledger import mechanisms as mech
 from dpledger.approval import Prepared, ReleaseRequest, evaluate
@@ -138,7 +137,6 @@ def _interleaved(tmp: Path, policy: Policy, n: int) -> dict[str, float]:
         raw_one(i)
 
     disk = FsyncLoop(tmp / "fsync.bin")
-    totals = dict.fromkeys([_ROUND, _SINGLE, _NOISE, _RAW, _FLOOR, _FSYNC], 0.0)
     try:
         with (
             Ledger.open(tmp / "round.db", policy, mode="create") as rounds,
@@ -153,18 +151,11 @@ def _interleaved(tmp: Path, policy: Policy, n: int) -> dict[str, float]:
                 _FLOOR: floor,
                 _FSYNC: disk,
             }
-            for op in ops.values():  # warm-up: schemas, WAL files, caches
-                op(0)
-            for i in range(1, n + 1):
-                for name, op in ops.items():
-                    t0 = time.perf_counter()
-                    op(i)
-                    totals[name] += time.perf_counter() - t0
+            return in_turn(ops, n)
     finally:
         raw.close()
         raw_one.close()
         disk.close()
-    return {k: v / n for k, v in totals.items()}
 
 
 def run(sizes: Sizes) -> list[Row]:

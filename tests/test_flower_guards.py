@@ -91,21 +91,20 @@ def test_pinned_bounds_within_the_plan_are_used(fleet: Fleet) -> None:
     assert content["dpledger.scalars"]["loss"] == 2.0  # clipped at the pinned 2.0
 
 
-def pinning_client(fleet: Fleet, loss_of_client_4: float) -> ClientApp:
-    """Honest clients; client 4's module pins a loss clip [0, 5] (wider than the plan's
-    [0, 3.4]) and its mean loss is ``loss_of_client_4`` (its private data)."""
+def client_where(fleet: Fleet, pid: int, loss: float, bounds: Any = None) -> ClientApp:
+    """Honest clients, but client ``pid``'s per-sample loss is ``loss`` (its private data)
+    and its module pins ``bounds`` (name -> Bounds), if given."""
     app = ClientApp()
     answer_region_queries(app)
 
     @app.evaluate()
     def evaluate(msg: Message, context: Context) -> Message:
-        pid = int(context.node_config["partition-id"])
-        data = client_data(fleet, pid)
-        if pid != 4:
+        me = int(context.node_config["partition-id"])
+        data = client_data(fleet, me)
+        if me != pid:
             return contribution_reply(msg, data, data_for=regression_inputs(data))
-        data = {**data, "loss": np.full(len(data["loss"]), loss_of_client_4)}
-        return contribution_reply(msg, data, data_for=regression_inputs(data),
-                                  bounds={"loss": Bounds(low=0.0, high=5.0)})  # fmt: skip
+        data = {**data, "loss": np.full(len(data["loss"]), loss)}
+        return contribution_reply(msg, data, data_for=regression_inputs(data), bounds=bounds)
 
     return app
 
@@ -117,10 +116,11 @@ def test_a_client_pinning_wider_bounds_is_counted_alike_whatever_its_data(
     the published record is the same but for the released values (before: rejected only
     when its loss passed 3.4, and the exact health counts said so)."""
     records = []
+    wide = {"loss": Bounds(low=0.0, high=5.0)}
     for k, loss in enumerate((1.0, 4.0)):
         with Ledger.open(tmp_path / f"{k}.db", exact(), mode="create") as ledger:
-            strategy, result, _ = run(fleet, ledger, rounds=1, client=pinning_client(fleet, loss),
-                                      offline=())  # fmt: skip
+            client = client_where(fleet, 4, loss, wide)
+            strategy, result, _ = run(fleet, ledger, rounds=1, client=client, offline=())
         north = strategy.rounds[1].health["north"]
         assert (north.failed, north.rejected) == (1, 0)  # its ClientApp raised: an error reply
         records.append(result.evaluate_metrics_clientapp[1])
@@ -182,28 +182,13 @@ class Brittle(PlainSum):
     totals_to_fail = 0
 
 
-def odd_client(fleet: Fleet) -> ClientApp:
-    """Honest clients but client 5, whose clipped mean loss is exactly 2.5."""
-    app = ClientApp()
-    answer_region_queries(app)
-
-    @app.evaluate()
-    def evaluate(msg: Message, context: Context) -> Message:
-        pid = int(context.node_config["partition-id"])
-        data = client_data(fleet, pid)
-        if pid == 5:
-            data = {**data, "loss": np.full(len(data["loss"]), 2.5)}
-        return contribution_reply(msg, data, data_for=regression_inputs(data))
-
-    return app
-
-
 def test_an_aggregator_check_that_raises_rejects_that_reply_alone(
     fleet: Fleet, tmp_path: Path
 ) -> None:
     with Ledger.open(tmp_path / "l.db", exact(), mode="create") as ledger:
-        strategy, result, _ = run(fleet, ledger, rounds=1, client=odd_client(fleet),
-                                  offline=(), aggregator=Brittle())  # fmt: skip
+        client = client_where(fleet, 5, 2.5)
+        strategy, result, _ = run(fleet, ledger, rounds=1, client=client, offline=(),
+                                  aggregator=Brittle())  # fmt: skip
     report = strategy.rounds[1]
     assert report.health["north"].rejected == 1
     assert report.health["north"].reported == 19
