@@ -24,7 +24,7 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp.strategy import FedAvg
 from test_flower import METRICS, PARAMS, client_data, exact, policy, regression_inputs, run
 
-from dpledger import Ledger, Release
+from dpledger import Ledger, Release, Verdict
 from dpledger.errors import InvalidInput
 from dpledger.flower import (
     LedgerEvaluation,
@@ -232,3 +232,46 @@ def test_an_aggregator_check_answering_a_tuple_is_read_as_its_verdicts(
     # test_flower's clients: one crashes, one is offline, two are malformed or stale
     assert (north.reported, north.failed, north.dropped, north.rejected) == (16, 1, 1, 2)
     assert result.evaluate_metrics_clientapp[1]["released"] == 8
+
+
+class Unmasked:
+    """A total whose conversion to numbers fails, quoting a share (an autograd tensor's can)."""
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        raise RuntimeError("cannot convert: share 2.5 from node 7")
+
+
+class Opaque(PlainSum):
+    """North's histogram total is an object numpy cannot read; its check answers a list of
+    arrays for the loss (no verdicts: every comparison with None is ambiguous)."""
+
+    def total(self, metric: MetricPlan, rows: Any) -> Any:
+        if metric.metric == "errors" and not self.done:
+            self.done = True
+            return Unmasked()
+        return super().total(metric, rows)
+
+    def check(self, metric: MetricPlan, rows: Any) -> list[str | None]:
+        if metric.metric == "loss" and len(rows) > 1:
+            return [np.zeros(2)] * len(rows)  # type: ignore[list-item]
+        return super().check(metric, rows)
+
+    done = False
+
+
+def test_an_unreadable_total_and_a_verdictless_check_end_neither_round_nor_run(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    """The ledger refuses the unreadable total as its own Verdict (the rest released); the
+    check is asked again row by row. Nothing quotes the aggregator's text."""
+    with Ledger.open(tmp_path / "l.db", exact(), mode="create") as ledger:
+        strategy, result, _ = run(fleet, ledger, rounds=1, offline=(), aggregator=Opaque())
+    report = strategy.rounds[1]
+    refused = report.outcomes[("north", "errors")]
+    assert isinstance(refused, Verdict)
+    assert [c.name for c in refused.failures] == ["aggregate_dtype"]
+    assert "RuntimeError" in refused.summary()
+    assert "node 7" not in report.table(operator=True)
+    assert result.evaluate_metrics_clientapp[1]["released"] == 7
+    north = report.health["north"]
+    assert (north.reported, north.rejected) == (17, 2)  # a crash, a malformed and a stale

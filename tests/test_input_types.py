@@ -123,6 +123,22 @@ def test_derived_releases_read_python_integers_past_64_bits(
         assert got.release.charge.amount == 1
 
 
+class Unreadable:
+    """An aggregate whose own conversion fails with its payload in the message (as an
+    autograd tensor's can): refused by the error's type, its text never repeated."""
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        raise RuntimeError("cannot convert: share 2.5 from node 7")
+
+
+def test_an_aggregate_that_cannot_be_read_is_refused_without_its_text() -> None:
+    arr, why = as_float64(Unreadable())
+    assert arr is None
+    assert "RuntimeError" in why
+    assert "2.5" not in why
+    assert "node 7" not in why
+
+
 @pytest.mark.parametrize(
     ("values", "said"),
     [
@@ -138,6 +154,7 @@ def test_derived_releases_read_python_integers_past_64_bits(
         ([np.timedelta64(3, "s"), 2**70], "dtype object"),
         (np.array([np.timedelta64(3, "s")]), "dtype timedelta64"),
         ([[1.0, 2.0], [3.0]], "not an array of numbers"),
+        (Unreadable(), "not an array of numbers (RuntimeError reading it"),
     ],
 )
 def test_only_real_numbers_are_read(values: Any, said: str) -> None:

@@ -183,10 +183,10 @@ def _checked(aggregator: Aggregator, m: MetricPlan, rows: npt.NDArray[Any]) -> l
     rejected for it (its message left out: it may quote the payload). Never raises."""
     try:
         found: object = aggregator.check(m, rows)
+        if isinstance(found, list | tuple) and _verdicts(found, len(rows)):
+            return list(found)
     except Exception:  # row by row below says which row it was
-        found = None
-    if isinstance(found, list | tuple) and _verdicts(found, len(rows)):
-        return list(found)
+        pass
     out: list[str | None] = []
     for i in range(len(rows)):
         try:
@@ -201,7 +201,9 @@ def _checked(aggregator: Aggregator, m: MetricPlan, rows: npt.NDArray[Any]) -> l
 
 
 def _verdicts(found: list[object] | tuple[object, ...], n: int) -> bool:
-    """Whether ``found`` (a list or tuple) is ``n`` verdicts: each None or a reason."""
+    """Whether ``found`` (a list or tuple) is ``n`` verdicts: each None or a reason. May
+    raise on a strange element (``count`` compares each with None; an array's truth is
+    ambiguous): the caller asks inside its ``try``."""
     if len(found) != n:
         return False
     return found.count(None) == n or all(v is None or isinstance(v, str) for v in found)

@@ -56,8 +56,11 @@ def read_real(values: object, *, copy: bool = True) -> tuple[FloatArray | None, 
             return None, odd
     try:
         arr = np.asarray(values)
-    except (ValueError, TypeError, OverflowError) as e:
-        return None, f"not an array of numbers ({e})"
+    except Exception as e:  # numpy, or the object's own __array__: any error, named by type
+        return None, (
+            f"not an array of numbers ({type(e).__name__} reading it: nested lists of "
+            "unequal lengths, or an object numpy cannot read); send one array of numbers"
+        )  # its message is left out: an object's own text may quote the private values
     if arr.dtype.kind in "fiu":
         return arr.astype(np.float64, copy=copy), ""
     if arr.dtype.kind == "O":
