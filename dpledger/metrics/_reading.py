@@ -48,19 +48,27 @@ def read_real(values: object, *, copy: bool = True) -> tuple[FloatArray | None, 
     dates and other objects, a masked array, alone or in a list (its masked values would
     be used).
     """
+    try:
+        return _read_real(values, copy)
+    except MemoryError:  # the machine's limit, not the input's fault
+        raise
+    except Exception as e:  # the caller's object raised while it was read: named by type
+        return None, (  # only, as an object's own text may quote the private values
+            f"not an array of numbers ({type(e).__name__} while reading it: nested lists of "
+            "unequal lengths or too deep, or an object that cannot be read as numbers); "
+            "send one array of numbers"
+        )
+
+
+def _read_real(values: object, copy: bool) -> tuple[FloatArray | None, str]:
+    """:func:`read_real`'s reading; any error of the caller's object propagates to it."""
     if isinstance(values, np.ma.MaskedArray):  # np.asarray would unmask it silently
         return None, "a masked array: its masked values would be used; send a plain array"
     if isinstance(values, list | tuple):
         odd = _odd_elements(values)
         if odd:
             return None, odd
-    try:
-        arr = np.asarray(values)
-    except Exception as e:  # numpy, or the object's own __array__: any error, named by type
-        return None, (
-            f"not an array of numbers ({type(e).__name__} reading it: nested lists of "
-            "unequal lengths, or an object numpy cannot read); send one array of numbers"
-        )  # its message is left out: an object's own text may quote the private values
+    arr = np.asarray(values)
     if arr.dtype.kind in "fiu":
         return arr.astype(np.float64, copy=copy), ""
     if arr.dtype.kind == "O":

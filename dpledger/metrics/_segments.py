@@ -79,8 +79,13 @@ def as_labels(values: npt.ArrayLike, name: str, n_classes: int) -> IntArray:
     """Integer class labels in ``[0, n_classes)`` as an int64 array."""
     try:
         arr = np.asarray(values)
-    except (ValueError, TypeError, OverflowError) as e:  # ragged rows, say (review s30)
-        raise InvalidInput(f"{name} must be one flat array of integer class labels ({e})") from None
+    except MemoryError:
+        raise
+    except Exception as e:  # ragged rows, say (review s30); the object's own text left out
+        raise InvalidInput(
+            f"{name} must be one flat array of integer class labels ({type(e).__name__} "
+            "while reading it)"
+        ) from None
     if arr.size == 0 and arr.ndim == 1:
         return np.zeros(0, dtype=np.int64)
     if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):

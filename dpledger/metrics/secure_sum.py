@@ -207,7 +207,14 @@ class FixedPoint:
 
     def decode(self, units: npt.ArrayLike) -> FloatArray:
         """Server side: summed integer units → the exact sum as doubles (refuses |units| > 2⁵³)."""
-        u = np.asarray(units)
+        try:
+            u = np.asarray(units)
+        except MemoryError:
+            raise
+        except Exception as e:  # ragged, or the object's own error: named by type only
+            raise InvalidInput(
+                f"units must be one array of integers ({type(e).__name__} while reading them)"
+            ) from None
         if u.dtype.kind not in "iu" and not (
             u.dtype.kind == "O"
             and all(
