@@ -2,7 +2,8 @@
 
 Every benchmark figure is a ratio against a baseline run in the same process, because
 the machines these run on are shared and noisy: an absolute figure drifts with the
-neighbours' load, a same-process ratio much less so. Times are medians over repeats.
+neighbours' load, a same-process ratio much less so. Times are medians over repeats, or
+means over loops that time each operation in turn (:func:`in_turn`).
 """
 
 from __future__ import annotations
