@@ -227,27 +227,36 @@ def _chunks(n: int, size: int) -> list[tuple[int, int]]:
     return [(a, min(a + size, n)) for a in range(0, n, size)] or [(0, 0)]
 
 
-def _placeholders(first: int, width: int, rows: int) -> str:
-    """``($first, …), (…)``: ``rows`` tuples of ``width`` consecutive placeholders."""
+def _insert_entries(first: int, width: int, rows: int) -> str:
+    """An insert of ``rows`` entries of ``width`` columns, parameters from ``$first`` on."""
     n = iter(range(first, first + width * rows))
-    return ", ".join(
+    values = ", ".join(
         "(" + ", ".join(f"${next(n)}" for _ in range(width)) + ")" for _ in range(rows)
+    )
+    return f"INSERT INTO dpl_entries ({COLUMNS}) VALUES {values}"
+
+
+def _upsert_spend(first: int, rows: int) -> str:
+    """An upsert of ``rows`` spend totals, parameters from ``$first`` on."""
+    values = ", ".join(
+        f"(${k}, ${k + 1}, ${k + 2}, ${k + 3})" for k in range(first, first + 4 * rows, 4)
+    )
+    return (
+        f"INSERT INTO dpl_spend (epoch, scope, metric, total) VALUES {values} "
+        "ON CONFLICT (epoch, scope, metric) DO UPDATE SET total = excluded.total"
     )
 
 
 @functools.lru_cache(maxsize=64)
 def _entries_sql(width: int, entries: int) -> str:
-    """An insert of ``entries`` rows of ``width`` columns alone (a large round's first parts)."""
-    return f"INSERT INTO dpl_entries ({COLUMNS}) VALUES {_placeholders(1, width, entries)}"
+    """Entries alone (a large round's first parts)."""
+    return _insert_entries(1, width, entries)
 
 
 @functools.lru_cache(maxsize=64)
 def _spend_sql(spend: int) -> str:
-    """An upsert of ``spend`` totals alone (a large round's first parts)."""
-    return (
-        f"INSERT INTO dpl_spend (epoch, scope, metric, total) VALUES {_placeholders(1, 4, spend)} "
-        "ON CONFLICT (epoch, scope, metric) DO UPDATE SET total = excluded.total"
-    )
+    """Spend totals alone (a large round's first parts)."""
+    return _upsert_spend(1, spend)
 
 
 @functools.lru_cache(maxsize=64)
@@ -259,17 +268,9 @@ def _write_sql(width: int, entries: int, spend: int) -> str:
     than the rest of a round's client-side write. ``entries`` or ``spend`` may be 0 (the
     last part of a round split across statements).
     """
-    parts = []
-    if entries:
-        parts.append(
-            f"e AS (INSERT INTO dpl_entries ({COLUMNS}) VALUES {_placeholders(1, width, entries)})"
-        )
+    parts = [f"e AS ({_insert_entries(1, width, entries)})"] if entries else []
     if spend:
-        parts.append(
-            "s AS (INSERT INTO dpl_spend (epoch, scope, metric, total) VALUES "
-            f"{_placeholders(1 + width * entries, 4, spend)} "
-            "ON CONFLICT (epoch, scope, metric) DO UPDATE SET total = excluded.total)"
-        )
+        parts.append(f"s AS ({_upsert_spend(1 + width * entries, spend)})")
     n = 1 + width * entries + 4 * spend
     return (
         ("WITH " + ", ".join(parts) + " " if parts else "")

@@ -119,21 +119,22 @@ def _check_principal(principal: object) -> None:
 
 def _plausible(values: npt.NDArray[np.float64], hit: Entry) -> bool:
     """Whether ``values`` could be the aggregate the recorded noisy output came from."""
-    facts = hit.draft.facts
-    output = np.asarray(hit.draft.output, dtype=np.float64)
-    if output.shape != values.reshape(-1).shape:
-        return False
-    gap = np.abs(values.reshape(-1) - output)
-    # plus OpenDP's output grid: a scale below it (audit 5, F3) rounds past any scales
-    return bool(np.all(gap <= retry_tolerance(facts) * facts.scale + facts.grid_slack))
+    return _near(values, np.asarray(hit.draft.output, dtype=np.float64), hit.draft.facts)
 
 
 def _close(p: Prepared, first: Prepared) -> bool:
     """Whether ``p``'s aggregate is within :func:`retry_tolerance` noise scales of
     ``first``'s (the same request, so the same mechanism), every coordinate."""
-    facts = first.facts
-    a, b = p.values.reshape(-1), first.values.reshape(-1)
-    if p.facts != facts or a.shape != b.shape:
+    return p.facts == first.facts and _near(p.values, first.values, first.facts)
+
+
+def _near(
+    values: npt.NDArray[np.float64], to: npt.NDArray[np.float64], facts: mech.MechanismFacts
+) -> bool:
+    """Every coordinate of ``values`` within :func:`retry_tolerance` scales of ``to``'s, plus
+    OpenDP's output grid (a scale below it rounds past any scales: audit 5, F3)."""
+    a, b = values.reshape(-1), to.reshape(-1)
+    if a.shape != b.shape:
         return False
     return bool(np.all(np.abs(a - b) <= retry_tolerance(facts) * facts.scale + facts.grid_slack))
 

@@ -25,6 +25,7 @@ __all__ = [
     "as_real",
     "check_positive",
     "finite_real",
+    "read_array",
     "read_real",
     "real_limit",
     "real_pair",
@@ -52,12 +53,28 @@ def read_real(values: object, *, copy: bool = True) -> tuple[FloatArray | None, 
         return _read_real(values, copy)
     except MemoryError:  # the machine's limit, not the input's fault
         raise
-    except Exception as e:  # the caller's object raised while it was read: named by type
-        return None, (  # only, as an object's own text may quote the private values
-            f"not an array of numbers ({type(e).__name__} while reading it: nested lists of "
-            "unequal lengths or too deep, or an object that cannot be read as numbers); "
-            "send one array of numbers"
+    except Exception as e:
+        return None, (
+            f"not an array of numbers ({_unreadable(e)}: nested lists of unequal lengths or "
+            "too deep, or an object that cannot be read as numbers); send one array of numbers"
         )
+
+
+def read_array(values: object, what: str) -> npt.NDArray[Any]:
+    """``np.asarray(values)``, or :class:`InvalidInput` "``what`` (the error's type while
+    reading it)" when that raises; a ``MemoryError`` propagates."""
+    try:
+        return np.asarray(values)
+    except MemoryError:
+        raise
+    except Exception as e:
+        raise InvalidInput(f"{what} ({_unreadable(e)})") from None
+
+
+def _unreadable(e: Exception) -> str:
+    """What reading a caller's object raised, by type only: the object's own text may
+    quote the private values it holds."""
+    return f"{type(e).__name__} while reading it"
 
 
 def _read_real(values: object, copy: bool) -> tuple[FloatArray | None, str]:

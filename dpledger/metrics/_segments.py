@@ -19,7 +19,7 @@ import numpy.typing as npt
 from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.metrics._reading import FloatArray as FloatArray  # the metrics' array type
-from dpledger.metrics._reading import as_real
+from dpledger.metrics._reading import as_real, read_array
 
 __all__ = [
     "CellCounts",
@@ -77,15 +77,7 @@ def as_finite(values: npt.ArrayLike, name: str, *, ndim: int = 1) -> FloatArray:
 
 def as_labels(values: npt.ArrayLike, name: str, n_classes: int) -> IntArray:
     """Integer class labels in ``[0, n_classes)`` as an int64 array."""
-    try:
-        arr = np.asarray(values)
-    except MemoryError:
-        raise
-    except Exception as e:  # ragged rows, say (review s30); the object's own text left out
-        raise InvalidInput(
-            f"{name} must be one flat array of integer class labels ({type(e).__name__} "
-            "while reading it)"
-        ) from None
+    arr = read_array(values, f"{name} must be one flat array of integer class labels")
     if arr.size == 0 and arr.ndim == 1:
         return np.zeros(0, dtype=np.int64)
     if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):

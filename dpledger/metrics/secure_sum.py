@@ -54,7 +54,7 @@ import numpy.typing as npt
 
 from dpledger._shown import shown
 from dpledger.errors import InvalidInput
-from dpledger.metrics._reading import FloatArray, as_real, check_positive
+from dpledger.metrics._reading import FloatArray, as_real, check_positive, read_array
 from dpledger.metrics._segments import IntArray, as_finite
 from dpledger.types import MAX_COHORT
 
@@ -207,14 +207,7 @@ class FixedPoint:
 
     def decode(self, units: npt.ArrayLike) -> FloatArray:
         """Server side: summed integer units → the exact sum as doubles (refuses |units| > 2⁵³)."""
-        try:
-            u = np.asarray(units)
-        except MemoryError:
-            raise
-        except Exception as e:  # ragged, or the object's own error: named by type only
-            raise InvalidInput(
-                f"units must be one array of integers ({type(e).__name__} while reading them)"
-            ) from None
+        u = read_array(units, "units must be one array of integers")
         if u.dtype.kind not in "iu" and not (
             u.dtype.kind == "O"
             and all(
