@@ -32,10 +32,6 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from statistics import NormalDist
-
-import numpy as np
-import numpy.typing as npt
 
 from dpledger import mechanisms as mech
 from dpledger._shown import shown
@@ -62,6 +58,13 @@ from dpledger.errors import (
     ReleaseIdConflict,
 )
 from dpledger.ledger.records import Entry, EntryDraft, Release
+from dpledger.ledger.retries import (
+    RETRY_FALSE_CONFLICT,
+    close,
+    is_retry,
+    plausible,
+    retry_tolerance,
+)
 from dpledger.ledger.store import SqlStore
 from dpledger.policy import MetricSpec, Policy
 from dpledger.types import Budget
@@ -90,23 +93,6 @@ class RoundResult:
         return tuple(o for o in self.outcomes if isinstance(o, Verdict))
 
 
-RETRY_FALSE_CONFLICT = 1e-9
-"""Chance that a true retry (the same aggregate) is refused as a conflict, per release."""
-
-
-def retry_tolerance(facts: mech.MechanismFacts) -> float:
-    """Noise scales within which a retry's aggregate must lie of the recorded noisy value.
-
-    A union bound over the release's coordinates: Laplace tails ``P(|X| > t·b) = e^(−t)``,
-    Gaussian ``2Φ(−z)``, at :data:`RETRY_FALSE_CONFLICT` in all (e.g. t ≈ 22.7 for 7
-    Laplace coordinates).
-    """
-    d = max(facts.dimension, 1)
-    if facts.mechanism == "laplace":
-        return math.log(d / RETRY_FALSE_CONFLICT)
-    return NormalDist().inv_cdf(1.0 - RETRY_FALSE_CONFLICT / (2 * d))
-
-
 def _check_principal(principal: object) -> None:
     """A principal is None or 1-128 printable ASCII characters (it is hashed and recorded)."""
     if principal is not None and not (
@@ -115,28 +101,6 @@ def _check_principal(principal: object) -> None:
         raise InvalidInput(
             f"principal must be 1-128 printable ASCII characters, got {shown(principal)}"
         )
-
-
-def _plausible(values: npt.NDArray[np.float64], hit: Entry) -> bool:
-    """Whether ``values`` could be the aggregate the recorded noisy output came from."""
-    return _near(values, np.asarray(hit.draft.output, dtype=np.float64), hit.draft.facts)
-
-
-def _close(p: Prepared, first: Prepared) -> bool:
-    """Whether ``p``'s aggregate is within :func:`retry_tolerance` noise scales of
-    ``first``'s (the same request, so the same mechanism), every coordinate."""
-    return p.facts == first.facts and _near(p.values, first.values, first.facts)
-
-
-def _near(
-    values: npt.NDArray[np.float64], to: npt.NDArray[np.float64], facts: mech.MechanismFacts
-) -> bool:
-    """Every coordinate of ``values`` within :func:`retry_tolerance` scales of ``to``'s, plus
-    OpenDP's output grid (a scale below it rounds past any scales: audit 5, F3)."""
-    a, b = values.reshape(-1), to.reshape(-1)
-    if a.shape != b.shape:
-        return False
-    return bool(np.all(np.abs(a - b) <= retry_tolerance(facts) * facts.scale + facts.grid_slack))
 
 
 class Writer:
@@ -193,14 +157,31 @@ class Writer:
         value could come from: as :meth:`replay` decides) is approved at no charge — the
         release returns the recorded value; anything else fails as the conflict it is,
         naming no entry (the caller may be another principal). The budget checks are left
-        out: a retry spends nothing.
+        out: a retry spends nothing. A retry this policy would refuse (one recorded under
+        an earlier version) is approved too, its checks shown as not applied.
         """
         early = evaluate(self.policy, request, aggregate, None).prepared  # no state checks
         rest = tuple(c for c in found.verdict.checks if c.name not in STATE_CHECKS)
-        if early is None:  # refused on its own fields or aggregate, as a release would be
-            return Assessment(dataclasses.replace(found.verdict, checks=rest))
         rid, entry = request.release_id, hit.entry_id
-        if hit.draft.request_hash == fingerprint(early.verdict.request, principal) and _plausible(
+        if early is None:  # refused on its own fields or aggregate, as a release would be,
+            if not is_retry(found.verdict.request, aggregate, hit, principal):
+                return Assessment(dataclasses.replace(found.verdict, checks=rest))
+            # unless it retries a release recorded under an earlier policy: the record answers
+            said = (
+                f"{rid!r} is entry {entry} (policy {hit.draft.policy_name} "
+                f"{hit.draft.policy_version}): a release returns its value and charges nothing"
+            )
+            kept = tuple(
+                c if c.passed else Check(c.name, True, f"not applied to a retry ({c.reason})")
+                for c in rest
+            )
+            verdict = dataclasses.replace(
+                found.verdict,
+                checks=(*kept, Check("release_id", True, said)),
+                charge=Budget.zero(self.policy.unit),
+            )
+            return Assessment(verdict)
+        if hit.draft.request_hash == fingerprint(early.verdict.request, principal) and plausible(
             early.values, hit
         ):
             said = f"{rid!r} is entry {entry}: a release returns its value and charges nothing"
@@ -248,6 +229,8 @@ class Writer:
             found = evaluate(self.policy, req, agg, None)
             if found.prepared is not None:
                 prepared[i] = found.prepared
+            elif (recorded := self._recorded(found.verdict.request, agg, principal)) is not None:
+                outcomes[i] = recorded  # a retry this policy would refuse: the record answers
             elif partial:
                 outcomes[i] = found.verdict
             else:
@@ -263,6 +246,21 @@ class Writer:
         for i, first in twins.items():
             outcomes[i] = outcomes[first]
         return tuple(outcomes[i] for i in range(len(items)))
+
+    def _recorded(
+        self, request: ReleaseRequest, aggregate: object, principal: str | None
+    ) -> Release | None:
+        """The recorded release a refused request retries, if it does (:func:`is_retry`):
+        a release id committed under an earlier policy answers whatever this one checks."""
+        rid = request.release_id
+        if rid is None or not self._exists():
+            return None
+        hit = self._store.find_releases([rid]).get(rid)
+        if hit is None or not is_retry(request, aggregate, hit, principal):
+            return None
+        return to_release(
+            request, self.policy_of(hit.draft.policy_hash).metric(request.metric), hit
+        )
 
     def _twins(
         self,
@@ -294,7 +292,7 @@ class Writer:
             original = prepared[first[rid]]
             same = fingerprint(p.verdict.request, principal) == fingerprint(
                 original.verdict.request, principal
-            ) and _close(p, original)
+            ) and close(p, original)
             if not same:
                 conflict = id_conflict(p.verdict.request, self.policy.unit)
                 if not partial:
@@ -437,7 +435,7 @@ class Writer:
         """
         req = p.verdict.request
         same_request = hit.draft.request_hash == fingerprint(req, principal)
-        if not (same_request and _plausible(p.values, hit)):
+        if not (same_request and plausible(p.values, hit)):
             raise ReleaseIdConflict(id_conflict(req, self.policy.unit))
         policy = self.policy_of(hit.draft.policy_hash)
         return to_release(req, policy.metric(req.metric), hit)
