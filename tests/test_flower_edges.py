@@ -121,7 +121,7 @@ def test_a_round_where_every_node_is_offline_is_counted(fleet: Fleet, tmp_path: 
 # ------------------------------------------------- reporting never depends on the data
 
 
-def test_data_a_metric_cannot_use_sends_an_empty_contribution_not_a_failure(
+def test_data_a_metric_cannot_use_sends_a_public_substitute_not_a_failure(
     fleet: Fleet, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Two neighbouring fleets (replace): client 4's data differs only by an infinite loss
@@ -146,7 +146,7 @@ def test_data_a_metric_cannot_use_sends_an_empty_contribution_not_a_failure(
         rel = report.outcomes[("north", "loss")]
         assert isinstance(rel, Release)
         assert rel.request.cohort == 20
-    assert "empty client's" in caplog.text
+    assert "public substitute" in caplog.text
     assert "NaN or inf" in caplog.text
     a, b = records
     assert sorted(a) == sorted(b)
@@ -155,8 +155,9 @@ def test_data_a_metric_cannot_use_sends_an_empty_contribution_not_a_failure(
             assert a[key] == b[key], key
     loss_bounds = bounds_of(exact().metric("loss"))
     own = DECLARATIONS["clipped_loss"].contribute(client_data(fleet, 4), loss_bounds)[0][0]
-    assert own > 0.01  # client 4 counts as an empty client (loss 0) in fleet B
-    assert b["north/loss"] == pytest.approx(a["north/loss"] - own / 20, abs=1e-4)
+    assert own < loss_bounds.high - 0.01  # client 4 counts as the worst loss in fleet B
+    worse = (loss_bounds.high - own) / 20
+    assert b["north/loss"] == pytest.approx(a["north/loss"] + worse, abs=1e-4)
 
 
 def test_the_client_helper_raises_on_bad_data_only_when_asked(fleet: Fleet) -> None:
@@ -166,7 +167,8 @@ def test_the_client_helper_raises_on_bad_data_only_when_asked(fleet: Fleet) -> N
     data["loss"][0] = np.nan
     extra = regression_inputs(data)
     content = contributions(plan, data, data_for=extra)
-    assert content["dpledger.scalars"]["loss"] == 0.0  # an empty client's clipped loss
+    high = plan.metrics["loss"].bounds.high
+    assert content["dpledger.scalars"]["loss"] == high  # a loss's substitute: the worst
     with pytest.raises(InvalidInput, match="NaN or inf"):
         contributions(plan, data, data_for=extra, on_bad_data="raise")
     with pytest.raises(InvalidInput, match="on_bad_data"):

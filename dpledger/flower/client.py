@@ -39,7 +39,7 @@ from flwr.clientapp import ClientApp
 
 from dpledger._shown import shown
 from dpledger.errors import DpLedgerError, InvalidInput
-from dpledger.flower.wire import RoundPlan, empty_contribution, pack, pack_packed
+from dpledger.flower.wire import MetricPlan, RoundPlan, empty_contribution, pack, pack_packed
 from dpledger.metrics.declarations import DECLARATIONS, Bounds
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "contribution_reply",
     "contributions",
     "region_reply",
+    "substitute",
 ]
 
 REGION_ACTION = "dpledger_region"
@@ -86,11 +87,12 @@ def contributions(
     client's data; another cap would weigh the client differently (a codec metric's
     values would be decoded wrongly).
 
-    Data a metric cannot be computed from (a NaN or infinite loss, a label outside the
-    classes) is not a reason to fail: under ``replace`` whether a node reports is public,
-    so it must not depend on its data. That metric's contribution is then an empty
-    client's (:func:`~dpledger.flower.wire.empty_contribution`: public, zero counts) and a
-    warning names the problem in this client's log; ``on_bad_data="raise"`` raises instead.
+    Data a metric cannot be computed from (a NaN or infinite loss, no samples, a label
+    outside the classes) is not a reason to fail: under ``replace`` whether a node reports
+    is public, so it must not depend on its data. That metric's contribution is then a
+    public substitute (:func:`substitute`: the clip's upper end for a loss, an empty
+    client's otherwise) and a warning names the problem in this client's log;
+    ``on_bad_data="raise"`` raises instead.
     A missing array or bad ``bounds`` is the app's mistake and always raises.
     """
     if on_bad_data not in ("substitute", "raise"):
@@ -115,19 +117,39 @@ def contributions(
         chosen = pinned.get(name, m.bounds)
         if name in pinned:
             _within(name, chosen, m.bounds)
-        empty = empty_contribution(m, chosen)  # the configuration's errors raise here
+        empty = substitute(m, chosen)  # the configuration's errors raise here
         try:
+            if m.scalar and all(np.size(arrays[k]) == 0 for k in declared.inputs):
+                raise InvalidInput(f"{name}: no samples, so no mean")  # not an empty client's 0
             rows[name] = declared.contribute(arrays, chosen, **dict(m.params))[0]
         except DpLedgerError as e:
             if on_bad_data == "raise":
                 raise
             _LOG.warning(
-                "%s: this client's data gives no contribution (%s); sending an empty "
-                "client's instead, so that reporting does not depend on the data", name, e,
+                "%s: this client's data gives no contribution (%s); sending the public "
+                "substitute %s instead, so that reporting does not depend on the data",
+                name, e, empty.tolist(),
             )  # fmt: skip
             rows[name] = empty
         used[name] = versions.get(name, m.edges_version)
     return (pack_packed if packed else pack)(plan, rows, used)
+
+
+def substitute(plan: MetricPlan, bounds: Bounds | None = None) -> npt.NDArray[np.float64]:
+    """What a client sends for a metric its data cannot give (public, within ``bounds``).
+
+    A ``clipped_loss`` counts as the clip's upper end, the worst loss: a model whose loss
+    is NaN or infinite (diverged weights) must not read as a perfect one, and an infinite
+    loss is what the clip maps to its upper end anyway. Any other metric gets an empty
+    client's contribution (:func:`~dpledger.flower.wire.empty_contribution`: zero counts,
+    a ratio of 1). Every substitute biases its release toward itself by the share of
+    clients that sent it: the client logs say which.
+    """
+    chosen = plan.bounds if bounds is None else bounds
+    empty = empty_contribution(plan, chosen)  # the configuration's errors raise here
+    if plan.declaration == "clipped_loss" and chosen.high is not None:
+        return np.full_like(empty, float(chosen.high))
+    return empty
 
 
 def _within(name: str, pinned: object, plan: Bounds) -> None:
