@@ -16,7 +16,7 @@ from typing import Any
 
 from dpledger._shown import shown
 from dpledger.errors import InvalidInput
-from dpledger.flower.report import HEALTH_FIELDS
+from dpledger.flower.report import HEALTH_FIELDS, HEALTH_KEY
 from dpledger.flower.wire import MetricPlan, empty_contribution
 from dpledger.metrics.codec import VectorSumCodec
 from dpledger.metrics.declarations import DECLARATIONS
@@ -61,10 +61,18 @@ def choose_metrics(
                 f"say which declared contribution computes {missing}: pass metrics="
                 f"{{policy metric: one of {sorted(DECLARATIONS)}}}"
             )
-        return {m: m for m in names}
-    if not isinstance(metrics, Mapping) or not metrics:
+        chosen = {m: m for m in names}
+    elif not isinstance(metrics, Mapping) or not metrics:
         raise InvalidInput("metrics must map at least one policy metric to a declaration")
-    return dict(metrics)
+    else:
+        chosen = dict(metrics)
+    if HEALTH_KEY in chosen and health != HEALTH_KEY:
+        raise InvalidInput(
+            f"a metric named {HEALTH_KEY!r} would publish under the health counters' keys "
+            f"(REGION/{HEALTH_KEY}/...): rename it in the policy (a new version), or pass "
+            f"it as health_metric= if it carries the counters"
+        )
+    return chosen
 
 
 def settings_of(

@@ -69,6 +69,7 @@ from dpledger.mechanisms import bar_factor
 
 __all__ = [
     "HEALTH_FIELDS",
+    "HEALTH_KEY",
     "STATUSES",
     "Health",
     "NodeStatus",
@@ -84,6 +85,8 @@ Status = Literal["reported", "failed", "dropped", "rejected"]
 STATUSES: tuple[Status, ...] = ("reported", "failed", "dropped", "rejected")
 """A node's possible statuses; :class:`NodeStatuses` keeps each as its index here."""
 DROPPED_REASON = "no reply before the timeout"
+HEALTH_KEY = "health"
+"""The health counters' part of a public key (``REGION/health/...``): no metric's name."""
 HEALTH_FIELDS = ("reported", "failed", "rejected")
 """The coordinates of a health release: one-hot per client that answered (dropped = the
 planned cohort minus their total, post-processing)."""
@@ -383,20 +386,20 @@ def published(report: RoundReport, *, health_public: bool) -> dict[str, Value]:
                 out[f"{key}/{name}/ci95-low"] = float(iv.low)
                 out[f"{key}/{name}/ci95-high"] = float(iv.high)
     for region, h in sorted(report.health.items()):
-        out[f"{region}/health/selected"] = h.selected
+        out[f"{region}/{HEALTH_KEY}/selected"] = h.selected
         if health_public:
             for name in ("reported", "failed", "dropped", "rejected"):
-                out[f"{region}/health/{name}"] = getattr(h, name)
+                out[f"{region}/{HEALTH_KEY}/{name}"] = getattr(h, name)
             continue
         hr = report.health_releases.get(region)
         if isinstance(hr, Release):
             counts = [float(x) for x in hr.noisy_sum]
             for name, x in zip(HEALTH_FIELDS, counts, strict=True):
-                out[f"{region}/health/{name}"] = x
-            out[f"{region}/health/dropped"] = float(h.selected - sum(counts))
-            out[f"{region}/health/ci95"] = ci95(hr)
+                out[f"{region}/{HEALTH_KEY}/{name}"] = x
+            out[f"{region}/{HEALTH_KEY}/dropped"] = float(h.selected - sum(counts))
+            out[f"{region}/{HEALTH_KEY}/ci95"] = ci95(hr)
         elif hr is not None:
-            out[f"{region}/health/refused"] = 1
+            out[f"{region}/{HEALTH_KEY}/refused"] = 1
     return out
 
 

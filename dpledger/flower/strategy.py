@@ -103,9 +103,10 @@ class LedgerEvaluation(Strategy):
     ``health_metric`` names a policy ``vector_sum`` (dimension 3, cap 1, nonnegative) that
     releases the health counters as noisy counts under ``add_remove``; without it they
     stay with the operator (:attr:`rounds`). ``release_prefix`` starts every release id
-    (default ``flwr``), followed by a tag drawn afresh for every :meth:`start` (a run): a
-    round's FLAM metrics are read back from its committed release by id, and a second run
-    — another model, on the same ledger — never meets the first run's ids. ``on_round`` is
+    (default ``flwr``), followed by a tag drawn afresh for every :meth:`start` (a run)
+    and whenever a round is configured again (a loop an outer strategy drives): a round's
+    FLAM metrics are read back from its committed release by id, and a second run —
+    another model, on the same ledger — never meets the first run's ids. ``on_round`` is
     called with each round's :class:`~dpledger.flower.RoundReport` (to print or alert).
     """
 
@@ -163,10 +164,13 @@ class LedgerEvaluation(Strategy):
         if isinstance(self.aggregator, PlainSum):
             for m in self.plans.values():
                 self.aggregator.grid(m)  # its fixed-point grid fits every metric's bounds
+        if self.policy.neighbouring == "add_remove":
+            _total_of_none(self.aggregator, self.plans)
         self.rounds: dict[int, RoundReport] = {}
         """Every evaluate round's full report of the current run, by server round
         (operator-only; each :meth:`start` begins a new dict)."""
         self._pending: dict[int, _Planned] = {}
+        self._configured: set[int] = set()  # rounds configured under this run tag
         self._on_round = on_round
 
     # -- Strategy: training passes through ------------------------------------------------
@@ -223,14 +227,19 @@ class LedgerEvaluation(Strategy):
                 f"last ledger epoch 2**63 - 1: lower first_epoch ({self.first_epoch}) or "
                 "num_rounds"
             )
-        if self.rounds or self._pending:
-            self.run_tag = uuid.uuid4().hex[:16]
-            self.rounds = {}
-            self._pending = {}
+        if self.rounds or self._pending or self._configured:
+            self._new_run()
         return super().start(
             grid, initial_arrays, num_rounds, timeout, train_config, evaluate_config,
             evaluate_fn,
         )  # fmt: skip
+
+    def _new_run(self) -> None:
+        """A fresh run tag (so fresh release ids), an empty :attr:`rounds`."""
+        self.run_tag = uuid.uuid4().hex[:16]
+        self.rounds = {}
+        self._pending = {}
+        self._configured = set()
 
     def epoch_of(self, server_round: int) -> int:
         """The ledger epoch of ``server_round`` (rounds from 1)."""
@@ -243,6 +252,10 @@ class LedgerEvaluation(Strategy):
         if self.epoch_of(server_round) > MAX_EPOCH:  # a loop not run by start()
             _LOG.error("round %d: past the last ledger epoch, not evaluated", server_round)
             return []
+        if server_round in self._configured:  # a round again: another run (or model)
+            _LOG.info("round %d configured again: a new run, with new release ids", server_round)
+            self._new_run()
+        self._configured.add(server_round)
         messages = list(self.strategy.configure_evaluate(server_round, arrays, config, grid))
         if not messages:
             return []
@@ -417,6 +430,21 @@ class LedgerEvaluation(Strategy):
                 f"the aggregator's sum_error gave {bound!r}, not a finite number >= 0; not released"
             )
         return bound
+
+
+def _total_of_none(aggregator: Aggregator, plans: Mapping[str, MetricPlan]) -> None:
+    """Under ``add_remove``, refuse an aggregator whose ``total`` fails on a region where no
+    one reported: that region is still released (its cohort is the planned one), and a
+    failure would publish, as a refusal, that nobody reported — which is private."""
+    for m in plans.values():
+        try:
+            aggregator.total(m, np.zeros((0, m.size), dtype=np.float64))
+        except Exception as e:
+            raise InvalidInput(
+                f"under add_remove the aggregator's total must accept any rows, none "
+                f"included: on no rows for {m.metric} it raised {type(e).__name__}, and a "
+                "region's refusal would then show that nobody in it reported (private)"
+            ) from None
 
 
 _PREFIX = re.compile(r"^[!-~]{1,64}$")

@@ -1,0 +1,180 @@
+"""The Flower wrapper's runs and public keys, from review s34: a second run gets new release
+ids however the loop is driven, a metric cannot publish under the health counters' keys,
+an aggregator that cannot sum nobody's rows is refused under add_remove, and a loss that
+cannot be computed is sent as the worst loss, not the best."""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any
+
+os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")  # read when flwr is imported
+os.environ.setdefault("FLWR_DISABLE_UPDATE_CHECK", "1")
+
+import numpy as np
+import pytest
+
+pytest.importorskip(
+    "flwr", reason="the flower extra is not installed (pip install dpledger[flower])"
+)
+
+from flwr.app import Array, ArrayRecord, ConfigRecord
+from flwr.serverapp.strategy import DifferentialPrivacyServerSideFixedClipping, FedAvg
+from test_flower import (
+    HEALTH,
+    METRICS,
+    N_NODES,
+    PARAMS,
+    POLICY,
+    client_data,
+    exact,
+    make_client,
+    policy,
+    regions_by_id,
+    regression_inputs,
+)
+
+from dpledger import Ledger, Policy
+from dpledger.errors import InvalidInput
+from dpledger.flower import LedgerEvaluation, PlainSum, StaticRegistry, contributions
+from dpledger.flower.client import substitute
+from dpledger.flower.testing import LocalGrid
+from dpledger.flower.wire import RoundPlan
+from dpledger.sim.fleet import Fleet, make_fleet
+
+
+@pytest.fixture(scope="module")
+def fleet() -> Fleet:
+    return make_fleet(n_clients=N_NODES, regions=("north", "south"), n_classes=3,
+                      scenarios=("label_skew",), seed=1)  # fmt: skip
+
+
+def wrapper(ledger: Ledger, registry: dict[int, str], **kw: Any) -> LedgerEvaluation:
+    inner = FedAvg(fraction_train=0.0, min_evaluate_nodes=N_NODES, min_available_nodes=N_NODES)
+    kw.setdefault("metrics", METRICS)
+    return LedgerEvaluation(inner, ledger, params=PARAMS, registry=StaticRegistry(registry),
+                            **kw)  # fmt: skip
+
+
+# ------------------------------------------------------------- a second run, new release ids
+
+
+def test_a_second_run_under_an_outer_strategy_gets_new_release_ids(
+    fleet: Fleet, tmp_path: Any
+) -> None:
+    """Flower's DP wrapper outermost (its start is Flower's, not the wrapper's): the second
+    run (another model) is charged afresh under new release ids, never answered with the
+    first run's recorded releases."""
+    grid = LocalGrid(make_client(fleet, bad=False), N_NODES, offline=())
+    grid.activate()
+    try:
+        with Ledger.open(tmp_path / "l.db", exact(), mode="create") as ledger:
+            inner = wrapper(ledger, regions_by_id(fleet, grid))
+            outer = DifferentialPrivacyServerSideFixedClipping(
+                inner, noise_multiplier=0.1, clipping_norm=1.0, num_sampled_clients=N_NODES
+            )
+            ids = []
+            for run in (1, 2):
+                arrays = ArrayRecord({"w": Array(np.full(2, float(run)))})
+                outer.start(grid=grid, initial_arrays=arrays, num_rounds=1)
+                ids.append({r.request.release_id for r in inner.rounds[1].releases})
+            assert len(ids[0]) == len(ids[1]) == 8
+            assert not ids[0] & ids[1]
+            assert len(ledger) == 16  # both runs recorded: nothing answered as a retry
+    finally:
+        grid.deactivate()
+
+
+def test_a_round_configured_again_starts_a_new_run(fleet: Fleet) -> None:
+    grid = LocalGrid(make_client(fleet, bad=False), N_NODES, offline=())
+    grid.activate()
+    try:
+        with Ledger.open(":memory:", exact(), mode="create") as ledger:
+            strategy = wrapper(ledger, regions_by_id(fleet, grid))
+            tags = []
+            for r in (1, 2, 1, 2, 3):
+                strategy.configure_evaluate(r, ArrayRecord(), ConfigRecord(), grid)
+                tags.append(strategy.run_tag)
+    finally:
+        grid.deactivate()
+    assert tags[0] == tags[1] != tags[2]
+    assert tags[2] == tags[3] == tags[4]
+
+
+# ------------------------------------------------------- the health counters' keys are theirs
+
+
+def named_health(neighbouring: str) -> Policy:
+    text = POLICY.format(
+        neighbouring=neighbouring, eps="1", epoch="100", extra=HEALTH.format(eps="1")
+    )
+    return Policy.from_toml(text.replace('version = "1"', 'version = "h"'))
+
+
+@pytest.mark.parametrize("neighbouring", ["replace", "add_remove"])
+def test_a_metric_named_health_is_refused(neighbouring: str) -> None:
+    with (
+        Ledger.open(":memory:", named_health(neighbouring), mode="create") as ledger,
+        pytest.raises(InvalidInput, match="health counters' keys"),
+    ):
+        wrapper(ledger, {}, metrics={**METRICS, "health": "calibration_gap"})
+
+
+def test_the_health_metric_itself_may_be_named_health() -> None:
+    with Ledger.open(":memory:", named_health("add_remove"), mode="create") as ledger:
+        strategy = wrapper(ledger, {}, health_metric="health")
+    assert "health" not in strategy.plans
+
+
+# --------------------------------------------- add_remove: a total that fails on nobody's rows
+
+
+class ReduceSum(PlainSum):
+    """A sum by reduction over the rows: it fails when no one reported."""
+
+    def total(self, metric: Any, rows: Any) -> Any:
+        return functools.reduce(np.add, list(rows)).reshape(metric.size)
+
+
+def test_an_aggregator_that_cannot_sum_no_rows_is_refused_under_add_remove() -> None:
+    with Ledger.open(":memory:", policy(neighbouring="add_remove"), mode="create") as ledger:
+        with pytest.raises(InvalidInput, match="must accept any rows, none included"):
+            wrapper(ledger, {}, aggregator=ReduceSum())
+        wrapper(ledger, {}, aggregator=PlainSum())  # the default sums no rows to zeros
+    with Ledger.open(":memory:", policy(), mode="create") as ledger:
+        wrapper(ledger, {}, aggregator=ReduceSum())  # replace: a region no one reported
+        # in is not released, publicly so (who reports is public): total is not asked
+
+
+# ------------------------------------------------- a loss that cannot be computed is the worst
+
+
+def the_plan() -> RoundPlan:
+    with Ledger.open(":memory:", exact(), mode="create") as ledger:
+        return RoundPlan(1, 0, "1", wrapper(ledger, {}).plans)
+
+
+@pytest.mark.parametrize(
+    "loss",
+    [np.array([np.nan, 1.0]), np.array([np.inf, 1.0]), np.zeros(0)],
+    ids=["nan", "inf", "no-samples"],
+)
+def test_a_loss_that_cannot_be_computed_is_sent_as_the_clips_upper_end(
+    fleet: Fleet, loss: Any
+) -> None:
+    """Never the best value (0 before): a diverged model does not read as a perfect one,
+    and an infinite loss ranks with a huge finite one (both the clip's upper end)."""
+    plan = the_plan()
+    data = {**client_data(fleet, 0), "loss": loss}
+    content = contributions(plan, data, data_for=regression_inputs(data))
+    assert content["dpledger.scalars"]["loss"] == 3.4
+    huge = {**data, "loss": np.array([1e9, 1.0])}
+    sent = contributions(plan, huge, data_for=regression_inputs(huge))["dpledger.scalars"]
+    assert sent["loss"] == 3.4  # the client's mean, clipped: the same as an infinite loss
+
+
+def test_other_metrics_substitute_an_empty_clients_contribution() -> None:
+    plan = the_plan()
+    assert substitute(plan.metrics["errors"]).tolist() == [0.0] * 7
+    assert not substitute(plan.metrics["confusion"]).any()
