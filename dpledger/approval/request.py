@@ -79,7 +79,7 @@ def well_formed(request: ReleaseRequest) -> ReleaseRequest:
     is validated now (one built by ``model_construct`` skipped validation): a typed error
     names what is wrong, instead of a ``TypeError`` deep in a release."""
     r = request
-    if (
+    if r.__dict__.keys() >= _FIELD_SET and (  # model_construct may leave one out
         type(r.epoch) is int
         and 0 <= r.epoch <= MAX_EPOCH
         and type(r.cohort) is int
@@ -130,6 +130,7 @@ def fingerprint(request: ReleaseRequest, principal: str | None = None) -> str:
 
 
 _ascii = json.encoder.encode_basestring_ascii  # str -> its JSON string (ensure_ascii)
+_FIELD_SET = frozenset(ReleaseRequest.model_fields)
 _FIELDS = (
     "epoch",
     "metric",

@@ -259,11 +259,16 @@ class Ledger:
         """Release every (metric, region) of a round in one transaction and one commit.
 
         Every budget and allocation is checked under one lock, each request against the
-        spend its predecessors in the round add. All or nothing: the first refusal
-        raises and nothing is recorded — unless ``partial=True``, which commits the
-        approved requests and returns each refused one as its :class:`Verdict` in the
-        result. Each request is idempotent under its ``release_id``. Noise is drawn
-        with one OpenDP call per mechanism (e.g. one per metric across its regions).
+        spend its predecessors in the round add. All or nothing: a refusal raises and
+        nothing is recorded — unless ``partial=True``, which commits the approved
+        requests and returns each refused one as its :class:`Verdict` in the result.
+        The checks run in stages, and the refusal raised is the first (in request
+        order) of the earliest stage that refuses: each request's own fields and
+        aggregate; release ids repeated in the round; ids already recorded; then, under
+        the lock, the epoch's policy, allocations and budget. Each request is idempotent
+        under its ``release_id`` (a repeat within the round is decided as a retry in a
+        later call would be). Noise is drawn with one OpenDP call per mechanism (e.g.
+        one per metric across its regions).
         """
         if isinstance(items, Mapping) or not isinstance(items, Sequence):
             raise InvalidInput("items must be a sequence of (ReleaseRequest, aggregate) pairs")

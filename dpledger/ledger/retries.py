@@ -25,6 +25,7 @@ __all__ = [
     "is_retry",
     "near",
     "plausible",
+    "repeats",
     "retry_tolerance",
 ]
 
@@ -76,3 +77,16 @@ def is_retry(request: ReleaseRequest, aggregate: object, hit: Entry, principal: 
         return False
     values, _ = read_real(aggregate)
     return values is not None and plausible(values, hit)
+
+
+def repeats(
+    request: ReleaseRequest, aggregate: object, first: Prepared, principal: str | None
+) -> bool:
+    """Whether a request refused on its own checks repeats ``first``, an approved request
+    under the same release id in the same call: the same fields and principal, and an
+    aggregate within the retry tolerance of ``first``'s. It then gets ``first``'s outcome,
+    as a retry in a later call would get ``first``'s release."""
+    if fingerprint(request, principal) != fingerprint(first.verdict.request, principal):
+        return False
+    values, _ = read_real(aggregate)
+    return values is not None and near(values, first.values, first.facts)

@@ -63,6 +63,7 @@ from dpledger.ledger.retries import (
     close,
     is_retry,
     plausible,
+    repeats,
     retry_tolerance,
 )
 from dpledger.ledger.store import SqlStore
@@ -118,6 +119,7 @@ class Writer:
         self._init = init
         self._exists = exists  # the ledger's check: binding verified when it first exists
         self._body = json.dumps(policy.model_dump(mode="json"), sort_keys=True)
+        self._earlier: dict[str, Policy] = {}  # recorded policies read, by content hash
 
     def evaluate(
         self, request: ReleaseRequest, aggregate: object, principal: str | None = None
@@ -163,6 +165,7 @@ class Writer:
         early = evaluate(self.policy, request, aggregate, None).prepared  # no state checks
         rest = tuple(c for c in found.verdict.checks if c.name not in STATE_CHECKS)
         rid, entry = request.release_id, hit.entry_id
+        self.policy_of(hit.draft.policy_hash)  # what a release reads: unreadable raises alike
         if early is None:  # refused on its own fields or aggregate, as a release would be,
             if not is_retry(found.verdict.request, aggregate, hit, principal):
                 return Assessment(dataclasses.replace(found.verdict, checks=rest))
@@ -223,19 +226,32 @@ class Writer:
                 )
         outcomes: dict[int, Outcome] = {}
         prepared: dict[int, Prepared] = {}
+        refused: dict[int, Verdict] = {}
+        early: dict[int, int] = {}  # a refused request -> the approved one it repeats
+        firsts: dict[str, int] = {}  # a release id -> its first approved request
         for i, (req, agg) in enumerate(items):
             # the checks of the request and aggregate; the ledger-state checks (epoch
             # policy, allocation, budget) run once, under the lock, on fresh spend
             found = evaluate(self.policy, req, agg, None)
+            rid = found.verdict.request.release_id
             if found.prepared is not None:
                 prepared[i] = found.prepared
-            elif (recorded := self._recorded(found.verdict.request, agg, principal)) is not None:
-                outcomes[i] = recorded  # a retry this policy would refuse: the record answers
-            elif partial:
-                outcomes[i] = found.verdict
+                if rid is not None:
+                    firsts.setdefault(rid, i)
+            elif rid in firsts and repeats(found.verdict.request, agg, prepared[firsts[rid]],
+                                           principal):  # fmt: skip
+                early[i] = firsts[rid]  # as in separate calls: a retry of the earlier one
             else:
-                raise refusal(found.verdict)
-        twins = self._twins(prepared, principal, partial, outcomes)
+                refused[i] = found.verdict
+        recorded = self._recorded(items, refused, principal)
+        for i, verdict in refused.items():  # in request order: the first refusal raises
+            if i in recorded:  # a retry this policy would refuse: the record answers
+                outcomes[i] = recorded[i]
+            elif partial:
+                outcomes[i] = verdict
+            else:
+                raise refusal(verdict)
+        twins = self._twins(prepared, principal, partial, outcomes) | early
         for i in [*twins, *outcomes]:
             prepared.pop(i, None)
         outcomes.update(self._retries(prepared, principal, partial))
@@ -248,19 +264,22 @@ class Writer:
         return tuple(outcomes[i] for i in range(len(items)))
 
     def _recorded(
-        self, request: ReleaseRequest, aggregate: object, principal: str | None
-    ) -> Release | None:
-        """The recorded release a refused request retries, if it does (:func:`is_retry`):
-        a release id committed under an earlier policy answers whatever this one checks."""
-        rid = request.release_id
-        if rid is None or not self._exists():
-            return None
-        hit = self._store.find_releases([rid]).get(rid)
-        if hit is None or not is_retry(request, aggregate, hit, principal):
-            return None
-        return to_release(
-            request, self.policy_of(hit.draft.policy_hash).metric(request.metric), hit
-        )
+        self, items: Sequence[Item], refused: dict[int, Verdict], principal: str | None
+    ) -> dict[int, Release]:
+        """The recorded releases refused requests retry, if any do (:func:`is_retry`, one
+        lookup): a release id committed under an earlier policy answers whatever this one
+        checks."""
+        ids = {i: rid for i, v in refused.items() if (rid := v.request.release_id)}
+        if not ids or not self._exists():
+            return {}
+        found = self._store.find_releases(sorted(set(ids.values())))
+        out: dict[int, Release] = {}
+        for i, rid in ids.items():
+            hit, request = found.get(rid), refused[i].request
+            if hit is not None and is_retry(request, items[i][1], hit, principal):
+                spec = self.policy_of(hit.draft.policy_hash).metric(request.metric)
+                out[i] = to_release(request, spec, hit)
+        return out
 
     def _twins(
         self,
@@ -444,6 +463,8 @@ class Writer:
         """The policy an entry was released under (recorded in the ledger)."""
         if policy_hash == self.policy.content_hash:
             return self.policy
+        if policy_hash in self._earlier:
+            return self._earlier[policy_hash]
         location = self._store.location
         body = self._store.policy_body(policy_hash)
         if body is None:
@@ -452,7 +473,7 @@ class Writer:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # its warnings were shown when it was in use
                 data = json.loads(body)
-                return Policy.from_mapping(
+                read = Policy.from_mapping(
                     data, source=f"recorded policy {policy_hash[:12]}", recorded=True
                 )
         except (ValueError, RecursionError) as e:
@@ -460,6 +481,8 @@ class Writer:
                 f"the recorded policy {policy_hash[:12]}… in {location} is unreadable "
                 f"({e}); run `dpledger ledger verify`"
             ) from None
+        self._earlier[policy_hash] = read
+        return read
 
     def _draft(self, p: Prepared, output: tuple[float, ...], principal: str | None) -> EntryDraft:
         req = p.verdict.request
