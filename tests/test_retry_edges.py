@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _stores import CONTRACT, StoreUnderTest
+from _stores import CONTRACT, CONTRACT_POLICY, StoreUnderTest
 from test_retry_next_policy import V2, first_releases, hist, loss
 
-from dpledger import LedgerCorrupted, Release, ReleaseRequest, Verdict
+from dpledger import LedgerCorrupted, Policy, Release, ReleaseRequest, Verdict, release_confusion
 from dpledger.errors import InvalidAggregate, InvalidInput
 from dpledger.ledger import Ledger
 from dpledger.ledger.store import SqlStore
@@ -127,3 +127,46 @@ def test_a_refusal_never_counts_the_aggregates_cells(
         ]
     assert reasons[0] == reasons[1]
     assert reasons[0][0].startswith(said)
+
+
+CM = """
+[metrics.cm]
+kind = "vector_sum"
+dimension = 4
+nonnegative = NONNEG
+cap_per_client = "CAP"
+epsilon = "0.1"
+"""
+
+
+def with_matrix(cap: str, nonnegative: str = "true", version: str = "1") -> Policy:
+    text = CONTRACT_POLICY.replace('epoch_epsilon = "4"', 'epoch_epsilon = "400"')
+    text += CM.replace("CAP", cap).replace("NONNEG", nonnegative)
+    return Policy.from_toml(text.replace('version = "1"', f'version = "{version}"'))
+
+
+@pytest.mark.parametrize(
+    "later",
+    [with_matrix("4", version="2"), with_matrix("1", "false", version="2")],
+    ids=["cap-raised", "made-signed"],
+)
+def test_a_derived_retry_under_a_later_policy_is_the_original(
+    store: StoreUnderTest, later: Policy
+) -> None:
+    """release_confusion's retry derives with the cap of the policy the entry was released
+    under (a raised cap lifted the original's unusable flags), and is not refused by the
+    later version's checks (a metric made signed)."""
+    first = store.open(with_matrix("1"))
+    m = np.array([[25.0, 5.0], [5.0, 25.0]])
+    requests = [
+        ReleaseRequest(epoch=0, metric="cm", region="a", cohort=N, release_id=f"cm-{k}")
+        for k in range(30)
+    ]
+    originals = [release_confusion(first, r, m) for r in requests]
+    again = store.open(later)
+    for r, d1 in zip(requests, originals, strict=True):
+        d2 = release_confusion(again, r, m)
+        assert d2.release.entry_id == d1.release.entry_id
+        assert d2.unusable == d1.unusable
+        assert d2.metrics == pytest.approx(d1.metrics, nan_ok=True)
+    assert len(again) == 30

@@ -161,12 +161,18 @@ def _request(request: object) -> ReleaseRequest:
 
 
 def _vector_spec(ledger: Ledger, request: ReleaseRequest) -> MetricSpec | None:
-    """The request's metric spec, refusing a scalar one; None if unknown (the ledger refuses)."""
+    """The request's metric spec, refusing a scalar one; None if unknown (the ledger refuses).
+
+    The spec of the policy the request's epoch is bound to, when it is (every entry in it
+    was released under that policy, so a retry's recorded release is checked and derived
+    with its own cap, as when it was first released); else the ledger's.
+    """
     if not isinstance(ledger, Ledger):
         raise InvalidInput(
             f"ledger must be a dpledger Ledger (from Ledger.open(...)), got {type(ledger).__name__}"
         )
-    spec = ledger.policy.metrics.get(request.metric)
+    policy = ledger.epoch_policy(request.epoch) or ledger.policy
+    spec = policy.metrics.get(request.metric)
     if spec is not None and spec.kind == "scalar_mean":
         raise InvalidInput(
             f"metric {request.metric!r} is a scalar_mean; derived metrics need a vector_sum "
