@@ -58,19 +58,12 @@ from dpledger.errors import (
     ReleaseIdConflict,
 )
 from dpledger.ledger.records import Entry, EntryDraft, Release
-from dpledger.ledger.retries import (
-    RETRY_FALSE_CONFLICT,
-    close,
-    is_retry,
-    plausible,
-    repeats,
-    retry_tolerance,
-)
+from dpledger.ledger.retries import close, is_retry, plausible, repeats
 from dpledger.ledger.store import SqlStore
 from dpledger.policy import MetricSpec, Policy
 from dpledger.types import Budget
 
-__all__ = ["RETRY_FALSE_CONFLICT", "RoundResult", "Writer", "retry_tolerance", "to_release"]
+__all__ = ["RoundResult", "Writer", "to_release"]
 
 Item = tuple[ReleaseRequest, object]
 _PRINCIPAL = re.compile(r"[!-~]{1,128}")
@@ -291,7 +284,7 @@ class Writer:
         """Repeats of a release id within one call: each maps to the first request.
 
         A repeat of the same request (fields and principal) with an aggregate within
-        :func:`retry_tolerance` noise scales of the first's is a retry of the first: it
+        :func:`.retry_tolerance` noise scales of the first's is a retry of the first: it
         gets the first's release, whatever that is (a new one, or a recorded one the first
         retries). Anything else under the same id is :class:`ReleaseIdConflict` (with
         ``partial``, its refused verdict goes into ``outcomes``). A later retry's tolerance,
@@ -448,7 +441,7 @@ class Writer:
 
         A retry is the same request (fields and principal) with an aggregate that the
         recorded release could have come from: every coordinate within
-        :func:`retry_tolerance` noise scales of the recorded noisy value. The decision reads
+        :func:`.retry_tolerance` noise scales of the recorded noisy value. The decision reads
         only the caller's own aggregate and the public release — never a digest of the
         original aggregate, which anyone who reads the ledger could test guesses against.
         """
