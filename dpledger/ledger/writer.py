@@ -62,11 +62,12 @@ from dpledger.errors import (
     ReleaseIdConflict,
 )
 from dpledger.ledger.records import Entry, EntryDraft, Release
+from dpledger.ledger.released import to_release
 from dpledger.ledger.store import SqlStore
-from dpledger.policy import MetricSpec, Policy
+from dpledger.policy import Policy
 from dpledger.types import Budget
 
-__all__ = ["RETRY_FALSE_CONFLICT", "RoundResult", "Writer", "retry_tolerance", "to_release"]
+__all__ = ["RETRY_FALSE_CONFLICT", "RoundResult", "Writer", "retry_tolerance"]
 
 Item = tuple[ReleaseRequest, object]
 _PRINCIPAL = re.compile(r"[!-~]{1,128}")
@@ -481,20 +482,3 @@ class Writer:
             request_hash=fingerprint(req, principal),
             principal=principal,
         )
-
-
-def to_release(request: ReleaseRequest, spec: MetricSpec, entry: Entry) -> Release:
-    """The :class:`Release` a committed entry answers ``request`` with."""
-    facts = entry.draft.facts
-    return Release.make(
-        request=request,
-        entry_id=entry.entry_id,
-        entry_hash=entry.hash,
-        noisy_sum=entry.draft.output,  # copied once, read-only, by Release.make
-        bar=spec.bar,
-        bar_factor=mech.bar_factor(spec.bar, facts.mechanism),
-        charge=entry.draft.charge,
-        facts=facts,
-        kind=spec.kind,
-        magnitude=spec.magnitude,
-    )

@@ -1,0 +1,48 @@
+"""The :class:`~dpledger.ledger.records.Release` a committed entry answers a request with.
+
+The last step of the write path, once per entry of a round: the metric's public
+:attr:`~dpledger.policy.MetricSpec.magnitude` (a rational's conversion) is read once per
+spec, not once per release.
+"""
+
+from __future__ import annotations
+
+from dpledger import mechanisms as mech
+from dpledger.approval import ReleaseRequest
+from dpledger.ledger.records import Entry, Release
+from dpledger.policy import MetricSpec
+
+__all__ = ["to_release"]
+
+_MAGNITUDES: dict[int, tuple[MetricSpec, float]] = {}
+"""``id(spec) -> (spec, spec.magnitude)``. The spec is held, so its id names it while it is
+here (a frozen model: its magnitude never changes); public facts only."""
+
+
+def _magnitude(spec: MetricSpec) -> float:
+    kept = _MAGNITUDES.get(id(spec))
+    if kept is not None and kept[0] is spec:
+        return kept[1]
+    if len(_MAGNITUDES) >= 1024:  # bounded: a long-lived process may load many policies
+        _MAGNITUDES.clear()
+    value = spec.magnitude
+    _MAGNITUDES[id(spec)] = (spec, value)
+    return value
+
+
+def to_release(request: ReleaseRequest, spec: MetricSpec, entry: Entry) -> Release:
+    """The :class:`Release` a committed entry answers ``request`` with."""
+    draft = entry.draft
+    facts = draft.facts
+    return Release.make(
+        request=request,
+        entry_id=entry.seq,
+        entry_hash=entry.hash,
+        noisy_sum=draft.output,  # copied once, read-only, by Release.make
+        bar=spec.bar,
+        bar_factor=mech.bar_factor(spec.bar, facts.mechanism),
+        charge=draft.charge,
+        facts=facts,
+        kind=spec.kind,
+        magnitude=_magnitude(spec),
+    )
