@@ -15,7 +15,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from dpledger.accounting import EpochSpend
-from dpledger.ledger.records import GENESIS, Entry, EntryDraft, hashed_output
+from dpledger.ledger.records import GENESIS, Entry, EntryDraft, hashed_outputs
 from dpledger.types import fraction_text
 
 if TYPE_CHECKING:
@@ -121,15 +121,13 @@ class WriteTxn:
         out: list[Entry] = []
         rows: list[tuple[Any, ...]] = []
         touched: set[tuple[int, str, str]] = set()
-        facts: dict[int, str] = {}  # id(facts) -> its JSON: a round shares a few facts
-        for d in self._staged:
+        hashed = hashed_outputs(head_seq + 1, now, self._staged, head_hash)
+        for d, (mechanism, charge, output, h) in zip(self._staged, hashed, strict=True):
             seq = head_seq + 1
-            mechanism = facts.get(id(d.facts)) or facts.setdefault(id(d.facts), d.facts.as_json())
-            output, h = hashed_output(seq, now, d, head_hash, mechanism)
             rows.append(
                 (seq, now, d.epoch, d.region, d.metric, d.policy_name, d.policy_version,
                  d.policy_hash, d.edges_version, mechanism, d.charge.unit,
-                 d.charge.text, d.cohort, output, d.release_id,
+                 charge, d.cohort, output, d.release_id,
                  d.request_hash, d.principal, head_hash, h)
             )  # fmt: skip
             touched.add((d.epoch, d.region, d.metric))
