@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 __all__ = ["TxnState", "WriteTxn"]
 
+_ZERO = Fraction(0)  # one zero for every first charge of a key (a Fraction is immutable)
+
 
 @dataclass
 class TxnState:
@@ -106,8 +108,8 @@ class WriteTxn:
             self.load([draft.epoch], [])
         totals, scopes = self._spend[draft.epoch], self._scopes[draft.epoch]
         key, cost = (draft.region, draft.metric), draft.charge.amount
-        totals[key] = totals.get(key, Fraction(0)) + cost
-        scopes[draft.region] = scopes.get(draft.region, Fraction(0)) + cost
+        totals[key] = totals.get(key, _ZERO) + cost
+        scopes[draft.region] = scopes.get(draft.region, _ZERO) + cost
         self._staged.append(draft)
 
     def flush(self) -> list[Entry]:

@@ -62,7 +62,7 @@ from dpledger.errors import (
     ReleaseIdConflict,
 )
 from dpledger.ledger.records import Entry, EntryDraft, Release
-from dpledger.ledger.released import to_release
+from dpledger.ledger.released import draft_of, to_release
 from dpledger.ledger.store import SqlStore
 from dpledger.policy import Policy
 from dpledger.types import Budget
@@ -334,7 +334,9 @@ class Writer:
 
         def draw() -> None:
             noise = self._noise(prepared)
-            drafts.update({i: self._draft(p, noise[i], principal) for i, p in prepared.items()})
+            drafts.update(
+                {i: draft_of(self.policy, p, noise[i], principal) for i, p in prepared.items()}
+            )
 
         later: Callable[[], None] | None = draw
         if not self._exists():
@@ -463,22 +465,3 @@ class Writer:
                 f"the recorded policy {policy_hash[:12]}… in {location} is unreadable "
                 f"({e}); run `dpledger ledger verify`"
             ) from None
-
-    def _draft(self, p: Prepared, output: tuple[float, ...], principal: str | None) -> EntryDraft:
-        req = p.verdict.request
-        return EntryDraft(
-            epoch=req.epoch,
-            region=req.region,
-            metric=req.metric,
-            policy_name=self.policy.name,
-            policy_version=self.policy.version,
-            policy_hash=self.policy.content_hash,
-            edges_version=p.spec.edges_version,
-            facts=p.facts,
-            charge=p.verdict.charge or Budget.zero(self.policy.unit),
-            cohort=req.cohort,
-            output=output,
-            release_id=req.release_id,
-            request_hash=fingerprint(req, principal),
-            principal=principal,
-        )
