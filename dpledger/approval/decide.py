@@ -192,9 +192,24 @@ def admits(
     return budget_loss(policy, spend, req.region) <= budget_room
 
 
-@functools.lru_cache(maxsize=4096)
 def _headroom(policy: Policy, metric: str, charge: Fraction) -> tuple[Fraction | None, Fraction]:
     """``(allocation − charge, ε_eval − charge)``: spent + charge ≤ limit ⟺ spent ≤ limit − charge,
-    exactly, so :func:`admits` compares instead of adding per release."""
+    exactly, so :func:`admits` compares instead of adding per release.
+
+    Kept per (policy, metric) with the charge they were computed for, recomputed when
+    another charge comes (a prepared release's charge is its costing's, shared): a lookup
+    that hashes no rational (an ``lru_cache`` on the charge hashed a ``Fraction`` per
+    release, ~1 µs).
+    """
+    kept = _ROOMS.get((policy, metric))
+    if kept is not None and kept[0] is charge:
+        return kept[1]
     allocation = policy.allocation_of(metric)
-    return None if allocation is None else allocation - charge, policy.eval_budget - charge
+    rooms = (None if allocation is None else allocation - charge, policy.eval_budget - charge)
+    if len(_ROOMS) >= 4096:  # bounded, as the lru_cache it replaces
+        _ROOMS.clear()
+    _ROOMS[(policy, metric)] = (charge, rooms)
+    return rooms
+
+
+_ROOMS: dict[tuple[Policy, str], tuple[Fraction, tuple[Fraction | None, Fraction]]] = {}
