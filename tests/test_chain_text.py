@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpledger.ledger.records import EntryDraft, chain_hash, hashed_output
+from dpledger.ledger.records import EntryDraft, chain_hash, hashed_output, hashed_outputs
 from dpledger.mechanisms import MechanismFacts
 from dpledger.types import Budget
 
@@ -116,3 +116,45 @@ def test_other_number_types_take_the_definition() -> None:
 def test_a_text_field_that_is_not_text_is_refused_not_hashed_otherwise() -> None:
     with pytest.raises(TypeError):
         hashed_output(1, "t", draft(region=7), "p")  # the definition would write 7
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    picks=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2), st.integers(0, 3)),
+                   min_size=1, max_size=8),
+    seq=st.integers(1, 2**62),
+    outputs=st.lists(st.lists(FINITE, max_size=4), min_size=8, max_size=8),
+)  # fmt: skip
+def test_a_batch_hashes_as_one_call_per_entry_chained(
+    picks: list[tuple[int, int, int]], seq: int, outputs: list[list[float]]
+) -> None:
+    """A flush's batch (:func:`hashed_outputs`), whose drafts share their policy, facts and
+    charge objects or not, gives each entry the texts and hash of :func:`hashed_output`
+    chained one by one, and so :func:`chain_hash`'s; an entry of other number types takes
+    the definition inside the batch too."""
+    facts = [
+        MechanismFacts("laplace", "epsilon", 3.4, 17.0, 0),
+        MechanismFacts("laplace", "epsilon", 2.0, 4.0, 0, privacy_unit="record", records=3),
+        MechanismFacts("laplace", "epsilon", 3.4, 17.0, 0),
+    ]  # equal to the first, not it
+    charges = [
+        Budget(Fraction(1, 5), "epsilon"),
+        Budget(Fraction(3), "epsilon"),
+        Budget(Fraction(1, 5), "epsilon"),
+    ]
+    names = [("p", "1", "a" * 64, None), ("q", "2", "b" * 64, "e/v1"), ("p", "1", "a" * 64, "ü")]
+    drafts = []
+    for k, (f, c, n) in enumerate(picks):
+        name, version, digest, edges = names[n % 3]
+        out = tuple(outputs[k]) if n < 3 else (3, 1.5)  # an int: the definition's path
+        rid = None if k % 2 else f"id{k}"
+        drafts.append(draft(facts=facts[f], charge=charges[c], policy_name=name,
+                            policy_version=version, policy_hash=digest, edges_version=edges,
+                            output=out, region=f"r{k}", release_id=rid))  # fmt: skip
+    batch = hashed_outputs(seq, "2026-01-01T00:00:00+00:00", drafts, "c" * 64)
+    prev = "c" * 64
+    for i, (d, (mechanism, charge, text, digest)) in enumerate(zip(drafts, batch, strict=True)):
+        assert (text, digest) == hashed_output(seq + i, "2026-01-01T00:00:00+00:00", d, prev)
+        assert digest == chain_hash(seq + i, "2026-01-01T00:00:00+00:00", d, prev)
+        assert (mechanism, charge) == (d.facts.as_json(), d.charge.text)
+        prev = digest

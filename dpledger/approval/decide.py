@@ -13,7 +13,7 @@ from fractions import Fraction
 
 from dpledger import mechanisms as mech
 from dpledger.accounting import EpochSpend, allocation_loss, budget_loss
-from dpledger.approval.aggregate import aggregate_checks, as_float64, inside, passes
+from dpledger.approval.aggregate import Limits, aggregate_checks, as_float64, inside, limits, within
 from dpledger.approval.checks import costing, request_checks, state_checks
 from dpledger.approval.request import ReleaseRequest, well_formed
 from dpledger.approval.verdict import (
@@ -60,7 +60,7 @@ def evaluate(
                 request.cohort,
                 arr.shape,
             )
-            if fast is not None and passes(fast.spec, arr, request.cohort, policy):
+            if fast is not None and within(fast.limits, arr):
                 v = Verdict(request, fast.checks, fast.cost, unit, None, fast.floor)
                 values = arr.reshape(1) if fast.spec.kind == "scalar_mean" else arr
                 return Assessment(v, Prepared(v, fast.spec, values, fast.facts))
@@ -108,13 +108,14 @@ def _evaluate(
 @dataclass(frozen=True, slots=True)
 class _Passing:
     """A deferred verdict's parts when a request's public checks all pass (its aggregate's
-    checks passing, checked per aggregate by :func:`passes`)."""
+    checks passing, checked per aggregate by :func:`within` its :attr:`limits`)."""
 
     spec: MetricSpec
     checks: tuple[Check, ...]
     cost: Budget
     floor: int | None
     facts: mech.MechanismFacts
+    limits: Limits  # the metric's for the request's cohort (public: kept with the rest)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -149,7 +150,8 @@ def _passing(
     p = found.prepared
     if p is None or (charge := p.verdict.charge) is None:
         return None
-    return _Passing(spec, tuple(p.verdict.checks), charge, p.verdict.floor, p.facts)
+    checks = tuple(p.verdict.checks)
+    return _Passing(spec, checks, charge, p.verdict.floor, p.facts, limits(spec, cohort, policy))
 
 
 def recheck(
@@ -190,9 +192,24 @@ def admits(
     return budget_loss(policy, spend, req.region) <= budget_room
 
 
-@functools.lru_cache(maxsize=4096)
 def _headroom(policy: Policy, metric: str, charge: Fraction) -> tuple[Fraction | None, Fraction]:
     """``(allocation − charge, ε_eval − charge)``: spent + charge ≤ limit ⟺ spent ≤ limit − charge,
-    exactly, so :func:`admits` compares instead of adding per release."""
+    exactly, so :func:`admits` compares instead of adding per release.
+
+    Kept per (policy, metric) with the charge they were computed for, recomputed when
+    another charge comes (a prepared release's charge is its costing's, shared): a lookup
+    that hashes no rational (an ``lru_cache`` on the charge hashed a ``Fraction`` per
+    release, ~1 µs).
+    """
+    kept = _ROOMS.get((policy, metric))
+    if kept is not None and kept[0] is charge:
+        return kept[1]
     allocation = policy.allocation_of(metric)
-    return None if allocation is None else allocation - charge, policy.eval_budget - charge
+    rooms = (None if allocation is None else allocation - charge, policy.eval_budget - charge)
+    if len(_ROOMS) >= 4096:  # bounded, as the lru_cache it replaces
+        _ROOMS.clear()
+    _ROOMS[(policy, metric)] = (charge, rooms)
+    return rooms
+
+
+_ROOMS: dict[tuple[Policy, str], tuple[Fraction, tuple[Fraction | None, Fraction]]] = {}

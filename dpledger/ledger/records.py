@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -33,6 +34,7 @@ __all__ = [
     "chain_hash",
     "chain_hash_v1",
     "hashed_output",
+    "hashed_outputs",
 ]
 
 GENESIS = "0" * 64
@@ -158,29 +160,89 @@ def hashed_output(
     text field that is not text raises ``TypeError``.
     """
     d = draft
-    out = d.output
-    if not (
+    if not _plain(seq, d):
+        return _CANONICAL.encode(d.output), chain_hash(seq, created_at, draft, prev_hash)
+    output = _output_json(d.output)
+    fj = d.facts.as_json() if facts_json is None else facts_json
+    middle = _middle(d, fj, d.charge.text)
+    return output, _digest(seq, _ascii(created_at), d, prev_hash, middle, output)
+
+
+def hashed_outputs(
+    seq: int, created_at: str, drafts: Sequence[EntryDraft], prev_hash: str
+) -> list[tuple[str, str, str, str]]:
+    """:func:`hashed_output` of consecutive new entries, the first at ``seq`` after
+    ``prev_hash``, each chained to the one before: ``(mechanism JSON, charge text, output
+    JSON, chain hash)`` per draft, the same texts and hashes one call each would give.
+
+    A flush's entries share their time, and mostly their policy, mechanism and charge:
+    the canonical text's run from the policy name through the charge is built once per
+    distinct set of those objects in the batch (keyed by identity: the drafts hold them
+    for the call), not once per entry.
+    """
+    at = _ascii(created_at)
+    shared: dict[tuple[int, ...], tuple[str, str, str]] = {}
+    out: list[tuple[str, str, str, str]] = []
+    for d in drafts:
+        key = (id(d.policy_name), id(d.policy_version), id(d.policy_hash),
+               id(d.edges_version), id(d.facts), id(d.charge))  # fmt: skip
+        plain = _plain(seq, d)
+        output = _output_json(d.output) if plain else _CANONICAL.encode(d.output)
+        parts = shared.get(key)
+        if parts is None:
+            fj, text = d.facts.as_json(), d.charge.text
+            parts = shared[key] = (fj, text, _middle(d, fj, text) if plain else "")
+        elif plain and not parts[2]:  # first met on a draft that took the definition
+            parts = shared[key] = (parts[0], parts[1], _middle(d, parts[0], parts[1]))
+        if plain:
+            h = _digest(seq, at, d, prev_hash, parts[2], output)
+        else:
+            h = chain_hash(seq, created_at, d, prev_hash)
+        out.append((parts[0], parts[1], output, h))
+        seq, prev_hash = seq + 1, h
+    return out
+
+
+def _plain(seq: int, d: EntryDraft) -> bool:
+    """Whether the numbers are of the types the write path makes (else :func:`chain_hash`)."""
+    return (
         type(seq) is int
         and type(d.epoch) is int
         and type(d.cohort) is int
-        and all(type(v) is float for v in out)
-    ):
-        return _CANONICAL.encode(out), chain_hash(seq, created_at, draft, prev_hash)
+        and set(map(type, d.output)) <= _FLOAT  # every value a float (none: True)
+    )
+
+
+_FLOAT = {float}
+
+
+def _output_json(out: tuple[float, ...]) -> str:
+    """The compact JSON of an output of floats; ``ValueError`` as JSON's for a non-finite one."""
     if not all(map(math.isfinite, out)):
         raise ValueError("Out of range float values are not JSON compliant")
-    output = "[" + ",".join(map(float.__repr__, out)) + "]"  # what json writes for floats
+    return "[" + ",".join(map(float.__repr__, out)) + "]"  # what json writes for floats
+
+
+def _middle(d: EntryDraft, facts_json: str, charge_text: str) -> str:
+    """The canonical text from the policy name through the charge (no brackets)."""
     a = _ascii  # str (or a subclass) -> its JSON string, ensure_ascii; None is null
-    text = (
-        f"[{seq},{a(created_at)},{d.epoch},{a(d.region)},{a(d.metric)},"
+    return (
         f"{a(d.policy_name)},{a(d.policy_version)},{a(d.policy_hash)},"
         f"{'null' if d.edges_version is None else a(d.edges_version)},"
-        f"{a(d.facts.as_json() if facts_json is None else facts_json)},{a(d.charge.unit)},"
-        f"{a(d.charge.text)},{d.cohort},{output},"
+        f"{a(facts_json)},{a(d.charge.unit)},{a(charge_text)}"
+    )
+
+
+def _digest(seq: int, at: str, d: EntryDraft, prev_hash: str, middle: str, output: str) -> str:
+    """SHA-256 of the canonical text (:func:`chain_hash`'s), ``at`` the time's JSON string."""
+    a = _ascii
+    text = (
+        f"[{seq},{at},{d.epoch},{a(d.region)},{a(d.metric)},{middle},{d.cohort},{output},"
         f"{'null' if d.release_id is None else a(d.release_id)},"
         f"{'null' if d.request_hash is None else a(d.request_hash)},{a(prev_hash)},"
         f"{'null' if d.principal is None else a(d.principal)}]"
     )
-    return output, hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 _ascii = json.encoder.encode_basestring_ascii
@@ -266,19 +328,11 @@ class Release:
         # OpenDP's grid, and the doubles' rounding of a sum of n values up to magnitude
         sum_slack = facts.grid_slack + n * magnitude * ROUNDING
         bar_value = _half_width(bar_factor, facts.scale, sum_slack, n, kind)
+        # positional, in field order (a release is built per entry: keywords cost ~1 µs)
         return cls(
-            request=request,
-            entry_id=entry_id,
-            entry_hash=entry_hash,
-            noisy_sum=_readonly(noisy_sum),
-            scale=facts.scale,
-            error_bar=bar_value,
-            bar=bar,
-            charge=charge,
-            facts=facts,
-            kind=kind,
-            sum_slack=sum_slack,
-        )
+            request, entry_id, entry_hash, _readonly(noisy_sum), facts.scale, bar_value,
+            bar, charge, facts, kind, sum_slack,
+        )  # fmt: skip
 
     def with_aggregate_error(self, sum_error: float) -> Release:
         """This release with ``sum_error`` added to its slack and its bar (post-processing).

@@ -15,13 +15,15 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from dpledger.accounting import EpochSpend
-from dpledger.ledger.records import GENESIS, Entry, EntryDraft, hashed_output
+from dpledger.ledger.records import GENESIS, Entry, EntryDraft, hashed_outputs
 from dpledger.types import fraction_text
 
 if TYPE_CHECKING:
     from dpledger.ledger.store import SqlStore
 
 __all__ = ["TxnState", "WriteTxn"]
+
+_ZERO = Fraction(0)  # one zero for every first charge of a key (a Fraction is immutable)
 
 
 @dataclass
@@ -106,8 +108,8 @@ class WriteTxn:
             self.load([draft.epoch], [])
         totals, scopes = self._spend[draft.epoch], self._scopes[draft.epoch]
         key, cost = (draft.region, draft.metric), draft.charge.amount
-        totals[key] = totals.get(key, Fraction(0)) + cost
-        scopes[draft.region] = scopes.get(draft.region, Fraction(0)) + cost
+        totals[key] = totals.get(key, _ZERO) + cost
+        scopes[draft.region] = scopes.get(draft.region, _ZERO) + cost
         self._staged.append(draft)
 
     def flush(self) -> list[Entry]:
@@ -121,15 +123,13 @@ class WriteTxn:
         out: list[Entry] = []
         rows: list[tuple[Any, ...]] = []
         touched: set[tuple[int, str, str]] = set()
-        facts: dict[int, str] = {}  # id(facts) -> its JSON: a round shares a few facts
-        for d in self._staged:
+        hashed = hashed_outputs(head_seq + 1, now, self._staged, head_hash)
+        for d, (mechanism, charge, output, h) in zip(self._staged, hashed, strict=True):
             seq = head_seq + 1
-            mechanism = facts.get(id(d.facts)) or facts.setdefault(id(d.facts), d.facts.as_json())
-            output, h = hashed_output(seq, now, d, head_hash, mechanism)
             rows.append(
                 (seq, now, d.epoch, d.region, d.metric, d.policy_name, d.policy_version,
                  d.policy_hash, d.edges_version, mechanism, d.charge.unit,
-                 d.charge.text, d.cohort, output, d.release_id,
+                 charge, d.cohort, output, d.release_id,
                  d.request_hash, d.principal, head_hash, h)
             )  # fmt: skip
             touched.add((d.epoch, d.region, d.metric))

@@ -58,12 +58,13 @@ from dpledger.errors import (
     ReleaseIdConflict,
 )
 from dpledger.ledger.records import Entry, EntryDraft, Release
+from dpledger.ledger.released import draft_of, to_release
 from dpledger.ledger.retries import close, is_retry, plausible, repeats
 from dpledger.ledger.store import SqlStore
-from dpledger.policy import MetricSpec, Policy
+from dpledger.policy import Policy
 from dpledger.types import Budget
 
-__all__ = ["RoundResult", "Writer", "to_release"]
+__all__ = ["RoundResult", "Writer"]
 
 Item = tuple[ReleaseRequest, object]
 _PRINCIPAL = re.compile(r"[!-~]{1,128}")
@@ -343,7 +344,9 @@ class Writer:
 
         def draw() -> None:
             noise = self._noise(prepared)
-            drafts.update({i: self._draft(p, noise[i], principal) for i, p in prepared.items()})
+            drafts.update(
+                {i: draft_of(self.policy, p, noise[i], principal) for i, p in prepared.items()}
+            )
 
         later: Callable[[], None] | None = draw
         if not self._exists():
@@ -476,39 +479,3 @@ class Writer:
             ) from None
         self._earlier[policy_hash] = read
         return read
-
-    def _draft(self, p: Prepared, output: tuple[float, ...], principal: str | None) -> EntryDraft:
-        req = p.verdict.request
-        return EntryDraft(
-            epoch=req.epoch,
-            region=req.region,
-            metric=req.metric,
-            policy_name=self.policy.name,
-            policy_version=self.policy.version,
-            policy_hash=self.policy.content_hash,
-            edges_version=p.spec.edges_version,
-            facts=p.facts,
-            charge=p.verdict.charge or Budget.zero(self.policy.unit),
-            cohort=req.cohort,
-            output=output,
-            release_id=req.release_id,
-            request_hash=fingerprint(req, principal),
-            principal=principal,
-        )
-
-
-def to_release(request: ReleaseRequest, spec: MetricSpec, entry: Entry) -> Release:
-    """The :class:`Release` a committed entry answers ``request`` with."""
-    facts = entry.draft.facts
-    return Release.make(
-        request=request,
-        entry_id=entry.entry_id,
-        entry_hash=entry.hash,
-        noisy_sum=entry.draft.output,  # copied once, read-only, by Release.make
-        bar=spec.bar,
-        bar_factor=mech.bar_factor(spec.bar, facts.mechanism),
-        charge=entry.draft.charge,
-        facts=facts,
-        kind=spec.kind,
-        magnitude=spec.magnitude,
-    )
