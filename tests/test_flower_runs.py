@@ -102,6 +102,26 @@ def test_a_round_configured_again_starts_a_new_run(fleet: Fleet) -> None:
     assert tags[2] == tags[3] == tags[4]
 
 
+def test_a_round_configured_twice_before_its_replies_stays_in_its_run(fleet: Fleet) -> None:
+    """An outer strategy that samples round 2 again keeps the run: its tag, round 1's
+    report and every round still pending."""
+    grid = LocalGrid(make_client(fleet, bad=False), N_NODES, offline=())
+    grid.activate()
+    try:
+        with Ledger.open(":memory:", exact(), mode="create") as ledger:
+            strategy = wrapper(ledger, regions_by_id(fleet, grid))
+            msgs = strategy.configure_evaluate(1, ArrayRecord(), ConfigRecord(), grid)
+            strategy.aggregate_evaluate(1, grid.send_and_receive(list(msgs)))
+            tag = strategy.run_tag
+            strategy.configure_evaluate(2, ArrayRecord(), ConfigRecord(), grid)
+            msgs = strategy.configure_evaluate(2, ArrayRecord(), ConfigRecord(), grid)
+            strategy.aggregate_evaluate(2, grid.send_and_receive(list(msgs)))
+            assert strategy.run_tag == tag
+            assert sorted(strategy.rounds) == [1, 2]
+    finally:
+        grid.deactivate()
+
+
 # ------------------------------------------------------- the health counters' keys are theirs
 
 
@@ -127,7 +147,7 @@ def test_the_health_metric_itself_may_be_named_health() -> None:
     assert "health" not in strategy.plans
 
 
-# --------------------------------------------- add_remove: a total that fails on nobody's rows
+# ------------------------------------------------ add_remove: nobody's rows sum to zeros
 
 
 class ReduceSum(PlainSum):
@@ -137,14 +157,40 @@ class ReduceSum(PlainSum):
         return functools.reduce(np.add, list(rows)).reshape(metric.size)
 
 
-def test_an_aggregator_that_cannot_sum_no_rows_is_refused_under_add_remove() -> None:
-    with Ledger.open(":memory:", policy(neighbouring="add_remove"), mode="create") as ledger:
-        with pytest.raises(InvalidInput, match="must accept any rows, none included"):
-            wrapper(ledger, {}, aggregator=ReduceSum())
-        wrapper(ledger, {}, aggregator=PlainSum())  # the default sums no rows to zeros
-    with Ledger.open(":memory:", policy(), mode="create") as ledger:
-        wrapper(ledger, {}, aggregator=ReduceSum())  # replace: a region no one reported
-        # in is not released, publicly so (who reports is public): total is not asked
+class MeanTimesCount(PlainSum):
+    """Exact for any rows, NaN for none."""
+
+    def total(self, metric: Any, rows: Any) -> Any:
+        x = np.asarray(rows, dtype=np.float64).reshape(-1, metric.size)
+        with np.errstate(invalid="ignore"):
+            return x.mean(axis=0) * len(x)
+
+
+@pytest.mark.parametrize("aggregator", [ReduceSum(), MeanTimesCount()], ids=type)
+def test_no_refusal_shows_that_nobody_reported_whatever_the_aggregator(
+    fleet: Fleet, aggregator: PlainSum
+) -> None:
+    """add_remove, neighbouring fleets: every north node offline, or one reporting. A region
+    with no accepted rows is summed to zeros by the wrapper, not by the aggregator (which
+    fails, or gives NaN, there): every refusal flag is the same in both."""
+    north = [i for i in range(N_NODES) if fleet.regions[int(fleet.client_region[i])] == "north"]
+    records = []
+    for offline in (north, north[1:]):
+        grid = LocalGrid(make_client(fleet, bad=False), N_NODES, offline=tuple(offline))
+        grid.activate()
+        try:
+            with Ledger.open(":memory:", policy(neighbouring="add_remove"), mode="create") as led:
+                strategy = wrapper(led, regions_by_id(fleet, grid), aggregator=aggregator)
+                arrays = ArrayRecord({"w": Array(np.zeros(2))})
+                result = strategy.start(grid=grid, initial_arrays=arrays, num_rounds=1)
+        finally:
+            grid.deactivate()
+        records.append(result.evaluate_metrics_clientapp[1])
+    a, b = records
+    flags = sorted(k for k in a if k.endswith("/refused") or k in ("released", "refused"))
+    assert flags == sorted(k for k in b if k.endswith("/refused") or k in ("released", "refused"))
+    assert [a[k] for k in flags] == [b[k] for k in flags]
+    assert a["north/loss/refused"] == 0
 
 
 # ------------------------------------------------- a loss that cannot be computed is the worst

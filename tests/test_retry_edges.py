@@ -11,7 +11,15 @@ import pytest
 from _stores import CONTRACT, CONTRACT_POLICY, StoreUnderTest
 from test_retry_next_policy import V2, first_releases, hist, loss
 
-from dpledger import LedgerCorrupted, Policy, Release, ReleaseRequest, Verdict, release_confusion
+from dpledger import (
+    LedgerCorrupted,
+    Policy,
+    Release,
+    ReleaseIdConflict,
+    ReleaseRequest,
+    Verdict,
+    release_confusion,
+)
 from dpledger.errors import InvalidAggregate, InvalidInput
 from dpledger.ledger import Ledger
 from dpledger.ledger.store import SqlStore
@@ -67,13 +75,17 @@ def test_a_request_built_without_a_field_is_invalid_input(
     fields = {"epoch": 0, "metric": "loss", "region": "a", "cohort": N}
     del fields[left_out]
     request = ReleaseRequest.model_construct(**fields)  # type: ignore[arg-type]
-    ledger = store.open()
+    named = {"metric": "cm"} if "metric" in fields else {}
+    matrix = ReleaseRequest.model_construct(**{**fields, **named})  # type: ignore[arg-type]
+    ledger = store.open(with_matrix("1"))
     for attempt in (
         lambda: ledger.check(request, 30.0),
         lambda: ledger.release(request, 30.0),
         lambda: ledger.release_round([(request, 30.0)], partial=True),
+        lambda: ledger.release_parallel({"a": (request, 30.0)}),
+        lambda: release_confusion(ledger, matrix, np.ones(4)),
     ):
-        with pytest.raises(InvalidInput, match=left_out):
+        with pytest.raises(InvalidInput, match=left_out if left_out != "metric" else "Field"):
             attempt()
 
 
@@ -170,3 +182,30 @@ def test_a_derived_retry_under_a_later_policy_is_the_original(
         assert d2.unusable == d1.unusable
         assert d2.metrics == pytest.approx(d1.metrics, nan_ok=True)
     assert len(again) == 30
+
+
+def test_release_confusion_never_counts_the_negative_cells(store: StoreUnderTest) -> None:
+    ledger = store.open(with_matrix("1"))
+    request = ReleaseRequest(epoch=0, metric="cm", region="a", cohort=N)
+    said = []
+    for cells in ([-1.0, 5, 5, 5], [-1.0, -1, -1, 5]):
+        with pytest.raises(InvalidInput) as refused:
+            release_confusion(ledger, request, np.array(cells))
+        said.append(str(refused.value))
+    assert said[0] == said[1]
+    assert "has a negative cell" in said[0]
+    assert len(ledger) == 0
+
+
+def test_a_dry_run_that_is_no_retry_reads_no_recorded_policy(store: StoreUnderTest) -> None:
+    """Another request under a recorded id is the conflict it is, in the dry run as in the
+    release, even when the recorded policy cannot be read (only a retry reads it)."""
+    first_releases(store)
+    store.disable_append_only()
+    store.raw("UPDATE dpl_policies SET body = 'not json'")
+    ledger = store.open(V2)
+    other = hist().model_copy(update={"region": "b", "edges_version": "h5/v2"})
+    verdict = ledger.check(other, np.full(5, 12.0))
+    assert [c.name for c in verdict.failures] == ["release_id"]
+    with pytest.raises(ReleaseIdConflict):
+        ledger.release(other, np.full(5, 12.0))

@@ -104,9 +104,10 @@ class LedgerEvaluation(Strategy):
     releases the health counters as noisy counts under ``add_remove``; without it they
     stay with the operator (:attr:`rounds`). ``release_prefix`` starts every release id
     (default ``flwr``), followed by a tag drawn afresh for every :meth:`start` (a run)
-    and whenever a round is configured again (a loop an outer strategy drives): a round's
-    FLAM metrics are read back from its committed release by id, and a second run —
-    another model, on the same ledger — never meets the first run's ids. ``on_round`` is
+    and whenever a round released (or one before the latest) is configured again (a loop
+    an outer strategy drives): a round's FLAM metrics are read back from its committed
+    release by id, and a second run — another model, on the same ledger — never meets the
+    first run's ids. ``on_round`` is
     called with each round's :class:`~dpledger.flower.RoundReport` (to print or alert).
     """
 
@@ -164,8 +165,6 @@ class LedgerEvaluation(Strategy):
         if isinstance(self.aggregator, PlainSum):
             for m in self.plans.values():
                 self.aggregator.grid(m)  # its fixed-point grid fits every metric's bounds
-        if self.policy.neighbouring == "add_remove":
-            _total_of_none(self.aggregator, self.plans)
         self.rounds: dict[int, RoundReport] = {}
         """Every evaluate round's full report of the current run, by server round
         (operator-only; each :meth:`start` begins a new dict)."""
@@ -252,11 +251,12 @@ class LedgerEvaluation(Strategy):
         if self.epoch_of(server_round) > MAX_EPOCH:  # a loop not run by start()
             _LOG.error("round %d: past the last ledger epoch, not evaluated", server_round)
             return []
-        if server_round in self._configured:  # a round again: another run (or model)
+        if server_round in self.rounds or server_round < max(self._configured, default=0):
+            # a round released, or one before the latest, again: another run (or model)
             _LOG.info("round %d configured again: a new run, with new release ids", server_round)
             self._new_run()
-        self._configured.add(server_round)
         messages = list(self.strategy.configure_evaluate(server_round, arrays, config, grid))
+        self._configured.add(server_round)
         if not messages:
             return []
         nodes = [m.metadata.dst_node_id for m in messages]
@@ -344,8 +344,11 @@ class LedgerEvaluation(Strategy):
                     outcomes[(region, name)] = NotReleased(region, name, bound)
                     continue
                 bounds[(region, name)] = bound
-                empty = np.zeros((0, m.size), dtype=np.float64)
-                total = self._total(m, payloads.get(region, {}).get(name, empty))
+                rows = payloads.get(region, {}).get(name)
+                if rows is None or not len(rows):  # no one's rows (add_remove): their exact
+                    total: object = np.zeros(m.size)  # sum, never the aggregator's to fail on
+                else:
+                    total = self._total(m, rows)
                 if isinstance(total, _Failed):
                     outcomes[(region, name)] = NotReleased(region, name, total.reason)
                     continue
@@ -430,21 +433,6 @@ class LedgerEvaluation(Strategy):
                 f"the aggregator's sum_error gave {bound!r}, not a finite number >= 0; not released"
             )
         return bound
-
-
-def _total_of_none(aggregator: Aggregator, plans: Mapping[str, MetricPlan]) -> None:
-    """Under ``add_remove``, refuse an aggregator whose ``total`` fails on a region where no
-    one reported: that region is still released (its cohort is the planned one), and a
-    failure would publish, as a refusal, that nobody reported — which is private."""
-    for m in plans.values():
-        try:
-            aggregator.total(m, np.zeros((0, m.size), dtype=np.float64))
-        except Exception as e:
-            raise InvalidInput(
-                f"under add_remove the aggregator's total must accept any rows, none "
-                f"included: on no rows for {m.metric} it raised {type(e).__name__}, and a "
-                "region's refusal would then show that nobody in it reported (private)"
-            ) from None
 
 
 _PREFIX = re.compile(r"^[!-~]{1,64}$")

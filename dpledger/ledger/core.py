@@ -30,6 +30,7 @@ from dpledger.approval import (
     Verdict,
     refusal,
 )
+from dpledger.approval.request import well_formed
 from dpledger.errors import (
     DpLedgerError,
     InvalidInput,
@@ -235,13 +236,14 @@ class Ledger:
         for key, (req, _) in requests.items():
             if not isinstance(req, ReleaseRequest):
                 raise InvalidInput(f"request must be a ReleaseRequest, got {type(req).__name__}")
+            req = well_formed(req)  # a field left out by model_construct: InvalidInput
             if key != req.region:
                 raise InvalidInput(
                     f"release_parallel key {key!r} names another region than its request "
                     f"({req.region!r})"
                 )
-        metrics = {req.metric for req, _ in items}
-        epochs = {req.epoch for req, _ in items}
+        metrics = {well_formed(req).metric for req, _ in items}
+        epochs = {well_formed(req).epoch for req, _ in items}
         if len(items) > 1 and (ALL in requests or len(epochs) > 1 or len(metrics) > 1):
             raise InvalidInput(
                 "a parallel release is one metric in distinct regions (not '*') of one epoch"

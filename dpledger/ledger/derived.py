@@ -29,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpledger.approval import ReleaseRequest
+from dpledger.approval.request import well_formed
 from dpledger.errors import InvalidInput
 from dpledger.ledger import Ledger, Release
 from dpledger.metrics._reading import as_real
@@ -157,7 +158,7 @@ class DerivedRelease:
 def _request(request: object) -> ReleaseRequest:
     if not isinstance(request, ReleaseRequest):
         raise InvalidInput(f"request must be a ReleaseRequest, got {type(request).__name__}")
-    return request
+    return well_formed(request)  # a field left out by model_construct: InvalidInput
 
 
 def _vector_spec(ledger: Ledger, request: ReleaseRequest) -> MetricSpec | None:
@@ -251,12 +252,12 @@ def release_confusion(
                 "signed metric a negative cell is a valid sum, and refusing it would tell "
                 "its sign; nothing was released or charged"
             )
-    negative = int(np.count_nonzero(flat < 0)) if spec is not None else 0  # unknown: the
-    if negative:  # ledger refuses it first; nonnegative: no valid sum has a negative cell
+    negative = spec is not None and bool((flat < 0).any())  # unknown: the ledger refuses
+    if negative:  # it first; nonnegative: no valid sum has a negative cell (never how many)
         raise InvalidInput(
-            f"summed_confusion has {negative} negative cell(s): a confusion matrix sums "
-            "clients' nonnegative counts, so a client's row or the aggregation is wrong; "
-            "nothing was released or charged"
+            "summed_confusion has a negative cell: a confusion matrix sums clients' "
+            "nonnegative counts, so a client's row or the aggregation is wrong; nothing was "
+            "released or charged"
         )
     error = _aggregate_error(aggregate_error)
     rel = ledger.release(request, flat).with_aggregate_error(error)  # the spend: nothing

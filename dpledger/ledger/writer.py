@@ -50,6 +50,7 @@ from dpledger.approval import (
     recheck,
     refusal,
 )
+from dpledger.approval.request import well_formed
 from dpledger.errors import (
     InternalError,
     InvalidInput,
@@ -122,6 +123,7 @@ class Writer:
         ``principal`` (who would release) would meet them."""
         if not isinstance(request, ReleaseRequest):
             raise InvalidInput(f"request must be a ReleaseRequest, got {type(request).__name__}")
+        request = well_formed(request)  # a field left out by model_construct: InvalidInput
         _check_principal(principal)
         if not self._exists():
             return evaluate(self.policy, request, aggregate, EpochSpend.empty(), None)
@@ -159,10 +161,10 @@ class Writer:
         early = evaluate(self.policy, request, aggregate, None).prepared  # no state checks
         rest = tuple(c for c in found.verdict.checks if c.name not in STATE_CHECKS)
         rid, entry = request.release_id, hit.entry_id
-        self.policy_of(hit.draft.policy_hash)  # what a release reads: unreadable raises alike
         if early is None:  # refused on its own fields or aggregate, as a release would be,
             if not is_retry(found.verdict.request, aggregate, hit, principal):
                 return Assessment(dataclasses.replace(found.verdict, checks=rest))
+            self.policy_of(hit.draft.policy_hash)  # a retry's release reads it: so does this
             # unless it retries a release recorded under an earlier policy: the record answers
             said = (
                 f"{rid!r} is entry {entry} (policy {hit.draft.policy_name} "
@@ -181,6 +183,7 @@ class Writer:
         if hit.draft.request_hash == fingerprint(early.verdict.request, principal) and plausible(
             early.values, hit
         ):
+            self.policy_of(hit.draft.policy_hash)  # a retry's release reads it: so does this
             said = f"{rid!r} is entry {entry}: a release returns its value and charges nothing"
             verdict = dataclasses.replace(
                 found.verdict,
