@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 from typing import Any
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")  # read when flwr is imported
@@ -102,6 +103,35 @@ def test_a_round_configured_again_starts_a_new_run(fleet: Fleet) -> None:
     assert tags[2] == tags[3] == tags[4]
 
 
+def test_a_round_whose_report_was_never_built_still_ends_its_run(
+    fleet: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Interrupted after its commit (here in the FLAM derivation), round 1 has no report;
+    configured again it is still a new run: its ids went to the ledger."""
+    grid = LocalGrid(make_client(fleet, bad=False), N_NODES, offline=())
+    grid.activate()
+    try:
+        with Ledger.open(":memory:", exact(), mode="create") as ledger:
+            strategy = wrapper(ledger, regions_by_id(fleet, grid))
+            msgs = strategy.configure_evaluate(1, ArrayRecord(), ConfigRecord(), grid)
+            replies = grid.send_and_receive(list(msgs))
+
+            def interrupted(*_: Any) -> Any:
+                raise KeyboardInterrupt
+
+            with monkeypatch.context() as m:
+                m.setattr(LedgerEvaluation, "_derive", interrupted)
+                with pytest.raises(KeyboardInterrupt):
+                    strategy.aggregate_evaluate(1, replies)
+            assert strategy.rounds == {}
+            assert len(ledger) == 8  # committed
+            tag = strategy.run_tag
+            strategy.configure_evaluate(1, ArrayRecord(), ConfigRecord(), grid)
+            assert strategy.run_tag != tag
+    finally:
+        grid.deactivate()
+
+
 def test_a_round_configured_twice_before_its_replies_stays_in_its_run(fleet: Fleet) -> None:
     """An outer strategy that samples round 2 again keeps the run: its tag, round 1's
     report and every round still pending."""
@@ -162,17 +192,56 @@ class MeanTimesCount(PlainSum):
 
     def total(self, metric: Any, rows: Any) -> Any:
         x = np.asarray(rows, dtype=np.float64).reshape(-1, metric.size)
-        with np.errstate(invalid="ignore"):
+        with warnings.catch_warnings(), np.errstate(invalid="ignore"):
+            warnings.simplefilter("ignore", RuntimeWarning)  # the mean of no rows: NaN
             return x.mean(axis=0) * len(x)
 
 
-@pytest.mark.parametrize("aggregator", [ReduceSum(), MeanTimesCount()], ids=type)
-def test_no_refusal_shows_that_nobody_reported_whatever_the_aggregator(
-    fleet: Fleet, aggregator: PlainSum
+class Threshold(PlainSum):
+    """A secure sum that needs two survivors."""
+
+    def total(self, metric: Any, rows: Any) -> Any:
+        if len(rows) < 2:
+            raise RuntimeError("too few survivors to unmask")
+        return super().total(metric, rows)
+
+
+class AsList(PlainSum):
+    """A sum of the wrong shape, always."""
+
+    def total(self, metric: Any, rows: Any) -> Any:
+        return super().total(metric, rows).reshape(1, -1)
+
+
+@pytest.mark.parametrize(
+    "aggregator", [ReduceSum(), MeanTimesCount(), Threshold(), AsList()], ids=type
+)
+def test_an_aggregator_that_fails_on_few_rows_is_refused_under_add_remove(
+    aggregator: PlainSum,
 ) -> None:
+    """A region is released under add_remove whoever reported: an aggregator whose total
+    fails, or is malformed, on no rows or one would publish that few reported."""
+    with (
+        Ledger.open(":memory:", policy(neighbouring="add_remove"), mode="create") as ledger,
+        pytest.raises(InvalidInput, match="must sum any rows"),
+    ):
+        wrapper(ledger, {}, aggregator=aggregator)
+    with Ledger.open(":memory:", policy(), mode="create") as ledger:
+        wrapper(ledger, {}, aggregator=aggregator)  # replace: who reports is public
+
+
+class Float32Sum(PlainSum):
+    """A correct sum that rounds through float32 (it sums no rows to zeros)."""
+
+    def total(self, metric: Any, rows: Any) -> Any:
+        return super().total(metric, rows).astype(np.float32)
+
+
+@pytest.mark.parametrize("aggregator", [PlainSum(), Float32Sum()], ids=type)
+def test_no_refusal_shows_that_nobody_reported(fleet: Fleet, aggregator: PlainSum) -> None:
     """add_remove, neighbouring fleets: every north node offline, or one reporting. A region
-    with no accepted rows is summed to zeros by the wrapper, not by the aggregator (which
-    fails, or gives NaN, there): every refusal flag is the same in both."""
+    with no accepted rows is summed to zeros by the wrapper: every refusal flag and count
+    is the same in both."""
     north = [i for i in range(N_NODES) if fleet.regions[int(fleet.client_region[i])] == "north"]
     records = []
     for offline in (north, north[1:]):

@@ -165,11 +165,14 @@ class LedgerEvaluation(Strategy):
         if isinstance(self.aggregator, PlainSum):
             for m in self.plans.values():
                 self.aggregator.grid(m)  # its fixed-point grid fits every metric's bounds
+        if self.policy.neighbouring == "add_remove":
+            _sums_few_rows(self.aggregator, self.plans)
         self.rounds: dict[int, RoundReport] = {}
         """Every evaluate round's full report of the current run, by server round
         (operator-only; each :meth:`start` begins a new dict)."""
         self._pending: dict[int, _Planned] = {}
         self._configured: set[int] = set()  # rounds configured under this run tag
+        self._sent: set[int] = set()  # rounds whose release ids went to the ledger
         self._on_round = on_round
 
     # -- Strategy: training passes through ------------------------------------------------
@@ -239,6 +242,7 @@ class LedgerEvaluation(Strategy):
         self.rounds = {}
         self._pending = {}
         self._configured = set()
+        self._sent = set()
 
     def epoch_of(self, server_round: int) -> int:
         """The ledger epoch of ``server_round`` (rounds from 1)."""
@@ -251,8 +255,8 @@ class LedgerEvaluation(Strategy):
         if self.epoch_of(server_round) > MAX_EPOCH:  # a loop not run by start()
             _LOG.error("round %d: past the last ledger epoch, not evaluated", server_round)
             return []
-        if server_round in self.rounds or server_round < max(self._configured, default=0):
-            # a round released, or one before the latest, again: another run (or model)
+        if server_round in self._sent or server_round < max(self._configured, default=0):
+            # a round whose ids were used, or one before the latest, again: another run
             _LOG.info("round %d configured again: a new run, with new release ids", server_round)
             self._new_run()
         messages = list(self.strategy.configure_evaluate(server_round, arrays, config, grid))
@@ -360,6 +364,7 @@ class LedgerEvaluation(Strategy):
                 items.append((req, np.asarray(counts)))
                 keys.append((region, self.health_metric))
         results: tuple[Release | Verdict | NotReleased, ...]
+        self._sent.add(r)  # before the commit: whatever follows, its ids are never reused
         try:
             results = self.ledger.release_round(items, partial=True).outcomes if items else ()
         except DpLedgerError as e:  # the store failed, or a noise draw overflowed a double:
@@ -433,6 +438,29 @@ class LedgerEvaluation(Strategy):
                 f"the aggregator's sum_error gave {bound!r}, not a finite number >= 0; not released"
             )
         return bound
+
+
+def _sums_few_rows(aggregator: Aggregator, plans: Mapping[str, MetricPlan]) -> None:
+    """Under ``add_remove``, refuse an aggregator that does not sum no rows, and one row of
+    zeros, to zeros of the metric's shape: a region is released whoever reported, so a
+    refusal it caused with few reporters (a secure sum's survivor threshold, a malformed
+    total) would publish that few reported, which is private. ``total`` must be a pure
+    function of its rows: these calls are made when the wrapper is built."""
+    for m in plans.values():
+        for n in (0, 1):
+            try:
+                out = np.asarray(aggregator.total(m, np.zeros((n, m.size))), dtype=np.float64)
+                ok = out.shape == (m.size,) and not out.any()
+            except Exception as e:
+                ok, why = False, f"raised {type(e).__name__}"
+            else:
+                why = "gave something else than zeros of the metric's shape"
+            if not ok:
+                raise InvalidInput(
+                    f"under add_remove the aggregator's total must sum any rows: on {n} row(s) "
+                    f"of zeros for {m.metric} it {why}, and a region's refusal would then show "
+                    "that few or none in it reported (private)"
+                )
 
 
 _PREFIX = re.compile(r"^[!-~]{1,64}$")
