@@ -104,11 +104,11 @@ class LedgerEvaluation(Strategy):
     releases the health counters as noisy counts under ``add_remove``; without it they
     stay with the operator (:attr:`rounds`). ``release_prefix`` starts every release id
     (default ``flwr``), followed by a tag drawn afresh for every :meth:`start` (a run)
-    and whenever a round released (or one before the latest) is configured again (a loop
-    an outer strategy drives): a round's FLAM metrics are read back from its committed
-    release by id, and a second run — another model, on the same ledger — never meets the
-    first run's ids. ``on_round`` is
-    called with each round's :class:`~dpledger.flower.RoundReport` (to print or alert).
+    and whenever a round whose ids went to the ledger (or one before the latest) is
+    configured again (a loop an outer strategy drives): a round's FLAM metrics are read
+    back from its committed release by id, and a second run — another model, on the same
+    ledger — never meets the first run's ids. ``on_round`` is called with each round's
+    :class:`~dpledger.flower.RoundReport` (to print or alert).
     """
 
     def __init__(
