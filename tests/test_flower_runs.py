@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import os
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")  # read when flwr is imported
@@ -58,98 +59,89 @@ def wrapper(ledger: Ledger, registry: dict[int, str], **kw: Any) -> LedgerEvalua
                             **kw)  # fmt: skip
 
 
+@pytest.fixture
+def grid(fleet: Fleet) -> Iterator[LocalGrid]:
+    """An activated in-process grid of honest clients, deactivated after the test."""
+    made = LocalGrid(make_client(fleet, bad=False), N_NODES, offline=())
+    made.activate()
+    yield made
+    made.deactivate()
+
+
 # ------------------------------------------------------------- a second run, new release ids
 
 
 def test_a_second_run_under_an_outer_strategy_gets_new_release_ids(
-    fleet: Fleet, tmp_path: Any
+    fleet: Fleet, grid: LocalGrid, tmp_path: Any
 ) -> None:
     """Flower's DP wrapper outermost (its start is Flower's, not the wrapper's): the second
     run (another model) is charged afresh under new release ids, never answered with the
     first run's recorded releases."""
-    grid = LocalGrid(make_client(fleet, bad=False), N_NODES, offline=())
-    grid.activate()
-    try:
-        with Ledger.open(tmp_path / "l.db", exact(), mode="create") as ledger:
-            inner = wrapper(ledger, regions_by_id(fleet, grid))
-            outer = DifferentialPrivacyServerSideFixedClipping(
-                inner, noise_multiplier=0.1, clipping_norm=1.0, num_sampled_clients=N_NODES
-            )
-            ids = []
-            for run in (1, 2):
-                arrays = ArrayRecord({"w": Array(np.full(2, float(run)))})
-                outer.start(grid=grid, initial_arrays=arrays, num_rounds=1)
-                ids.append({r.request.release_id for r in inner.rounds[1].releases})
-            assert len(ids[0]) == len(ids[1]) == 8
-            assert not ids[0] & ids[1]
-            assert len(ledger) == 16  # both runs recorded: nothing answered as a retry
-    finally:
-        grid.deactivate()
+    with Ledger.open(tmp_path / "l.db", exact(), mode="create") as ledger:
+        inner = wrapper(ledger, regions_by_id(fleet, grid))
+        outer = DifferentialPrivacyServerSideFixedClipping(
+            inner, noise_multiplier=0.1, clipping_norm=1.0, num_sampled_clients=N_NODES
+        )
+        ids = []
+        for run in (1, 2):
+            arrays = ArrayRecord({"w": Array(np.full(2, float(run)))})
+            outer.start(grid=grid, initial_arrays=arrays, num_rounds=1)
+            ids.append({r.request.release_id for r in inner.rounds[1].releases})
+        assert len(ids[0]) == len(ids[1]) == 8
+        assert not ids[0] & ids[1]
+        assert len(ledger) == 16  # both runs recorded: nothing answered as a retry
 
 
-def test_a_round_configured_again_starts_a_new_run(fleet: Fleet) -> None:
-    grid = LocalGrid(make_client(fleet, bad=False), N_NODES, offline=())
-    grid.activate()
-    try:
-        with Ledger.open(":memory:", exact(), mode="create") as ledger:
-            strategy = wrapper(ledger, regions_by_id(fleet, grid))
-            tags = []
-            for r in (1, 2, 1, 2, 3):
-                strategy.configure_evaluate(r, ArrayRecord(), ConfigRecord(), grid)
-                tags.append(strategy.run_tag)
-    finally:
-        grid.deactivate()
+def test_a_round_configured_again_starts_a_new_run(fleet: Fleet, grid: LocalGrid) -> None:
+    with Ledger.open(":memory:", exact(), mode="create") as ledger:
+        strategy = wrapper(ledger, regions_by_id(fleet, grid))
+        tags = []
+        for r in (1, 2, 1, 2, 3):
+            strategy.configure_evaluate(r, ArrayRecord(), ConfigRecord(), grid)
+            tags.append(strategy.run_tag)
     assert tags[0] == tags[1] != tags[2]
     assert tags[2] == tags[3] == tags[4]
 
 
 def test_a_round_whose_report_was_never_built_still_ends_its_run(
-    fleet: Fleet, monkeypatch: pytest.MonkeyPatch
+    fleet: Fleet, grid: LocalGrid, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Interrupted after its commit (here in the FLAM derivation), round 1 has no report;
     configured again it is still a new run: its ids went to the ledger."""
-    grid = LocalGrid(make_client(fleet, bad=False), N_NODES, offline=())
-    grid.activate()
-    try:
-        with Ledger.open(":memory:", exact(), mode="create") as ledger:
-            strategy = wrapper(ledger, regions_by_id(fleet, grid))
-            msgs = strategy.configure_evaluate(1, ArrayRecord(), ConfigRecord(), grid)
-            replies = grid.send_and_receive(list(msgs))
+    with Ledger.open(":memory:", exact(), mode="create") as ledger:
+        strategy = wrapper(ledger, regions_by_id(fleet, grid))
+        msgs = strategy.configure_evaluate(1, ArrayRecord(), ConfigRecord(), grid)
+        replies = grid.send_and_receive(list(msgs))
 
-            def interrupted(*_: Any) -> Any:
-                raise KeyboardInterrupt
+        def interrupted(*_: Any) -> Any:
+            raise KeyboardInterrupt
 
-            with monkeypatch.context() as m:
-                m.setattr(LedgerEvaluation, "_derive", interrupted)
-                with pytest.raises(KeyboardInterrupt):
-                    strategy.aggregate_evaluate(1, replies)
-            assert strategy.rounds == {}
-            assert len(ledger) == 8  # committed
-            tag = strategy.run_tag
-            strategy.configure_evaluate(1, ArrayRecord(), ConfigRecord(), grid)
-            assert strategy.run_tag != tag
-    finally:
-        grid.deactivate()
+        with monkeypatch.context() as m:
+            m.setattr(LedgerEvaluation, "_derive", interrupted)
+            with pytest.raises(KeyboardInterrupt):
+                strategy.aggregate_evaluate(1, replies)
+        assert strategy.rounds == {}
+        assert len(ledger) == 8  # committed
+        tag = strategy.run_tag
+        strategy.configure_evaluate(1, ArrayRecord(), ConfigRecord(), grid)
+        assert strategy.run_tag != tag
 
 
-def test_a_round_configured_twice_before_its_replies_stays_in_its_run(fleet: Fleet) -> None:
+def test_a_round_configured_twice_before_its_replies_stays_in_its_run(
+    fleet: Fleet, grid: LocalGrid
+) -> None:
     """An outer strategy that samples round 2 again keeps the run: its tag, round 1's
     report and every round still pending."""
-    grid = LocalGrid(make_client(fleet, bad=False), N_NODES, offline=())
-    grid.activate()
-    try:
-        with Ledger.open(":memory:", exact(), mode="create") as ledger:
-            strategy = wrapper(ledger, regions_by_id(fleet, grid))
-            msgs = strategy.configure_evaluate(1, ArrayRecord(), ConfigRecord(), grid)
-            strategy.aggregate_evaluate(1, grid.send_and_receive(list(msgs)))
-            tag = strategy.run_tag
-            strategy.configure_evaluate(2, ArrayRecord(), ConfigRecord(), grid)
-            msgs = strategy.configure_evaluate(2, ArrayRecord(), ConfigRecord(), grid)
-            strategy.aggregate_evaluate(2, grid.send_and_receive(list(msgs)))
-            assert strategy.run_tag == tag
-            assert sorted(strategy.rounds) == [1, 2]
-    finally:
-        grid.deactivate()
+    with Ledger.open(":memory:", exact(), mode="create") as ledger:
+        strategy = wrapper(ledger, regions_by_id(fleet, grid))
+        msgs = strategy.configure_evaluate(1, ArrayRecord(), ConfigRecord(), grid)
+        strategy.aggregate_evaluate(1, grid.send_and_receive(list(msgs)))
+        tag = strategy.run_tag
+        strategy.configure_evaluate(2, ArrayRecord(), ConfigRecord(), grid)
+        msgs = strategy.configure_evaluate(2, ArrayRecord(), ConfigRecord(), grid)
+        strategy.aggregate_evaluate(2, grid.send_and_receive(list(msgs)))
+        assert strategy.run_tag == tag
+        assert sorted(strategy.rounds) == [1, 2]
 
 
 # ------------------------------------------------------- the health counters' keys are theirs
