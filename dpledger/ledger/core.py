@@ -229,11 +229,11 @@ class Ledger:
         """
         if not isinstance(requests, Mapping):
             raise InvalidInput("requests must map each region to its (request, aggregate)")
-        items = list(requests.values())
-        for item in items:
+        items: list[tuple[ReleaseRequest, object]] = []
+        for key, item in requests.items():
             if not (isinstance(item, tuple) and len(item) == 2):
                 raise InvalidInput("each value must be a (ReleaseRequest, aggregate) pair")
-        for key, (req, _) in requests.items():
+            req, aggregate = item
             if not isinstance(req, ReleaseRequest):
                 raise InvalidInput(f"request must be a ReleaseRequest, got {type(req).__name__}")
             req = well_formed(req)  # a field left out by model_construct: InvalidInput
@@ -242,8 +242,9 @@ class Ledger:
                     f"release_parallel key {key!r} names another region than its request "
                     f"({req.region!r})"
                 )
-        metrics = {well_formed(req).metric for req, _ in items}
-        epochs = {well_formed(req).epoch for req, _ in items}
+            items.append((req, aggregate))
+        metrics = {req.metric for req, _ in items}
+        epochs = {req.epoch for req, _ in items}
         if len(items) > 1 and (ALL in requests or len(epochs) > 1 or len(metrics) > 1):
             raise InvalidInput(
                 "a parallel release is one metric in distinct regions (not '*') of one epoch"

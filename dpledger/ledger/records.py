@@ -146,34 +146,25 @@ _CANONICAL = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 without constructing an encoder per entry."""
 
 
-def hashed_output(
-    seq: int, created_at: str, draft: EntryDraft, prev_hash: str, facts_json: str | None = None
-) -> tuple[str, str]:
-    """``(output JSON, chain hash)`` of a new entry: :func:`chain_hash`, written out.
-
-    The write path's form of :func:`chain_hash`, which stays the definition (``verify``
-    uses it, so a divergence would fail every verify): the same canonical text, built by
-    formatting instead of a JSON encoder per entry, and the output's text — compact
-    JSON, what the entry stores — formatted once for both. ``facts_json`` is
-    ``draft.facts.as_json()`` when the caller has it. Fields of another type than the
-    write path makes (an int subclass, a non-float output) take :func:`chain_hash`; a
-    text field that is not text raises ``TypeError``.
-    """
-    d = draft
-    if not _plain(seq, d):
-        return _CANONICAL.encode(d.output), chain_hash(seq, created_at, draft, prev_hash)
-    output = _output_json(d.output)
-    fj = d.facts.as_json() if facts_json is None else facts_json
-    middle = _middle(d, fj, d.charge.text)
-    return output, _digest(seq, _ascii(created_at), d, prev_hash, middle, output)
+def hashed_output(seq: int, created_at: str, draft: EntryDraft, prev_hash: str) -> tuple[str, str]:
+    """``(output JSON, chain hash)`` of one new entry: :func:`hashed_outputs` of a batch of
+    one (the write path's form of :func:`chain_hash`, which stays the definition)."""
+    _, _, output, h = hashed_outputs(seq, created_at, [draft], prev_hash)[0]
+    return output, h
 
 
 def hashed_outputs(
     seq: int, created_at: str, drafts: Sequence[EntryDraft], prev_hash: str
 ) -> list[tuple[str, str, str, str]]:
-    """:func:`hashed_output` of consecutive new entries, the first at ``seq`` after
-    ``prev_hash``, each chained to the one before: ``(mechanism JSON, charge text, output
-    JSON, chain hash)`` per draft, the same texts and hashes one call each would give.
+    """``(mechanism JSON, charge text, output JSON, chain hash)`` of consecutive new
+    entries, the first at ``seq`` after ``prev_hash``, each chained to the one before.
+
+    The write path's form of :func:`chain_hash`, which stays the definition (``verify``
+    uses it, so a divergence would fail every verify): the same canonical text, built by
+    formatting instead of a JSON encoder per entry, and the output's text — compact JSON,
+    what the entry stores — formatted once for both. Fields of another type than the
+    write path makes (an int subclass, a non-float output) take :func:`chain_hash`; a
+    text field that is not text raises ``TypeError``.
 
     A flush's entries share their time, and mostly their policy, mechanism and charge:
     the canonical text's run from the policy name through the charge is built once per

@@ -26,6 +26,7 @@ __all__ = [
     "near",
     "plausible",
     "repeats",
+    "retries_record",
     "retry_tolerance",
 ]
 
@@ -68,15 +69,20 @@ def near(
     return bool(np.all(np.abs(a - b) <= retry_tolerance(facts) * facts.scale + facts.grid_slack))
 
 
+def retries_record(
+    request: ReleaseRequest, values: npt.NDArray[np.float64], hit: Entry, principal: str | None
+) -> bool:
+    """Whether ``request`` from ``principal`` with the aggregate ``values`` retries the
+    recorded ``hit``: the recorded request's fingerprint, and :func:`plausible` values."""
+    return hit.draft.request_hash == fingerprint(request, principal) and plausible(values, hit)
+
+
 def is_retry(request: ReleaseRequest, aggregate: object, hit: Entry, principal: str | None) -> bool:
-    """Whether ``request`` and ``aggregate`` retry the recorded ``hit``, read without any
-    policy: the recorded request's fingerprint, and an aggregate (any real numbers) that
-    :func:`plausible` accepts. For a request the current policy refuses — one recorded
-    under an earlier policy, whose checks have changed since — the record still answers."""
-    if hit.draft.request_hash != fingerprint(request, principal):
-        return False
+    """:func:`retries_record` on a caller's aggregate as given (any real numbers), read
+    without any policy: for a request the current policy refuses — one recorded under an
+    earlier policy, whose checks have changed since — the record still answers."""
     values, _ = read_real(aggregate)
-    return values is not None and plausible(values, hit)
+    return values is not None and retries_record(request, values, hit, principal)
 
 
 def repeats(

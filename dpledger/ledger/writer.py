@@ -60,7 +60,7 @@ from dpledger.errors import (
 )
 from dpledger.ledger.records import Entry, EntryDraft, Release
 from dpledger.ledger.released import draft_of, to_release
-from dpledger.ledger.retries import close, is_retry, plausible, repeats
+from dpledger.ledger.retries import close, is_retry, repeats, retries_record
 from dpledger.ledger.store import SqlStore
 from dpledger.policy import Policy
 from dpledger.types import Budget
@@ -158,47 +158,32 @@ class Writer:
         out: a retry spends nothing. A retry this policy would refuse (one recorded under
         an earlier version) is approved too, its checks shown as not applied.
         """
-        early = evaluate(self.policy, request, aggregate, None).prepared  # no state checks
         rest = tuple(c for c in found.verdict.checks if c.name not in STATE_CHECKS)
         rid, entry = request.release_id, hit.entry_id
-        if early is None:  # refused on its own fields or aggregate, as a release would be,
-            if not is_retry(found.verdict.request, aggregate, hit, principal):
-                return Assessment(dataclasses.replace(found.verdict, checks=rest))
+        if is_retry(found.verdict.request, aggregate, hit, principal):
             self.policy_of(hit.draft.policy_hash)  # a retry's release reads it: so does this
-            # unless it retries a release recorded under an earlier policy: the record answers
             said = (
                 f"{rid!r} is entry {entry} (policy {hit.draft.policy_name} "
                 f"{hit.draft.policy_version}): a release returns its value and charges nothing"
             )
-            kept = tuple(
+            kept = tuple(  # a retry this policy refuses (recorded under an earlier one)
                 c if c.passed else Check(c.name, True, f"not applied to a retry ({c.reason})")
                 for c in rest
             )
-            verdict = dataclasses.replace(
-                found.verdict,
-                checks=(*kept, Check("release_id", True, said)),
-                charge=Budget.zero(self.policy.unit),
+            checks = (*kept, Check("release_id", True, said))
+            return Assessment(
+                dataclasses.replace(
+                    found.verdict, checks=checks, charge=Budget.zero(self.policy.unit)
+                )
             )
-            return Assessment(verdict)
-        if hit.draft.request_hash == fingerprint(early.verdict.request, principal) and plausible(
-            early.values, hit
-        ):
-            self.policy_of(hit.draft.policy_hash)  # a retry's release reads it: so does this
-            said = f"{rid!r} is entry {entry}: a release returns its value and charges nothing"
-            verdict = dataclasses.replace(
-                found.verdict,
-                checks=(*rest, Check("release_id", True, said)),
-                charge=Budget.zero(self.policy.unit),
-            )
-        else:
-            said = (
-                f"{rid!r} was used for another request, aggregate or caller: a release "
-                "raises ReleaseIdConflict; use a new release_id"
-            )
-            verdict = dataclasses.replace(
-                found.verdict, checks=(*rest, Check("release_id", False, said))
-            )
-        return Assessment(verdict)
+        if evaluate(self.policy, request, aggregate, None).prepared is None:
+            return Assessment(dataclasses.replace(found.verdict, checks=rest))  # refused alone
+        said = (
+            f"{rid!r} was used for another request, aggregate or caller: a release "
+            "raises ReleaseIdConflict; use a new release_id"
+        )
+        checks = (*rest, Check("release_id", False, said))
+        return Assessment(dataclasses.replace(found.verdict, checks=checks))
 
     def release(
         self, items: Sequence[Item], *, partial: bool = False, principal: str | None = None
@@ -452,8 +437,7 @@ class Writer:
         original aggregate, which anyone who reads the ledger could test guesses against.
         """
         req = p.verdict.request
-        same_request = hit.draft.request_hash == fingerprint(req, principal)
-        if not (same_request and plausible(p.values, hit)):
+        if not retries_record(req, p.values, hit, principal):
             raise ReleaseIdConflict(id_conflict(req, self.policy.unit))
         policy = self.policy_of(hit.draft.policy_hash)
         return to_release(req, policy.metric(req.metric), hit)
