@@ -274,3 +274,33 @@ def test_a_noise_draw_that_overflows_a_double_is_refused_and_charges_nothing(
         assert recorded == set(range(1000)) - set(refused)
         assert all(ledger.spent(epoch, "a").amount == 0 for epoch in refused)
     assert refused
+
+
+def test_an_overflow_in_a_round_says_the_whole_call_was_not_recorded(tmp_path: Path) -> None:
+    """Review s35 P3: the message counted only the overflowing mechanism's releases ("1
+    release(s) not recorded") while the whole call was dropped. It now counts the call's
+    new releases, and says partial=True does not keep the others. 300 two-release rounds:
+    no overflow at all has probability (1 - e^-4)^600 < 1e-4 (a false failure)."""
+    import warnings
+
+    from dpledger.errors import PolicyError
+
+    (tmp_path / "p.toml").write_text(TINY.format(eps="2.2250738585072014e-308", high="1"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # eval_fraction 1 is outside the usual range
+        p = Policy.load(tmp_path / "p.toml")
+    why = ""
+    with Ledger.open(tmp_path / "l.db", p, mode="create") as ledger:
+        ledger.init()
+        for epoch in range(300):
+            items = [
+                (ReleaseRequest(epoch=epoch, metric="m", region="a", cohort=1), 0.5),
+                (ReleaseRequest(epoch=epoch + 1000, metric="m", region="a", cohort=1), 0.5),
+            ]
+            try:
+                ledger.release_round(items, partial=True)
+            except PolicyError as e:
+                why = str(e)
+                assert all(ledger.spent(ep, "a").amount == 0 for ep in (epoch, epoch + 1000))
+                break
+    assert "none of this call's 2 new release(s) recorded" in why

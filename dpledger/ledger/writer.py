@@ -419,8 +419,9 @@ class Writer:
             noisy = mech.apply_many(facts, [prepared[i].values for i in members])
             if not all(math.isfinite(x) for row in noisy for x in row):
                 raise PolicyError(
-                    f"a noise draw at scale {facts.scale:.3g} overflowed a double ({len(members)} "
-                    "release(s) not recorded, nothing charged): a scale this large (Δ/ε near "
+                    f"a noise draw at scale {facts.scale:.3g} overflowed a double (none of "
+                    f"this call's {len(prepared)} new release(s) recorded, nothing charged; "
+                    "partial=True does not keep the others): a scale this large (Δ/ε near "
                     "the doubles' limit) overflows in some draws whatever the data; raise the "
                     "metric's ε or narrow its clip or cap"
                 )
