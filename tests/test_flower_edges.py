@@ -147,6 +147,10 @@ def test_data_a_metric_cannot_use_sends_a_public_substitute_not_a_failure(
         assert isinstance(rel, Release)
         assert rel.request.cohort == 20
     assert "public substitute" in caplog.text
+    # a client logs under its own name, apart from the server's "dpledger.flower" lines
+    assert {r.name for r in caplog.records if "public substitute" in r.getMessage()} == {
+        "dpledger.flower.client"
+    }
     assert "NaN or inf" in caplog.text
     a, b = records
     assert sorted(a) == sorted(b)

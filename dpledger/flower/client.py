@@ -57,7 +57,7 @@ REGION_ACTION = "dpledger_region"
 """The query action (``query.dpledger_region``) by which the server asks a node its region."""
 QUERY_RECORD = "dpledger.query"
 NODE_RECORD = "dpledger.node"
-_LOG = logging.getLogger("dpledger.flower")
+_LOG = logging.getLogger("dpledger.flower.client")  # not the server's logger (review s35 F5)
 BadData = Literal["substitute", "raise"]
 
 
