@@ -30,7 +30,7 @@ from flwr.clientapp import ClientApp
 from flwr.clientapp.mod import LocalDpMod
 from flwr.serverapp.strategy import FedAvg, Result
 
-from dpledger import Ledger, Policy, Release, ReleaseRequest
+from dpledger import Ledger, Policy, Release, ReleaseRequest, Verdict
 from dpledger.errors import InvalidInput
 from dpledger.flower import (
     LedgerEvaluation,
@@ -457,6 +457,22 @@ def test_add_remove_decisions_do_not_depend_on_who_reported(fleet: Fleet, tmp_pa
         seen.append((decisions, public, record["north/health/selected"]))
     assert seen[0] == seen[1]
     assert seen[0][0][("north", "loss")] == ("Release", 20)
+
+
+def test_a_tight_pooled_budget_refuses_a_metric_before_the_health_count(
+    fleet: Fleet, ledger_path: Path
+) -> None:
+    """Review s35 F4: a region's health release was queued after its metrics, so a pooled
+    budget with room for one release spent it on the loss, refused the count, and the
+    paid-for mean over reporters was unusable ("no noisy count"). The count goes first."""
+    p = policy(neighbouring="add_remove", eps="0.05", epoch="0.2", health=True)  # one fits
+    with Ledger.open(ledger_path, p, mode="create") as ledger:
+        strategy, _, _ = run(fleet, ledger, rounds=1, health_metric="health")
+        charged = {(e.draft.region, e.draft.metric) for e in ledger.entries()}
+    report = strategy.rounds[1]
+    assert charged == {("north", "health"), ("south", "health")}
+    assert all(isinstance(report.health_releases[r], Release) for r in ("north", "south"))
+    assert isinstance(report.outcomes[("north", "loss")], Verdict)
 
 
 def test_add_remove_health_metric_releases_noisy_counts_through_the_ledger(

@@ -339,6 +339,12 @@ class LedgerEvaluation(Strategy):
         bounds: dict[tuple[str, str], float] = {}  # the aggregator's error bound per release
         for region, h in sorted(health.items()):
             cohort = h.reported if replace else h.selected
+            if self.health_metric is not None:  # first: a tight (pooled) budget refuses a
+                # metric rather than the count a mean over reporters needs (review s35 F4)
+                counts = [float(getattr(h, f)) for f in HEALTH_FIELDS]
+                req = self._request(r, epoch, region, self.health_metric, h.selected)
+                items.append((req, np.asarray(counts)))
+                keys.append((region, self.health_metric))
             for name, m in self.plans.items():
                 if cohort == 0:
                     outcomes[(region, name)] = NotReleased(region, name, "no client reported")
@@ -358,11 +364,6 @@ class LedgerEvaluation(Strategy):
                     continue
                 items.append((self._request(r, epoch, region, name, cohort), total))
                 keys.append((region, name))
-            if self.health_metric is not None:
-                counts = [float(getattr(h, f)) for f in HEALTH_FIELDS]
-                req = self._request(r, epoch, region, self.health_metric, h.selected)
-                items.append((req, np.asarray(counts)))
-                keys.append((region, self.health_metric))
         results: tuple[Release | Verdict | NotReleased, ...]
         self._sent.add(r)  # before the commit: whatever follows, its ids are never reused
         try:
