@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import functools
 import os
+import random
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")  # read when flwr is imported
@@ -33,13 +35,20 @@ from test_flower import (
     exact,
     make_client,
     policy,
+    region_of,
     regions_by_id,
     regression_inputs,
 )
 
 from dpledger import Ledger, Policy
 from dpledger.errors import InvalidInput
-from dpledger.flower import LedgerEvaluation, PlainSum, StaticRegistry, contributions
+from dpledger.flower import (
+    LedgerEvaluation,
+    PlainSum,
+    QueryRegistry,
+    StaticRegistry,
+    contributions,
+)
 from dpledger.flower.client import substitute
 from dpledger.flower.testing import LocalGrid
 from dpledger.flower.wire import RoundPlan
@@ -285,3 +294,52 @@ def test_other_metrics_substitute_an_empty_clients_contribution() -> None:
     plan = the_plan()
     assert substitute(plan.metrics["errors"]).tolist() == [0.0] * 7
     assert not substitute(plan.metrics["confusion"]).any()
+
+
+def test_under_add_remove_a_query_registry_asks_once_so_a_later_dropout_stays_private(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    """Review s35 F1: a QueryRegistry asked each newly sampled node in its round, so under
+    add_remove a node silent in its first round left its region's planned cohort — its
+    dropout published through ``selected``. The run's roster is now taken once, from every
+    connected node, and a later silence is a private dropout. World 1 silences, after
+    round 1, every node not asked to evaluate in round 1; the public sides agree."""
+    p = policy(neighbouring="add_remove", eps="1", epoch="40")
+    seen = []
+    for k in (0, 1):
+        grid = LocalGrid(make_client(fleet), N_NODES)
+        asked: list[set[int]] = []
+
+        def on_round(
+            report: Any, grid: LocalGrid = grid, k: int = k, asked: list[set[int]] = asked
+        ) -> None:
+            asked.append({m.metadata.dst_node_id for m in grid.sent
+                          if m.metadata.message_type == "evaluate"})  # fmt: skip
+            if k == 1 and report.server_round == 1:
+                grid.offline |= set(grid.node_ids) - asked[0]
+
+        random.seed(11)  # FedAvg samples with the module-level generator
+        inner = FedAvg(fraction_train=0.0, fraction_evaluate=0.5, min_available_nodes=N_NODES)
+        registry = QueryRegistry(("partition-id",), region_of(fleet))
+        with Ledger.open(tmp_path / f"{k}.db", p, mode="create") as ledger:
+            strategy = LedgerEvaluation(inner, ledger, metrics=METRICS, params=PARAMS,
+                                        registry=registry, on_round=on_round)  # fmt: skip
+            grid.activate()
+            try:
+                result = strategy.start(grid=grid, initial_arrays=ArrayRecord(
+                    {"w": Array(np.zeros(2))}), num_rounds=2)  # fmt: skip
+            finally:
+                grid.deactivate()
+        queries = [m for m in grid.sent if m.metadata.message_type == "query.dpledger_region"]
+        assert len(queries) == N_NODES  # one registration exchange, with every node
+        report = strategy.rounds[2]
+        newly = asked[1] - asked[0]
+        assert newly  # round 2 sampled nodes that round 1 did not
+        dropped = sum(h.dropped for h in report.health.values())
+        assert dropped == (len(newly) if k else 0)  # the operator sees the silence
+        record = result.evaluate_metrics_clientapp[2]
+        public = {key: v for key, v in record.items() if "/health/" in key
+                  or key.endswith(("/refused", "/ci95"))}  # fmt: skip
+        seen.append((public, report.unregistered,
+                     {r: h.selected for r, h in report.health.items()}))  # fmt: skip
+    assert seen[0] == seen[1]

@@ -39,7 +39,7 @@ from dpledger.flower.client import (
     region_reply,
 )
 from dpledger.flower.means import ReporterMean
-from dpledger.flower.registry import NodeRegistry, QueryRegistry, StaticRegistry
+from dpledger.flower.registry import NodeRegistry, QueryRegistry, Roster, StaticRegistry
 from dpledger.flower.report import (
     Health,
     NodeStatus,
@@ -63,6 +63,7 @@ __all__ = [
     "PlainSum",
     "QueryRegistry",
     "ReporterMean",
+    "Roster",
     "RoundPlan",
     "RoundReport",
     "StaticRegistry",

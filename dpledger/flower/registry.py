@@ -11,6 +11,13 @@ the node's evaluate reply (data the node controls). Two registries:
   query message answered by :func:`dpledger.flower.region_reply`, and maps the answer to a
   region. A node that does not answer, or answers no region of the policy, stays
   unregistered: it is not asked to evaluate, and the round counts it.
+
+Under ``add_remove`` whether a node takes part in a round is private, so a per-round
+query (whose silence would drop the node from its region's planned cohort) would publish
+its dropout. There the wrapper asks through a :class:`Roster`: one registration exchange,
+with every connected node, at the run's first evaluate round; the node → region map it
+gives is the run's public roster (as a ``StaticRegistry``'s map is), and no later
+behaviour of a node changes a planned cohort.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.flower.client import NODE_RECORD, QUERY_RECORD, REGION_ACTION
 
-__all__ = ["NodeRegistry", "QueryRegistry", "StaticRegistry"]
+__all__ = ["NodeRegistry", "QueryRegistry", "Roster", "StaticRegistry"]
 
 _LOG = logging.getLogger("dpledger.flower")
 
@@ -130,3 +137,29 @@ class QueryRegistry:
             else:
                 _LOG.warning("node %s: to_region gave %r, not a region name", node, region)
         self._known.update({n: r for n, r in answered.items() if r is not None})
+
+
+class Roster:
+    """A registry asked once per run, of every connected node; then a fixed map.
+
+    The first :meth:`regions` call asks ``registry`` about every node the grid lists
+    (and the ones sampled) in one exchange and keeps the answer; later calls only look
+    nodes up, so a node that is silent in a later round stays in its region's planned
+    cohort (counted as dropped, privately) and a node that joins later is unregistered
+    for the rest of the run.
+    """
+
+    def __init__(self, registry: NodeRegistry) -> None:
+        self.registry = registry
+        self._map: dict[int, str | None] | None = None
+
+    def regions(self, node_ids: Sequence[int], grid: Grid) -> dict[int, str | None]:
+        """The run's roster entry of each node (None: not registered in this run)."""
+        if self._map is None:
+            everyone = sorted(set(grid.get_node_ids()) | set(node_ids))
+            self._map = dict(self.registry.regions(everyone, grid))
+            _LOG.info(
+                "run roster: %d of %d connected node(s) registered with a region",
+                sum(r is not None for r in self._map.values()), len(everyone),
+            )  # fmt: skip
+        return {n: self._map.get(n) for n in node_ids}

@@ -58,7 +58,7 @@ from dpledger.flower.plans import (
     regression_codec_for,
     settings_of,
 )
-from dpledger.flower.registry import NodeRegistry, QueryRegistry
+from dpledger.flower.registry import NodeRegistry, QueryRegistry, Roster
 from dpledger.flower.report import (
     HEALTH_FIELDS,
     NotReleased,
@@ -151,6 +151,7 @@ class LedgerEvaluation(Strategy):
         self.ledger = ledger
         self.policy = ledger.policy
         self.registry: NodeRegistry = registry if registry is not None else QueryRegistry()
+        self._lookup = self._run_lookup()
         self.aggregator: Aggregator = aggregator if aggregator is not None else PlainSum()
         self.first_epoch = first_epoch
         self.release_prefix = release_prefix or "flwr"
@@ -243,6 +244,16 @@ class LedgerEvaluation(Strategy):
         self._pending = {}
         self._configured = set()
         self._sent = set()
+        self._lookup = self._run_lookup()
+
+    def _run_lookup(self) -> NodeRegistry:
+        """Under ``add_remove`` a QueryRegistry is asked once per run (a :class:`Roster`)."""
+        query = isinstance(self.registry, QueryRegistry)
+        return (
+            Roster(self.registry)
+            if query and self.policy.neighbouring == "add_remove"
+            else self.registry
+        )
 
     def epoch_of(self, server_round: int) -> int:
         """The ledger epoch of ``server_round`` (rounds from 1)."""
@@ -264,7 +275,7 @@ class LedgerEvaluation(Strategy):
         if not messages:
             return []
         nodes = [m.metadata.dst_node_id for m in messages]
-        regions = self.registry.regions(nodes, grid)
+        regions = self._lookup.regions(nodes, grid)
         plan = RoundPlan(server_round, self.epoch_of(server_round), self.policy.version,
                          self.plans)  # fmt: skip
         record = plan.record()
