@@ -46,8 +46,9 @@ Keys of the published record (Flower's ``Result.evaluate_metrics_clientapp[round
   ``REGION/health/{reported,failed,dropped,rejected}``: exact under ``replace``; under
   ``add_remove`` noisy counts released through the ledger (with ``REGION/health/ci95``, the
   half-width of each of the three released counts; ``dropped``, the planned cohort minus
-  their total, carries all three counts' noise and is wider), or absent when the operator
-  keeps them (no health metric configured).
+  their total, carries all three counts' noise and has its own, wider
+  ``REGION/health/dropped/ci95``), or absent when the operator keeps them (no health
+  metric configured).
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ from dpledger.ledger.derived import DerivedRelease
 from dpledger.mechanisms import bar_factor
 
 __all__ = [
+    "DROPPED_CI95_FACTOR",
     "HEALTH_FIELDS",
     "HEALTH_KEY",
     "STATUSES",
@@ -76,6 +78,7 @@ __all__ = [
     "NodeStatuses",
     "NotReleased",
     "RoundReport",
+    "dropped_ci95",
     "published",
     "short_reason",
     "tally_health",
@@ -398,9 +401,24 @@ def published(report: RoundReport, *, health_public: bool) -> dict[str, Value]:
                 out[f"{region}/{HEALTH_KEY}/{name}"] = x
             out[f"{region}/{HEALTH_KEY}/dropped"] = float(h.selected - sum(counts))
             out[f"{region}/{HEALTH_KEY}/ci95"] = ci95(hr)
+            out[f"{region}/{HEALTH_KEY}/dropped/ci95"] = dropped_ci95(hr)
         elif hr is not None:
             out[f"{region}/{HEALTH_KEY}/refused"] = 1
     return out
+
+
+DROPPED_CI95_FACTOR: Mapping[str, float] = {
+    "laplace": 4.968596000181702,  # P(|L₁+L₂+L₃| > t·b) = e^(−t)(t² + 5t + 8)/8 = 0.05
+    "gaussian": 1.959963984540054 * math.sqrt(3.0),  # σ√3
+}
+"""Noise scales in the 95% half-width of a sum of three independent coordinates' noise."""
+
+
+def dropped_ci95(health: Release) -> float:
+    """95% half-width of ``selected − Σ`` the three noisy counts of a health release
+    (counts): three independent noises, and three coordinates' slack."""
+    factor = DROPPED_CI95_FACTOR[health.facts.mechanism]
+    return factor * health.scale + len(HEALTH_FIELDS) * health.sum_slack
 
 
 def short_reason(reason: str, limit: int = 500) -> str:
