@@ -48,6 +48,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
+from dpledger import _creating as creating
 from dpledger.errors import LedgerCorrupted, NotALedger, StoreError
 
 __all__ = [
@@ -418,8 +419,7 @@ def check_sqlite_file(p: Path, what: str, why: Mapping[FileProblem, str]) -> Non
         raise StoreError(why["special"])
     links = _settled_links(p, st.st_nlink)
     if links > 1:
-        left = sorted(x.name for x in p.parent.glob(f".{p.name}.*.creating"))
-        hint = f" ({', '.join(left)} beside it: left by an interrupted creation)" if left else ""
+        hint = creating.hint(p)
         raise StoreError(
             f"{what} has {links} names (hard links){hint}: SQLite names its write-ahead log "
             f"after the path, so processes opening it by different names would each keep "

@@ -33,7 +33,6 @@ import contextlib
 import json
 import os
 import sqlite3
-import uuid
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -44,6 +43,7 @@ from typing import Any
 from urllib.parse import quote
 
 from dpledger import _sqlite_files as sqlite_files
+from dpledger._creating import remove_dead, temp_for
 from dpledger._files import SQLITE_SIDECARS, check_path_text, check_sidecars, check_sqlite_name
 from dpledger._sqlite_files import check_sqlite_file
 from dpledger.errors import (
@@ -147,8 +147,11 @@ class SqliteStore(SqlStore):
     # -- opening -----------------------------------------------------------------------
 
     def _check_file(self, p: Path) -> None:
-        """Refuse anything at ``p`` that is not an SQLite database file."""
+        """Refuse anything at ``p`` that is not an SQLite database file; a write first
+        removes what killed creators left (:mod:`dpledger._creating`), a read never does."""
         at = self._path
+        if self.mode != "read":
+            remove_dead(p, only_if_linked=self.mode == "write")
         check_sqlite_file(p, f"SQLite ledger {at}", {
             "directory": f"{at} is a directory, not a ledger file",
             "special": f"{at} is not a regular file, not a ledger",
@@ -268,7 +271,7 @@ class SqliteStore(SqlStore):
             self._build(self._conn, meta)
             return
         target = Path(self._path)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.creating")
+        tmp = temp_for(target)  # records pid and host: a killed creator's is removed later
         try:
             built = sqlite3.connect(str(tmp), isolation_level=None)
             try:
