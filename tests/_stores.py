@@ -91,16 +91,19 @@ class StoreUnderTest:
             return cur.fetchall() if cur.description else []
 
     def disable_append_only(self) -> None:
-        """What an attacker with database access does first."""
+        """What an attacker with database access does first: drop the append-only
+        triggers on entries and the guard on spend totals."""
         if self.kind == "sqlite":
             names = self.raw(
-                "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'dpl_entries'"
+                "SELECT name FROM sqlite_master WHERE type = 'trigger' "
+                "AND tbl_name IN ('dpl_entries', 'dpl_spend')"
             )
-            assert names, "the SQLite store has no append-only triggers"
+            assert len(names) == 5, f"the SQLite store's triggers are {names}"
             for (name,) in names:
                 self.raw(f"DROP TRIGGER {name}")
         else:
             self.raw("ALTER TABLE dpl_entries DISABLE TRIGGER USER")
+            self.raw("ALTER TABLE dpl_spend DISABLE TRIGGER USER")
 
     def fail_inserts(self, on: bool) -> None:
         """Make every INSERT into dpl_entries fail (a database fault mid-release), or stop."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 from dpledger import Policy
@@ -57,6 +58,16 @@ dimension = 4
 cap_per_client = "2"
 nonnegative = false
 """
+
+
+SPEND_GUARD = ("dpl_spend_no_decrease", "dpl_spend_no_delete", "dpl_spend_no_replace")
+"""The SQLite spend guard's triggers (schema 4): an editor of the spend table drops them."""
+
+
+def drop_spend_guard(conn: sqlite3.Connection) -> None:
+    """What someone editing an SQLite ledger's spend totals by hand does first."""
+    for name in SPEND_GUARD:
+        conn.execute(f"DROP TRIGGER IF EXISTS {name}")
 
 
 def policy_text(

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from factories import drop_spend_guard
 
 from dpledger import Ledger, Policy, ReleaseRequest
 from dpledger.errors import (
@@ -41,11 +42,13 @@ def path(tmp_path: Path) -> Path:
 
 
 def _tamper(path: Path, sql: str) -> bytes:
-    """Run ``sql`` on the file, close (a sqlite3 ``with`` only commits: the checkpoint on
-    close would otherwise come later, changing the bytes), and return the bytes."""
+    """Run ``sql`` on the file (its spend guard dropped first), close (a sqlite3 ``with``
+    only commits: the checkpoint on close would otherwise come later, changing the
+    bytes), and return the bytes."""
     conn = sqlite3.connect(path)
     try:
         with conn:
+            drop_spend_guard(conn)
             conn.execute(sql)
     finally:
         conn.close()

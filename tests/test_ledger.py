@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from factories import policy, spatial
+from factories import drop_spend_guard, policy, spatial
 
 from dpledger import (
     ALL,
@@ -252,6 +252,7 @@ def test_an_anchored_head_catches_a_truncation_that_rewrote_head_and_spend(
         first_hash = a.entries()[0].hash
     con = sqlite3.connect(tmp_path / "l.db")  # a thorough editor hides the last release
     con.execute("DROP TRIGGER dpl_entries_no_delete")
+    drop_spend_guard(con)
     con.execute("DELETE FROM dpl_entries WHERE seq = 2")
     con.execute("UPDATE dpl_spend SET total = '1/10'")
     con.execute("UPDATE dpl_meta SET value = '1' WHERE key = 'head_seq'")

@@ -52,7 +52,7 @@ def test_a_schema_1_ledger_is_refused_with_the_command_that_upgrades_it(v1: Path
 
 def test_migration_keeps_every_entry_hash_and_spend(v1: Path) -> None:
     done = migrate(v1)
-    assert (done.from_version, done.to_version, done.entries, done.head) == ("1", "3", 7, V1_HEAD)
+    assert (done.from_version, done.to_version, done.entries, done.head) == ("1", "4", 7, V1_HEAD)
     with Ledger.open(v1, second_policy(), mode="read") as ledger:
         report = ledger.verify(expected_head=V1_HEAD)  # an anchor recorded before still holds
         assert report.ok, report.problems
@@ -130,7 +130,7 @@ def test_cli_migrates_and_says_what_it_kept(
     assert "dpledger ledger migrate" in capsys.readouterr().err
     assert main(["ledger", "migrate", "--ledger", str(v1)]) == 0
     out = capsys.readouterr().out
-    assert "from schema 1 to 3: 7 entries kept" in out
+    assert "from schema 1 to 4: 7 entries kept" in out
     assert f"{V1_HEAD[0]}:{V1_HEAD[1]} unchanged" in out
     assert main(["ledger", "migrate", "--ledger", str(v1)]) == 0
     assert "nothing to do" in capsys.readouterr().out

@@ -95,9 +95,9 @@ def test_migrating_schema_2_keeps_every_entry_hash_and_spend_and_drops_the_hash_
 ) -> None:
     assert ("hash",) in indexed_columns(v2)
     done = migrate(v2)
-    assert (done.from_version, done.to_version, done.entries, done.head) == ("2", "3", 8, V2_HEAD)
+    assert (done.from_version, done.to_version, done.entries, done.head) == ("2", "4", 8, V2_HEAD)
     version, _ = schema_of(v2)
-    assert version == "3"
+    assert version == "4"
     columns = indexed_columns(v2)
     assert ("hash",) not in columns  # the point of schema 3
     assert ("release_id",) in columns  # the idempotency lookup stays an indexed read
@@ -168,7 +168,7 @@ def test_an_entry_whose_seq_is_not_an_integer_is_refused_and_left_as_it_was(
 def test_cli_migrates_schema_2(v2: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["ledger", "migrate", "--ledger", str(v2)]) == 0
     out = capsys.readouterr().out
-    assert "from schema 2 to 3: 8 entries kept" in out
+    assert "from schema 2 to 4: 8 entries kept" in out
     assert f"{V2_HEAD[0]}:{V2_HEAD[1]} unchanged" in out
 
 
@@ -218,8 +218,13 @@ def test_postgres_schema_2_ledger_is_used_as_it_is_then_migrates(pg_url: str) ->
     with Ledger.open(pg_url, first_policy(), mode="write") as ledger:
         assert ledger.release(RETRY, 3000.0).entry_id == 5
     done = migrate(pg_url)
-    assert (done.from_version, done.to_version, done.entries, done.head) == ("2", "3", 8, V2_HEAD)
+    assert (done.from_version, done.to_version, done.entries, done.head) == ("2", "4", 8, V2_HEAD)
     assert not unique_on_hash()
+    with (
+        psycopg.connect(pg_url, autocommit=True) as conn,
+        pytest.raises(psycopg.errors.RaiseException, match="spend totals never decrease"),
+    ):
+        conn.execute("UPDATE dpl_spend SET total = '0'")  # schema 4 guards the spend
     with Ledger.open(pg_url, second_policy(), mode="write") as ledger:
         assert ledger.verify(expected_head=V2_HEAD).ok
         for (epoch, region), spent in V2_SPENT.items():

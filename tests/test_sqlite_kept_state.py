@@ -18,6 +18,7 @@ from factories import policy
 from dpledger import BudgetExceeded, Ledger, ReleaseRequest
 from dpledger.accounting import EpochSpend
 from dpledger.ledger.sqlite import SqliteStore
+from dpledger.ledger.sqlite_sql import guard_spend
 
 POLICY = policy()  # ε_eval = 1; "loss" costs 0.1, pooled: 10 releases per region per epoch
 N = 100
@@ -56,6 +57,7 @@ def test_a_commit_by_another_connection_is_seen(tmp_path: Path) -> None:
         _release(a)
         _release(a)  # served from the kept state: nobody else wrote
         raw = sqlite3.connect(path, isolation_level=None)
+        guard_spend(raw)  # as every writing connection of dpledger
         try:  # someone else's commit (here, a spend total at the budget)
             raw.execute("UPDATE dpl_spend SET total = '1' WHERE scope = 'north'")
         finally:

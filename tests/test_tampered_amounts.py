@@ -15,6 +15,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+from factories import drop_spend_guard
 
 from dpledger.approval import ReleaseRequest
 from dpledger.errors import LedgerCorrupted
@@ -95,6 +96,7 @@ def test_a_tampered_spend_total_fails_verification_and_reads_refuse(
     store: StoreUnderTest, text: str
 ) -> None:
     ledger = _three(store)
+    store.disable_append_only()
     store.raw("UPDATE dpl_spend SET total = ? WHERE epoch = 0", (text,))
     start = time.monotonic()
     report = ledger.verify()
@@ -150,6 +152,7 @@ def test_the_service_answers_verify_of_a_tampered_total_with_its_problems(
         r = call(app, "POST", "/v1/releases", json=body(), headers=site.auth("admin"))
         assert r.status_code == 201, r.text
         with sqlite3.connect(tmp_path / "l.db") as conn:
+            drop_spend_guard(conn)
             conn.execute("UPDATE dpl_spend SET total = '1e99999'")
         conn.close()
         r = call(app, "GET", "/v1/verify", headers=site.auth("admin"))

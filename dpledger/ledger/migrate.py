@@ -1,4 +1,9 @@
-"""Upgrade an older ledger to the current schema (3), in place.
+"""Upgrade an older ledger to the current schema (4), in place.
+
+**Schema 3 to 4** adds the spend guard: triggers refusing any UPDATE that lowers a spend
+total (or moves it to another epoch, scope or metric) and any DELETE of one (and TRUNCATE
+on PostgreSQL), so a hand-lowered total fails at the UPDATE instead of letting later
+releases overspend until ``verify`` reports it. No row changes.
 
 **Schema 2 to 3** changes indexes only: the entries' unique ``hash`` index goes (the
 ``seq`` primary key and :func:`~dpledger.ledger.audit.verify` already refuse what it
@@ -73,10 +78,10 @@ class Migration:
 
 
 def migrate(target: str | Path) -> Migration:
-    """Upgrade the ledger at ``target`` (SQLite path or ``postgresql://`` URL) to schema 3.
+    """Upgrade the ledger at ``target`` (SQLite path or ``postgresql://`` URL) to schema 4.
 
-    Schema 1 goes to 2, then to 3 (two transactions: a crash between them leaves a
-    schema-2 ledger, which dpledger reads and writes). A ledger already at schema 3 is
+    Schema 1 goes to 2, then 3, then 4 (one transaction each: a crash between them leaves
+    a schema-2 or -3 ledger, which dpledger reads and writes). A ledger already at 4 is
     left as it is. Raise :class:`MigrationRefused` (nothing changed) if a schema-1 ledger
     fails its own rules, or names an unknown schema; a path that is no ledger at all
     (empty, not SQLite) raises what opening it raises.
@@ -86,10 +91,10 @@ def migrate(target: str | Path) -> Migration:
         meta = store.meta()
         version = meta.get("schema_version", "?")
         head = head_of(meta, store.location)
-        if version not in ("1", "2", SCHEMA_VERSION):
+        if version not in ("1", "2", "3", SCHEMA_VERSION):
             raise MigrationRefused(
                 f"{store.location}: schema version {version!r} is not one this dpledger "
-                f"upgrades (it upgrades 1 and 2 to {SCHEMA_VERSION})"
+                f"upgrades (it upgrades 1, 2 and 3 to {SCHEMA_VERSION})"
             )
         entries = None
         if version == "1":
@@ -97,6 +102,8 @@ def migrate(target: str | Path) -> Migration:
             store.upgrade_schema_1(head, spend)
         if version in ("1", "2"):
             store.upgrade_schema_2(head)
+        if version in ("1", "2", "3"):
+            store.upgrade_schema_3(head)
         count = store.count() if entries is None else entries
         return Migration(store.location, version, SCHEMA_VERSION, count, head)
     finally:

@@ -17,7 +17,15 @@ from dpledger.ledger.schema import (
     Statements,
 )
 
-__all__ = ["APPEND_ONLY", "EPOCH_POLICIES", "RELEASES", "SCHEMA_1", "SCHEMA_3_UPGRADE", "SQL"]
+__all__ = [
+    "APPEND_ONLY",
+    "EPOCH_POLICIES",
+    "RELEASES",
+    "SCHEMA_1",
+    "SCHEMA_3_UPGRADE",
+    "SPEND_GUARD",
+    "SQL",
+]
 
 SQL = Statements(
     epoch_policy="SELECT policy_hash, policy_version FROM dpl_entries WHERE epoch = %s "
@@ -111,3 +119,46 @@ $dpl$
 """
 """The append-only guards on ``dpl_entries``: a row trigger refusing ``UPDATE`` and
 ``DELETE``, a statement trigger refusing ``TRUNCATE`` (created once, idempotently)."""
+
+SPEND_GUARD = """
+DO $dpl$
+BEGIN
+    IF to_regprocedure('dpl_spend_never_decreases()') IS NULL THEN
+        CREATE FUNCTION dpl_spend_never_decreases() RETURNS trigger
+        LANGUAGE plpgsql AS $fn$
+        DECLARE amount CONSTANT text := '^(0|[1-9][0-9]*)(/[1-9][0-9]*)?$';
+        BEGIN
+            IF TG_OP <> 'UPDATE' THEN
+                RAISE EXCEPTION 'dpledger spend totals are never deleted: % refused', TG_OP;
+            END IF;
+            IF NEW.epoch IS DISTINCT FROM OLD.epoch OR NEW.scope IS DISTINCT FROM OLD.scope
+                    OR NEW.metric IS DISTINCT FROM OLD.metric OR NEW.total !~ amount
+                    OR OLD.total !~ amount
+                    OR split_part(NEW.total, '/', 1)::numeric
+                       * coalesce(nullif(split_part(OLD.total, '/', 2), ''), '1')::numeric
+                     < split_part(OLD.total, '/', 1)::numeric
+                       * coalesce(nullif(split_part(NEW.total, '/', 2), ''), '1')::numeric THEN
+                RAISE EXCEPTION 'dpledger spend totals never decrease nor move: % refused',
+                    format('%s of epoch %s scope %L metric %L', TG_OP, OLD.epoch, OLD.scope,
+                           OLD.metric);
+            END IF;
+            RETURN NEW;
+        END
+        $fn$;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'dpl_spend'::regclass
+                   AND tgname = 'dpl_spend_no_decrease') THEN
+        CREATE TRIGGER dpl_spend_no_decrease BEFORE UPDATE OR DELETE ON dpl_spend
+            FOR EACH ROW EXECUTE FUNCTION dpl_spend_never_decreases();
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'dpl_spend'::regclass
+                   AND tgname = 'dpl_spend_no_truncate') THEN
+        CREATE TRIGGER dpl_spend_no_truncate BEFORE TRUNCATE ON dpl_spend
+            FOR EACH STATEMENT EXECUTE FUNCTION dpl_spend_never_decreases();
+    END IF;
+END
+$dpl$
+"""
+"""Schema 4: the database refuses to lower, move, delete or truncate a spend total. The
+totals are exact fractions as text (``p`` or ``p/q``), compared exactly as cross-multiplied
+``numeric`` integers (text comparison would be wrong); any other form is refused."""

@@ -51,8 +51,9 @@ second. A write the server refuses there means ``COMMIT`` never ran; a ``COMMIT`
 seen to succeed is the unknown outcome above.
 
 **Append-only.** A row trigger refuses ``UPDATE`` and ``DELETE`` on ``dpl_entries``
-and a statement trigger refuses ``TRUNCATE``. The table owner can still disable them;
-:meth:`Ledger.verify` detects what such an editor changes.
+and a statement trigger refuses ``TRUNCATE``; on ``dpl_spend`` (schema 4) they refuse
+lowering, moving, deleting or truncating a total. The table owner can still disable
+them; :meth:`Ledger.verify` detects what such an editor changes.
 
 Every psycopg error is raised as :class:`~dpledger.errors.StoreError`; messages name
 the ledger by its URL without the password.
@@ -71,6 +72,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 from dpledger.errors import LedgerNotFound, StoreError
 from dpledger.ledger.pgsql import APPEND_ONLY as _APPEND_ONLY
 from dpledger.ledger.pgsql import EPOCH_POLICIES, RELEASES, SCHEMA_1, SCHEMA_3_UPGRADE, SQL
+from dpledger.ledger.pgsql import SPEND_GUARD as _SPEND_GUARD
 from dpledger.ledger.records import Entry
 from dpledger.ledger.schema import SCHEMA, SCHEMA_VERSION, missing_hint, row_to_entry
 from dpledger.ledger.store import SqlStore
@@ -139,6 +141,7 @@ class PostgresStore(PipelinedWrites, SqlStore):
     sql = SQL
     schema_1 = SCHEMA_1
     schema_3_upgrade = SCHEMA_3_UPGRADE
+    schema_4_upgrade = (_SPEND_GUARD,)
     lock_key = LOCK_KEY
     state_sql = SQL.state.replace("%s", "$1")
 
@@ -308,7 +311,7 @@ class PostgresStore(PipelinedWrites, SqlStore):
         if self.mode != "create":
             raise StoreError(f"{self._location} was not opened for creation (mode='create')")
         with self._lock, self._write_transaction():
-            for statement in (*SCHEMA, _APPEND_ONLY):
+            for statement in (*SCHEMA, _APPEND_ONLY, _SPEND_GUARD):
                 self._execute(statement)
             if not self._execute("SELECT 1 FROM dpl_meta LIMIT 1"):  # a racing creator's
                 self._set_meta(("schema_version", SCHEMA_VERSION), *meta.items())

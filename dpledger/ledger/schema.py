@@ -1,10 +1,10 @@
 """The ledger's tables, in the SQL both stores share, and how an entry row is read.
 
-Schema 3 (:data:`SCHEMA`); the dialect-specific statements each store writes for itself
-(:class:`Statements`, :class:`Schema1`); :func:`row_to_entry`, which parses a row
-without trusting it (an unreadable value is :class:`~dpledger.errors.LedgerCorrupted`),
-and the readers of other stored values (:func:`stored_amount`, :func:`stored_int`,
-:func:`head_of`).
+Schema 4 (:data:`SCHEMA`, plus each store's triggers guarding entries and spend); the
+dialect-specific statements each store writes for itself (:class:`Statements`,
+:class:`Schema1`); :func:`row_to_entry`, which parses a row without trusting it (an
+unreadable value is :class:`~dpledger.errors.LedgerCorrupted`), and the readers of other
+stored values (:func:`stored_amount`, :func:`stored_int`, :func:`head_of`).
 """
 
 from __future__ import annotations
@@ -44,12 +44,12 @@ __all__ = [
     "stored_int",
 ]
 
-SCHEMA_VERSION = "3"
-READABLE_VERSIONS = ("2", "3")
-"""Schema versions this dpledger opens, reads and writes as they are (2 and 3 have the
+SCHEMA_VERSION = "4"
+READABLE_VERSIONS = ("2", "3", "4")
+"""Schema versions this dpledger opens, reads and writes as they are (2, 3 and 4 have the
 same tables and columns; 3 drops the entries' unique ``hash`` index and orders the epoch
-index by ``seq``). A schema-2 ledger is never upgraded by opening it: only by
-``dpledger ledger migrate``."""
+index by ``seq``; 4 adds triggers refusing to lower or delete a spend total). An older
+ledger is never upgraded by opening it: only by ``dpledger ledger migrate``."""
 
 COLUMNS = (
     "seq, created_at, epoch, scope, metric, policy_name, policy_version, policy_hash, "

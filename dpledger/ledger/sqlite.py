@@ -3,9 +3,10 @@
 ``BEGIN IMMEDIATE`` takes SQLite's single write lock at the start of the transaction,
 so the budget re-check, the entry and the spend update of one release are serialised
 against every other writer — threads and processes alike. Triggers refuse UPDATE and
-DELETE on entries (append-only); :meth:`Ledger.verify` detects an edited or removed
-entry unless the editor also rewrites every later hash, the head and the spend — which
-``verify(expected_head=…)`` catches against a head recorded outside the database.
+DELETE on entries (append-only) and lowering or deleting a spend total (schema 4);
+:meth:`Ledger.verify` detects an edited or removed entry unless the editor also
+rewrites every later hash, the head and the spend — which ``verify(expected_head=…)``
+catches against a head recorded outside the database.
 A writer keeps the head and spend its last committed write left, and re-uses them under
 the next write lock only if ``PRAGMA data_version`` is unchanged — i.e. no other
 connection (thread or process) has committed since; otherwise it reads them again.
@@ -53,10 +54,7 @@ from dpledger.errors import (
     NotALedger,
     StoreError,
 )
-from dpledger.ledger.schema import (
-    SCHEMA_VERSION,
-    missing_hint,
-)
+from dpledger.ledger.schema import SCHEMA_VERSION, missing_hint
 from dpledger.ledger.sqlite_copy import drop_copy, log_without_index, private_copy
 from dpledger.ledger.sqlite_errors import is_access, is_damage
 from dpledger.ledger.sqlite_fresh import Seen, identity, seen, successor
@@ -64,9 +62,11 @@ from dpledger.ledger.sqlite_sql import (
     INSERT_ENTRY,
     SCHEMA_1,
     SCHEMA_3_UPGRADE,
+    SPEND_GUARD,
     SQL,
     TABLES,
     UPSERT_SPEND,
+    guard_spend,
 )
 from dpledger.ledger.store import SqlStore
 from dpledger.ledger.txn import TxnState
@@ -76,7 +76,6 @@ __all__ = ["SqliteStore"]
 
 MEMORY = ":memory:"
 _ATTEMPTS = 4  # reads of one statement by a handle whose file keeps changing under it
-
 
 _KEPT_EPOCHS = 64
 """Epochs whose spend a connection keeps between its own write transactions."""
@@ -99,6 +98,7 @@ class SqliteStore(SqlStore):
     schema_1 = SCHEMA_1
     schema_3_upgrade = SCHEMA_3_UPGRADE
     schema_3_refuses = "SELECT seq FROM dpl_entries WHERE typeof(seq) != 'integer' LIMIT 5"
+    schema_4_upgrade = SPEND_GUARD
 
     def __init__(self, path: str | Path, mode: Mode = "write", *, timeout_s: float = 60.0) -> None:
         super().__init__(mode)
@@ -199,6 +199,7 @@ class SqliteStore(SqlStore):
                 conn.execute("PRAGMA query_only=ON")
             else:
                 conn.execute("PRAGMA synchronous=FULL")
+                guard_spend(conn)  # its spend triggers compare totals exactly in Python
             if (
                 p is not None
                 and not conn.execute(

@@ -3,6 +3,8 @@ for lists, ``seq`` as the rowid): what :mod:`.sqlite` sends."""
 
 from __future__ import annotations
 
+import sqlite3
+
 from dpledger.ledger.schema import (
     COLUMNS,
     EPOCH_INDEX,
@@ -12,15 +14,18 @@ from dpledger.ledger.schema import (
     SPEND_TABLE,
     Schema1,
     Statements,
+    stored_amount,
 )
 
 __all__ = [
     "INSERT_ENTRY",
     "SCHEMA_1",
     "SCHEMA_3_UPGRADE",
+    "SPEND_GUARD",
     "SQL",
     "TABLES",
     "UPSERT_SPEND",
+    "guard_spend",
 ]
 
 _TRIGGERS = (
@@ -29,6 +34,42 @@ _TRIGGERS = (
     """CREATE TRIGGER IF NOT EXISTS dpl_entries_no_delete BEFORE DELETE ON dpl_entries
        BEGIN SELECT RAISE(ABORT, 'dpledger entries are append-only'); END""",
 )
+_LOWERED = "dpl_spend_lowered(OLD.total, NEW.total)"
+SPEND_GUARD = (
+    f"""CREATE TRIGGER IF NOT EXISTS dpl_spend_no_decrease BEFORE UPDATE ON dpl_spend
+       WHEN NEW.epoch IS NOT OLD.epoch OR NEW.scope IS NOT OLD.scope
+       OR NEW.metric IS NOT OLD.metric OR {_LOWERED}
+       BEGIN SELECT RAISE(ABORT, 'dpledger spend totals never decrease nor move'); END""",
+    """CREATE TRIGGER IF NOT EXISTS dpl_spend_no_delete BEFORE DELETE ON dpl_spend
+       BEGIN SELECT RAISE(ABORT, 'dpledger spend totals are never deleted'); END""",
+    # INSERT OR REPLACE deletes the row it replaces without firing the DELETE trigger
+    f"""CREATE TRIGGER IF NOT EXISTS dpl_spend_no_replace BEFORE INSERT ON dpl_spend
+       WHEN EXISTS (SELECT 1 FROM dpl_spend AS OLD WHERE OLD.epoch = NEW.epoch
+       AND OLD.scope = NEW.scope AND OLD.metric = NEW.metric AND {_LOWERED})
+       BEGIN SELECT RAISE(ABORT, 'dpledger spend totals never decrease nor move'); END""",
+)
+"""Schema 4: the database refuses to lower, move or delete a spend total. SQL cannot
+compare two fractions of up to 4,300 digits a side exactly (SQLite's integers are 64-bit),
+so the comparison is :func:`guard_spend`'s function, which every writing connection of
+dpledger registers; any other connection's write to ``dpl_spend`` fails to prepare (no
+such function), which refuses it too."""
+
+
+def _lowered(old: object, new: object) -> int:
+    """1 when ``new`` is not a spend total as dpledger writes one, or is below ``old``."""
+    try:
+        return int(stored_amount(new) < stored_amount(old))
+    except (ValueError, TypeError):
+        return 1
+
+
+def guard_spend(conn: sqlite3.Connection) -> None:
+    """Let ``conn`` write ``dpl_spend`` under :data:`SPEND_GUARD` (a function in triggers
+    needs a trusted schema: the default, stated so a build without it still writes)."""
+    conn.create_function("dpl_spend_lowered", 2, _lowered, deterministic=True)
+    conn.execute("PRAGMA trusted_schema=ON")
+
+
 _SEQ, _ROWID_SEQ = "seq BIGINT PRIMARY KEY", "seq INTEGER PRIMARY KEY"
 _SCHEMA = tuple(statement.replace(_SEQ, _ROWID_SEQ) for statement in SCHEMA)
 """The shared schema with ``seq`` as SQLite's rowid (``INTEGER PRIMARY KEY``, 64-bit): the
@@ -88,5 +129,5 @@ UPSERT_SPEND = (
     "INSERT INTO dpl_spend (epoch, scope, metric, total) VALUES (?, ?, ?, ?) "
     "ON CONFLICT (epoch, scope, metric) DO UPDATE SET total = excluded.total"
 )
-TABLES = (*_SCHEMA, *_TRIGGERS)
+TABLES = (*_SCHEMA, *_TRIGGERS, *SPEND_GUARD)
 """What a new ledger is built with."""
