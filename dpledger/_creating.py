@@ -145,6 +145,6 @@ def hint(target: Path) -> str:
     if other:
         said.append(
             f"{', '.join(other)} beside it: left by an interrupted creation (or one still "
-            "running); delete it once no dpledger creates this ledger"
+            "running, or on another host); delete it once nothing is creating this file"
         )
     return f" ({'; '.join(said)})"
