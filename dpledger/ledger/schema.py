@@ -24,6 +24,7 @@ from dpledger.mechanisms import MechanismFacts
 from dpledger.types import Budget, Unit
 
 __all__ = [
+    "AMOUNT_FORM",
     "CHAIN_V1_THROUGH",
     "COLUMNS",
     "EPOCH_INDEX",
@@ -140,7 +141,9 @@ def row_to_entry(row: Sequence[Any]) -> Entry:
         ) from e
 
 
-_AMOUNT = re.compile(r"(0|[1-9][0-9]{0,4299})(?:/([1-9][0-9]{0,4299}))?")
+AMOUNT_FORM = re.compile(r"(0|[1-9][0-9]{0,4299})(?:/([1-9][0-9]{0,4299}))?")
+"""A budget amount's stored form: ``p`` or ``p/q`` (no sign, no leading zeros), at most
+4300 digits a side; :func:`stored_amount` reads it."""
 MAX_STORED_AMOUNT = Fraction(sys.float_info.max)
 """The largest charge or spend total a ledger can hold: the largest double. A charge is
 an ε or ρ OpenDP accepted (a double); a policy's budget was unbounded before 1a94fce, so
@@ -157,8 +160,8 @@ def stored_amount(value: object) -> Fraction:
     such as ``"1e9999999"`` is refused by its form, not evaluated."""
     if not isinstance(value, str):
         raise ValueError(f"a budget amount is stored as text, got {type(value).__name__}")
-    m = _AMOUNT.fullmatch(value) if len(value) <= 8601 else None
-    if m is None and _AMOUNT.fullmatch(value[1:41]) and value.startswith("-"):
+    m = AMOUNT_FORM.fullmatch(value) if len(value) <= 8601 else None
+    if m is None and AMOUNT_FORM.fullmatch(value[1:41]) and value.startswith("-"):
         raise ValueError(f"a negative spend total or charge, {value[:40]!r}")
     if m is None:
         raise ValueError(

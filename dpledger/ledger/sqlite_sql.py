@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 
 from dpledger.ledger.schema import (
+    AMOUNT_FORM,
     COLUMNS,
     EPOCH_INDEX,
     PARAMETERLESS,
@@ -14,7 +15,6 @@ from dpledger.ledger.schema import (
     SPEND_TABLE,
     Schema1,
     Statements,
-    stored_amount,
 )
 
 __all__ = [
@@ -56,11 +56,14 @@ such function), which refuses it too."""
 
 
 def _lowered(old: object, new: object) -> int:
-    """1 when ``new`` is not a spend total as dpledger writes one, or is below ``old``."""
-    try:
-        return int(stored_amount(new) < stored_amount(old))
-    except (ValueError, TypeError):
+    """1 when ``new`` is not a spend total as dpledger writes one (:func:`stored_amount`'s
+    form), or is below ``old``: exact, cross-multiplied (it runs in every spend upsert)."""
+    if not (isinstance(old, str) and isinstance(new, str) and max(len(old), len(new)) <= 8601):
         return 1
+    o, n = AMOUNT_FORM.fullmatch(old), AMOUNT_FORM.fullmatch(new)
+    if o is None or n is None:
+        return 1
+    return int(int(n[1]) * int(o[2] or 1) < int(o[1]) * int(n[2] or 1))
 
 
 def guard_spend(conn: sqlite3.Connection) -> None:
