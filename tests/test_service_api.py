@@ -61,7 +61,9 @@ def test_a_retry_with_the_same_idempotency_key_returns_the_recorded_release(
     first = release(app, site, "north", body(), **{"Idempotency-Key": "r-1"})
     again = release(app, site, "north", body(), **{"Idempotency-Key": "r-1"})
     assert first.status_code == again.status_code == 201
-    assert again.json() == first.json()  # same noisy value, same entry: no new noise
+    # same noisy value, same entry: no new noise; the retry says it charged nothing
+    assert (first.json().pop("retried"), again.json().pop("retried")) == (False, True)
+    assert {**again.json(), "retried": False} == first.json()
     with ledger(site) as led:
         assert len(led) == 1
         assert led.spent(0, "north").text == "1/10"

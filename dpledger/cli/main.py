@@ -236,11 +236,17 @@ def release_text(r: Release) -> str:
     v = r.value
     shown = f"{v:.6g}" if isinstance(v, float) else np.array2string(v, precision=4)
     rid = f", release id {r.release_id}" if r.release_id else ""
+    charged = (
+        f"  retry     recorded earlier as entry {r.entry_id} ({r.unit} {r.charge.text} "
+        f"charged then); charged now: 0"
+        if r.retried
+        else f"  charged   {r.unit} = {r.charge.text}"
+    )
     return (
         f"entry {r.entry_id}: {r.request.metric} (epoch {r.request.epoch}, "
         f"region {r.request.region}, n={r.request.cohort}{rid})\n"
         f"  value     {shown}\n  ± {r.bar:<7} {r.error_bar:.6g}\n"
-        f"  scale     {r.scale:.6g}\n  charged   {r.unit} = {r.charge.text}"
+        f"  scale     {r.scale:.6g}\n{charged}"
     )
 
 

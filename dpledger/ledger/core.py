@@ -277,7 +277,8 @@ class Ledger:
             raise InvalidInput("items must be a sequence of (ReleaseRequest, aggregate) pairs")
         if not isinstance(partial, bool):  # strict like the requests: 1 is not True
             raise InvalidInput(f"partial must be True or False, got {shown(partial)}")
-        return RoundResult(self._writer.release(items, partial=partial, principal=principal))
+        outcomes = self._writer.release(items, partial=partial, principal=principal)
+        return RoundResult(outcomes, self.policy.unit)
 
     @staticmethod
     def _committed(outcome: Release | Verdict) -> Release:

@@ -297,6 +297,7 @@ class Release:
     kind: str
     sum_slack: float = 0.0  # what a bar adds on the sum: OpenDP's grid, the doubles' rounding
     # and, after with_aggregate_error, the aggregate's own error (a fixed-point encoding)
+    retried: bool = False  # recorded by an earlier call: this call charged nothing (not stored)
 
     @classmethod
     def make(
@@ -312,9 +313,11 @@ class Release:
         facts: MechanismFacts,
         kind: str,
         magnitude: float = 0.0,
+        retried: bool = False,
     ) -> Release:
         """Build from the committed noisy sum; means and bars are post-processing.
-        ``magnitude``: the metric's :attr:`~dpledger.policy.MetricSpec.magnitude`."""
+        ``magnitude``: the metric's :attr:`~dpledger.policy.MetricSpec.magnitude`;
+        ``retried``: the entry was recorded by an earlier call (see :attr:`charged_now`)."""
         n = request.cohort
         # OpenDP's grid, and the doubles' rounding of a sum of n values up to magnitude
         sum_slack = facts.grid_slack + n * magnitude * ROUNDING
@@ -322,7 +325,7 @@ class Release:
         # positional, in field order (a release is built per entry: keywords cost ~1 µs)
         return cls(
             request, entry_id, entry_hash, _readonly(noisy_sum), facts.scale, bar_value,
-            bar, charge, facts, kind, sum_slack,
+            bar, charge, facts, kind, sum_slack, retried,
         )  # fmt: skip
 
     def with_aggregate_error(self, sum_error: float) -> Release:
@@ -368,6 +371,12 @@ class Release:
         """``value ± error_bar``."""
         v = self.value
         return (v - self.error_bar, v + self.error_bar)
+
+    @property
+    def charged_now(self) -> Budget:
+        """What the call that returned this release charged for it: :attr:`charge`, or
+        zero for a retry (:attr:`retried`: the entry's charge was made when recorded)."""
+        return Budget.zero(self.charge.unit) if self.retried else self.charge
 
     @property
     def unit(self) -> Unit:
@@ -417,6 +426,8 @@ class Release:
             "charge": self.charge.text,
             "unit": self.charge.unit,
             "release_id": self.request.release_id,
+            "retried": self.retried,
+            "charged_now": self.charged_now.text,
         }
 
 

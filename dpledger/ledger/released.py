@@ -32,8 +32,11 @@ def _magnitude(spec: MetricSpec) -> float:
     return value
 
 
-def to_release(request: ReleaseRequest, spec: MetricSpec, entry: Entry) -> Release:
-    """The :class:`Release` a committed entry answers ``request`` with."""
+def to_release(
+    request: ReleaseRequest, spec: MetricSpec, entry: Entry, *, retried: bool = False
+) -> Release:
+    """The :class:`Release` a committed entry answers ``request`` with; ``retried``: the
+    entry was recorded by an earlier call (this one charged nothing)."""
     draft = entry.draft
     facts = draft.facts
     return Release.make(
@@ -47,6 +50,7 @@ def to_release(request: ReleaseRequest, spec: MetricSpec, entry: Entry) -> Relea
         facts=facts,
         kind=spec.kind,
         magnitude=_magnitude(spec),
+        retried=retried,
     )
 
 

@@ -63,7 +63,7 @@ from dpledger.ledger.released import draft_of, to_release
 from dpledger.ledger.retries import close, is_retry, repeats, retries_record
 from dpledger.ledger.store import SqlStore
 from dpledger.policy import Policy
-from dpledger.types import Budget
+from dpledger.types import Budget, Unit
 
 __all__ = ["RoundResult", "Writer"]
 
@@ -77,11 +77,19 @@ class RoundResult:
     """What one atomic round of releases did, in request order."""
 
     outcomes: tuple[Outcome, ...]
+    unit: Unit = "epsilon"  # the policy's budget unit (of :attr:`charged`)
 
     @property
     def releases(self) -> tuple[Release, ...]:
         """The committed (or retried) releases, in request order."""
         return tuple(o for o in self.outcomes if isinstance(o, Release))
+
+    @property
+    def charged(self) -> Budget:
+        """Exact ε (or ρ) this call charged: its releases not :attr:`~Release.retried`,
+        each entry once (a repeat of an id within the round gets the same release)."""
+        fresh = {r.entry_id: r.charge.amount for r in self.releases if not r.retried}
+        return Budget(sum(fresh.values(), Fraction(0)), self.unit)
 
     @property
     def refusals(self) -> tuple[Verdict, ...]:
@@ -260,7 +268,7 @@ class Writer:
             hit, request = found.get(rid), refused[i].request
             if hit is not None and is_retry(request, items[i][1], hit, principal):
                 spec = self.policy_of(hit.draft.policy_hash).metric(request.metric)
-                out[i] = to_release(request, spec, hit)
+                out[i] = to_release(request, spec, hit, retried=True)
         return out
 
     def _twins(
@@ -441,7 +449,7 @@ class Writer:
         if not retries_record(req, p.values, hit, principal):
             raise ReleaseIdConflict(id_conflict(req, self.policy.unit))
         policy = self.policy_of(hit.draft.policy_hash)
-        return to_release(req, policy.metric(req.metric), hit)
+        return to_release(req, policy.metric(req.metric), hit, retried=True)
 
     def policy_of(self, policy_hash: str) -> Policy:
         """The policy an entry was released under (recorded in the ledger)."""

@@ -153,6 +153,10 @@ class ReleaseOut(BaseModel):
     unit: Unit
     release_id: str | None
     principal: str
+    retried: bool = Field(
+        default=False,
+        description="the release id was recorded by an earlier call: this one charged nothing",
+    )
 
 
 class EntryOut(BaseModel):
@@ -211,6 +215,7 @@ def release_out(r: Release, principal: str) -> ReleaseOut:
         unit=r.unit,
         release_id=r.release_id,
         principal=principal,
+        retried=r.retried,
     )
 
 
