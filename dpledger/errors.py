@@ -112,9 +112,17 @@ class ReleaseRefused(DpLedgerError):
 
     verdict: Verdict | None
 
-    def __init__(self, verdict: Verdict | None, *, message: str = "") -> None:
+    def __init__(
+        self, verdict: Verdict | None, *, message: str = "", index: int | None = None
+    ) -> None:
         self.verdict = verdict
+        self.index = index  # the refused request's position in a round (from 0), if in one
         super().__init__(message or (verdict.summary() if verdict is not None else ""))
+
+    @property
+    def release_id(self) -> str | None:
+        """The refused request's release id, if it carried one."""
+        return None if self.verdict is None else self.verdict.request.release_id
 
 
 class InvalidAggregate(ReleaseRefused):
@@ -129,8 +137,10 @@ class PolicyMismatch(ReleaseRefused):
     changed policy needs a new version.
     """
 
-    def __init__(self, verdict: Verdict | None = None, *, message: str = "") -> None:
-        super().__init__(verdict, message=message)
+    def __init__(
+        self, verdict: Verdict | None = None, *, message: str = "", index: int | None = None
+    ) -> None:
+        super().__init__(verdict, message=message, index=index)
 
 
 class LedgerOfAnotherPolicy(PolicyMismatch, LedgerCorrupted):
@@ -153,10 +163,18 @@ class CohortTooSmall(ReleaseRefused):
     ``cohort`` is the request's, ``floor`` the smallest cohort that meets the target.
     """
 
-    def __init__(self, verdict: Verdict, *, cohort: int, floor: int) -> None:
+    def __init__(
+        self,
+        verdict: Verdict,
+        *,
+        cohort: int,
+        floor: int,
+        message: str = "",
+        index: int | None = None,
+    ) -> None:
         self.cohort = cohort
         self.floor = floor
-        super().__init__(verdict)
+        super().__init__(verdict, message=message, index=index)
 
 
 class BudgetExceeded(ReleaseRefused):
@@ -164,7 +182,9 @@ class BudgetExceeded(ReleaseRefused):
 
     ``requested``, ``spent`` and ``remaining`` are exact :class:`~dpledger.types.Budget`
     values (in the policy's unit: ε, or ρ under zCDP) and ``scope`` names the binding
-    ``(epoch, region)``.
+    ``(epoch, region)``. ``spent`` is committed spend and ``remaining`` what the ledger
+    has left; ``staged`` is what the same call's earlier requests would have added (zero
+    outside a round): the request fits iff spent + staged + requested ≤ the limit.
     """
 
     def __init__(
@@ -175,12 +195,17 @@ class BudgetExceeded(ReleaseRefused):
         spent: Budget,
         remaining: Budget,
         scope: str,
+        staged: Budget | None = None,
+        message: str = "",
+        index: int | None = None,
     ) -> None:
         self.requested = requested
         self.spent = spent
         self.remaining = remaining
         self.scope = scope
-        super().__init__(verdict)
+        self.staged = staged if staged is not None else requested - requested  # zero (a
+        # Budget: this module imports nothing at run time)
+        super().__init__(verdict, message=message, index=index)
 
 
 class NotAuthenticated(DpLedgerError):

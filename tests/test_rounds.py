@@ -196,3 +196,35 @@ def _files(store: StoreUnderTest) -> dict[str, bytes]:
 
     return {s: Path(store.target + s).read_bytes() for s in ("", "-wal")
             if Path(store.target + s).exists()}  # fmt: skip
+
+
+@pytest.mark.parametrize("committed", [0, 1])
+def test_an_all_or_nothing_refusal_tells_committed_from_staged_spend(
+    store: StoreUnderTest, committed: int
+) -> None:
+    """Review P2: the round's own uncommitted requests were reported as spent ("spent 1/5,
+    remaining 4/5" with 1/10 committed). Now the error's spent and remaining are the
+    ledger's, staged is the round's, and it names the refused request and its id."""
+    ledger = store.open()  # pooled: ε_eval = 1 per region; big = 0.95, loss = 0.1
+    if committed:
+        ledger.release(req("loss", "a"), 30.0)
+    before = (ledger.spent(0, "a"), len(ledger))
+    items = [(req("loss", "a", rid="l"), 30.0), (req("loss", "b"), 30.0),
+             (req("big", "a", rid="big-1"), 30.0)]  # fmt: skip
+    with pytest.raises(BudgetExceeded) as refused:
+        ledger.release_round(items)
+    e = refused.value
+    assert (e.requested.amount, e.staged.amount) == (Fraction(19, 20), Fraction(1, 10))
+    assert (e.spent.amount, e.remaining.amount) == (
+        Fraction(committed, 10),
+        1 - Fraction(committed, 10),
+    )
+    assert (e.index, e.release_id, e.scope) == (2, "big-1", "epoch 0, region a")
+    text = str(e)
+    assert "request 2 of the round (from 0) (release id 'big-1')" in text
+    assert f"stage 1/10 of the budget on top of {Fraction(committed, 10)} committed" in text
+    assert "spent 1/5" not in text
+    assert "nothing is recorded" in text
+    assert (ledger.spent(0, "a"), len(ledger)) == before
+    partial = ledger.release_round(items, partial=True).refusals[0]
+    assert "they are recorded, this one is not" in partial.failures[0].reason

@@ -140,27 +140,45 @@ class Assessment:
     prepared: Prepared | None = None
 
 
-def refusal(verdict: Verdict) -> ReleaseRefused:
-    """The typed error for a refused verdict, chosen by its first failed check."""
+def refusal(
+    verdict: Verdict, *, index: int | None = None, staged: Budget | None = None
+) -> ReleaseRefused:
+    """The typed error for a refused verdict, chosen by its first failed check.
+
+    ``index``: the request's position in a round (named in the message); ``staged``: what
+    the round's earlier requests added to the binding budget check's spend, uncommitted
+    (the error's ``spent`` and ``remaining`` are then the committed ones).
+    """
     first = verdict.failures[0] if verdict.failures else None
     family = _FAMILY.get(first.name, "aggregate") if first else "aggregate"
+    rid = verdict.request.release_id
+    named = f" (release id {rid!r})" if rid is not None else ""
+    where = "" if index is None else f"request {index} of the round (from 0){named}: "
+    message = where + verdict.summary()
     if first is not None and first.name == "release_id":
-        return ReleaseIdConflict(verdict)
+        return ReleaseIdConflict(verdict, message=message, index=index)
     binding = verdict.allocation if first is not None and first.name == "allocation" else None
     binding = binding or (verdict.budget if family == "budget" else None)
     if family == "budget" and binding is not None:
+        extra = staged if staged is not None else Budget.zero(binding.spent.unit)
         return BudgetExceeded(
             verdict,
             requested=binding.requested,
-            spent=binding.spent,
-            remaining=binding.remaining,
+            spent=binding.spent - extra,
+            remaining=binding.remaining + extra,  # spent + staged ≤ the limit: exact
             scope=binding.scope,
+            staged=extra,
+            message=message,
+            index=index,
         )
     # a budget failure without a budget check is an over-committed policy
     if family == "cohort" and verdict.floor is not None:
-        return CohortTooSmall(verdict, cohort=verdict.request.cohort, floor=verdict.floor)
+        return CohortTooSmall(
+            verdict, cohort=verdict.request.cohort, floor=verdict.floor, message=message,
+            index=index,
+        )  # fmt: skip
     cls = {"policy": PolicyMismatch, "budget": PolicyMismatch}.get(family, InvalidAggregate)
-    return cls(verdict)
+    return cls(verdict, message=message, index=index)
 
 
 def complete(

@@ -61,6 +61,7 @@ from dpledger.errors import (
 from dpledger.ledger.records import Entry, EntryDraft, Release
 from dpledger.ledger.released import draft_of, to_release
 from dpledger.ledger.retries import close, is_retry, repeats, retries_record
+from dpledger.ledger.staged import separated
 from dpledger.ledger.store import SqlStore
 from dpledger.policy import Policy
 from dpledger.types import Budget, Unit
@@ -240,7 +241,7 @@ class Writer:
             elif partial:
                 outcomes[i] = verdict
             else:
-                raise refusal(verdict)
+                raise refusal(verdict, index=i if len(items) > 1 else None)
         twins = self._twins(prepared, principal, partial, outcomes) | early
         for i in [*twins, *outcomes]:
             prepared.pop(i, None)
@@ -359,6 +360,7 @@ class Writer:
         # the state is read with the lock; the noise is drawn before any state is read
         with self._store.write(epochs, meanwhile=later) as txn:
             txn.load(epochs, [r.release_id for r in requests if r.release_id])
+            committed = {e: txn.spend(e) for e in epochs}  # before this call stages any
             for i, p in prepared.items():
                 req = p.verdict.request
                 if req.release_id is not None:
@@ -377,10 +379,14 @@ class Writer:
                     late = recheck(self.policy, p, txn.spend(req.epoch), binding)
                     if late.approved:  # admits and recheck decide alike: unreachable
                         raise InternalError(f"approval disagreed with itself: {late.summary()}")
+                    fresh_spend = txn.spend(req.epoch)
+                    late, staged = separated(
+                        self.policy, late, committed[req.epoch], fresh_spend, partial
+                    )
                     if partial:
                         out[i] = late
                         continue
-                    raise refusal(late)
+                    raise refusal(late, index=self._index(i, prepared), staged=staged)
                 txn.stage(drafts[i])
                 fresh.append((i, p))
             if fresh:  # a round refused whole writes nothing, not even the policy (audit 5, F7)
@@ -405,16 +411,24 @@ class Writer:
         for i, p in prepared.items():
             req = p.verdict.request
             epoch = totals.setdefault(req.epoch, {})
-            verdict = recheck(self.policy, p, EpochSpend(dict(epoch)), None)
+            fresh = EpochSpend(dict(epoch))
+            verdict = recheck(self.policy, p, fresh, None)
             if not verdict.approved:
+                verdict, staged = separated(self.policy, verdict, EpochSpend.empty(), fresh,
+                                            partial)  # fmt: skip
                 if not partial:
-                    raise refusal(verdict)
+                    raise refusal(verdict, index=self._index(i, prepared), staged=staged)
                 refused[i] = verdict
                 continue
             key = (req.region, req.metric)
             cost = p.verdict.charge.amount if p.verdict.charge is not None else Fraction(0)
             epoch[key] = epoch.get(key, Fraction(0)) + cost
         return refused
+
+    @staticmethod
+    def _index(i: int, prepared: dict[int, Prepared]) -> int | None:
+        """A refused request's position, named when it is in a round (else None)."""
+        return i if i > 0 or len(prepared) > 1 else None
 
     @staticmethod
     def _noise(prepared: dict[int, Prepared]) -> dict[int, tuple[float, ...]]:
