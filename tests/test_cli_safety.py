@@ -288,6 +288,8 @@ def test_a_cli_retry_with_a_release_id_returns_the_recorded_release(
     for _ in range(2):
         assert main([*release(db, files, "--release-id", "round-3/na"), "--json"]) == 0
         outs.append(json.loads(capsys.readouterr().out))
+    said = [(o.pop("retried"), o.pop("charged_now")) for o in outs]
+    assert said == [(False, outs[0]["charge"]), (True, "0")]  # the retry charged nothing
     assert outs[0] == outs[1]
     assert outs[0]["release_id"] == "round-3/na"
     # an aggregate the recorded release cannot have come from (≈ 50 noise scales away)
