@@ -25,6 +25,7 @@ __all__ = [
     "LedgerOfAnotherPolicy",
     "LedgerSchemaUnsupported",
     "MigrationRefused",
+    "NoiseOutOfRange",
     "NotALedger",
     "NotAuthenticated",
     "NotPermitted",
@@ -175,6 +176,12 @@ class CohortTooSmall(ReleaseRefused):
         self.cohort = cohort
         self.floor = floor
         super().__init__(verdict, message=message, index=index)
+
+
+class NoiseOutOfRange(ReleaseRefused):
+    """The metric's noise scale (Δ/ε) is so near the doubles' limit that a draw could
+    overflow: refused before any noise is drawn, from public facts only; nothing charged.
+    Raise the metric's ε, or narrow its clip or cap."""
 
 
 class BudgetExceeded(ReleaseRefused):

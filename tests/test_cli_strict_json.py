@@ -25,7 +25,7 @@ names = ["north"]
 
 [metrics.tinyeps]
 kind = "scalar_mean"
-epsilon = "3e-307"  # noise overflows past ~54 scales (never); 3e-308 flaked ~1%
+epsilon = "1e-305"  # scale 1e305: within the noise_range check (3e-307 is refused now)
 clip = { low = "0", high = "1", source = "test" }
 """
 
@@ -45,7 +45,8 @@ def test_an_overflowed_error_bar_is_null_in_json_and_inf_in_text(
     (tmp_path / "one.json").write_text("1")
     base = ["release", "--policy", str(policy), "--ledger", str(tmp_path / "l.db"),
             "--metric", "tinyeps", "--region", "north", "--cohort", "1",
-            "--aggregate", str(tmp_path / "one.json"), "--aggregate-error", "1.7e308"]  # fmt: skip
+            "--aggregate", str(tmp_path / "one.json"),
+            "--aggregate-error", "1.7976931348623157e308"]  # fmt: skip
     capsys.readouterr()
     assert main([*base, "--epoch", "1", "--json"]) == 0
     out = _strict(capsys.readouterr().out)

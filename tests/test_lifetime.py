@@ -242,65 +242,74 @@ def test_the_json_states_the_delta_of_the_views_beside_the_headlines(
     assert data["delta"] == data["views_delta"] == 1e-8  # a zCDP headline is an (ε, δ) view
 
 
-def test_a_noise_draw_that_overflows_a_double_is_refused_and_charges_nothing(
+def test_a_noise_scale_that_could_overflow_a_double_is_refused_before_any_draw(
     tmp_path: Path,
 ) -> None:
     """Found by the suite (1.8% flaky): at ε = 2.2e-308 with a clip of 1 the scale is
-    4.5e307, and a Laplace draw beyond 4 scales overflows; recording it raised an untyped
-    ValueError (nothing was committed). Now a typed PolicyError, nothing recorded or
-    charged, whatever the data (the overflow depends on the noise alone). 1,000 releases:
-    no overflow at all has probability (1 - e^-4)^1000 < 1e-8 (a false failure)."""
+    4.5e307, and a Laplace draw beyond 4 scales overflows. It was refused after the draw
+    (PolicyError, decided by the noise); review P3: the noise_range check refuses it from
+    public facts before any draw, every time (NoiseOutOfRange), nothing recorded or charged."""
     import warnings
 
-    from dpledger.errors import PolicyError
+    from dpledger import NoiseOutOfRange
 
     (tmp_path / "p.toml").write_text(TINY.format(eps="2.2250738585072014e-308", high="1"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # eval_fraction 1 is outside the usual range
         p = Policy.load(tmp_path / "p.toml")
-    refused: list[int] = []
-    why = ""
     with Ledger.open(tmp_path / "l.db", p, mode="create") as ledger:
         ledger.init()
-        for epoch in range(1000):
+        before = (tmp_path / "l.db").read_bytes()
+        for epoch in range(20):
             req = ReleaseRequest(epoch=epoch, metric="m", region="a", cohort=1)
-            try:
-                assert math.isfinite(float(ledger.release(req, 0.5).value))
-            except PolicyError as e:
-                refused.append(epoch)
-                why = str(e)
-        assert "overflowed a double" in why
-        recorded = {e.draft.epoch for e in ledger.entries()}
-        assert recorded == set(range(1000)) - set(refused)
-        assert all(ledger.spent(epoch, "a").amount == 0 for epoch in refused)
-    assert refused
+            with pytest.raises(NoiseOutOfRange, match="raise the metric's ε or narrow its clip"):
+                ledger.release(req, 0.5)
+            assert [c.name for c in ledger.check(req, 0.5).failures] == ["noise_range"]
+        assert len(ledger) == 0
+        assert all(ledger.spent(epoch, "a").amount == 0 for epoch in range(20))
+    assert (tmp_path / "l.db").read_bytes() == before
 
 
-def test_an_overflow_in_a_round_says_the_whole_call_was_not_recorded(tmp_path: Path) -> None:
-    """Review s35 P3: the message counted only the overflowing mechanism's releases ("1
-    release(s) not recorded") while the whole call was dropped. It now counts the call's
-    new releases, and says partial=True does not keep the others. 300 two-release rounds:
-    no overflow at all has probability (1 - e^-4)^600 < 1e-4 (a false failure)."""
+def test_an_overflow_in_a_round_says_the_whole_call_was_not_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review s35 P3, then review P3: a scale that could overflow is refused per request
+    before any draw (a partial round returns its verdicts, an all-or-nothing one raises
+    NoiseOutOfRange naming the request). The guard after the draw is left for what the
+    check makes a chance below 1e-300 (forced here): an InternalError counting the whole
+    call's new releases, none recorded."""
     import warnings
 
-    from dpledger.errors import PolicyError
+    from dpledger import NoiseOutOfRange
+    from dpledger.errors import InternalError
 
     (tmp_path / "p.toml").write_text(TINY.format(eps="2.2250738585072014e-308", high="1"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # eval_fraction 1 is outside the usual range
         p = Policy.load(tmp_path / "p.toml")
-    why = ""
+    items = [
+        (ReleaseRequest(epoch=0, metric="m", region="a", cohort=1), 0.5),
+        (ReleaseRequest(epoch=1000, metric="m", region="a", cohort=1), 0.5),
+    ]
     with Ledger.open(tmp_path / "l.db", p, mode="create") as ledger:
+        result = ledger.release_round(items, partial=True)
+        assert [[c.name for c in v.failures] for v in result.refusals] == [["noise_range"]] * 2
+        with pytest.raises(NoiseOutOfRange, match="request 0 of the round"):
+            ledger.release_round(items)
+        assert not ledger.exists  # nothing approved: no ledger created
+    (tmp_path / "q.toml").write_text(TINY.format(eps="1", high="1"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        q = Policy.load(tmp_path / "q.toml")
+
+    def overflowed(facts: object, aggregates: list[object]) -> list[tuple[float, ...]]:
+        return [(math.inf,)] * len(aggregates)
+
+    monkeypatch.setattr(mech, "apply_many", overflowed)
+    with Ledger.open(tmp_path / "m.db", q, mode="create") as ledger:
         ledger.init()
-        for epoch in range(300):
-            items = [
-                (ReleaseRequest(epoch=epoch, metric="m", region="a", cohort=1), 0.5),
-                (ReleaseRequest(epoch=epoch + 1000, metric="m", region="a", cohort=1), 0.5),
-            ]
-            try:
-                ledger.release_round(items, partial=True)
-            except PolicyError as e:
-                why = str(e)
-                assert all(ledger.spent(ep, "a").amount == 0 for ep in (epoch, epoch + 1000))
-                break
-    assert "none of this call's 2 new release(s) recorded" in why
+        with pytest.raises(InternalError) as e:
+            ledger.release_round(items, partial=True)
+        assert "none of this call's 2 new release(s) recorded" in str(e.value)
+        assert all(ledger.spent(ep, "a").amount == 0 for ep in (0, 1000))
+        assert len(ledger) == 0

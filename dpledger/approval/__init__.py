@@ -11,6 +11,7 @@ Every name is importable from here; each lives in one module with one job:
 - :mod:`~dpledger.approval.verdict` :class:`Check`, :class:`Verdict`, the typed refusal;
 - :mod:`~dpledger.approval.aggregate` the aggregate's checks (shape, finite, bounds);
 - :mod:`~dpledger.approval.checks` the request, costing and ledger-state checks;
+- :mod:`~dpledger.approval.noise_range` whether a release's noise stays a finite double;
 - :mod:`~dpledger.approval.decide` :func:`evaluate`, :func:`recheck`, :func:`admits`.
 """
 

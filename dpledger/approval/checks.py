@@ -9,17 +9,21 @@ epoch's committed spend: one function for the dry run and the re-check under the
 from __future__ import annotations
 
 import functools
+import math
+import sys
 from dataclasses import dataclass
 from fractions import Fraction
 
 from dpledger import mechanisms as mech
 from dpledger.accounting import BudgetCheck, EpochSpend, check_allocation, check_budget
+from dpledger.approval.aggregate import limits
+from dpledger.approval.noise_range import NOISE_TAIL, noise_reach, tail_scales
 from dpledger.approval.request import ReleaseRequest
 from dpledger.approval.verdict import Check
 from dpledger.policy import ALL, MetricSpec, Policy
 from dpledger.types import Budget
 
-__all__ = ["Costing", "costing", "request_checks", "state_checks"]
+__all__ = ["Costing", "costing", "noise_check", "request_checks", "state_checks"]
 
 
 @functools.lru_cache(maxsize=4096)
@@ -101,6 +105,34 @@ class Costing:
     charge: Fraction
     floor: int | None
     cost: Budget  # the charge in the policy's unit
+    noise: Check | None = None  # noise_range: the noisy output stays a finite double
+
+
+def noise_check(facts: mech.MechanismFacts, largest: float) -> Check:
+    """``noise_range``: whether the noisy output stays a finite double but with chance
+    :data:`~dpledger.approval.noise_range.NOISE_TAIL` (public facts only: never the aggregate)."""
+    t = tail_scales(facts)
+    if math.isfinite(noise_reach(facts, largest)):
+        return Check("noise_range", True, f"scale {facts.scale:.3g}: {t:.4g} scales fit a double")
+    return Check(
+        "noise_range",
+        False,
+        f"noise scale {facts.scale:.3g} (Δ/ε) is too near the doubles' limit: {t:.4g} scales "
+        f"(passed with chance < {NOISE_TAIL:g}) plus the largest aggregate {largest:.3g} pass "
+        f"{sys.float_info.max:.4g}, so a draw could overflow; nothing is drawn or charged: "
+        "raise the metric's ε or narrow its clip or cap",
+    )
+
+
+def _largest(spec: MetricSpec, cohort: int, policy: Policy) -> float:
+    """A public bound on |aggregate coordinate|: the policy's for the declared cohort, or,
+    under ``add_remove`` (any finite sum is admitted: the count is private), the declared
+    cohort's ``n × magnitude``."""
+    lim = limits(spec, cohort, policy)
+    largest = max(abs(lim.low), abs(lim.high))
+    if policy.neighbouring == "add_remove" or not math.isfinite(largest):
+        return cohort * spec.magnitude
+    return largest
 
 
 @functools.lru_cache(maxsize=4096)
@@ -121,9 +153,10 @@ def costing(policy: Policy, metric: str, cohort: int) -> Costing:
         )
         return Costing(check, None, Fraction(0), None, Budget(Fraction(0), unit))
     facts, charge = mech.mechanism_facts(policy, metric)
+    noise = noise_check(facts, _largest(spec, cohort, policy))
     if spec.target is None:
         check = Check("cohort_floor", True, "no error-bar target declared")
-        return Costing(check, facts, charge, None, Budget(charge, unit))
+        return Costing(check, facts, charge, None, Budget(charge, unit), noise)
     floor = mech.cohort_floor_of(facts, spec.target, spec.bar, spec.magnitude)
     ok = cohort >= floor
     bar = mech.error_bar_of(facts, cohort, spec.bar, spec.magnitude)
@@ -136,7 +169,7 @@ def costing(policy: Policy, metric: str, cohort: int) -> Costing:
         else f"n={cohort} {counted} < floor {floor}: {spec.bar} bar "
         f"{bar:.4g} > target {spec.target:g}; merge regions or wait for a larger cohort",
     )
-    return Costing(check, facts, charge, floor, Budget(charge, unit))
+    return Costing(check, facts, charge, floor, Budget(charge, unit), noise)
 
 
 def state_checks(

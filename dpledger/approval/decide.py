@@ -92,6 +92,8 @@ def _evaluate(
 
     priced = costing(policy, request.metric, request.cohort)
     checks.append(priced.check)
+    if priced.noise is not None:
+        checks.append(priced.noise)
     if priced.facts is None:  # an over-committed policy: this metric gets no budget
         return Assessment(complete(request, checks, unit, Fraction(0)))
     facts, charge, floor = priced.facts, priced.charge, priced.floor

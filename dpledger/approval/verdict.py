@@ -21,6 +21,7 @@ from dpledger.errors import (
     BudgetExceeded,
     CohortTooSmall,
     InvalidAggregate,
+    NoiseOutOfRange,
     PolicyMismatch,
     ReleaseIdConflict,
     ReleaseRefused,
@@ -41,7 +42,7 @@ __all__ = [
 
 _SKIPPED = "not checked: an earlier check failed"
 
-_FAMILY: dict[str, Literal["policy", "aggregate", "cohort", "budget", "release_id"]] = {
+_FAMILY: dict[str, Literal["policy", "aggregate", "cohort", "noise", "budget", "release_id"]] = {
     "metric_known": "policy",
     "region_known": "policy",
     "policy_version": "policy",
@@ -52,6 +53,7 @@ _FAMILY: dict[str, Literal["policy", "aggregate", "cohort", "budget", "release_i
     "counts_nonnegative": "aggregate",
     "clipping_bounds": "aggregate",
     "cohort_floor": "cohort",
+    "noise_range": "noise",
     "epoch_policy": "policy",
     "allocation": "budget",
     "budget": "budget",
@@ -177,6 +179,8 @@ def refusal(
             verdict, cohort=verdict.request.cohort, floor=verdict.floor, message=message,
             index=index,
         )  # fmt: skip
+    if family == "noise":
+        return NoiseOutOfRange(verdict, message=message, index=index)
     cls = {"policy": PolicyMismatch, "budget": PolicyMismatch}.get(family, InvalidAggregate)
     return cls(verdict, message=message, index=index)
 

@@ -55,7 +55,6 @@ from dpledger.errors import (
     InternalError,
     InvalidInput,
     LedgerCorrupted,
-    PolicyError,
     ReleaseIdConflict,
 )
 from dpledger.ledger.records import Entry, EntryDraft, Release
@@ -439,13 +438,11 @@ class Writer:
         out: dict[int, tuple[float, ...]] = {}
         for facts, members in groups.items():
             noisy = mech.apply_many(facts, [prepared[i].values for i in members])
-            if not all(math.isfinite(x) for row in noisy for x in row):
-                raise PolicyError(
-                    f"a noise draw at scale {facts.scale:.3g} overflowed a double (none of "
-                    f"this call's {len(prepared)} new release(s) recorded, nothing charged; "
-                    "partial=True does not keep the others): a scale this large (Δ/ε near "
-                    "the doubles' limit) overflows in some draws whatever the data; raise the "
-                    "metric's ε or narrow its clip or cap"
+            if not all(math.isfinite(x) for row in noisy for x in row):  # noise_range passed
+                raise InternalError(
+                    f"a noise draw at scale {facts.scale:.3g} overflowed a double, which the "
+                    "noise_range check makes a chance below 1e-300 (none of this call's "
+                    f"{len(prepared)} new release(s) recorded, nothing charged): please report it"
                 )
             out.update(zip(members, noisy, strict=True))
         return out
