@@ -20,7 +20,7 @@ from typing import Any
 
 from dpledger.ledger import Ledger
 from dpledger.ledger.schema import COLUMNS
-from dpledger.ledger.sqlite_sql import INSERT_ENTRY, SQL, UPSERT_SPEND
+from dpledger.ledger.sqlite_sql import INSERT_ENTRY, SQL, UPSERT_SPEND, guard_spend
 from dpledger.policy import Policy
 
 __all__ = ["RawLedgerTxn", "captured_rows"]
@@ -52,6 +52,7 @@ class RawLedgerTxn:
         with Ledger.open(path, policy, mode="create") as ledger:  # the SQLite store's own
             ledger.init()  # schema (seq is the rowid: no extra index) and WAL journal
         self._conn = sqlite3.connect(path, isolation_level=None)
+        guard_spend(self._conn)  # schema 4: the spend guard's function, as the ledger registers
         self._conn.execute("PRAGMA synchronous=FULL")
         self._entries = entries
         self._spend = spend
