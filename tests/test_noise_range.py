@@ -6,6 +6,7 @@ aggregate for the cohort) refuses that request alone, in ``check`` too. Both sto
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 import warnings
 
@@ -13,7 +14,7 @@ import pytest
 from _stores import CONTRACT_POLICY, StoreUnderTest
 from test_rounds import _files
 
-from dpledger import NoiseOutOfRange, Policy, Release, ReleaseRequest, Verdict
+from dpledger import InvalidInput, NoiseOutOfRange, Policy, Release, ReleaseRequest, Verdict
 from dpledger.approval.checks import costing
 from dpledger.approval.noise_range import noise_reach, tail_scales
 
@@ -83,3 +84,47 @@ def test_the_threshold_makes_an_overflow_astronomically_unlikely() -> None:
     assert noise_reach(tiny, 100.0) == float("inf")
     edge = dataclasses.replace(facts, scale=0.99 * sys.float_info.max / tail_scales(facts))
     assert noise_reach(edge, 0.0) < sys.float_info.max
+
+
+HUGE = """
+[metrics.huge]
+kind = "scalar_mean"
+epsilon = "1e-300"  # scale 1e300: the declared n = 100's sums and noise fit a double
+clip = { low = "0", high = "1", source = "test" }
+"""
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    ADD_REMOVE = Policy.from_toml(
+        (CONTRACT_POLICY + HUGE).replace('neighbouring = "replace"', 'neighbouring = "add_remove"')
+    )
+
+
+def test_add_remove_aggregate_beyond_the_cohort_is_refused_before_any_draw(
+    store: StoreUnderTest,
+) -> None:
+    """Under add_remove any finite sum passes the aggregate checks (the count is private),
+    and noise_range bounds the noisy value for the declared cohort's n x magnitude. An
+    aggregate at the doubles' limit (more clients than declared: not truncated) overflowed
+    in half the draws, after drawing, as an InternalError asking for a bug report. It is
+    InvalidInput before any draw (a decision on the caller's aggregate alone, never on the
+    noise), naming the assumption and not the aggregate; nothing is written."""
+    ledger = store.open(ADD_REMOVE)
+    assert costing(ADD_REMOVE, "huge", N).noise is not None
+    assert costing(ADD_REMOVE, "huge", N).noise.passed  # type: ignore[union-attr]
+    ledger.release(req("loss"), 30.0)
+    before, files = (ledger.head(), len(ledger), ledger.spent(0, "a")), _files(store)
+    edge = sys.float_info.max
+    for attempt in range(40):  # a draw-dependent refusal would let some through (2^-40)
+        with pytest.raises(InvalidInput) as bad:
+            ledger.release(req("huge", f"h-{attempt}"), edge)
+        assert type(bad.value) is InvalidInput
+        said = str(bad.value)
+        assert "truncate to the declared cohort" in said
+        assert "1.8e+308" not in said  # never the aggregate
+        assert repr(edge) not in said
+    with pytest.raises(InvalidInput, match="request 1 of the round"):
+        ledger.release_round([(req("loss"), 30.0), (req("huge"), edge)], partial=True)
+    assert (ledger.head(), len(ledger), ledger.spent(0, "a")) == before
+    assert _files(store) == files  # byte for byte (SQLite)
+    kept = ledger.release(req("huge"), 100.0)  # within the declared cohort's reach
+    assert math.isfinite(float(kept.noisy_sum[0]))

@@ -50,6 +50,7 @@ from dpledger.approval import (
     recheck,
     refusal,
 )
+from dpledger.approval.noise_range import without_room
 from dpledger.approval.request import well_formed
 from dpledger.errors import (
     InternalError,
@@ -429,15 +430,24 @@ class Writer:
         """A refused request's position, named when it is in a round (else None)."""
         return i if i > 0 or len(prepared) > 1 else None
 
-    @staticmethod
-    def _noise(prepared: dict[int, Prepared]) -> dict[int, tuple[float, ...]]:
+    def _noise(self, prepared: dict[int, Prepared]) -> dict[int, tuple[float, ...]]:
         """OpenDP noise for every prepared release: one call per distinct mechanism."""
         groups: dict[mech.MechanismFacts, list[int]] = {}
         for i, p in prepared.items():
             groups.setdefault(p.facts, []).append(i)
         out: dict[int, tuple[float, ...]] = {}
         for facts, members in groups.items():
-            noisy = mech.apply_many(facts, [prepared[i].values for i in members])
+            rows = [prepared[i].values for i in members]
+            if self.policy.neighbouring == "add_remove" and (far := without_room(facts, rows)):
+                i = members[far[0]]
+                who = f"request {i} of the round (from 0)" if len(prepared) > 1 else "the request"
+                raise InvalidInput(
+                    f"{who}: its aggregate leaves no room for its noise below a double's limit: "
+                    "under add_remove an aggregate must sum at most the declared cohort "
+                    f"(n={prepared[i].verdict.request.cohort}) of clipped contributions; "
+                    "truncate to the declared cohort (nothing drawn, recorded or charged)"
+                )
+            noisy = mech.apply_many(facts, rows)
             if not all(math.isfinite(x) for row in noisy for x in row):  # noise_range passed
                 raise InternalError(
                     f"a noise draw at scale {facts.scale:.3g} overflowed a double, which the "
