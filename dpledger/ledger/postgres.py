@@ -107,6 +107,12 @@ LOCK_KEY = int.from_bytes(hashlib.sha256(b"dpledger").digest()[:8], "big", signe
 """The ledger-wide advisory lock key: the first 8 bytes of SHA-256("dpledger"), signed."""
 
 _LOCK_NOT_AVAILABLE = "55P03"
+# one round trip: the durability settings, and the lock wait — the client's own
+# lock_timeout (a startup option: source 'client') is kept, anything else gets ours
+_SESSION_SQL = """SELECT current_setting('synchronous_commit'), current_setting('fsync'),
+  CASE WHEN source = 'client' THEN setting || COALESCE(unit, '') END,
+  CASE WHEN source = 'client' THEN NULL ELSE set_config('lock_timeout', %s, false) END
+FROM pg_settings WHERE name = 'lock_timeout'"""
 _SCHEMA_GONE = frozenset({"42P01", "42703"})  # undefined table, undefined column
 
 
@@ -136,6 +142,10 @@ class PostgresStore(PipelinedWrites, SqlStore):
 
     ``url`` is a libpq URL (``postgresql://user@host:port/dbname?...``). ``timeout_s``
     bounds the wait for the ledger lock (PostgreSQL ``lock_timeout``) and the connect.
+    A ``lock_timeout`` the client set at connection start (the URL's
+    ``options=-c lock_timeout=250``, or ``PGOPTIONS``: ``pg_settings.source`` is
+    ``client``) is kept and bounds that wait instead; one from the server's
+    configuration, the role or the database is replaced by ``timeout_s``.
     """
 
     sql = SQL
@@ -177,6 +187,7 @@ class PostgresStore(PipelinedWrites, SqlStore):
         self._pending: list[tuple[str, list[Any]]] = []  # writes sent with the COMMIT
         self._pipeline = pgpipe.Pipeline(frozenset([RELEASES, EPOCH_POLICIES]))
         self._exists = False
+        self._client_lock_wait: str | None = None  # a lock_timeout the URL set (kept)
         self._conn = self._connect()
         if not self.exists() and mode != "create":
             self.close()
@@ -207,15 +218,12 @@ class PostgresStore(PipelinedWrites, SqlStore):
                 "the right host, port, database and user"
             ) from e
         try:
-            sync, fsync = conn.execute(
-                "SELECT current_setting('synchronous_commit'), current_setting('fsync')"
+            sync, fsync, client_wait, _ = conn.execute(
+                _SESSION_SQL, (f"{int(self._timeout_s * 1000)}ms",)
             ).fetchall()[0]
+            self._client_lock_wait = client_wait
             if sync == "off":  # a release must not be returned before its commit is durable
                 conn.execute("SELECT set_config('synchronous_commit', 'on', false)")
-            conn.execute(
-                "SELECT set_config('lock_timeout', %s, false)",
-                (f"{int(self._timeout_s * 1000)}ms",),
-            )
             if self.mode == "read":
                 conn.execute("SELECT set_config('default_transaction_read_only', 'on', false)")
         except psycopg.Error as e:
@@ -248,11 +256,17 @@ class PostgresStore(PipelinedWrites, SqlStore):
         self._pipeline.forget()  # prepared statements live and die with their session
         self._conn = self._connect()
 
+    def _lock_wait_text(self) -> str:
+        """How long a writer waits for the ledger lock, for an error message."""
+        if self._client_lock_wait is None:
+            return f"{self._timeout_s:g} s"
+        return f"{self._client_lock_wait} (the lock_timeout set in the URL or PGOPTIONS)"
+
     def _error(self, e: Exception) -> StoreError:
         if getattr(e, "sqlstate", None) == _LOCK_NOT_AVAILABLE:
             return StoreError(
                 f"PostgreSQL ledger {self._location}: another writer held the ledger lock "
-                f"for over {self._timeout_s:g} s; nothing was recorded, retry the release"
+                f"for over {self._lock_wait_text()}; nothing was recorded, retry the release"
             )
         if getattr(e, "sqlstate", None) in _SCHEMA_GONE:  # opened as a ledger, so: damage
             return StoreError(
