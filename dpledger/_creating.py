@@ -129,8 +129,8 @@ def remove_dead(target: Path, *, only_if_linked: bool = False) -> None:
                 Path(f"{t.path}{suffix}").unlink(missing_ok=True)
 
 
-def hint(target: Path) -> str:
-    """What the ``.creating`` files beside ``target`` are, for a refusal's message."""
+def hint(target: Path, kind: str = "ledger") -> str:
+    """What the ``.creating`` files beside ``target`` (a ``kind``) are, for a refusal."""
     temps = _temps(target)
     if not temps:
         return ""
@@ -140,7 +140,7 @@ def hint(target: Path) -> str:
     if dead:
         said.append(
             f"{', '.join(dead)} beside it: left by a dpledger creation that was killed (its "
-            "process no longer runs); opening the ledger for writing removes it, or delete it"
+            f"process no longer runs); opening the {kind} for writing removes it, or delete it"
         )
     if other:
         said.append(

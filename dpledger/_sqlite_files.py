@@ -396,11 +396,14 @@ FileProblem = Literal["directory", "special", "empty", "foreign"]
 a file without SQLite's header."""
 
 
-def check_sqlite_file(p: Path, what: str, why: Mapping[FileProblem, str]) -> None:
+def check_sqlite_file(
+    p: Path, what: str, why: Mapping[FileProblem, str], *, kind: str = "ledger"
+) -> None:
     """Refuse ``p`` unless it is an SQLite database file, reading it without writing.
 
     ``what`` names the file in an OS error ("cannot open WHAT: …"); ``why`` is the message
-    for each problem. A directory or special file is a :class:`StoreError`; an empty or
+    for each problem; ``kind`` names what it is in the hint about a killed creator's
+    temporary file. A directory or special file is a :class:`StoreError`; an empty or
     foreign file is :class:`LedgerCorrupted` (never adopted: it may be what is left of one;
     a foreign one is its subclass :class:`NotALedger`).
     """
@@ -419,7 +422,7 @@ def check_sqlite_file(p: Path, what: str, why: Mapping[FileProblem, str]) -> Non
         raise StoreError(why["special"])
     links = _settled_links(p, st.st_nlink)
     if links > 1:
-        hint = creating.hint(p)
+        hint = creating.hint(p, kind)
         raise StoreError(
             f"{what} has {links} names (hard links){hint}: SQLite names its write-ahead log "
             f"after the path, so processes opening it by different names would each keep "

@@ -20,14 +20,15 @@ aggregate). The newest :data:`REFUSALS_KEPT` rows are kept.
 Opening never creates: :meth:`ServiceStore.open` with ``create=False`` (what the
 service does) refuses a missing store; ``dpledger keys create`` creates it. Like a
 ledger, a store is never a path named like SQLite's own files (``…-wal``, ``…-shm``,
-``…-journal``), nor opened while such a file beside it is not SQLite's own.
+``…-journal``), nor opened while such a file beside it is not SQLite's own. A creator
+killed half way leaves a temporary file that the next open for creating or writing
+removes, a read-only open never (:mod:`dpledger.service.store_files`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
 import secrets
 import sqlite3
 import threading
@@ -37,11 +38,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
-from urllib.parse import quote
 
 from dpledger import _sqlite_files as sqlite_files
-from dpledger._files import SQLITE_SIDECARS, check_path_text, check_sidecars, check_sqlite_name
-from dpledger._sqlite_files import check_sqlite_file
+from dpledger._files import check_path_text, check_sqlite_name
 from dpledger.errors import (
     InvalidInput,
     LedgerCorrupted,
@@ -49,7 +48,8 @@ from dpledger.errors import (
     StoreError,
     UnknownResource,
 )
-from dpledger.ledger.sqlite_copy import drop_copy, log_without_index, private_copy
+from dpledger.ledger.sqlite_copy import drop_copy
+from dpledger.service import store_files
 from dpledger.service.keys import ALGO, ApiKey, NewKey, Scopes, check_name, new_key
 from dpledger.service.store_sql import TABLES, statements
 
@@ -118,64 +118,6 @@ def _missing(location: str) -> str:
     )
 
 
-def _check_file(p: Path) -> None:
-    """Refuse anything at ``p`` that is not an SQLite database file (reading only)."""
-    check_sqlite_file(p, f"the key store {p}", {
-        "directory": f"{p} is a directory, not a dpledger key store: pass another --keys path",
-        "special": f"{p} is not a regular file, so not a dpledger key store",
-        "empty": f"{p} is an empty file (0 bytes), not a dpledger key store: move it away "
-                 "(it is never adopted as a key store)",
-        "foreign": f"{p} is not an SQLite database, so not a dpledger key store: move it away "
-                   "or pass another --keys path",
-    })  # fmt: skip
-
-
-def _connect(
-    p: Path, *, read_only: bool, private: bool = False
-) -> tuple[sqlite3.Connection, Path | None]:
-    """A connection to the existing file ``p`` that can never create it, and the private
-    copy it reads, if any (the caller removes it with ``drop_copy`` after closing).
-
-    Read-only, it writes nothing: through the WAL when one is beside it (a read-only
-    connection never checkpoints), else ``immutable`` (no ``-wal``/``-shm`` is made).
-    ``private``: a store left with a ``-wal`` but no ``-shm``, where SQLite would create
-    the ``-shm``, is read from a private copy (:mod:`dpledger.ledger.sqlite_copy`).
-    """
-    # before SQLite adopts a file beside it (skipped while this process has it open)
-    sqlite_files.unless_held(p, lambda: check_sidecars(str(p), "key store"))
-    if not read_only:  # before SQLite creates a -wal/-shm it could not use
-        sqlite_files.check_writable(p, "key store")
-    path, target, copy = quote(str(p.resolve())), p, None
-    name = os.path.realpath(p)
-    if private and read_only and log_without_index(name):
-        copy = private_copy(p, name)
-    where = None if copy is None else copy.parent  # the directory drop_copy removes
-    if copy is not None:
-        target, uri = copy, f"file:{quote(str(copy))}?mode=ro"
-    elif not read_only:
-        uri = f"file:{path}?mode=rw"
-    elif any(Path(f"{p.resolve()}{s}").exists() for s in ("-wal", "-shm")):
-        uri = f"file:{path}?mode=ro"
-    else:
-        uri = f"file:{path}?immutable=1"
-    try:
-        conn = sqlite_files.connect(target, uri, isolation_level=None, check_same_thread=False)
-    except sqlite3.Error as e:
-        drop_copy(where)
-        raise StoreError(f"cannot open the key store {p}: {e}") from e
-    try:
-        conn.execute("PRAGMA busy_timeout=30000")
-        if read_only:
-            conn.execute("PRAGMA query_only=ON")
-        else:
-            conn.execute("PRAGMA synchronous=FULL")
-    except sqlite3.Error as e:
-        sqlite_files.close(conn)
-        drop_copy(where)
-        raise StoreError(f"cannot open the key store {p}: {e}") from e
-    return conn, where
-
-
 _SQLITE = statements("?")
 _PG = statements("%s")
 
@@ -237,8 +179,8 @@ class ServiceStore:
             if not create:
                 raise LedgerNotFound(_missing(path))
             cls._build_sqlite(p)
-        _check_file(p)
-        conn, copy = _connect(p, read_only=True, private=read_only)
+        store_files.check_file(p, write=not read_only)
+        conn, copy = store_files.connect(p, read_only=True, private=read_only)
         try:
             found = conn.execute(
                 "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'dpl_svc_meta'"
@@ -256,39 +198,24 @@ class ServiceStore:
             )
         if not read_only:  # it is ours: now it may be written (revocations, refusals)
             sqlite_files.close(conn)
-            conn, copy = _connect(p, read_only=False)
+            conn, copy = store_files.connect(p, read_only=False)
         store = cls(path, conn, pg=False)
         store._copy = copy
         return store
 
     @classmethod
     def _build_sqlite(cls, target: Path) -> None:
-        """Build a complete key store in a ``0600`` temporary file, then link it into place.
+        """Create a complete key store at ``target`` (:func:`store_files.build`)."""
 
-        ``os.link`` never replaces a file: a concurrent creator that won keeps its store
-        (and this one opens theirs); a half-built store is never seen at ``target``.
-        """
-        stale = [s for s in SQLITE_SIDECARS if Path(f"{target}{s}").exists()]
-        if stale:
-            raise StoreError(
-                f"{target} does not exist but {', '.join(f'{target}{s}' for s in stale)} does: "
-                "a key store's journal without its database; move it away first"
-            )
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.creating")
-        try:  # the file holds key digests: readable by its owner only
-            os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        def fill(tmp: Path) -> None:
             built = cls(str(tmp), sqlite3.connect(str(tmp), isolation_level=None), pg=False)
             try:
                 built._run("PRAGMA journal_mode=WAL")
                 built._create()
             finally:
                 built.close()
-            with contextlib.suppress(FileExistsError):  # another creator won: open theirs
-                os.link(tmp, target)
-        except (OSError, sqlite3.Error, StoreError) as e:
-            raise StoreError(f"cannot create the key store {target}: {e}") from e
-        finally:
-            sqlite_files.remove_built(tmp)
+
+        store_files.build(target, fill)
 
     @classmethod
     def _open_pg(cls, url: str) -> ServiceStore:
