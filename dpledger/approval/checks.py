@@ -23,7 +23,14 @@ from dpledger.approval.verdict import Check
 from dpledger.policy import ALL, MetricSpec, Policy
 from dpledger.types import Budget
 
-__all__ = ["Costing", "costing", "noise_check", "request_checks", "state_checks"]
+__all__ = [
+    "Costing",
+    "costing",
+    "noise_check",
+    "noise_check_at",
+    "request_checks",
+    "state_checks",
+]
 
 
 @functools.lru_cache(maxsize=4096)
@@ -135,6 +142,15 @@ def _largest(spec: MetricSpec, cohort: int, policy: Policy) -> float:
     return largest
 
 
+def noise_check_at(
+    facts: mech.MechanismFacts, spec: MetricSpec, cohort: int, policy: Policy
+) -> Check:
+    """``noise_range`` for a release of ``spec`` under ``facts`` to the declared ``cohort``
+    (:func:`noise_check` at the policy's largest aggregate): the one rule the approval check
+    and :func:`dpledger.planning.plan` both apply."""
+    return noise_check(facts, _largest(spec, cohort, policy))
+
+
 @functools.lru_cache(maxsize=4096)
 def costing(policy: Policy, metric: str, cohort: int) -> Costing:
     """The mechanism, exact charge and cohort-floor check of ``metric`` at ``cohort``.
@@ -153,7 +169,7 @@ def costing(policy: Policy, metric: str, cohort: int) -> Costing:
         )
         return Costing(check, None, Fraction(0), None, Budget(Fraction(0), unit))
     facts, charge = mech.mechanism_facts(policy, metric)
-    noise = noise_check(facts, _largest(spec, cohort, policy))
+    noise = noise_check_at(facts, spec, cohort, policy)
     if spec.target is None:
         check = Check("cohort_floor", True, "no error-bar target declared")
         return Costing(check, facts, charge, None, Budget(charge, unit), noise)

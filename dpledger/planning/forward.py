@@ -5,7 +5,8 @@ these cohort sizes, what ε does each release cost, how wide is each error bar, 
 regions clear their cohort floors, and how much of the epoch's evaluation budget is
 used and left?" It uses the very functions the approval check uses
 (:func:`dpledger.mechanisms.mechanism_facts`, :func:`dpledger.mechanisms.cohort_floor`,
-:func:`dpledger.mechanisms.error_bar_of`) and the ledger's exact budget rule,
+:func:`dpledger.mechanisms.error_bar_of`, the ``noise_range`` check's
+:func:`dpledger.approval.checks.noise_check_at`) and the ledger's exact budget rule,
 so a release the plan calls publishable is one ``Ledger.check`` approves.
 
 Inverse planning (the budget a target needs) lives in :mod:`dpledger.planning.inverse`.
@@ -22,6 +23,7 @@ from typing import Protocol
 
 from dpledger import mechanisms as mech
 from dpledger._shown import shown
+from dpledger.approval.checks import noise_check_at
 from dpledger.errors import InvalidInput
 from dpledger.mechanisms import mechanism_facts
 from dpledger.planning._common import (
@@ -372,6 +374,14 @@ def _plan_region(
             if n < best:
                 reasons[name] += f" (needs ≥ {best} even with all of {_show(budget)})"
                 never.append(f"{name} (needs n ≥ {best})")
+    for name, spec in policy.metrics.items():  # what Ledger.check refuses as NoiseOutOfRange
+        facts = calibrated[name][0]
+        if facts is not None and not noise_check_at(facts, spec, n, policy).passed:
+            said = (
+                f"noise scale {facts.scale:.4g} could overflow a double (noise_range): "
+                f"raise its {_sym(policy.unit)} or narrow its clip or cap"
+            )
+            reasons[name] = f"{reasons[name]}; {said}" if name in reasons else said
     if never:
         warnings.append(
             f"region {region} (n={n}{_records_noun(policy)}) can never publish "
