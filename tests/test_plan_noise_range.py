@@ -16,21 +16,11 @@ import numpy as np
 import pytest
 from _stores import CONTRACT_POLICY
 from test_cli_planning import run
+from test_noise_range import POLICY, TINY  # a metric whose noise could overflow a double
 
 from dpledger.accounting import EpochSpend
 from dpledger.approval import ReleaseRequest, evaluate
 from dpledger.planning.forward import plan
-from dpledger.policy import Policy
-
-TINY = """
-[metrics.tiny]
-kind = "scalar_mean"
-epsilon = "2.2250738585072014e-308"  # scale 4.5e307: 1.8% of draws overflowed a double
-clip = { low = "0", high = "1", source = "test" }
-"""
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")  # a tiny ε is unwise, not invalid
-    POLICY = Policy.from_toml(CONTRACT_POLICY + TINY)
 
 
 def test_a_metric_whose_noise_could_overflow_is_not_publishable_and_says_why() -> None:
