@@ -297,7 +297,8 @@ class Release:
     kind: str
     sum_slack: float = 0.0  # what a bar adds on the sum: OpenDP's grid, the doubles' rounding
     # and, after with_aggregate_error, the aggregate's own error (a fixed-point encoding)
-    retried: bool = False  # recorded by an earlier call: this call charged nothing (not stored)
+    retried: bool = False  # recorded by an earlier call or an earlier request of this round:
+    # this request charged nothing (not stored)
 
     @classmethod
     def make(
@@ -374,8 +375,10 @@ class Release:
 
     @property
     def charged_now(self) -> Budget:
-        """What the call that returned this release charged for it: :attr:`charge`, or
-        zero for a retry (:attr:`retried`: the entry's charge was made when recorded)."""
+        """What the request that returned this release charged for it: :attr:`charge`, or
+        zero for a retry (:attr:`retried`: the entry's charge was made when recorded, by an
+        earlier call or the round's first request with this id), so a round's releases'
+        ``charged_now`` sum to :attr:`RoundResult.charged`."""
         return Budget.zero(self.charge.unit) if self.retried else self.charge
 
     @property

@@ -250,8 +250,9 @@ class Writer:
             prepared.pop(i, None)
         if prepared:
             outcomes.update(self._commit(prepared, partial, principal))
-        for i, first in twins.items():
-            outcomes[i] = outcomes[first]
+        for i, first in twins.items():  # a retry of the first: this request charged nothing
+            o = outcomes[first]
+            outcomes[i] = dataclasses.replace(o, retried=True) if isinstance(o, Release) else o
         return tuple(outcomes[i] for i in range(len(items)))
 
     def _recorded(
