@@ -8,8 +8,9 @@ ledger, which every open refuses (two names would keep two write-ahead logs).
 Such a file is dpledger's own, and may be removed by it, only when its name has this
 form, it is a regular file of this user, its ``SPACE`` is this host's process space (boot
 id and pid namespace: a pid means the same process here) and no process runs under its
-``PID`` (:func:`dead_temps`). A pid reused since makes a dead creator look alive, so reuse
-only ever leaves a file; it never removes a live creator's. A file of another form (an
+``PID`` (:func:`dead_temps`; ``/proc`` must be this namespace's). A pid reused since
+makes a dead creator look alive, so reuse only ever leaves a file; it never removes a live
+creator's. A file of another form (an
 older dpledger's, another host's) is left and named (:func:`hint`).
 """
 
@@ -32,11 +33,16 @@ _FORM = re.compile(r"\.(?P<pid>[1-9][0-9]{0,9})\.(?P<space>[0-9a-f]{12})\.[0-9a-
 
 @functools.cache
 def _space() -> str:
-    """This host's process space: a digest of its boot id and this pid namespace."""
+    """This host's process space: a digest of its boot id and this pid namespace.
+
+    Unknown when ``/proc`` is not this pid namespace's (``/proc/self`` names another pid:
+    a namespace sharing its parent's procfs), where ``/proc/PID`` is another process."""
     try:
         with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
             boot = f.read().strip()
         ns = os.readlink("/proc/self/ns/pid")
+        if os.readlink("/proc/self") != str(os.getpid()):
+            return _UNKNOWN
     except (OSError, UnicodeDecodeError):
         return _UNKNOWN
     return hashlib.sha256(f"{boot} {ns}".encode()).hexdigest()[:12]
