@@ -8,9 +8,11 @@ from __future__ import annotations
 from fractions import Fraction
 from pathlib import Path
 
+import pytest
 from _stores import CONTRACT
 
 from dpledger import Release, ReleaseRequest
+from dpledger.errors import BudgetExceeded
 from dpledger.ledger import Ledger
 
 
@@ -42,3 +44,15 @@ def test_an_early_twin_in_a_round_says_it_charged_nothing_now(tmp_path: Path) ->
         releases = [o for o in result.outcomes if isinstance(o, Release)]
         spent = ledger.spent(0, "a").amount
         assert sum(r.charged_now.amount for r in releases) == spent == result.charged.amount
+
+
+def test_a_refusal_names_its_position_in_a_round_with_a_twin(tmp_path: Path) -> None:
+    """A round of two items whose second repeats the first's id: the refusal is still
+    request 0 of a round (its position was named only when two requests were *new*)."""
+    big = ReleaseRequest(epoch=0, metric="big", region="a", cohort=100, release_id="x")
+    with Ledger.open(tmp_path / "l.db", CONTRACT, mode="create") as ledger:
+        ledger.release(ReleaseRequest(epoch=0, metric="big", region="a", cohort=100), 30.0)
+        with pytest.raises(BudgetExceeded) as refused:
+            ledger.release_round([(big, 30.0), (big, 30.0)])
+    assert refused.value.index == 0
+    assert str(refused.value).startswith("request 0 of the round (from 0) (release id 'x')")

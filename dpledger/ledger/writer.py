@@ -249,7 +249,7 @@ class Writer:
         for i in outcomes:
             prepared.pop(i, None)
         if prepared:
-            outcomes.update(self._commit(prepared, partial, principal))
+            outcomes.update(self._commit(prepared, partial, principal, len(items)))
         for i, first in twins.items():  # a retry of the first: this request charged nothing
             o = outcomes[first]
             outcomes[i] = dataclasses.replace(o, retried=True) if isinstance(o, Release) else o
@@ -336,12 +336,12 @@ class Writer:
         return out
 
     def _commit(
-        self, prepared: dict[int, Prepared], partial: bool, principal: str | None
+        self, prepared: dict[int, Prepared], partial: bool, principal: str | None, size: int
     ) -> dict[int, Outcome]:
         drafts: dict[int, EntryDraft] = {}  # noised, not yet checked against the ledger
 
         def draw() -> None:
-            noise = self._noise(prepared)
+            noise = self._noise(prepared, size)
             drafts.update(
                 {i: draft_of(self.policy, p, noise[i], principal) for i, p in prepared.items()}
             )
@@ -350,7 +350,7 @@ class Writer:
         if not self._exists():
             draw()
             later = None
-            refused = self._refused_by_a_new_ledger(prepared, partial)
+            refused = self._refused_by_a_new_ledger(prepared, partial, size)
             if len(refused) == len(prepared):
                 return dict(refused)  # nothing to record: no ledger is created
             self._init()  # the first approved release creates the ledger (mode "create")
@@ -387,7 +387,7 @@ class Writer:
                     if partial:
                         out[i] = late
                         continue
-                    raise refusal(late, index=self._index(i, prepared), staged=staged)
+                    raise refusal(late, index=i if size > 1 else None, staged=staged)
                 txn.stage(drafts[i])
                 fresh.append((i, p))
             if fresh:  # a round refused whole writes nothing, not even the policy (audit 5, F7)
@@ -400,7 +400,7 @@ class Writer:
         return out
 
     def _refused_by_a_new_ledger(
-        self, prepared: dict[int, Prepared], partial: bool
+        self, prepared: dict[int, Prepared], partial: bool, size: int
     ) -> dict[int, Verdict]:
         """The ledger-state checks against an empty ledger, before creating it.
 
@@ -418,7 +418,7 @@ class Writer:
                 verdict, staged = separated(self.policy, verdict, EpochSpend.empty(), fresh,
                                             partial)  # fmt: skip
                 if not partial:
-                    raise refusal(verdict, index=self._index(i, prepared), staged=staged)
+                    raise refusal(verdict, index=i if size > 1 else None, staged=staged)
                 refused[i] = verdict
                 continue
             key = (req.region, req.metric)
@@ -426,13 +426,9 @@ class Writer:
             epoch[key] = epoch.get(key, Fraction(0)) + cost
         return refused
 
-    @staticmethod
-    def _index(i: int, prepared: dict[int, Prepared]) -> int | None:
-        """A refused request's position, named when it is in a round (else None)."""
-        return i if i > 0 or len(prepared) > 1 else None
-
-    def _noise(self, prepared: dict[int, Prepared]) -> dict[int, tuple[float, ...]]:
-        """OpenDP noise for every prepared release: one call per distinct mechanism."""
+    def _noise(self, prepared: dict[int, Prepared], size: int) -> dict[int, tuple[float, ...]]:
+        """OpenDP noise for every prepared release: one call per distinct mechanism
+        (``size``: the call's number of requests, to name a round's refused one)."""
         groups: dict[mech.MechanismFacts, list[int]] = {}
         for i, p in prepared.items():
             groups.setdefault(p.facts, []).append(i)
@@ -441,7 +437,7 @@ class Writer:
             rows = [prepared[i].values for i in members]
             if self.policy.neighbouring == "add_remove" and (far := without_room(facts, rows)):
                 i = members[far[0]]
-                who = f"request {i} of the round (from 0)" if len(prepared) > 1 else "the request"
+                who = f"request {i} of the round (from 0)" if size > 1 else "the request"
                 raise InvalidInput(
                     f"{who}: its aggregate leaves no room for its noise below a double's limit: "
                     "under add_remove an aggregate must sum at most the declared cohort "
