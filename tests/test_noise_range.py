@@ -14,7 +14,10 @@ import pytest
 from _stores import CONTRACT_POLICY, StoreUnderTest
 from test_rounds import _files
 
-from dpledger import InvalidInput, NoiseOutOfRange, Policy, Release, ReleaseRequest, Verdict
+from dpledger import InvalidAggregate, NoiseOutOfRange, Policy, Release, ReleaseRequest, Verdict
+from dpledger.accounting import EpochSpend
+from dpledger.approval import evaluate
+from dpledger.approval.aggregate import noise_room
 from dpledger.approval.checks import costing
 from dpledger.approval.noise_range import noise_reach, tail_scales
 
@@ -105,26 +108,48 @@ def test_add_remove_aggregate_beyond_the_cohort_is_refused_before_any_draw(
     """Under add_remove any finite sum passes the aggregate checks (the count is private),
     and noise_range bounds the noisy value for the declared cohort's n x magnitude. An
     aggregate at the doubles' limit (more clients than declared: not truncated) overflowed
-    in half the draws, after drawing, as an InternalError asking for a bug report. It is
-    InvalidInput before any draw (a decision on the caller's aggregate alone, never on the
-    noise), naming the assumption and not the aggregate; nothing is written."""
+    in half the draws, after drawing, as an InternalError asking for a bug report. Now the
+    clipping check refuses it before any draw (on the aggregate alone, never the noise),
+    in a dry run too, naming the room and not the aggregate; nothing is written."""
     ledger = store.open(ADD_REMOVE)
     assert costing(ADD_REMOVE, "huge", N).noise is not None
     assert costing(ADD_REMOVE, "huge", N).noise.passed  # type: ignore[union-attr]
     ledger.release(req("loss"), 30.0)
     before, files = (ledger.head(), len(ledger), ledger.spent(0, "a")), _files(store)
     edge = sys.float_info.max
-    for attempt in range(40):  # a draw-dependent refusal would let some through (2^-40)
-        with pytest.raises(InvalidInput) as bad:
+    dry = ledger.check(req("huge"), edge)
+    assert [c.name for c in dry.failures] == ["clipping_bounds"]
+    said = dry.failures[0].reason
+    assert "truncate to it" in said
+    assert "1.8e+308" not in said  # names the room, never the aggregate
+    assert repr(edge) not in said
+    for attempt in range(40):  # a draw-dependent outcome would let some through (2^-40)
+        with pytest.raises(InvalidAggregate) as bad:
             ledger.release(req("huge", f"h-{attempt}"), edge)
-        assert type(bad.value) is InvalidInput
-        said = str(bad.value)
-        assert "truncate to the declared cohort" in said
-        assert "1.8e+308" not in said  # never the aggregate
-        assert repr(edge) not in said
-    with pytest.raises(InvalidInput, match="request 1 of the round"):
-        ledger.release_round([(req("loss"), 30.0), (req("huge"), edge)], partial=True)
+        assert "clipping_bounds" in str(bad.value)
+    with pytest.raises(InvalidAggregate, match="request 1 of the round"):
+        ledger.release_round([(req("loss"), 30.0), (req("huge"), -edge)])
     assert (ledger.head(), len(ledger), ledger.spent(0, "a")) == before
     assert _files(store) == files  # byte for byte (SQLite)
-    kept = ledger.release(req("huge"), 100.0)  # within the declared cohort's reach
-    assert math.isfinite(float(kept.noisy_sum[0]))
+    result = ledger.release_round([(req("loss"), 30.0), (req("huge"), edge)], partial=True)
+    kept, refused = result.outcomes
+    assert isinstance(kept, Release)
+    assert isinstance(refused, Verdict)
+    assert [c.name for c in refused.failures] == ["clipping_bounds"]
+    assert len(ledger) == 2
+    fine = ledger.release(req("huge"), 100.0)  # the declared cohort's sums always fit
+    assert math.isfinite(float(fine.noisy_sum[0]))
+    assert ledger.check(req("huge"), 1e307).approved  # far beyond n x magnitude, room left
+    assert ledger.verify().ok
+
+
+def test_a_replace_policy_or_a_small_scale_keeps_the_largest_double_as_room() -> None:
+    assert noise_room(POLICY, "loss", N) == sys.float_info.max  # replace
+    # scale 10: its 691 scales are far below the largest double's ulp (~2e292)
+    assert noise_room(ADD_REMOVE, "loss", N) == sys.float_info.max
+    found = evaluate(ADD_REMOVE, req("loss"), 30.0, EpochSpend.empty())
+    (bounds,) = [c for c in found.verdict.checks if c.name == "clipping_bounds"]
+    assert bounds.reason.startswith("sum ≥ 0 as clip [0, 1] allows (add_remove:")  # as before
+    assert "room" not in bounds.reason
+    room = noise_room(ADD_REMOVE, "huge", N)  # scale 1e300: about 691 scales below the limit
+    assert sys.float_info.max - 7e302 < room < sys.float_info.max - 6.8e302

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from dpledger import mechanisms as mech
+from dpledger.approval.noise_range import tail_scales
 from dpledger.approval.verdict import Check
 from dpledger.metrics._reading import read_real
 from dpledger.policy import Clip, MetricSpec, Policy
@@ -30,6 +32,7 @@ __all__ = [
     "inside",
     "l1_mass",
     "limits",
+    "noise_room",
     "passes",
     "within",
 ]
@@ -42,6 +45,7 @@ the client module's clip), so a sum exceeding ``high·n`` by a few ulps is not r
 """
 
 _SMALL = 64  # vectors up to this length are checked as Python floats
+_MAX = sys.float_info.max
 
 
 def as_float64(aggregate: object) -> tuple[npt.NDArray[np.float64] | None, str]:
@@ -59,15 +63,17 @@ def aggregate_checks(
     ``n``), so they are built once per (metric, shape, n) and shared; the decisions are
     :func:`each_aggregate_check`'s, on the same arithmetic.
     """
-    if passes(spec, arr, n, policy):
+    if passes(spec, arr, n, policy, noise_room(policy, metric, n)):
         return _passed(policy, metric, arr.shape, n)
     return each_aggregate_check(spec, arr, n, policy, metric)
 
 
-def passes(spec: MetricSpec, arr: npt.NDArray[np.float64], n: int, policy: Policy) -> bool:
+def passes(
+    spec: MetricSpec, arr: npt.NDArray[np.float64], n: int, policy: Policy, room: float = _MAX
+) -> bool:
     """Whether every aggregate check passes (:func:`each_aggregate_check`'s decisions):
-    :func:`within` the metric's :func:`limits` for ``n``."""
-    return within(limits(spec, n, policy), arr)
+    :func:`within` the metric's :func:`limits` for ``n`` (``room``: :func:`noise_room`'s)."""
+    return within(limits(spec, n, policy, room), arr)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,15 +89,39 @@ class Limits:
     high: float
 
 
-def limits(spec: MetricSpec, n: int, policy: Policy) -> Limits:
+def limits(spec: MetricSpec, n: int, policy: Policy, room: float = _MAX) -> Limits:
     """The bounds :func:`_within_bounds` and :func:`within` hold an aggregate to, with
-    their rounding slack (the same floats, computed once)."""
+    their rounding slack (the same floats, computed once), within ``room``
+    (:func:`noise_room`: below a double's limit by the noise's reach)."""
     scalar = spec.kind == "scalar_mean"
     if scalar and spec.clip is not None:
         lo, hi = _scalar_range(policy, spec.clip, n)
         tol = AGGREGATE_TOLERANCE
-        return Limits(True, 1, False, True, lo - abs(lo) * tol, hi + abs(hi) * tol)
-    return Limits(scalar, spec.size, spec.is_nonnegative, False, 0.0, _l1_limit(spec, n, policy))
+        low, high = max(lo - abs(lo) * tol, -room), min(hi + abs(hi) * tol, room)
+        return Limits(True, 1, False, True, low, high)
+    high = min(_l1_limit(spec, n, policy), room)
+    return Limits(scalar, spec.size, spec.is_nonnegative, False, 0.0, high)
+
+
+@functools.lru_cache(maxsize=4096)
+def noise_room(policy: Policy, metric: str, n: int) -> float:
+    """The largest |aggregate| whose noisy value stays a double but with chance
+    :data:`~dpledger.approval.noise_range.NOISE_TAIL`, under ``add_remove`` (else the
+    largest double: ``replace``'s bounds grow with the public ``n``, and ``noise_range``
+    covers them).
+
+    Under ``add_remove`` any finite sum is admitted (the count is private), while
+    ``noise_range`` bounds the declared cohort's ``n × magnitude`` only: an aggregate of
+    far more clients than declared could overflow in some draws, an outcome of the noise.
+    Refused here instead, on the aggregate alone and before any draw, so a dry run and a
+    release decide alike. Where the declared cohort's own sums leave no room, the
+    ``noise_range`` check refuses every aggregate from public facts, and this leaves it to.
+    """
+    if policy.neighbouring != "add_remove" or policy.release_budget(metric) <= 0:
+        return _MAX
+    facts, _ = mech.mechanism_facts(policy, metric)
+    room = _MAX - tail_scales(facts) * facts.scale - facts.grid_slack
+    return room if n * policy.metric(metric).magnitude <= room else _MAX
 
 
 def within(lim: Limits, arr: npt.NDArray[np.float64]) -> bool:
@@ -195,12 +225,14 @@ def each_aggregate_check(
         checks.append(Check("counts_nonnegative", ok, "ok" if ok else "a count is negative"))
     else:
         checks.append(Check("counts_nonnegative", True, "signed values allowed"))
-    ok = _within_bounds(spec, arr, n, policy)
+    ok = _within_bounds(spec, arr, n, policy, noise_room(policy, metric, n))
     checks.append(Check("clipping_bounds", ok, _bounds_reason(policy, metric, n, ok)))
     return checks
 
 
-def _within_bounds(spec: MetricSpec, arr: npt.NDArray[np.float64], n: int, policy: Policy) -> bool:
+def _within_bounds(
+    spec: MetricSpec, arr: npt.NDArray[np.float64], n: int, policy: Policy, room: float
+) -> bool:
     """Evidence that client clipping ran: the sum lies where ``n`` clipped clients can put it.
 
     Under a record-level policy ``n`` counts records and the clip or cap is per record.
@@ -212,12 +244,26 @@ def _within_bounds(spec: MetricSpec, arr: npt.NDArray[np.float64], n: int, polic
     (``[0, inf)`` for a clip with ``low ≥ 0``, ``(-inf, 0]`` for ``high ≤ 0``) and a
     vector's finiteness (its signs are :func:`each_aggregate_check`'s). That the planned
     ``n`` bounds the count is the caller's to enforce (truncate to it): it cannot be
-    checked without revealing the count.
+    checked without revealing the count. One exception, at the doubles' limit: ``room``
+    (:func:`noise_room`), which only far more clients than declared could pass.
     """
-    lim = limits(spec, n, policy)
+    lim = limits(spec, n, policy, room)
     if lim.clipped:
         return lim.low <= float(arr.reshape(-1)[0]) <= lim.high
     return l1_mass(arr) <= lim.high  # NaN compares False: refused
+
+
+def _room_said(policy: Policy, metric: str, n: int, who: str) -> tuple[str, str]:
+    """What a passing and a failing add_remove reason add for :func:`noise_room` (nothing
+    while it is the largest double: the usual case)."""
+    room = noise_room(policy, metric, n)
+    if room == _MAX:
+        return "", ""
+    return (
+        f", |sum| ≤ {room:.4g} (room for its noise below a double's limit)",
+        f", or |sum| > {room:.4g} leaves its noise no room below a double's limit (more "
+        f"{who}s than the declared cohort were summed: truncate to it)",
+    )
 
 
 def _scalar_range(policy: Policy, clip: Clip, n: int) -> tuple[float, float]:
@@ -241,18 +287,20 @@ def _bounds_reason(policy: Policy, metric: str, n: int, ok: bool) -> str:
             lo, hi = _scalar_range(policy, spec.clip, n)
             sign = "≥ 0" if lo == 0 and hi > 0 else "≤ 0" if hi == 0 and lo < 0 else "any sign"
             said = f"sum {sign} as clip [{spec.clip.low}, {spec.clip.high}] allows"
+            room = _room_said(policy, metric, n, who)
             return (
-                f"{said} (add_remove: the count is private, so no bound grows with it)"
+                f"{said}{room[0]} (add_remove: the count is private, so no bound grows with it)"
                 if ok
                 else f"sum's sign is not what clip [{spec.clip.low}, {spec.clip.high}] allows "
-                f"for any number of {who}s: {who} clipping failed; fix the client module "
-                "before releasing"
+                f"for any number of {who}s{room[1]}: {who} clipping failed; fix the client "
+                "module before releasing"
             )
+        room = _room_said(policy, metric, n, who)
         return (
-            "L1 mass finite (add_remove: the count is private, so no bound grows with it)"
+            f"L1 mass finite{room[0]} (add_remove: the count is private, so no bound grows with it)"
             if ok
-            else f"L1 mass overflows a double: no number of capped {who}s sums to it; {who} "
-            "capping failed; fix the client module before releasing"
+            else f"L1 mass overflows a double{room[1]}: no number of capped {who}s sums to it; "
+            f"{who} capping failed; fix the client module before releasing"
         )
     if spec.kind == "scalar_mean" and spec.clip is not None:
         lo, hi = _scalar_range(policy, spec.clip, n)

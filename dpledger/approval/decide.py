@@ -13,7 +13,15 @@ from fractions import Fraction
 
 from dpledger import mechanisms as mech
 from dpledger.accounting import EpochSpend, allocation_loss, budget_loss
-from dpledger.approval.aggregate import Limits, aggregate_checks, as_float64, inside, limits, within
+from dpledger.approval.aggregate import (
+    Limits,
+    aggregate_checks,
+    as_float64,
+    inside,
+    limits,
+    noise_room,
+    within,
+)
 from dpledger.approval.checks import costing, request_checks, state_checks
 from dpledger.approval.request import ReleaseRequest, well_formed
 from dpledger.approval.verdict import (
@@ -153,7 +161,8 @@ def _passing(
     if p is None or (charge := p.verdict.charge) is None:
         return None
     checks = tuple(p.verdict.checks)
-    return _Passing(spec, checks, charge, p.verdict.floor, p.facts, limits(spec, cohort, policy))
+    lim = limits(spec, cohort, policy, noise_room(policy, metric, cohort))
+    return _Passing(spec, checks, charge, p.verdict.floor, p.facts, lim)
 
 
 def recheck(

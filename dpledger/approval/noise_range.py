@@ -14,14 +14,10 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Sequence
-
-import numpy as np
-import numpy.typing as npt
 
 from dpledger.mechanisms import MechanismFacts
 
-__all__ = ["NOISE_TAIL", "noise_reach", "tail_scales", "without_room"]
+__all__ = ["NOISE_TAIL", "noise_reach", "tail_scales"]
 
 NOISE_TAIL = 1e-300
 """Chance that any coordinate of a release's noise passes :func:`tail_scales` scales."""
@@ -42,20 +38,3 @@ def noise_reach(facts: MechanismFacts, largest: float) -> float:
     reach = abs(largest) + tail_scales(facts) * facts.scale + facts.grid_slack
     return reach if reach <= sys.float_info.max else math.inf
 
-
-def without_room(facts: MechanismFacts, rows: Sequence[npt.NDArray[np.float64]]) -> list[int]:
-    """Positions of the aggregates in ``rows`` that :func:`noise_reach` puts past a double.
-
-    Under ``add_remove`` any finite sum passes the aggregate checks (the count is private),
-    and the ``noise_range`` check bounds only the declared cohort's ``n × magnitude``: a
-    larger aggregate (more clients than declared, not truncated) is input the ledger must
-    refuse before drawing, so that no outcome depends on the noise. Reads the aggregates:
-    an input check, never part of a verdict.
-    """
-    room = sys.float_info.max - tail_scales(facts) * facts.scale - facts.grid_slack
-    out = []
-    for k, row in enumerate(rows):
-        top = max(map(abs, row.tolist())) if row.size <= 64 else float(np.abs(row).max())
-        if not top <= room:  # NaN never reaches here: the aggregate checks refuse it
-            out.append(k)
-    return out

@@ -50,7 +50,6 @@ from dpledger.approval import (
     recheck,
     refusal,
 )
-from dpledger.approval.noise_range import without_room
 from dpledger.approval.request import well_formed
 from dpledger.errors import (
     InternalError,
@@ -341,7 +340,7 @@ class Writer:
         drafts: dict[int, EntryDraft] = {}  # noised, not yet checked against the ledger
 
         def draw() -> None:
-            noise = self._noise(prepared, size)
+            noise = self._noise(prepared)
             drafts.update(
                 {i: draft_of(self.policy, p, noise[i], principal) for i, p in prepared.items()}
             )
@@ -426,25 +425,15 @@ class Writer:
             epoch[key] = epoch.get(key, Fraction(0)) + cost
         return refused
 
-    def _noise(self, prepared: dict[int, Prepared], size: int) -> dict[int, tuple[float, ...]]:
-        """OpenDP noise for every prepared release: one call per distinct mechanism
-        (``size``: the call's number of requests, to name a round's refused one)."""
+    @staticmethod
+    def _noise(prepared: dict[int, Prepared]) -> dict[int, tuple[float, ...]]:
+        """OpenDP noise for every prepared release: one call per distinct mechanism."""
         groups: dict[mech.MechanismFacts, list[int]] = {}
         for i, p in prepared.items():
             groups.setdefault(p.facts, []).append(i)
         out: dict[int, tuple[float, ...]] = {}
         for facts, members in groups.items():
-            rows = [prepared[i].values for i in members]
-            if self.policy.neighbouring == "add_remove" and (far := without_room(facts, rows)):
-                i = members[far[0]]
-                who = f"request {i} of the round (from 0)" if size > 1 else "the request"
-                raise InvalidInput(
-                    f"{who}: its aggregate leaves no room for its noise below a double's limit: "
-                    "under add_remove an aggregate must sum at most the declared cohort "
-                    f"(n={prepared[i].verdict.request.cohort}) of clipped contributions; "
-                    "truncate to the declared cohort (nothing drawn, recorded or charged)"
-                )
-            noisy = mech.apply_many(facts, rows)
+            noisy = mech.apply_many(facts, [prepared[i].values for i in members])
             if not all(math.isfinite(x) for row in noisy for x in row):  # noise_range passed
                 raise InternalError(
                     f"a noise draw at scale {facts.scale:.3g} overflowed a double, which the "
