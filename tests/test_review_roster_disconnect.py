@@ -3,8 +3,9 @@ planned cohort", but the wrapped strategy samples each round from the *connected
 (``grid.get_node_ids()``, which a SuperLink prunes when a node stops heartbeating). Under
 add_remove a node that disconnects after round 1 (a dropout: its own behaviour) is not
 sampled in round 2, so its region's published ``health/selected`` is one lower: the public
-record depends on the node's participation. The roster would have to fix the sampled
-population too (sample from the roster; an absent node then counts as dropped)."""
+record depends on the node's participation. Fixed: the strategy samples from the
+run's population (the roster's registered nodes, or a static map's); an absent node then
+counts as dropped, privately."""
 
 from __future__ import annotations
 
@@ -19,12 +20,22 @@ os.environ.setdefault("FLWR_DISABLE_UPDATE_CHECK", "1")
 
 import numpy as np
 import pytest
-from flwr.app import Array, ArrayRecord
+from flwr.app import Array, ArrayRecord, ConfigRecord
 from flwr.serverapp.strategy import FedAvg
-from test_flower import METRICS, N_NODES, PARAMS, Fleet, fleet, make_client, policy, region_of
+from test_flower import (
+    METRICS,
+    N_NODES,
+    PARAMS,
+    Fleet,
+    fleet,
+    make_client,
+    policy,
+    region_of,
+    regions_by_id,
+)
 
 from dpledger import Ledger
-from dpledger.flower import LedgerEvaluation, QueryRegistry
+from dpledger.flower import LedgerEvaluation, QueryRegistry, StaticRegistry
 from dpledger.flower.testing import LocalGrid
 
 __all__ = ["fleet"]  # the module-scoped fixture, imported for pytest
@@ -39,9 +50,9 @@ class DisconnectingGrid(LocalGrid):
         return [n for n in self.node_ids if n not in self.gone]
 
 
-@pytest.mark.xfail(strict=True, reason="hrev finding (design): sampling from connected nodes")
+@pytest.mark.parametrize("static", [False, True])
 def test_a_node_disconnecting_after_round_1_does_not_change_the_public_record(
-    fleet: Fleet, tmp_path: Path
+    fleet: Fleet, tmp_path: Path, static: bool
 ) -> None:
     p = policy(neighbouring="add_remove", eps="1", epoch="40")
     seen = []
@@ -52,11 +63,16 @@ def test_a_node_disconnecting_after_round_1_does_not_change_the_public_record(
         def on_round(report: Any, grid: DisconnectingGrid = grid, k: int = k) -> None:
             if k == 1 and report.server_round == 1:
                 grid.gone = {grid.node_ids[0]}  # node 0 goes away after round 1
+                grid.offline.add(grid.node_ids[0])  # and never answers again
 
         random.seed(11)
         inner = FedAvg(fraction_train=0.0, fraction_evaluate=1.0, min_evaluate_nodes=1,
                        min_available_nodes=1)  # fmt: skip
-        registry = QueryRegistry(("partition-id",), region_of(fleet))
+        registry = (
+            StaticRegistry(regions_by_id(fleet, grid))
+            if static
+            else QueryRegistry(("partition-id",), region_of(fleet))
+        )
         with Ledger.open(tmp_path / f"{k}.db", p, mode="create") as ledger:
             strategy = LedgerEvaluation(inner, ledger, metrics=METRICS, params=PARAMS,
                                         registry=registry, on_round=on_round)  # fmt: skip
@@ -68,4 +84,33 @@ def test_a_node_disconnecting_after_round_1_does_not_change_the_public_record(
                 grid.deactivate()
         record = result.evaluate_metrics_clientapp[2]
         seen.append({key: v for key, v in record.items() if key.endswith("/health/selected")})
+        if k == 1:  # the gone node stayed selected and is counted dropped (operator-only)
+            health = strategy.rounds[2].health
+            assert sum(h.dropped for h in health.values()) == 1
     assert seen[0] == seen[1]
+    assert sum(seen[0].values()) == N_NODES
+
+
+def test_a_population_smaller_than_the_strategy_waits_for_skips_evaluation(
+    fleet: Fleet, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Sampling from a fixed population the strategy's minimum cannot be met from would
+    wait forever (FedAvg's sample_nodes sleeps until enough nodes connect): the round is
+    skipped with an error instead."""
+    p = policy(neighbouring="add_remove", eps="1", epoch="40")
+    grid = DisconnectingGrid(make_client(fleet), N_NODES)
+    grid.gone = set()
+    few = dict(list(regions_by_id(fleet, grid).items())[:2])
+    inner = FedAvg(fraction_train=0.0, fraction_evaluate=1.0, min_evaluate_nodes=3,
+                   min_available_nodes=1)  # fmt: skip
+    with Ledger.open(tmp_path / "l.db", p, mode="create") as ledger:
+        strategy = LedgerEvaluation(inner, ledger, metrics=METRICS, params=PARAMS,
+                                    registry=StaticRegistry(few))  # fmt: skip
+        grid.activate()
+        try:
+            messages = strategy.configure_evaluate(1, ArrayRecord(), ConfigRecord(), grid)
+        finally:
+            grid.deactivate()
+        assert list(messages) == []
+        assert len(ledger) == 0
+    assert "fewer than the wrapped strategy's minimum of 3" in caplog.text

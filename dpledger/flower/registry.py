@@ -16,15 +16,18 @@ Under ``add_remove`` whether a node takes part in a round is private, so a per-r
 query (whose silence would drop the node from its region's planned cohort) would publish
 its dropout. There the wrapper asks through a :class:`Roster`: one registration exchange,
 with every connected node, at the run's first evaluate round; the node → region map it
-gives is the run's public roster (as a ``StaticRegistry``'s map is), and no later
-behaviour of a node changes a planned cohort.
+gives is the run's public roster (as a ``StaticRegistry``'s map is). The wrapped strategy
+then samples from the roster's registered nodes (:func:`sampling_grid`), not from the
+nodes connected in the round: a node that disconnects stays selected and counts as
+dropped (privately), so no later behaviour of a node changes a planned cohort or the
+published ``selected`` count.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from flwr.app import ConfigRecord, Message, RecordDict
 from flwr.app.user_config import UserConfigValue
@@ -34,7 +37,14 @@ from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.flower.client import NODE_RECORD, QUERY_RECORD, REGION_ACTION
 
-__all__ = ["NodeRegistry", "QueryRegistry", "Roster", "StaticRegistry"]
+__all__ = [
+    "NodeRegistry",
+    "QueryRegistry",
+    "Roster",
+    "StaticRegistry",
+    "run_lookup",
+    "sampling_grid",
+]
 
 _LOG = logging.getLogger("dpledger.flower")
 
@@ -60,6 +70,10 @@ class StaticRegistry:
     def regions(self, node_ids: Sequence[int], grid: Grid) -> dict[int, str | None]:
         """Look each node up; unknown ids are None."""
         return {n: self._regions.get(n) for n in node_ids}
+
+    def members(self, grid: Grid) -> tuple[int, ...]:
+        """The map's nodes: the population a run samples from under ``add_remove``."""
+        return tuple(sorted(self._regions))
 
 
 def _default_region(config: Mapping[str, UserConfigValue]) -> str:
@@ -163,3 +177,71 @@ class Roster:
                 sum(r is not None for r in self._map.values()), len(everyone),
             )  # fmt: skip
         return {n: self._map.get(n) for n in node_ids}
+
+    def members(self, grid: Grid) -> tuple[int, ...] | None:
+        """The run's registered nodes (those with a region), or None before the first
+        :meth:`regions` call fixes the roster (the run's first round samples from the
+        connected nodes, as the roster is then made of them)."""
+        if self._map is None:
+            return None
+        return tuple(sorted(n for n, r in self._map.items() if r is not None))
+
+
+def run_lookup(registry: NodeRegistry, neighbouring: str) -> NodeRegistry:
+    """``registry`` as one run asks it: under ``add_remove`` anything but a static map is
+    asked once per run (a :class:`Roster`), whose registered nodes are the run's
+    population; under ``replace`` (cohorts public) as it is, every round."""
+    static = isinstance(registry, StaticRegistry)
+    return registry if static or neighbouring == "replace" else Roster(registry)
+
+
+def sampling_grid(lookup: NodeRegistry, grid: Grid, strategy: object) -> Grid | None:
+    """The grid the wrapped strategy samples from under ``add_remove``: the run's fixed
+    population (a roster's or a static map's ``members``) in place of the connected nodes,
+    whose list changes as nodes drop out (a private fact there). ``grid`` itself before a
+    roster is fixed. None, with an error logged, when the population is smaller than the
+    strategy's ``min_available_nodes`` or ``min_evaluate_nodes`` (it would wait forever
+    for nodes the run cannot have): the round is not evaluated."""
+    members_of = getattr(lookup, "members", None)
+    members = members_of(grid) if callable(members_of) else None
+    if members is None:
+        return grid
+    need = max(int(getattr(strategy, name, 0) or 0)
+               for name in ("min_available_nodes", "min_evaluate_nodes"))  # fmt: skip
+    if len(members) < need:
+        _LOG.error(
+            "the run's population has %d registered node(s), fewer than the wrapped "
+            "strategy's minimum of %d: evaluation is skipped (lower min_available_nodes / "
+            "min_evaluate_nodes, or register more nodes)", len(members), need,
+        )  # fmt: skip
+        return None
+    return _Population(grid, members)
+
+
+class _Population(Grid):
+    """``grid`` with a fixed node list: what a strategy samples from (the rest delegated)."""
+
+    def __init__(self, grid: Grid, members: tuple[int, ...]) -> None:
+        self._grid, self._members = grid, members
+
+    def set_run(self, run_id: Any) -> None:
+        self._grid.set_run(run_id)
+
+    @property
+    def run(self) -> Any:
+        return self._grid.run
+
+    def create_message(self, *args: Any, **kwargs: Any) -> Message:
+        return self._grid.create_message(*args, **kwargs)
+
+    def get_node_ids(self) -> Iterable[int]:
+        return list(self._members)
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        return self._grid.push_messages(messages)
+
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+        return self._grid.pull_messages(message_ids)
+
+    def send_and_receive(self, *args: Any, **kwargs: Any) -> Iterable[Message]:
+        return self._grid.send_and_receive(*args, **kwargs)

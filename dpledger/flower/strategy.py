@@ -58,7 +58,7 @@ from dpledger.flower.plans import (
     regression_codec_for,
     settings_of,
 )
-from dpledger.flower.registry import NodeRegistry, QueryRegistry, Roster
+from dpledger.flower.registry import NodeRegistry, QueryRegistry, run_lookup, sampling_grid
 from dpledger.flower.report import (
     HEALTH_FIELDS,
     NotReleased,
@@ -247,13 +247,8 @@ class LedgerEvaluation(Strategy):
         self._lookup = self._run_lookup()
 
     def _run_lookup(self) -> NodeRegistry:
-        """Under ``add_remove`` a QueryRegistry is asked once per run (a :class:`Roster`)."""
-        query = isinstance(self.registry, QueryRegistry)
-        return (
-            Roster(self.registry)
-            if query and self.policy.neighbouring == "add_remove"
-            else self.registry
-        )
+        """The registry as this run asks it (:func:`~dpledger.flower.registry.run_lookup`)."""
+        return run_lookup(self.registry, self.policy.neighbouring)
 
     def epoch_of(self, server_round: int) -> int:
         """The ledger epoch of ``server_round`` (rounds from 1)."""
@@ -270,7 +265,11 @@ class LedgerEvaluation(Strategy):
             # a round whose ids were used, or one before the latest, again: another run
             _LOG.info("round %d configured again: a new run, with new release ids", server_round)
             self._new_run()
-        messages = list(self.strategy.configure_evaluate(server_round, arrays, config, grid))
+        sampler = grid if self.policy.neighbouring == "replace" else sampling_grid(
+            self._lookup, grid, self.strategy)  # fmt: skip
+        if sampler is None:  # fewer nodes in the run than the strategy waits for: logged
+            return []
+        messages = list(self.strategy.configure_evaluate(server_round, arrays, config, sampler))
         self._configured.add(server_round)
         if not messages:
             return []
