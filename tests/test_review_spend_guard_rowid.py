@@ -3,7 +3,14 @@ its rowid. ``REPLACE`` on a rowid deletes the row it collides with, firing neith
 DELETE trigger nor the replace trigger (which looks for a row with NEW's key): a spend
 total is deleted and re-inserted lower, on a connection with dpledger's own guard function
 (the suite's raw-access attacker). ``verify`` still catches it. (A connection that registers
-its own ``dpl_spend_lowered`` returning 0 disables the SQLite guard altogether.)"""
+its own ``dpl_spend_lowered`` returning 0 disables the SQLite guard altogether.)
+
+Left as it is: any connection that can write the spend table at all has registered some
+``dpl_spend_lowered``, and one of its own returning 0 passes every trigger, so closing the
+rowid path would stop nobody the fake function does not. On SQLite the guard stops tools
+without the function (the ``sqlite3`` shell, another program: ``no such function``), not
+a deliberate edit; ``verify`` is what detects a lowered total (docs/operations.md). These
+tests hold that: after either bypass, verify fails and names the total."""
 
 from __future__ import annotations
 
@@ -31,9 +38,8 @@ TAMPERS = [
 ]
 
 
-@pytest.mark.xfail(strict=True, reason="hrev finding: rowid REPLACE bypasses the SQLite guard")
 @pytest.mark.parametrize("tamper", TAMPERS)
-def test_a_rowid_replace_cannot_lower_a_spend_total(
+def test_a_rowid_replace_that_lowers_a_spend_total_fails_verify(
     tmp_path: Path, tamper: tuple[str, str]
 ) -> None:
     path = tmp_path / "l.db"
@@ -53,4 +59,8 @@ def test_a_rowid_replace_cannot_lower_a_spend_total(
     finally:
         conn.close()
     with Ledger.open(path, CONTRACT, mode="read") as ledger:
-        assert not lowered, f"spend total lowered from {before.text} to {ledger.spent(0, 'a').text}"
+        assert lowered  # the SQLite guard's known gap (module docstring)
+        assert ledger.spent(0, "a") < before
+        report = ledger.verify()
+    assert not report.ok
+    assert any("spend" in p for p in report.problems), report.problems
