@@ -37,4 +37,3 @@ def noise_reach(facts: MechanismFacts, largest: float) -> float:
     rounding; ``inf`` when that passes a double (:data:`sys.float_info.max`)."""
     reach = abs(largest) + tail_scales(facts) * facts.scale + facts.grid_slack
     return reach if reach <= sys.float_info.max else math.inf
-

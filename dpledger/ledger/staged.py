@@ -10,30 +10,23 @@ the error (:func:`~dpledger.approval.refusal`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from fractions import Fraction
 
-from dpledger.accounting import EpochSpend, binding_loss, client_loss
+from dpledger.accounting import EpochSpend, binding_loss
 from dpledger.approval import Check, Verdict
-from dpledger.policy import ALL, Policy
+from dpledger.policy import Policy
 from dpledger.types import Budget
 
 __all__ = ["separated"]
 
-_ZERO = Fraction(0)
-
-
-def _loss(spent: Mapping[str, Fraction], where: str) -> Fraction:
-    """The loss of a client of ``where`` (``"*"``: the global releases alone)."""
-    return spent.get(ALL, _ZERO) if where == ALL else client_loss(spent, where)
-
 
 def separated(
-    policy: Policy, late: Verdict, committed: EpochSpend, fresh: EpochSpend, partial: bool
+    policy: Policy, late: Verdict, committed: EpochSpend, partial: bool
 ) -> tuple[Verdict, Budget | None]:
-    """``late`` (the re-check on ``fresh`` = ``committed`` + staged spend) with its first
+    """``late`` (the re-check on ``committed`` + staged spend) with its first
     failure's reason split into committed and staged spend, and the staged part (exact,
-    in the policy's unit); ``(late, None)`` when nothing staged bears on the refusal."""
+    in the policy's unit): how far the round's earlier requests raise the loss the
+    request is checked against above its committed binding loss (for a regional request,
+    its region's staged charges); ``(late, None)`` when nothing staged bears on it."""
     first = late.failures[0] if late.failures else None
     if first is None or first.name not in ("allocation", "budget"):
         return late, None
@@ -41,12 +34,11 @@ def separated(
     if check is None:
         return late, None
     req = late.request
-    if first.name == "budget":
-        now, before = fresh.by_scope(), committed.by_scope()
-    else:
-        now, before = fresh.of_metric(req.metric), committed.of_metric(req.metric)
-    _, where = binding_loss(policy, now, req.region)  # the scope the check reports
-    was = _loss(before, where)
+    before = committed.by_scope() if first.name == "budget" else committed.of_metric(req.metric)
+    # the loss the request binds at on committed spend alone: for a global request the
+    # staged spend may move its binding region (b overtakes a), and then what the ledger
+    # has left for it is a's headroom, not b's (review s37, finding 7)
+    was = binding_loss(policy, before, req.region)[0]
     staged = check.spent.amount - was
     if staged <= 0:
         return late, None

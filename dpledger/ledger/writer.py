@@ -379,10 +379,7 @@ class Writer:
                     late = recheck(self.policy, p, txn.spend(req.epoch), binding)
                     if late.approved:  # admits and recheck decide alike: unreachable
                         raise InternalError(f"approval disagreed with itself: {late.summary()}")
-                    fresh_spend = txn.spend(req.epoch)
-                    late, staged = separated(
-                        self.policy, late, committed[req.epoch], fresh_spend, partial
-                    )
+                    late, staged = separated(self.policy, late, committed[req.epoch], partial)
                     if partial:
                         out[i] = late
                         continue
@@ -414,8 +411,7 @@ class Writer:
             fresh = EpochSpend(dict(epoch))
             verdict = recheck(self.policy, p, fresh, None)
             if not verdict.approved:
-                verdict, staged = separated(self.policy, verdict, EpochSpend.empty(), fresh,
-                                            partial)  # fmt: skip
+                verdict, staged = separated(self.policy, verdict, EpochSpend.empty(), partial)
                 if not partial:
                     raise refusal(verdict, index=i if size > 1 else None, staged=staged)
                 refused[i] = verdict
