@@ -296,6 +296,23 @@ def test_other_metrics_substitute_an_empty_clients_contribution() -> None:
     assert not substitute(plan.metrics["confusion"]).any()
 
 
+def two_rounds(
+    path: Path, p: Policy, grid: LocalGrid, inner: Any, registry: Any, on_round: Any
+) -> tuple[LedgerEvaluation, Any]:
+    """Two evaluate rounds of ``inner`` wrapped on a new ledger at ``path``: the wrapper
+    and Flower's Result."""
+    with Ledger.open(path, p, mode="create") as ledger:
+        strategy = LedgerEvaluation(inner, ledger, metrics=METRICS, params=PARAMS,
+                                    registry=registry, on_round=on_round)  # fmt: skip
+        grid.activate()
+        try:
+            result = strategy.start(grid=grid, initial_arrays=ArrayRecord(
+                {"w": Array(np.zeros(2))}), num_rounds=2)  # fmt: skip
+        finally:
+            grid.deactivate()
+    return strategy, result
+
+
 def test_under_add_remove_a_query_registry_asks_once_so_a_later_dropout_stays_private(
     fleet: Fleet, tmp_path: Path
 ) -> None:
@@ -321,15 +338,7 @@ def test_under_add_remove_a_query_registry_asks_once_so_a_later_dropout_stays_pr
         random.seed(11)  # FedAvg samples with the module-level generator
         inner = FedAvg(fraction_train=0.0, fraction_evaluate=0.5, min_available_nodes=N_NODES)
         registry = QueryRegistry(("partition-id",), region_of(fleet))
-        with Ledger.open(tmp_path / f"{k}.db", p, mode="create") as ledger:
-            strategy = LedgerEvaluation(inner, ledger, metrics=METRICS, params=PARAMS,
-                                        registry=registry, on_round=on_round)  # fmt: skip
-            grid.activate()
-            try:
-                result = strategy.start(grid=grid, initial_arrays=ArrayRecord(
-                    {"w": Array(np.zeros(2))}), num_rounds=2)  # fmt: skip
-            finally:
-                grid.deactivate()
+        strategy, result = two_rounds(tmp_path / f"{k}.db", p, grid, inner, registry, on_round)
         queries = [m for m in grid.sent if m.metadata.message_type == "query.dpledger_region"]
         assert len(queries) == N_NODES  # one registration exchange, with every node
         report = strategy.rounds[2]

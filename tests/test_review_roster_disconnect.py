@@ -18,9 +18,8 @@ from typing import Any
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 os.environ.setdefault("FLWR_DISABLE_UPDATE_CHECK", "1")
 
-import numpy as np
 import pytest
-from flwr.app import Array, ArrayRecord, ConfigRecord
+from flwr.app import ArrayRecord, ConfigRecord
 from flwr.serverapp.strategy import FedAvg
 from test_flower import (
     METRICS,
@@ -33,6 +32,7 @@ from test_flower import (
     region_of,
     regions_by_id,
 )
+from test_flower_runs import two_rounds
 
 from dpledger import Ledger
 from dpledger.flower import LedgerEvaluation, QueryRegistry, StaticRegistry
@@ -73,15 +73,7 @@ def test_a_node_disconnecting_after_round_1_does_not_change_the_public_record(
             if static
             else QueryRegistry(("partition-id",), region_of(fleet))
         )
-        with Ledger.open(tmp_path / f"{k}.db", p, mode="create") as ledger:
-            strategy = LedgerEvaluation(inner, ledger, metrics=METRICS, params=PARAMS,
-                                        registry=registry, on_round=on_round)  # fmt: skip
-            grid.activate()
-            try:
-                result = strategy.start(grid=grid, initial_arrays=ArrayRecord(
-                    {"w": Array(np.zeros(2))}), num_rounds=2)  # fmt: skip
-            finally:
-                grid.deactivate()
+        strategy, result = two_rounds(tmp_path / f"{k}.db", p, grid, inner, registry, on_round)
         record = result.evaluate_metrics_clientapp[2]
         seen.append({key: v for key, v in record.items() if key.endswith("/health/selected")})
         if k == 1:  # the gone node stayed selected and is counted dropped (operator-only)

@@ -10,44 +10,23 @@ The creator is a real child process that kills itself at ``os.link``: just befor
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _killed import killed_creator, temps_not_ours_to_remove
 
-from dpledger._creating import temp_for
 from dpledger.errors import LedgerNotFound, StoreError
 from dpledger.service.keys import Scopes
 from dpledger.service.store import ServiceStore
 
-REPO = Path(__file__).resolve().parents[1]
-CREATOR = """
-import os, signal, sys
-sys.path.insert(0, sys.argv[1])
+CREATION = """
 from dpledger.service.store import ServiceStore
-path, point = sys.argv[2:4]
-real_link = os.link
-def link(src, dst, *args, **kwargs):
-    if point == "before":
-        os.kill(os.getpid(), signal.SIGKILL)
-    real_link(src, dst, *args, **kwargs)
-    os.kill(os.getpid(), signal.SIGKILL)
-os.link = link
 ServiceStore.open(path, create=True)
 """
 
 
 def _killed_creator(path: Path, point: str) -> Path:
-    done = subprocess.run(
-        [sys.executable, "-c", CREATOR, str(REPO), str(path), point],
-        timeout=120,
-        capture_output=True,
-    )
-    assert done.returncode == -9, done.stderr.decode()
-    left = sorted(path.parent.glob(f".{path.name}.*.creating"))
-    assert len(left) == 1
-    return left[0]
+    return killed_creator(path, point, CREATION)
 
 
 def _temps(where: Path) -> list[str]:
@@ -99,12 +78,7 @@ def test_a_temporary_whose_creator_may_be_running_or_elsewhere_is_never_removed(
 ) -> None:
     p = tmp_path / "L.keys.db"
     ServiceStore.open(str(p), create=True).close()
-    alive = temp_for(p)  # this process's pid: its creator runs
-    parts = temp_for(p).name.split(".")
-    parts[4] = "1"  # pid 1 runs
-    init = p.with_name(".".join(parts))
-    parts[4], parts[5] = "999999999", "abcdef012345"  # another host's process space
-    elsewhere = p.with_name(".".join(parts))
+    alive, init, elsewhere = temps_not_ours_to_remove(p)
     older = tmp_path / f".{p.name}.999999999.abcd1234.creating"  # the old, hostless form
     for t in (alive, init, elsewhere, older):
         t.write_bytes(b"")

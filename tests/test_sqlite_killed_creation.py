@@ -9,43 +9,22 @@ The creator is a real child process that kills itself at ``os.link``: just befor
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _killed import killed_creator, temps_not_ours_to_remove
 from factories import SPATIAL
 
 import dpledger as dl
-from dpledger._creating import temp_for
 
-REPO = Path(__file__).resolve().parents[1]
-CREATOR = """
-import os, signal, sys
-sys.path.insert(0, sys.argv[1])
+CREATION = """
 import dpledger as dl
-path, point, policy = sys.argv[2:5]
-real_link = os.link
-def link(src, dst, *args, **kwargs):
-    if point == "before":
-        os.kill(os.getpid(), signal.SIGKILL)
-    real_link(src, dst, *args, **kwargs)
-    os.kill(os.getpid(), signal.SIGKILL)
-os.link = link
-dl.Ledger.open(path, dl.Policy.load(policy), mode="create").init()
+dl.Ledger.open(path, dl.Policy.load(extra[0]), mode="create").init()
 """
 
 
 def _killed_creator(path: Path, point: str) -> list[Path]:
-    done = subprocess.run(
-        [sys.executable, "-c", CREATOR, str(REPO), str(path), point, str(SPATIAL)],
-        timeout=120,
-        capture_output=True,
-    )
-    assert done.returncode == -9, done.stderr.decode()
-    left = sorted(path.parent.glob(f".{path.name}.*.creating"))
-    assert len(left) == 1
-    return left
+    return [killed_creator(path, point, CREATION, str(SPATIAL))]
 
 
 def test_a_creator_killed_before_the_link_leaves_a_temporary_the_next_creation_removes(
@@ -90,12 +69,7 @@ def test_a_temporary_whose_creator_may_be_running_or_elsewhere_is_never_removed(
     p = tmp_path / "l.db"
     with dl.Ledger.open(p, dl.Policy.load(SPATIAL), mode="create") as ledger:
         ledger.init()
-    alive = temp_for(p)  # this process's pid: its creator runs
-    parts = temp_for(p).name.split(".")
-    parts[3] = "1"  # pid 1 runs
-    init = p.with_name(".".join(parts))
-    parts[3], parts[4] = "999999999", "abcdef012345"  # another host's process space
-    elsewhere = p.with_name(".".join(parts))
+    alive, init, elsewhere = temps_not_ours_to_remove(p)
     for t in (alive, init, elsewhere):
         t.write_bytes(b"")
     os.link(p, tmp_path / f".{p.name}.123.abcd1234.creating")  # an older dpledger's form
