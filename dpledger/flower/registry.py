@@ -26,6 +26,7 @@ published ``selected`` count.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -206,8 +207,7 @@ def sampling_grid(lookup: NodeRegistry, grid: Grid, strategy: object) -> Grid | 
     members = members_of(grid) if callable(members_of) else None
     if members is None:
         return grid
-    need = max(int(getattr(strategy, name, 0) or 0)
-               for name in ("min_available_nodes", "min_evaluate_nodes"))  # fmt: skip
+    need = _minimum(strategy)
     if len(members) < need:
         _LOG.error(
             "the run's population has %d registered node(s), fewer than the wrapped "
@@ -216,6 +216,25 @@ def sampling_grid(lookup: NodeRegistry, grid: Grid, strategy: object) -> Grid | 
         )  # fmt: skip
         return None
     return _Population(grid, members)
+
+
+def _minimum(strategy: object) -> int:
+    """The most nodes ``strategy`` waits for when it samples: its own
+    ``min_available_nodes`` / ``min_evaluate_nodes`` and those of every strategy it wraps
+    (Flower's DP wrappers keep their FedAvg in ``.strategy`` and delegate sampling to it)."""
+    need, seen = 0, set()
+    while strategy is not None and id(strategy) not in seen:
+        seen.add(id(strategy))
+        for name in ("min_available_nodes", "min_evaluate_nodes"):
+            value = getattr(strategy, name, 0)
+            if (
+                isinstance(value, int | float)
+                and not isinstance(value, bool)
+                and math.isfinite(value)
+            ):
+                need = max(need, math.ceil(value))
+        strategy = getattr(strategy, "strategy", None)
+    return need
 
 
 class _Population(Grid):
