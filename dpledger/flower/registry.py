@@ -17,7 +17,8 @@ query (whose silence would drop the node from its region's planned cohort) would
 its dropout. There the wrapper asks through a :class:`Roster`: one registration exchange,
 with every connected node, at the run's first evaluate round; the node → region map it
 gives is the run's public roster (as a ``StaticRegistry``'s map is). The wrapped strategy
-then samples from the roster's registered nodes (:func:`sampling_grid`), not from the
+then samples from the nodes the roster asked (:func:`sampling_grid`; one that did not
+register is sampled and counted unregistered, as in the first round), not from the
 nodes connected in the round: a node that disconnects stays selected and counts as
 dropped (privately), so no later behaviour of a node changes a planned cohort or the
 published ``selected`` count.
@@ -180,18 +181,22 @@ class Roster:
         return {n: self._map.get(n) for n in node_ids}
 
     def members(self, grid: Grid) -> tuple[int, ...] | None:
-        """The run's registered nodes (those with a region), or None before the first
-        :meth:`regions` call fixes the roster (the run's first round samples from the
-        connected nodes, as the roster is then made of them)."""
+        """Every node the roster asked (the first round's connected and sampled nodes,
+        registered or not), or None before the first :meth:`regions` call fixes the
+        roster (the run's first round samples from the connected nodes, as the roster is
+        then made of them). A node that did not register stays in the population, as in
+        the first round: sampled, not asked to evaluate, counted as unregistered — so one
+        node's silence to the registration query cannot shrink the population below the
+        strategy's minimum and skip every later round (review hflw F2)."""
         if self._map is None:
             return None
-        return tuple(sorted(n for n, r in self._map.items() if r is not None))
+        return tuple(sorted(self._map))
 
 
 def run_lookup(registry: NodeRegistry, neighbouring: str) -> NodeRegistry:
     """``registry`` as one run asks it: under ``add_remove`` anything but a static map is
-    asked once per run (a :class:`Roster`), whose registered nodes are the run's
-    population; under ``replace`` (cohorts public) as it is, every round."""
+    asked once per run (a :class:`Roster`), whose nodes (every node it asked) are the
+    run's population; under ``replace`` (cohorts public) as it is, every round."""
     static = isinstance(registry, StaticRegistry)
     return registry if static or neighbouring == "replace" else Roster(registry)
 
@@ -210,7 +215,7 @@ def sampling_grid(lookup: NodeRegistry, grid: Grid, strategy: object) -> Grid | 
     need = _minimum(strategy)
     if len(members) < need:
         _LOG.error(
-            "the run's population has %d registered node(s), fewer than the wrapped "
+            "the run's population has %d node(s), fewer than the wrapped "
             "strategy's minimum of %d: evaluation is skipped (lower min_available_nodes / "
             "min_evaluate_nodes, or register more nodes)", len(members), need,
         )  # fmt: skip
