@@ -172,16 +172,19 @@ class LocalGrid(Grid):
         return list(self.node_ids)
 
     def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
-        """Validate, id and queue each instruction."""
+        """Validate, id and queue each instruction. One to a node the grid does not have
+        is not stored and gets an empty id, as a SuperLink answers a push to a node that
+        never connected or was deleted ("Invalid destination node ID"): no reply comes."""
         ids = []
         for msg in messages:
-            if msg.metadata.dst_node_id not in self.contexts:
-                raise InvalidInput(f"unknown dst_node_id {msg.metadata.dst_node_id}")
             msg_id = str(uuid4())
             msg.metadata.__dict__["_message_id"] = msg_id
             if errors := validate_message(msg, is_reply_message=False):
                 raise InvalidInput(f"invalid instruction message: {errors}")
             self.sent.append(msg)
+            if msg.metadata.dst_node_id not in self.contexts:
+                ids.append("")
+                continue
             self._pending[msg_id] = wire_copy(msg) if self._serialize else msg
             ids.append(msg_id)
         return ids
