@@ -26,16 +26,18 @@ wrapper adds to each release's bar and derived intervals (:func:`aggregate_error
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
+from dpledger.errors import InvalidInput
 from dpledger.flower.wire import MetricPlan
 from dpledger.mechanisms import CLIENT_ROUNDING_SLACK
 from dpledger.metrics.secure_sum import DEFAULT_BITS, FixedPoint, exact_sum
 
-__all__ = ["ROUNDING_SLACK", "Aggregator", "PlainSum", "aggregate_error"]
+__all__ = ["ROUNDING_SLACK", "Aggregator", "PlainSum", "aggregate_error", "sums_few_rows"]
 
 ROUNDING_SLACK = float(CLIENT_ROUNDING_SLACK)
 """Relative slack on a clear contribution's bounds for client-side float rounding: the
@@ -174,3 +176,26 @@ def _all_within(metric: MetricPlan, x: npt.NDArray[np.float64]) -> bool:
     if metric.nonnegative and not bool((x >= 0).all()):
         return False
     return bool((np.abs(x).sum(axis=1) <= cap).all())
+
+
+def sums_few_rows(aggregator: Aggregator, plans: Mapping[str, MetricPlan]) -> None:
+    """Under ``add_remove``, refuse an aggregator that does not sum no rows, and one row of
+    zeros, to zeros of the metric's shape: a region is released whoever reported, so a
+    refusal it caused with few reporters (a secure sum's survivor threshold, a malformed
+    total) would publish that few reported, which is private. ``total`` must be a pure
+    function of its rows: these calls are made when the wrapper is built."""
+    for m in plans.values():
+        for n in (0, 1):
+            try:
+                out = np.asarray(aggregator.total(m, np.zeros((n, m.size))), dtype=np.float64)
+                ok = out.shape == (m.size,) and not out.any()
+            except Exception as e:
+                ok, why = False, f"raised {type(e).__name__}"
+            else:
+                why = "gave something else than zeros of the metric's shape"
+            if not ok:
+                raise InvalidInput(
+                    f"under add_remove the aggregator's total must sum any rows: on {n} row(s) "
+                    f"of zeros for {m.metric} it {why}, and a region's refusal would then show "
+                    "that few or none in it reported (private)"
+                )

@@ -44,6 +44,7 @@ __all__ = [
     "QueryRegistry",
     "Roster",
     "StaticRegistry",
+    "region_map",
     "run_lookup",
     "sampling_grid",
 ]
@@ -173,7 +174,7 @@ class Roster:
         """The run's roster entry of each node (None: not registered in this run)."""
         if self._map is None:
             everyone = sorted(set(grid.get_node_ids()) | set(node_ids))
-            self._map = dict(self.registry.regions(everyone, grid))
+            self._map = region_map(self.registry, everyone, grid)
             _LOG.info(
                 "run roster: %d of %d connected node(s) registered with a region",
                 sum(r is not None for r in self._map.values()), len(everyone),
@@ -191,6 +192,21 @@ class Roster:
         if self._map is None:
             return None
         return tuple(sorted(self._map))
+
+
+def region_map(
+    registry: NodeRegistry, node_ids: Sequence[int], grid: Grid
+) -> dict[int, str | None]:
+    """``registry.regions(node_ids, grid)``, refused with :class:`InvalidInput` when a
+    third-party registry answers anything but a mapping (its values are checked where
+    they are used: anything but a region of the policy leaves the node unregistered)."""
+    found = registry.regions(node_ids, grid)
+    if not isinstance(found, Mapping):
+        raise InvalidInput(
+            f"{type(registry).__name__}.regions must return a mapping of node id to region "
+            f"name (or None where unknown), got {type(found).__name__}"
+        )
+    return dict(found)
 
 
 def run_lookup(registry: NodeRegistry, neighbouring: str) -> NodeRegistry:

@@ -47,7 +47,7 @@ from flwr.serverapp.strategy import Result, Strategy
 from dpledger._shown import shown
 from dpledger.approval import MAX_EPOCH, ReleaseRequest, Verdict
 from dpledger.errors import DpLedgerError, InvalidInput, StoreError
-from dpledger.flower.aggregation import Aggregator, PlainSum, aggregate_error
+from dpledger.flower.aggregation import Aggregator, PlainSum, aggregate_error, sums_few_rows
 from dpledger.flower.intake import Intake, sort_replies
 from dpledger.flower.means import reporter_means
 from dpledger.flower.plans import (
@@ -58,7 +58,13 @@ from dpledger.flower.plans import (
     regression_codec_for,
     settings_of,
 )
-from dpledger.flower.registry import NodeRegistry, QueryRegistry, run_lookup, sampling_grid
+from dpledger.flower.registry import (
+    NodeRegistry,
+    QueryRegistry,
+    region_map,
+    run_lookup,
+    sampling_grid,
+)
 from dpledger.flower.report import (
     HEALTH_FIELDS,
     NotReleased,
@@ -167,7 +173,7 @@ class LedgerEvaluation(Strategy):
             for m in self.plans.values():
                 self.aggregator.grid(m)  # its fixed-point grid fits every metric's bounds
         if self.policy.neighbouring == "add_remove":
-            _sums_few_rows(self.aggregator, self.plans)
+            sums_few_rows(self.aggregator, self.plans)
         self.rounds: dict[int, RoundReport] = {}
         """Every evaluate round's full report of the current run, by server round
         (operator-only; each :meth:`start` begins a new dict)."""
@@ -274,7 +280,7 @@ class LedgerEvaluation(Strategy):
         if not messages:
             return []
         nodes = [m.metadata.dst_node_id for m in messages]
-        regions = self._lookup.regions(nodes, grid)
+        regions = region_map(self._lookup, nodes, grid)
         plan = RoundPlan(server_round, self.epoch_of(server_round), self.policy.version,
                          self.plans)  # fmt: skip
         record = plan.record()
@@ -449,29 +455,6 @@ class LedgerEvaluation(Strategy):
                 f"the aggregator's sum_error gave {bound!r}, not a finite number >= 0; not released"
             )
         return bound
-
-
-def _sums_few_rows(aggregator: Aggregator, plans: Mapping[str, MetricPlan]) -> None:
-    """Under ``add_remove``, refuse an aggregator that does not sum no rows, and one row of
-    zeros, to zeros of the metric's shape: a region is released whoever reported, so a
-    refusal it caused with few reporters (a secure sum's survivor threshold, a malformed
-    total) would publish that few reported, which is private. ``total`` must be a pure
-    function of its rows: these calls are made when the wrapper is built."""
-    for m in plans.values():
-        for n in (0, 1):
-            try:
-                out = np.asarray(aggregator.total(m, np.zeros((n, m.size))), dtype=np.float64)
-                ok = out.shape == (m.size,) and not out.any()
-            except Exception as e:
-                ok, why = False, f"raised {type(e).__name__}"
-            else:
-                why = "gave something else than zeros of the metric's shape"
-            if not ok:
-                raise InvalidInput(
-                    f"under add_remove the aggregator's total must sum any rows: on {n} row(s) "
-                    f"of zeros for {m.metric} it {why}, and a region's refusal would then show "
-                    "that few or none in it reported (private)"
-                )
 
 
 _PREFIX = re.compile(r"^[!-~]{1,64}$")
