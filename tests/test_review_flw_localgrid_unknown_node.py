@@ -1,17 +1,17 @@
-"""Review (hflw): under add_remove a StaticRegistry's map is the run's population, so a
-node the operator listed that has not connected (not yet provisioned, or deleted from the
-SuperLink) is sampled and sent an instruction. A SuperLink does not store a message to an
-unknown node (``store_message_ins`` logs "Invalid destination node ID" and the push
-answers an empty message id): the node never replies and is counted as dropped. The
-in-process ``LocalGrid`` — which the module says mimics what Flower's runtimes do —
-raised ``InvalidInput`` on the push instead, ending the whole run."""
+"""Review (hflw F3): a SuperLink does not store a message to an unknown node
+(``store_message_ins`` logs "Invalid destination node ID" and the push answers an empty
+message id): the node never replies. The in-process ``LocalGrid`` — which the module says
+mimics what Flower's runtimes do — raised ``InvalidInput`` on the push instead, ending
+the run. And a node the operator's StaticRegistry lists that never connected is not in an
+add_remove run's population (the first round's connected nodes: review hflw F5), so it is
+neither selected nor counted as dropped in any round."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
-from flwr.app import Array, ArrayRecord
+from flwr.app import Array, ArrayRecord, Message, RecordDict
 from flwr.serverapp.strategy import FedAvg
 from test_flower import METRICS, N_NODES, PARAMS, Fleet, fleet, make_client, policy, regions_by_id
 
@@ -24,7 +24,18 @@ __all__ = ["fleet"]
 NEVER_CONNECTED = 12345
 
 
-def test_an_instruction_to_a_node_that_never_connected_is_a_dropout(
+def test_an_instruction_to_a_node_the_grid_does_not_have_is_not_stored(fleet: Fleet) -> None:
+    grid = LocalGrid(make_client(fleet, bad=False), N_NODES)
+    grid.activate()
+    try:
+        msg = Message(RecordDict(), dst_node_id=NEVER_CONNECTED, message_type="evaluate")
+        assert list(grid.push_messages([msg])) == [""]
+        assert list(grid.send_and_receive([msg])) == []
+    finally:
+        grid.deactivate()
+
+
+def test_a_listed_node_that_never_connected_is_not_in_an_add_remove_population(
     fleet: Fleet, tmp_path: Path
 ) -> None:
     p = policy(neighbouring="add_remove", eps="1", epoch="40")
@@ -38,9 +49,10 @@ def test_an_instruction_to_a_node_that_never_connected_is_a_dropout(
         grid.activate()
         try:
             result = strategy.start(grid=grid, initial_arrays=ArrayRecord(
-                {"w": Array(np.zeros(2))}), num_rounds=1)  # fmt: skip
+                {"w": Array(np.zeros(2))}), num_rounds=2)  # fmt: skip
         finally:
             grid.deactivate()
-    assert result.evaluate_metrics_clientapp[1]["north/health/selected"] == 21
-    health = strategy.rounds[1].health["north"]
-    assert (health.selected, health.dropped) == (21, 1)
+    for r in (1, 2):
+        assert result.evaluate_metrics_clientapp[r]["north/health/selected"] == 20
+        health = strategy.rounds[r].health["north"]
+        assert (health.selected, health.dropped) == (20, 0)

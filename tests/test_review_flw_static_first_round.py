@@ -5,9 +5,9 @@ waits, so an evaluation-only run (``fraction_train=0``, as in the example app) s
 first evaluate round before the fleet has connected: every not-yet-connected node is a
 (private) dropout, and that round's releases spend their ε on a cohort that could not
 answer. Under ``replace`` (and under add_remove with a QueryRegistry, whose first round
-samples the connected nodes) the same run waits for the fleet. Judgment call — the wait
-would have to happen only before the run's first round (a wait in a later round logs the
-connected count, a dropout), so it is left to the maintainers: xfail(strict)."""
+samples the connected nodes) the same run waits for the fleet. Fixed: under add_remove a
+StaticRegistry is asked through a Roster too, so the first round samples the connected
+nodes (FedAvg waits for them) and they are the run's population from then on."""
 
 from __future__ import annotations
 
@@ -44,9 +44,7 @@ class ArrivingGrid(LocalGrid):
     "neighbouring",
     [
         "replace",
-        pytest.param("add_remove", marks=pytest.mark.xfail(strict=True, reason=(
-            "a StaticRegistry population is sampled at once: the first round does not "
-            "wait for min_available_nodes to connect (judgment call, see module)"))),
+        "add_remove",
     ],
 )  # fmt: skip
 def test_the_first_round_waits_for_the_fleet_as_the_wrapped_strategy_does(

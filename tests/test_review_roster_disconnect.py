@@ -19,12 +19,9 @@ os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 os.environ.setdefault("FLWR_DISABLE_UPDATE_CHECK", "1")
 
 import pytest
-from flwr.app import ArrayRecord, ConfigRecord
 from flwr.serverapp.strategy import FedAvg
 from test_flower import (
-    METRICS,
     N_NODES,
-    PARAMS,
     Fleet,
     fleet,
     make_client,
@@ -34,8 +31,7 @@ from test_flower import (
 )
 from test_flower_runs import two_rounds
 
-from dpledger import Ledger
-from dpledger.flower import LedgerEvaluation, QueryRegistry, StaticRegistry
+from dpledger.flower import QueryRegistry, StaticRegistry
 from dpledger.flower.testing import LocalGrid
 
 __all__ = ["fleet"]  # the module-scoped fixture, imported for pytest
@@ -81,28 +77,3 @@ def test_a_node_disconnecting_after_round_1_does_not_change_the_public_record(
             assert sum(h.dropped for h in health.values()) == 1
     assert seen[0] == seen[1]
     assert sum(seen[0].values()) == N_NODES
-
-
-def test_a_population_smaller_than_the_strategy_waits_for_skips_evaluation(
-    fleet: Fleet, tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    """Sampling from a fixed population the strategy's minimum cannot be met from would
-    wait forever (FedAvg's sample_nodes sleeps until enough nodes connect): the round is
-    skipped with an error instead."""
-    p = policy(neighbouring="add_remove", eps="1", epoch="40")
-    grid = DisconnectingGrid(make_client(fleet), N_NODES)
-    grid.gone = set()
-    few = dict(list(regions_by_id(fleet, grid).items())[:2])
-    inner = FedAvg(fraction_train=0.0, fraction_evaluate=1.0, min_evaluate_nodes=3,
-                   min_available_nodes=1)  # fmt: skip
-    with Ledger.open(tmp_path / "l.db", p, mode="create") as ledger:
-        strategy = LedgerEvaluation(inner, ledger, metrics=METRICS, params=PARAMS,
-                                    registry=StaticRegistry(few))  # fmt: skip
-        grid.activate()
-        try:
-            messages = strategy.configure_evaluate(1, ArrayRecord(), ConfigRecord(), grid)
-        finally:
-            grid.deactivate()
-        assert list(messages) == []
-        assert len(ledger) == 0
-    assert "fewer than the wrapped strategy's minimum of 3" in caplog.text

@@ -16,7 +16,8 @@ Under ``add_remove`` whether a node takes part in a round is private, so a per-r
 query (whose silence would drop the node from its region's planned cohort) would publish
 its dropout. There the wrapper asks through a :class:`Roster`: one registration exchange,
 with every connected node, at the run's first evaluate round; the node → region map it
-gives is the run's public roster (as a ``StaticRegistry``'s map is). The wrapped strategy
+gives is the run's public roster (a ``StaticRegistry`` is asked through one too: its map
+gives the regions, the first round's connected nodes the population). The wrapped strategy
 then samples from the nodes the roster asked (:func:`sampling_grid`; one that did not
 register is sampled and counted unregistered, as in the first round), not from the
 nodes connected in the round: a node that disconnects stays selected and counts as
@@ -73,10 +74,6 @@ class StaticRegistry:
     def regions(self, node_ids: Sequence[int], grid: Grid) -> dict[int, str | None]:
         """Look each node up; unknown ids are None."""
         return {n: self._regions.get(n) for n in node_ids}
-
-    def members(self, grid: Grid) -> tuple[int, ...]:
-        """The map's nodes: the population a run samples from under ``add_remove``."""
-        return tuple(sorted(self._regions))
 
 
 def _default_region(config: Mapping[str, UserConfigValue]) -> str:
@@ -210,16 +207,18 @@ def region_map(
 
 
 def run_lookup(registry: NodeRegistry, neighbouring: str) -> NodeRegistry:
-    """``registry`` as one run asks it: under ``add_remove`` anything but a static map is
-    asked once per run (a :class:`Roster`), whose nodes (every node it asked) are the
-    run's population; under ``replace`` (cohorts public) as it is, every round."""
-    static = isinstance(registry, StaticRegistry)
-    return registry if static or neighbouring == "replace" else Roster(registry)
+    """``registry`` as one run asks it: under ``add_remove`` once per run (a
+    :class:`Roster`), whose nodes (every node connected or sampled at the run's first
+    evaluate round, which the wrapped strategy waited for) are the run's population — a
+    static map too, so its listed nodes that never connected are not selected in every
+    round, and the first round waits for the fleet (review hflw F5); under ``replace``
+    (cohorts public) as it is, every round."""
+    return registry if neighbouring == "replace" else Roster(registry)
 
 
 def sampling_grid(lookup: NodeRegistry, grid: Grid, strategy: object) -> Grid | None:
     """The grid the wrapped strategy samples from under ``add_remove``: the run's fixed
-    population (a roster's or a static map's ``members``) in place of the connected nodes,
+    population (its roster's ``members``) in place of the connected nodes,
     whose list changes as nodes drop out (a private fact there). ``grid`` itself before a
     roster is fixed. None, with an error logged, when the population is smaller than the
     strategy's ``min_available_nodes`` or ``min_evaluate_nodes`` (it would wait forever
