@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-from flwr.app import Array, ArrayRecord, Message, RecordDict
+from flwr.app import Message, RecordDict
 from flwr.serverapp.strategy import FedAvg
-from test_flower import METRICS, N_NODES, PARAMS, Fleet, fleet, make_client, policy, regions_by_id
+from test_flower import N_NODES, Fleet, fleet, make_client, policy, regions_by_id
+from test_flower_runs import two_rounds
 
-from dpledger import Ledger
-from dpledger.flower import LedgerEvaluation, StaticRegistry
+from dpledger.flower import StaticRegistry
 from dpledger.flower.testing import LocalGrid
 
 __all__ = ["fleet"]
@@ -43,15 +42,7 @@ def test_a_listed_node_that_never_connected_is_not_in_an_add_remove_population(
     regions = {**regions_by_id(fleet, grid), NEVER_CONNECTED: "north"}
     inner = FedAvg(fraction_train=0.0, fraction_evaluate=1.0, min_evaluate_nodes=1,
                    min_available_nodes=1)  # fmt: skip
-    with Ledger.open(tmp_path / "l.db", p, mode="create") as ledger:
-        strategy = LedgerEvaluation(inner, ledger, metrics=METRICS, params=PARAMS,
-                                    registry=StaticRegistry(regions))  # fmt: skip
-        grid.activate()
-        try:
-            result = strategy.start(grid=grid, initial_arrays=ArrayRecord(
-                {"w": Array(np.zeros(2))}), num_rounds=2)  # fmt: skip
-        finally:
-            grid.deactivate()
+    strategy, result = two_rounds(tmp_path / "l.db", p, grid, inner, StaticRegistry(regions), None)
     for r in (1, 2):
         assert result.evaluate_metrics_clientapp[r]["north/health/selected"] == 20
         health = strategy.rounds[r].health["north"]
