@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpledger import mechanisms as mech
-from dpledger.approval.noise_range import tail_scales
+from dpledger.approval.noise_range import noise_reach, tail_scales
 from dpledger.approval.verdict import Check
 from dpledger.metrics._reading import read_real
 from dpledger.policy import Clip, MetricSpec, Policy
@@ -115,13 +115,18 @@ def noise_room(policy: Policy, metric: str, n: int) -> float:
     far more clients than declared could overflow in some draws, an outcome of the noise.
     Refused here instead, on the aggregate alone and before any draw, so a dry run and a
     release decide alike. Where the declared cohort's own sums leave no room, the
-    ``noise_range`` check refuses every aggregate from public facts, and this leaves it to.
+    ``noise_range`` check refuses every aggregate from public facts, and this leaves it to;
+    where it passes them only by rounding (``tail × scale`` rounds to the largest double),
+    the room is those sums' bound itself (review hfin: the largest double admitted an
+    aggregate at the limit, which overflowed in half the draws).
     """
     if policy.neighbouring != "add_remove" or policy.release_budget(metric) <= 0:
         return _MAX
     facts, _ = mech.mechanism_facts(policy, metric)
-    room = _MAX - tail_scales(facts) * facts.scale - facts.grid_slack
-    return room if n * policy.metric(metric).magnitude <= room else _MAX
+    largest = n * policy.metric(metric).magnitude  # noise_range's bound (checks._largest)
+    if not math.isfinite(noise_reach(facts, largest)):
+        return _MAX  # noise_range refuses every aggregate
+    return max(_MAX - tail_scales(facts) * facts.scale - facts.grid_slack, largest)
 
 
 def within(lim: Limits, arr: npt.NDArray[np.float64]) -> bool:
