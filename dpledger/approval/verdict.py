@@ -143,13 +143,18 @@ class Assessment:
 
 
 def refusal(
-    verdict: Verdict, *, index: int | None = None, staged: Budget | None = None
+    verdict: Verdict,
+    *,
+    index: int | None = None,
+    staged: Budget | None = None,
+    scope: str | None = None,
 ) -> ReleaseRefused:
     """The typed error for a refused verdict, chosen by its first failed check.
 
     ``index``: the request's position in a round (named in the message); ``staged``: what
     the round's earlier requests added to the binding budget check's spend, uncommitted
-    (the error's ``spent`` and ``remaining`` are then the committed ones).
+    (the error's ``spent`` and ``remaining`` are then the committed ones, read at ``scope``
+    when given: a global request's binding region on committed spend).
     """
     first = verdict.failures[0] if verdict.failures else None
     family = _FAMILY.get(first.name, "aggregate") if first else "aggregate"
@@ -168,7 +173,7 @@ def refusal(
             requested=binding.requested,
             spent=binding.spent - extra,
             remaining=binding.remaining + extra,  # spent + staged ≤ the limit: exact
-            scope=binding.scope,
+            scope=binding.scope if scope is None else scope,
             staged=extra,
             message=message,
             index=index,

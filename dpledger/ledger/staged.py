@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from dpledger.accounting import EpochSpend, binding_loss
+from dpledger.accounting import EpochSpend, binding_loss, check_budget
 from dpledger.approval import Check, Verdict
 from dpledger.policy import Policy
 from dpledger.types import Budget
@@ -21,18 +21,20 @@ __all__ = ["separated"]
 
 def separated(
     policy: Policy, late: Verdict, committed: EpochSpend, partial: bool
-) -> tuple[Verdict, Budget | None]:
+) -> tuple[Verdict, Budget | None, str | None]:
     """``late`` (the re-check on ``committed`` + staged spend) with its first
     failure's reason split into committed and staged spend, and the staged part (exact,
     in the policy's unit): how far the round's earlier requests raise the loss the
     request is checked against above its committed binding loss (for a regional request,
-    its region's staged charges); ``(late, None)`` when nothing staged bears on it."""
+    its region's staged charges); and the scope that committed loss is read at (for a
+    global request, its binding region on committed spend: the refusal's ``scope``).
+    ``(late, None, None)`` when nothing staged bears on it."""
     first = late.failures[0] if late.failures else None
     if first is None or first.name not in ("allocation", "budget"):
-        return late, None
+        return late, None, None
     check = late.allocation if first.name == "allocation" else late.budget
     if check is None:
-        return late, None
+        return late, None, None
     req = late.request
     before = committed.by_scope() if first.name == "budget" else committed.of_metric(req.metric)
     # the loss the request binds at on committed spend alone: for a global request the
@@ -41,7 +43,14 @@ def separated(
     was = binding_loss(policy, before, req.region)[0]
     staged = check.spent.amount - was
     if staged <= 0:
-        return late, None
+        return late, None, None
+    # the scope that loss is read at: a global request's binding region may differ (a, not
+    # b); an allocation's scope names no region, a regional request's is its own
+    scope = (
+        check_budget(policy, before, req.epoch, req.region, check.requested.amount).scope
+        if first.name == "budget"
+        else check.scope
+    )
     unit, charge = policy.unit, check.requested.text
     share = f"{req.metric}'s allocation" if first.name == "allocation" else "the budget"
     fate = (
@@ -56,4 +65,4 @@ def separated(
         f"committed: {check.remaining.text} remains for it ({check.scope}); {fate}"
     )
     checks = tuple(Check(c.name, False, reason) if c is first else c for c in late.checks)
-    return dataclasses.replace(late, checks=checks), Budget(staged, unit)
+    return dataclasses.replace(late, checks=checks), Budget(staged, unit), scope

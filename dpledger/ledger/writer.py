@@ -379,11 +379,13 @@ class Writer:
                     late = recheck(self.policy, p, txn.spend(req.epoch), binding)
                     if late.approved:  # admits and recheck decide alike: unreachable
                         raise InternalError(f"approval disagreed with itself: {late.summary()}")
-                    late, staged = separated(self.policy, late, committed[req.epoch], partial)
+                    late, staged, scope = separated(
+                        self.policy, late, committed[req.epoch], partial
+                    )
                     if partial:
                         out[i] = late
                         continue
-                    raise refusal(late, index=i if size > 1 else None, staged=staged)
+                    raise refusal(late, index=i if size > 1 else None, staged=staged, scope=scope)
                 txn.stage(drafts[i])
                 fresh.append((i, p))
             if fresh:  # a round refused whole writes nothing, not even the policy (audit 5, F7)
@@ -411,9 +413,13 @@ class Writer:
             fresh = EpochSpend(dict(epoch))
             verdict = recheck(self.policy, p, fresh, None)
             if not verdict.approved:
-                verdict, staged = separated(self.policy, verdict, EpochSpend.empty(), partial)
+                verdict, staged, scope = separated(
+                    self.policy, verdict, EpochSpend.empty(), partial
+                )
                 if not partial:
-                    raise refusal(verdict, index=i if size > 1 else None, staged=staged)
+                    raise refusal(
+                        verdict, index=i if size > 1 else None, staged=staged, scope=scope
+                    )
                 refused[i] = verdict
                 continue
             key = (req.region, req.metric)
