@@ -64,7 +64,7 @@ def test_the_policy_sits_on_the_boundary() -> None:
     noise = costing(policy, "m", 100).noise
     assert noise is not None
     if noise.passed:  # then the declared cohort's sums must still bound the aggregate
-        assert noise_room(policy, "m", 100) < MAX
+        assert 100 <= noise_room(policy, "m", 100) < MAX
 
 
 def test_an_aggregate_check_approves_never_overflows_after_the_draw(tmp_path: Path) -> None:
@@ -76,5 +76,5 @@ def test_an_aggregate_check_approves_never_overflows_after_the_draw(tmp_path: Pa
             with pytest.raises(InvalidAggregate):
                 ledger.release(_req(f"r-{i}"), aggregate)
         assert len(ledger) == 0
-        fine = ledger.release(_req("fine"), [40.0, 30.0, 30.0])  # the declared cohort's sums
+        fine = ledger.release(_req("fine"), [40.0, 30.0, 30.0000001])  # the declared sums
         assert isinstance(fine, Release)

@@ -117,8 +117,8 @@ def noise_room(policy: Policy, metric: str, n: int) -> float:
     release decide alike. Where the declared cohort's own sums leave no room, the
     ``noise_range`` check refuses every aggregate from public facts, and this leaves it to;
     where it passes them only by rounding (``tail × scale`` rounds to the largest double),
-    the room is those sums' bound itself (review hfin: the largest double admitted an
-    aggregate at the limit, which overflowed in half the draws).
+    the room is those sums' bound itself, with the rounding slack (review hfin: the largest
+    double admitted an aggregate at the limit, which overflowed in half the draws).
     """
     if policy.neighbouring != "add_remove" or policy.release_budget(metric) <= 0:
         return _MAX
@@ -126,7 +126,10 @@ def noise_room(policy: Policy, metric: str, n: int) -> float:
     largest = n * policy.metric(metric).magnitude  # noise_range's bound (checks._largest)
     if not math.isfinite(noise_reach(facts, largest)):
         return _MAX  # noise_range refuses every aggregate
-    return max(_MAX - tail_scales(facts) * facts.scale - facts.grid_slack, largest)
+    room = _MAX - tail_scales(facts) * facts.scale - facts.grid_slack
+    # with the sum's rounding slack: safe, as largest is far below half the doubles' last
+    # step (1e292) wherever room < largest, so noise_range's rounding covers it too
+    return max(room, largest * (1 + AGGREGATE_TOLERANCE))
 
 
 def within(lim: Limits, arr: npt.NDArray[np.float64]) -> bool:
