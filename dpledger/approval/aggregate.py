@@ -253,7 +253,7 @@ def _within_bounds(
     vector's finiteness (its signs are :func:`each_aggregate_check`'s). That the planned
     ``n`` bounds the count is the caller's to enforce (truncate to it): it cannot be
     checked without revealing the count. One exception, at the doubles' limit: ``room``
-    (:func:`noise_room`), which only far more clients than declared could pass.
+    (:func:`noise_room`), which only more clients than declared could pass.
     """
     lim = limits(spec, n, policy, room)
     if lim.clipped:
