@@ -143,9 +143,9 @@ class PostgresStore(PipelinedWrites, SqlStore):
     ``url`` is a libpq URL (``postgresql://user@host:port/dbname?...``). ``timeout_s``
     bounds the wait for the ledger lock (PostgreSQL ``lock_timeout``) and the connect.
     A ``lock_timeout`` the client set at connection start (the URL's
-    ``options=-c lock_timeout=250``, or ``PGOPTIONS``: ``pg_settings.source`` is
-    ``client``) is kept and bounds that wait instead; one from the server's
-    configuration, the role or the database is replaced by ``timeout_s``.
+    ``options=-c lock_timeout=250``, or ``PGOPTIONS`` when the URL has no ``options``:
+    ``pg_settings.source`` is ``client``) is kept and bounds that wait instead; one from
+    the server's configuration, the role or the database is replaced by ``timeout_s``.
     """
 
     sql = SQL
@@ -260,7 +260,7 @@ class PostgresStore(PipelinedWrites, SqlStore):
         """How long a writer waits for the ledger lock, for an error message."""
         if self._client_lock_wait is None:
             return f"{self._timeout_s:g} s"
-        return f"{self._client_lock_wait} (the lock_timeout set in the URL or PGOPTIONS)"
+        return f"{self._client_lock_wait} (the lock_timeout the connection set at its start)"
 
     def _error(self, e: Exception) -> StoreError:
         if getattr(e, "sqlstate", None) == _LOCK_NOT_AVAILABLE:
