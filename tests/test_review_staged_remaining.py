@@ -3,7 +3,8 @@
 round's earlier requests move the binding region (b overtakes a), ``remaining`` is b's
 committed headroom (11/20), not what the ledger has left for this global request (1/2,
 binding a): a caller resubmitting it alone with ε ≤ 11/20 is refused. Fixed: committed spent and
-remaining are the request's own binding loss on committed spend (a's)."""
+remaining are the request's own binding loss on committed spend (a's), and the scope
+named is the one they were read at (review hfin: it named b's)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ def test_remaining_is_what_the_ledger_has_left_for_the_request(tmp_path: Path) -
         alone = ledger.check(req("big", "*"), 30.0).budget
         assert alone is not None
         assert refused.value.remaining == alone.remaining  # was 11/20 against 1/2
+        assert refused.value.scope == alone.scope  # "binding: a" (hfin: it said b's)
         assert refused.value.spent == alone.spent
         assert refused.value.staged is not None
         assert (
