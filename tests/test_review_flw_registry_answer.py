@@ -19,7 +19,7 @@ from test_flower import METRICS, N_NODES, PARAMS, Fleet, fleet, make_client, pol
 
 from dpledger import Ledger
 from dpledger.errors import InvalidInput
-from dpledger.flower import LedgerEvaluation
+from dpledger.flower import LedgerEvaluation, StaticRegistry
 from dpledger.flower.testing import LocalGrid
 
 __all__ = ["fleet"]
@@ -55,3 +55,10 @@ def test_a_registry_answering_no_mapping_is_a_typed_configuration_error(
                                num_rounds=1)  # fmt: skip
         finally:
             grid.deactivate()
+
+
+@pytest.mark.parametrize("bad", [{True: "north"}, {1.0: "north"}, {1: 7}, [(1, "north")]])
+def test_a_static_registry_takes_int_node_ids_to_region_names_only(bad: object) -> None:
+    """A bool is an int to Python, not a node id: ``{True: ...}`` was accepted (review hflw)."""
+    with pytest.raises(InvalidInput, match="StaticRegistry needs a mapping of int node ids"):
+        StaticRegistry(bad)  # type: ignore[arg-type]

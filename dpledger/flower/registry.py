@@ -66,7 +66,8 @@ class StaticRegistry:
 
     def __init__(self, regions: Mapping[int, str]) -> None:
         if not isinstance(regions, Mapping) or not all(
-            isinstance(k, int) and isinstance(v, str) for k, v in regions.items()
+            isinstance(k, int) and not isinstance(k, bool) and isinstance(v, str)
+            for k, v in regions.items()
         ):
             raise InvalidInput("StaticRegistry needs a mapping of int node ids to region names")
         self._regions = dict(regions)
