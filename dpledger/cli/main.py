@@ -20,6 +20,7 @@ import traceback
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from tokenize import TokenError
 from typing import Any
 
 import numpy as np
@@ -193,6 +194,13 @@ def load_aggregate(path: str) -> Any:
             return _load_npy(data)
         except (ValueError, EOFError) as e:
             raise InvalidInput(f"cannot read aggregate {path}: {e}") from None
+        # numpy parses the untrusted header with Python's tokenizer and literal_eval, which
+        # raise more than ValueError on malformed text (review cli: exit 3 before)
+        except (TypeError, OverflowError, SyntaxError, TokenError) as e:
+            raise InvalidInput(
+                f"cannot read aggregate {path}: its .npy header is malformed ({e}); "
+                "save the array with numpy.save"
+            ) from None
     data = _read_json(path, "aggregate", numbers=True)
     try:
         arr = np.asarray(data)
