@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import re
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -137,6 +138,17 @@ def _redact(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
+def _url_secrets(url: str) -> list[str]:
+    """Text of ``url`` that may be a password, read without parsing it (libpq quotes an
+    unparseable URL, or a token of it, in its error): what follows the user's ``:`` up to
+    each ``@``, and every ``password=`` value; longest first."""
+    rest = url.partition("://")[2]
+    found = {rest[:i].partition(":")[2] for i, c in enumerate(rest) if c == "@"}
+    found.update(v for k, _, v in (p.partition("=") for p in re.split(r"[?&#]", rest))
+                 if k.lower() == "password")  # fmt: skip
+    return sorted((f for f in found if f), key=len, reverse=True)
+
+
 class PostgresStore(PipelinedWrites, SqlStore):
     """A ledger in a PostgreSQL database, shared by writers on any number of hosts.
 
@@ -205,7 +217,9 @@ class PostgresStore(PipelinedWrites, SqlStore):
 
     def _clean(self, e: BaseException) -> str:
         text = str(e).strip()
-        return text.replace(self._password, "***") if getattr(self, "_password", "") else text
+        for secret in [getattr(self, "_password", ""), *_url_secrets(self._url)]:
+            text = text.replace(secret, "***") if secret else text
+        return text
 
     def _connect(self) -> psycopg.Connection[TupleRow]:
         try:
