@@ -14,6 +14,7 @@ import argparse
 import contextlib
 import io
 import os
+import re
 import shlex
 import sys
 import traceback
@@ -402,15 +403,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args)
     except ReleaseRefused as e:
         if e.verdict is None:
-            say(f"dpledger: error: {e}")
-            return EXIT_ERROR
+            return _error(args, e)
         say(verdict_text(e.verdict))
+        if getattr(args, "json", False):
+            _json_error(e, EXIT_REFUSED, verdict=e.verdict.as_dict())
         return EXIT_REFUSED
     except InternalError as e:
-        return _internal(e, args.debug)
+        return _internal(e, args)
     except DpLedgerError as e:
-        say(f"dpledger: error: {e}")
-        return EXIT_ERROR
+        return _error(args, e)
     except Undelivered as e:  # nothing was committed: only the output is lost
         if e.broken_pipe:  # the reader went away (`| head`): stop quietly
             return EXIT_OK
@@ -424,17 +425,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as e:
-        return _internal(e, args.debug)
+        return _internal(e, args)
     finally:
         warnings.showwarning = shown
     return code
 
 
-def _internal(e: BaseException, debug: bool) -> int:
-    if debug:
+def _error(args: argparse.Namespace, e: DpLedgerError) -> int:
+    """An input error: one line on standard error (and, with ``--json``, a JSON object)."""
+    say(f"dpledger: error: {e}")
+    if getattr(args, "json", False):
+        _json_error(e, EXIT_ERROR)
+    return EXIT_ERROR
+
+
+def _json_error(e: BaseException, code: int, **extra: Any) -> None:
+    """With ``--json``, an error too is a JSON object on standard output (the service's
+    ``{error, message}`` shape and the exit code), so a JSON reader never gets nothing."""
+    name = re.sub(r"(?<!^)(?=[A-Z])", "_", type(e).__name__).lower()
+    with contextlib.suppress(Undelivered):
+        write_out(json_text({"error": name, "message": str(e), "exit_code": code, **extra}))
+
+
+def _internal(e: BaseException, args: argparse.Namespace) -> int:
+    if args.debug:
         traceback.print_exc()
     say(
         f"dpledger: internal error: {type(e).__name__}: {e}\nthis is a dpledger bug: please "
         "report it (rerun with --debug for the traceback)"
     )
+    if getattr(args, "json", False):
+        _json_error(e, EXIT_INTERNAL)
     return EXIT_INTERNAL

@@ -1,0 +1,97 @@
+"""With ``--json``, an error is JSON too: standard output carries one object naming the
+error and its message (standard error keeps the one-line text), so a caller piping
+``--json`` into a JSON reader gets valid JSON whatever the outcome. Before, standard
+output was empty on every error (exit 2 or 3), which no JSON reader accepts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dpledger.cli.main import main
+
+POLICY = str(Path(__file__).resolve().parents[1] / "policies" / "spatial-eval.toml")
+SILO = str(Path(__file__).resolve().parents[1] / "policies" / "cross-silo.toml")
+
+
+def _cases(tmp: Path) -> dict[str, list[str]]:
+    ledger = tmp / "l.db"
+    agg = tmp / "sum.json"
+    agg.write_text("1000.5")
+    (tmp / "empty.db").write_bytes(b"")
+    scalar = [
+        "--epoch",
+        "0",
+        "--metric",
+        "clipped_mean_loss",
+        "--region",
+        "eu-west",
+        "--cohort",
+        "2000",
+    ]
+    return {
+        "missing aggregate": [
+            "check",
+            "--policy",
+            POLICY,
+            "--ledger",
+            str(ledger),
+            *scalar,
+            "--aggregate",
+            str(tmp / "none.json"),
+        ],
+        "missing ledger": ["ledger", "show", "--policy", POLICY, "--ledger", str(tmp / "no.db")],
+        "empty ledger file": [
+            "ledger",
+            "lifetime",
+            "--policy",
+            POLICY,
+            "--ledger",
+            str(tmp / "empty.db"),
+        ],
+        "another policy": [
+            "release",
+            "--policy",
+            SILO,
+            "--ledger",
+            str(ledger),
+            *scalar,
+            "--aggregate",
+            str(agg),
+        ],
+        "unknown region in plan": ["plan", POLICY, "--cohort", "mars=10"],
+        "no ledger": ["ledger", "verify", "--policy", POLICY, "--ledger", ""],
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "missing aggregate",
+        "missing ledger",
+        "empty ledger file",
+        "another policy",
+        "unknown region in plan",
+        "no ledger",
+    ],
+)
+def test_an_error_under_json_is_a_json_object_on_stdout(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ledger = tmp_path / "l.db"
+    assert main(["ledger", "init", "--policy", POLICY, "--ledger", str(ledger)]) == 0
+    before = ledger.read_bytes()
+    argv = _cases(tmp_path)[case]
+    capsys.readouterr()
+    code = main([*argv, "--json"])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert err.startswith("dpledger: error: ")
+    data = json.loads(out)  # empty before: not JSON
+    assert isinstance(data, dict)
+    assert data["exit_code"] == 2
+    assert data["error"]
+    assert data["message"] in err
+    assert ledger.read_bytes() == before
