@@ -6,6 +6,8 @@ output was empty on every error (exit 2 or 3), which no JSON reader accepts."""
 from __future__ import annotations
 
 import json
+import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -95,3 +97,22 @@ def test_an_error_under_json_is_a_json_object_on_stdout(
     assert data["error"]
     assert data["message"] in err
     assert ledger.read_bytes() == before
+
+
+def test_a_refused_migration_under_json_is_a_json_object_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = tmp_path / "broken.db"
+    shutil.copyfile(Path(__file__).parent / "data" / "ledger-v1.db", broken)
+    with sqlite3.connect(broken) as conn:
+        conn.execute("UPDATE dpl_meta SET value = '6' WHERE key = 'head_seq'")
+    conn.close()
+    before = broken.read_bytes()
+    capsys.readouterr()
+    assert main(["ledger", "migrate", "--ledger", str(broken), "--json"]) == 1
+    out, err = capsys.readouterr()
+    assert "migration refused" in err
+    data = json.loads(out)  # empty before
+    assert data["error"] == "migration_refused"
+    assert data["exit_code"] == 1
+    assert broken.read_bytes() == before

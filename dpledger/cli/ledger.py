@@ -23,6 +23,7 @@ from dpledger.cli.main import (
     at_args,
     committed_but_undelivered,
     emit,
+    json_error,
     ledger_args,
     ledger_target,
     open_ledger,
@@ -103,6 +104,8 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
         done = migrate(ledger_target(args))
     except MigrationRefused as e:  # it fails its own schema's checks: nothing was changed
         say(f"dpledger: migration refused: {e}")
+        if args.json:
+            json_error(e, EXIT_REFUSED)
         return EXIT_REFUSED
     head = f"{done.head[0]}:{done.head[1]}"
     text = (

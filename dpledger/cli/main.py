@@ -52,6 +52,7 @@ __all__ = [
     "at_args",
     "build_parser",
     "committed_but_undelivered",
+    "json_error",
     "load_aggregate",
     "main",
 ]
@@ -406,7 +407,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _error(args, e)
         say(verdict_text(e.verdict))
         if getattr(args, "json", False):
-            _json_error(e, EXIT_REFUSED, verdict=e.verdict.as_dict())
+            json_error(e, EXIT_REFUSED, verdict=e.verdict.as_dict())
         return EXIT_REFUSED
     except InternalError as e:
         return _internal(e, args)
@@ -435,11 +436,11 @@ def _error(args: argparse.Namespace, e: DpLedgerError) -> int:
     """An input error: one line on standard error (and, with ``--json``, a JSON object)."""
     say(f"dpledger: error: {e}")
     if getattr(args, "json", False):
-        _json_error(e, EXIT_ERROR)
+        json_error(e, EXIT_ERROR)
     return EXIT_ERROR
 
 
-def _json_error(e: BaseException, code: int, **extra: Any) -> None:
+def json_error(e: BaseException, code: int, **extra: Any) -> None:
     """With ``--json``, an error too is a JSON object on standard output (the service's
     ``{error, message}`` shape and the exit code), so a JSON reader never gets nothing."""
     name = re.sub(r"(?<!^)(?=[A-Z])", "_", type(e).__name__).lower()
@@ -455,5 +456,5 @@ def _internal(e: BaseException, args: argparse.Namespace) -> int:
         "report it (rerun with --debug for the traceback)"
     )
     if getattr(args, "json", False):
-        _json_error(e, EXIT_INTERNAL)
+        json_error(e, EXIT_INTERNAL)
     return EXIT_INTERNAL
