@@ -168,6 +168,18 @@ def scope_first(action: Action) -> Callable[[Request], Awaitable[None]]:
     return check_scope
 
 
+async def unique_keys(request: Request) -> None:
+    """A dependency refusing a body that names a key twice (JSON keeps the last silently),
+    as :func:`scope_first` does for check and release; anything else is left to validation."""
+    try:
+        strict_json(await request.body(), numbers=True)
+    except ValueError as e:
+        if "appears twice" in str(e):
+            raise InvalidInput(f"request body: {e}; send each field once") from None
+    except RecursionError:
+        pass
+
+
 def _scoped(request: Request, action: Action, req: ReleaseRequest) -> ApiKey:
     key = caller(request)
     request.scope.setdefault("state", {})["subject"] = (action, req)  # for the refusal log
@@ -231,6 +243,7 @@ def release(
     "/plan",
     responses=error_responses(400, 413),
     openapi_extra=needs("read"),
+    dependencies=[Depends(unique_keys)],
     summary="Plan an epoch's releases for given cohorts, against the ledger's spend",
 )
 def plan_epoch(body: PlanBody, request: Request) -> dict[str, Any]:
