@@ -279,9 +279,15 @@ class Gate:
                 await _json(403, error_body(e, 403))(scope, receive, secured)
                 return
         unknown = self._unknown_query(route, scope)
-        if unknown:
-            shown = ", ".join(repr(u[:40]) for u in unknown[:5])
-            wrong = InvalidInput(f"unknown query parameter(s) {shown}: see /openapi.json")
+        names = [k for k, _ in parse_qsl(scope.get("query_string", b"").decode("latin-1"), True)]
+        twice = sorted({k for k in names if names.count(k) > 1})  # only the last would count
+        if unknown or twice:
+            shown = ", ".join(repr(u[:40]) for u in (unknown or twice)[:5])
+            wrong = InvalidInput(
+                f"unknown query parameter(s) {shown}: see /openapi.json"
+                if unknown
+                else f"query parameter(s) {shown} given more than once: give each once"
+            )
             await _json(422, error_body(wrong, 422))(scope, receive, secured)
             return
         await self.app(scope, receive, secured)
