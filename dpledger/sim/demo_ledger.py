@@ -8,6 +8,7 @@ at that very path (not a copy) and ``--fresh`` was given.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from dpledger._files import check_sidecars, check_sqlite_name
@@ -37,6 +38,12 @@ def claim_ledger(path: Path, *, fresh: bool) -> None:
     check_sqlite_name(str(path), "demo ledger path")
     if not (path.exists() or path.is_symlink()):
         return
+    if path.is_symlink():  # resolve() would match its target's label, unlink() the link
+        raise InvalidInput(
+            f"{path} is a symbolic link (to {os.readlink(path)}), not a file the demo "
+            "created: the demo replaces only its own ledger, at the path it made it; pass "
+            "that path, or --ledger with a new path"
+        )
     from dpledger import _sqlite_files as sqlite_files
     from dpledger.ledger.sqlite import SqliteStore
 
