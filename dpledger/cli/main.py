@@ -153,7 +153,7 @@ def _read_json(path: str, what: str, *, numbers: bool = False) -> Any:
         )
         raise InvalidInput(f"cannot read {what} {path}: this is an .npy file, not JSON: {do}")
     try:
-        return strict_json(data.decode("utf-8"), numbers=numbers)
+        return strict_json(data.decode("utf-8-sig"), numbers=numbers)  # a BOM is not JSON
     except (ValueError, UnicodeDecodeError) as e:
         raise InvalidInput(f"cannot read {what} {path}: not valid JSON ({e})") from None
     except RecursionError:
