@@ -25,7 +25,9 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Temp", "dead_temps", "hint", "remove_dead", "temp_for"]
+from dpledger.errors import InvalidInput
+
+__all__ = ["Temp", "check_room", "dead_temps", "hint", "remove_dead", "temp_for"]
 
 _UNKNOWN = "0" * 12  # the process space of a host where it cannot be read: never removed
 _FORM = re.compile(r"\.(?P<pid>[1-9][0-9]{0,9})\.(?P<space>[0-9a-f]{12})\.[0-9a-f]{8}\.creating")
@@ -53,6 +55,27 @@ def temp_for(target: Path) -> Path:
     return target.with_name(
         f".{target.name}.{os.getpid()}.{_space()}.{uuid.uuid4().hex[:8]}.creating"
     )
+
+
+_ROOM = len(".") + len(".4294967295.") + 12 + len(".") + 8 + len(".creating-journal")
+"""How much longer than a new file's name the longest name beside it may be: its
+``.creating`` temporary's, with SQLite's ``-journal`` (or ``-wal``) after it."""
+
+
+def check_room(target: Path, what: str) -> None:
+    """:class:`InvalidInput` unless the names of the files kept beside a new ``target``
+    (its temporary and SQLite's files beside that: up to :data:`_ROOM` bytes longer) fit
+    its directory's file-name limit: else creating it fails half way, "name too long"."""
+    try:
+        limit = os.pathconf(target.parent, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return  # no such directory: creating the file fails with its own error
+    if len(os.fsencode(target.name)) + _ROOM > limit:
+        raise InvalidInput(
+            f"{what} {target}: the name is too long: the file is built under temporary "
+            f"names up to {_ROOM} bytes longer, and this file system allows {limit} bytes "
+            f"a name; choose a name of at most {limit - _ROOM} bytes"
+        )
 
 
 @dataclass(frozen=True, slots=True)

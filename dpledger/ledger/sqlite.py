@@ -44,7 +44,7 @@ from typing import Any
 from urllib.parse import quote
 
 from dpledger import _sqlite_files as sqlite_files
-from dpledger._creating import remove_dead, temp_for
+from dpledger._creating import check_room, remove_dead, temp_for
 from dpledger._files import SQLITE_SIDECARS, check_path_text, check_sidecars, check_sqlite_name
 from dpledger._sqlite_files import check_sqlite_file
 from dpledger.errors import (
@@ -136,6 +136,7 @@ class SqliteStore(SqlStore):
         elif mode != "create":
             raise LedgerNotFound(f"no ledger at {self._path}: check the path; {missing_hint(mode)}")
         else:
+            check_room(p, "ledger path")
             stale = [s for s in SQLITE_SIDECARS if Path(self._path + s).exists()]
             if stale:
                 raise StoreError(

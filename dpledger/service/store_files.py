@@ -18,7 +18,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from dpledger import _sqlite_files as sqlite_files
-from dpledger._creating import remove_dead, temp_for
+from dpledger._creating import check_room, remove_dead, temp_for
 from dpledger._files import SQLITE_SIDECARS, check_sidecars
 from dpledger._sqlite_files import check_sqlite_file
 from dpledger.errors import StoreError
@@ -96,6 +96,7 @@ def build(target: Path, fill: Callable[[Path], None]) -> None:
     ``os.link`` never replaces a file: a concurrent creator that won keeps its store (and
     this one opens theirs); a half-built store is never seen at ``target``.
     """
+    check_room(target, "key store path")
     stale = [s for s in SQLITE_SIDECARS if Path(f"{target}{s}").exists()]
     if stale:
         raise StoreError(
