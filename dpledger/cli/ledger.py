@@ -284,8 +284,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
                 out.writelines(lines)
             os.replace(tmp, target)  # complete or absent: never half an export
         except OSError as e:
-            with contextlib.suppress(NotADirectoryError):  # the parent is a file: no tmp
-                tmp.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # no tmp (the parent is a file, a name too
+                tmp.unlink(missing_ok=True)  # long): the refusal below is the answer
             raise InvalidInput(f"cannot write --out {target}: {e.strerror}") from None
     return EXIT_OK
 

@@ -36,8 +36,11 @@ def claim_ledger(path: Path, *, fresh: bool) -> None:
     if str(path).startswith(("postgresql://", "postgres://")):
         raise InvalidInput("the demo writes a local SQLite ledger: give --ledger a file path")
     check_sqlite_name(str(path), "demo ledger path")
-    if not (path.exists() or path.is_symlink()):
-        return
+    try:
+        if not (path.exists() or path.is_symlink()):
+            return
+    except OSError as e:  # e.g. a name too long for the file system
+        raise InvalidInput(f"cannot use {str(path)[:80]!r} as the demo ledger: {e.strerror}") from e
     if path.is_symlink():  # resolve() would match its target's label, unlink() the link
         raise InvalidInput(
             f"{path} is a symbolic link (to {os.readlink(path)}), not a file the demo "
