@@ -216,6 +216,13 @@ def check_plot_targets(directory: Path, *, replace: bool = False) -> list[Path]:
     is free — or, with ``replace`` (the demo's ``--fresh``), a regular PNG file, which
     :func:`write_plots` then replaces. A symlink, or any other file (a ledger, say), is
     never replaced: :class:`InvalidInput`."""
+    for name in (directory, *(directory / n for n in PLOT_NAMES)):
+        try:  # lexists() reads "name too long" as absent: found only after the spend
+            os.lstat(name)
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+        except OSError as e:
+            raise InvalidInput(f"--plots {directory}: cannot use {name}: {e.strerror}") from None
     if os.path.lexists(directory) and not directory.is_dir():
         raise InvalidInput(f"--plots {directory} is not a directory: name a directory")
     above = directory
