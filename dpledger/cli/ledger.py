@@ -228,6 +228,8 @@ def _export_target(args: argparse.Namespace) -> Path:
     existing one (``X-wal`` beside ``X``), never an existing file without --force."""
     if not args.out:
         raise InvalidInput("--out needs a file name (leave --out out to write to stdout)")
+    if "\x00" in args.out:
+        raise InvalidInput(f"--out {args.out!r} contains a NUL byte: name a real file")
     out = Path(args.out)
     ledger = ledger_target(args)
     ledger_files = [ledger + s for s in ("", "-wal", "-shm", "-journal")]

@@ -221,8 +221,9 @@ def check_plot_targets(directory: Path, *, replace: bool = False) -> list[Path]:
             os.lstat(name)
         except (FileNotFoundError, NotADirectoryError):
             pass
-        except OSError as e:
-            raise InvalidInput(f"--plots {directory}: cannot use {name}: {e.strerror}") from None
+        except (OSError, ValueError) as e:  # ValueError: a NUL byte
+            why = e.strerror if isinstance(e, OSError) else e
+            raise InvalidInput(f"--plots {directory!r}: cannot use {name!r}: {why}") from None
     if os.path.lexists(directory) and not directory.is_dir():
         raise InvalidInput(f"--plots {directory} is not a directory: name a directory")
     above = directory
