@@ -127,9 +127,8 @@ class SqliteStore(SqlStore):
         try:
             present = p.exists() or p.is_symlink()
         except OSError as e:  # e.g. a name too long for the filesystem
-            raise StoreError(
-                f"cannot use {self._path[:80]!r} as a ledger path: {e.strerror}"
-            ) from e
+            said = f"cannot use {self._path[:80]!r} as a ledger path: {e.strerror}"
+            raise StoreError(said) from e
         if present:
             self._check_file(p)
             self._conn = self._connect(p)
