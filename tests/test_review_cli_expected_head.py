@@ -40,3 +40,18 @@ def test_an_anchor_that_is_not_hex_is_bad_input(
     argv = ["ledger", "verify", "--policy", POLICY, "--ledger", path, "--expected-head"]
     assert main([*argv, f"{seq}:{digest}"]) == 2
     assert "--expected-head takes ENTRY_ID:HASH" in capsys.readouterr().err
+
+
+def test_the_python_api_reads_hex_in_either_case_and_refuses_non_hex(tmp_path: Path) -> None:
+    """``Ledger.verify(expected_head=...)``: the CLI's rule (review hcli), in the API too."""
+    from factories import SPATIAL
+
+    import dpledger as dl
+
+    with dl.Ledger.open(tmp_path / "api.db", dl.Policy.load(SPATIAL), mode="create") as ledger:
+        ledger.init()
+        seq, digest = ledger.head()
+        assert ledger.verify(expected_head=(seq, digest.upper())).ok
+        for bad in ("Z" * 64, digest[:63], digest + "0"):
+            with pytest.raises(dl.InvalidInput, match="64-hex entry_hash"):
+                ledger.verify(expected_head=(seq, bad))

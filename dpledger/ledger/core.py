@@ -485,8 +485,12 @@ class Ledger:
             and not isinstance(expected_head[0], bool)
             and isinstance(expected_head[1], str)
             and 0 <= expected_head[0] <= MAX_EPOCH
+            and len(expected_head[1]) == 64
+            and all(c in "0123456789abcdefABCDEF" for c in expected_head[1])
         ):
-            raise InvalidInput("expected_head must be an (entry_id, entry_hash) pair")
+            raise InvalidInput("expected_head must be an (entry_id, 64-hex entry_hash) pair")
+        if expected_head is not None:  # hex in either case names the same head
+            expected_head = (expected_head[0], expected_head[1].lower())
         if not self._exists(audit=True):
             raise LedgerNotFound(f"no ledger at {self.location} yet: there is nothing to verify")
         report = audit.verify(self._store, self.policy, expected_head)
