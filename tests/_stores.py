@@ -135,3 +135,18 @@ def closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+ONE_REGION_HEAD = """
+name = "{name}"
+version = "1"
+neighbouring = "{nb}"
+definition = "pure"
+epoch_epsilon = "400"
+eval_fraction = "0.25"
+allocation = "pooled"
+[regions]
+names = ["a"]
+"""
+"""A pooled one-region policy's header (region "a", ε_eval = 100): ``.format(name=…, nb=…)``
+and append metrics."""

@@ -11,6 +11,7 @@ import warnings
 
 import numpy as np
 import pytest
+from _stores import ONE_REGION_HEAD
 
 from dpledger import Policy, ReleaseRequest
 from dpledger.accounting import EpochSpend
@@ -18,17 +19,7 @@ from dpledger.approval import evaluate
 from dpledger.approval.aggregate import noise_room
 
 MAX = sys.float_info.max
-HEAD = """
-name = "edges"
-version = "1"
-neighbouring = "{nb}"
-definition = "pure"
-epoch_epsilon = "400"
-eval_fraction = "0.25"
-allocation = "pooled"
-[regions]
-names = ["a"]
-"""
+HEAD = ONE_REGION_HEAD.replace("{name}", "edges")
 METRICS = """
 [metrics.pos]
 kind = "scalar_mean"

@@ -16,6 +16,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from _stores import ONE_REGION_HEAD
 
 from dpledger import InvalidAggregate, Policy, Release, ReleaseRequest
 from dpledger import mechanisms as mech
@@ -26,23 +27,16 @@ from dpledger.ledger import Ledger
 
 MAX = sys.float_info.max
 
-POLICY = """
-name = "edge"
-version = "1"
-neighbouring = "add_remove"
-definition = "pure"
-epoch_epsilon = "400"
-eval_fraction = "0.25"
-allocation = "pooled"
-[regions]
-names = ["a"]
-[metrics.m]
+POLICY = (
+    ONE_REGION_HEAD.format(name="edge", nb="add_remove")
+    + """[metrics.m]
 kind = "histogram"
 edges = [1.0, 2.0]
 edges_version = "e/v1"
 cap_per_client = "1"
 epsilon = "3.85253341596071375e-306"
 """
+)
 
 
 def _policy() -> Policy:

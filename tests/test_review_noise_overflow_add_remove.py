@@ -12,26 +12,20 @@ import warnings
 from pathlib import Path
 
 import pytest
+from _stores import ONE_REGION_HEAD
 
 from dpledger import Policy, ReleaseRequest
 from dpledger.errors import InvalidAggregate
 from dpledger.ledger import Ledger
 
-POLICY = """
-name = "ar"
-version = "1"
-neighbouring = "add_remove"
-definition = "pure"
-epoch_epsilon = "400"
-eval_fraction = "0.25"
-allocation = "pooled"
-[regions]
-names = ["a"]
-[metrics.big]
+POLICY = (
+    ONE_REGION_HEAD.format(name="ar", nb="add_remove")
+    + """[metrics.big]
 kind = "scalar_mean"
 epsilon = "1e-288"          # scale 1e300: noise_range passes (691 scales fit a double)
 clip = { low = "0", high = "1e12", source = "t" }
 """
+)
 
 
 def test_an_approved_add_remove_release_never_overflows(tmp_path: Path) -> None:
