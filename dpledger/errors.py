@@ -6,6 +6,7 @@ to act on the reason. Messages say what went wrong and what to do next.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ __all__ = [
     "ReleaseRefused",
     "StoreError",
     "UnknownResource",
+    "error_code",
 ]
 
 
@@ -243,3 +245,9 @@ class UnknownResource(DpLedgerError):
 
 class PlotUnavailable(DpLedgerError):
     """A chart was asked for but matplotlib is not installed: ``pip install 'dpledger[plot]'``."""
+
+
+def error_code(exc: BaseException) -> str:
+    """``BudgetExceeded`` → ``budget_exceeded``: the code an error carries in JSON (the
+    service's error bodies, the CLI's ``--json`` errors)."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", type(exc).__name__).lower()

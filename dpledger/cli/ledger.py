@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import re
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +39,7 @@ from dpledger.errors import (
 )
 from dpledger.ledger import Ledger
 from dpledger.ledger.lifetime import Lifetime
-from dpledger.ledger.records import VerifyReport
+from dpledger.ledger.records import VerifyReport, is_chain_hash
 from dpledger.ledger.regions import epoch_regions
 from dpledger.ledger.sqlite_errors import is_damage
 from dpledger.policy import ALL
@@ -76,10 +75,6 @@ def register(subparsers: Any) -> None:
             p.add_argument(
                 "--delta", type=ascii_fraction, help="δ for the (ε, δ) views (default: policy's)"
             )
-
-
-_HEX64 = re.compile(r"[0-9a-fA-F]{64}\Z")
-"""An anchor's hash: a SHA-256 in hex, in either case (read as lower case)."""
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
@@ -187,9 +182,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     anchor = None
     if args.expected_head is not None:
         seq, _, digest = args.expected_head.partition(":")
-        if not (seq.isascii() and seq.isdigit() and len(seq) <= 19 and _HEX64.match(digest)):
+        if not (seq.isascii() and seq.isdigit() and len(seq) <= 19 and is_chain_hash(digest)):
             raise InvalidInput("--expected-head takes ENTRY_ID:HASH (a release's entry_hash)")
-        anchor = (int(seq), digest.lower())  # hex in either case names the same head
+        anchor = (int(seq), digest)  # Ledger.verify reads hex in either case
     try:
         with open_ledger(args, "read") as ledger:
             report = ledger.verify(expected_head=anchor)

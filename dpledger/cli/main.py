@@ -14,7 +14,6 @@ import argparse
 import contextlib
 import io
 import os
-import re
 import shlex
 import sys
 import traceback
@@ -37,6 +36,7 @@ from dpledger.errors import (
     InternalError,
     InvalidInput,
     ReleaseRefused,
+    error_code,
 )
 from dpledger.ledger import Ledger, Release
 from dpledger.policy import ALL, Policy
@@ -443,9 +443,9 @@ def _error(args: argparse.Namespace, e: DpLedgerError) -> int:
 def json_error(e: BaseException, code: int, **extra: Any) -> None:
     """With ``--json``, an error too is a JSON object on standard output (the service's
     ``{error, message}`` shape and the exit code), so a JSON reader never gets nothing."""
-    name = re.sub(r"(?<!^)(?=[A-Z])", "_", type(e).__name__).lower()
     with contextlib.suppress(Undelivered):
-        write_out(json_text({"error": name, "message": str(e), "exit_code": code, **extra}))
+        write_out(json_text({"error": error_code(e), "message": str(e), "exit_code": code,
+                             **extra}))  # fmt: skip
 
 
 def _internal(e: BaseException, args: argparse.Namespace) -> int:

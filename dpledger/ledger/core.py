@@ -41,7 +41,7 @@ from dpledger.errors import (
 from dpledger.ledger import audit
 from dpledger.ledger.lifetime import Lifetime, lifetime_of
 from dpledger.ledger.opening import open_store
-from dpledger.ledger.records import GENESIS, Entry, Release, VerifyReport
+from dpledger.ledger.records import GENESIS, Entry, Release, VerifyReport, is_chain_hash
 from dpledger.ledger.schema import head_of, policy_conflict
 from dpledger.ledger.store import SqlStore
 from dpledger.ledger.writer import RoundResult, Writer
@@ -485,8 +485,7 @@ class Ledger:
             and not isinstance(expected_head[0], bool)
             and isinstance(expected_head[1], str)
             and 0 <= expected_head[0] <= MAX_EPOCH
-            and len(expected_head[1]) == 64
-            and all(c in "0123456789abcdefABCDEF" for c in expected_head[1])
+            and is_chain_hash(expected_head[1])
         ):
             raise InvalidInput("expected_head must be an (entry_id, 64-hex entry_hash) pair")
         if expected_head is not None:  # hex in either case names the same head

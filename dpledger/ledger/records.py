@@ -35,10 +35,17 @@ __all__ = [
     "chain_hash_v1",
     "hashed_output",
     "hashed_outputs",
+    "is_chain_hash",
 ]
 
 GENESIS = "0" * 64
 """The ``prev_hash`` of the first entry."""
+
+
+def is_chain_hash(text: str) -> bool:
+    """Whether ``text`` is a chain hash as a caller may give one: 64 hex digits, either
+    case (the chain writes lower case: compare ``text.lower()``)."""
+    return len(text) == 64 and all(c in "0123456789abcdefABCDEF" for c in text)
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,10 +52,11 @@ from dpledger.errors import (
     ReleaseRefused,
     StoreError,
     UnknownResource,
+    error_code,
 )
 from dpledger.service.keys import ACTIONS, ApiKey
 from dpledger.service.models import ErrorOut, RefusedBudget, budget_out, verdict_out
-from dpledger.service.state import ServiceState, Settings, error_code
+from dpledger.service.state import ServiceState, Settings
 
 __all__ = [
     "ACTION_KEY",

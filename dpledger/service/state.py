@@ -12,7 +12,6 @@ many replicas run.
 from __future__ import annotations
 
 import queue
-import re
 import threading
 import time
 from collections.abc import Iterator
@@ -27,6 +26,7 @@ from dpledger.errors import (
     NotPermitted,
     ReleaseRefused,
     StoreError,
+    error_code,
 )
 from dpledger.ledger import Ledger, VerifyReport
 from dpledger.policy import Policy
@@ -41,7 +41,6 @@ __all__ = [
     "ServiceState",
     "Settings",
     "body_bytes_needed",
-    "error_code",
 ]
 
 DEFAULT_MAX_BODY_BYTES = 1 << 20
@@ -65,11 +64,6 @@ def body_bytes_needed(policy: Policy) -> int:
 
 
 _POOL_WAIT_S = 60.0
-
-
-def error_code(exc: BaseException) -> str:
-    """``BudgetExceeded`` → ``budget_exceeded``: the code an error body carries."""
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", type(exc).__name__).lower()
 
 
 @dataclass(frozen=True, slots=True)
