@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import sys
 from collections.abc import Callable
@@ -33,6 +34,7 @@ __all__ = [
     "check_regular_file",
     "check_sidecars",
     "check_sqlite_name",
+    "postgres_url",
     "read_bounded",
     "strict_json",
     "write_new",
@@ -120,6 +122,32 @@ def check_path_text(path: str | Path, what: str = "ledger path") -> str:
             "UTF-8 name (a ledger path is stored and opened as UTF-8 text)"
         ) from None
     return text
+
+
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+_PG_SCHEMES = ("postgresql", "postgres")
+
+
+def postgres_url(text: str, what: str = "ledger") -> str | None:
+    """``text`` as libpq takes it if it is a ``postgresql://`` (or ``postgres://``) URL,
+    None if it is a file path; another ``scheme://`` is :class:`InvalidInput`.
+
+    A URL's scheme is case-insensitive (RFC 3986) but libpq reads only the lower-case
+    one: ``PostgreSQL://…`` is lowered here, never taken for a relative SQLite path (which
+    would create a file named ``PostgreSQL:``). Nor is ``mysql://…`` or ``sqlite:///…``;
+    a path that really begins so is written ``./…``. The refusal names the scheme only:
+    the rest of a URL may hold a password.
+    """
+    match = _SCHEME.match(text)
+    if match is None:
+        return None
+    scheme = match.group(1)
+    if scheme.lower() in _PG_SCHEMES:
+        return scheme.lower() + text[len(scheme) :]
+    raise InvalidInput(
+        f"the {what} is a {scheme}:// URL: a ledger is an SQLite file path or a "
+        "postgresql:// URL (for a file whose path begins so, write it as ./PATH)"
+    )
 
 
 SQLITE_SIDECARS = ("-wal", "-shm", "-journal")

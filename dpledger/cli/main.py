@@ -26,7 +26,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpledger._files import check_path_text, check_sqlite_name, read_bounded, strict_json
+from dpledger._files import (
+    check_path_text,
+    check_sqlite_name,
+    postgres_url,
+    read_bounded,
+    strict_json,
+)
 from dpledger._shown import shown
 from dpledger.approval import ReleaseRequest, Verdict
 from dpledger.cli.argtypes import ascii_float, ascii_int, join_negative_numbers
@@ -112,8 +118,9 @@ def check_ledger_target(target: str, flag: str = "--ledger") -> str:
             "file path or a postgresql:// URL"
         )
     text = check_path_text(target, f"{flag} path")
-    if text.startswith(("postgresql://", "postgres://")):
-        return text
+    url = postgres_url(text, flag)
+    if url is not None:
+        return url
     return check_sqlite_name(text, f"{flag} path")
 
 

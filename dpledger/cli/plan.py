@@ -12,7 +12,7 @@ import json
 import warnings
 from pathlib import Path
 
-from dpledger._files import check_new
+from dpledger._files import check_new, postgres_url
 from dpledger.cli.argtypes import ascii_float, ascii_int
 from dpledger.cli.output import json_text, write_out
 from dpledger.errors import InvalidInput
@@ -106,7 +106,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         from dpledger.ledger import Ledger
 
         target = str(args.ledger)
-        if not target.startswith(("postgresql://", "postgres://")) and not Path(target).exists():
+        if postgres_url(target) is None and not Path(target).exists():
             raise InvalidInput(f"no ledger at {target}: planning reads a ledger, never creates one")
         with Ledger.open(target, policy, mode="read") as ledger:
             result = plan(

@@ -20,7 +20,7 @@ import sys
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from dpledger._files import check_regular_file
+from dpledger._files import check_regular_file, postgres_url
 from dpledger.cli.argtypes import ascii_int
 from dpledger.cli.main import EXIT_UNDELIVERED, committed_but_undelivered
 from dpledger.cli.output import Undelivered, json_text, say, write_out
@@ -37,10 +37,11 @@ __all__ = ["cmd_keys_create", "cmd_keys_list", "cmd_keys_revoke", "cmd_serve", "
 
 def _read_store(location: str) -> SqlStore:
     """The ledger at ``location`` opened to read; :class:`LedgerNotFound` if there is none."""
-    if location.startswith(("postgresql://", "postgres://")):
+    url = postgres_url(location)
+    if url is not None:
         from dpledger.ledger.postgres import PostgresStore
 
-        return PostgresStore(location, "read")
+        return PostgresStore(url, "read")
     from dpledger.ledger.sqlite import SqliteStore
 
     return SqliteStore(location, "read")

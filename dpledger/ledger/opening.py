@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from dpledger._files import check_path_text
+from dpledger._files import check_path_text, postgres_url
 from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.ledger.store import SqlStore
@@ -41,10 +41,11 @@ def open_store(target: str | Path | None, mode: Mode) -> SqlStore:
             "(or set DPLEDGER_URL to one)"
         )
     text = check_path_text(fspath, "ledger path or URL")
-    if text.startswith(("postgresql://", "postgres://")):
+    url = postgres_url(text)
+    if url is not None:
         from dpledger.ledger.postgres import PostgresStore  # optional extra
 
-        return PostgresStore(text, mode)
+        return PostgresStore(url, mode)
     from dpledger.ledger.sqlite import SqliteStore
 
     return SqliteStore(text, mode)

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from dpledger import _sqlite_files as sqlite_files
-from dpledger._files import check_path_text, check_sqlite_name
+from dpledger._files import check_path_text, check_sqlite_name, postgres_url
 from dpledger.errors import (
     InvalidInput,
     LedgerCorrupted,
@@ -67,7 +67,7 @@ def _now() -> str:
 
 
 def _is_pg(location: str) -> bool:
-    return location.startswith(("postgresql://", "postgres://"))
+    return postgres_url(location, "key store location") is not None
 
 
 def default_location(ledger: str) -> str:
@@ -154,9 +154,10 @@ class ServiceStore:
         if not isinstance(location, str) or not location:
             raise InvalidInput("the key store location must be a path or a postgresql:// URL")
         check_path_text(location, "key store location")
-        if not _is_pg(location):
+        url = postgres_url(location, "key store location")
+        if url is None:
             return cls._open_sqlite(location, create, read_only)
-        store = cls._open_pg(location)
+        store = cls._open_pg(url)
         try:
             if not store._exists():
                 if not create:

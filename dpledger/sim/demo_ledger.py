@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from dpledger._files import check_sidecars, check_sqlite_name
+from dpledger._files import check_sidecars, check_sqlite_name, postgres_url
 from dpledger.errors import DpLedgerError, InvalidInput
 
 __all__ = ["DEMO_LABEL", "claim_ledger", "demo_labels"]
@@ -33,7 +33,7 @@ def claim_ledger(path: Path, *, fresh: bool) -> None:
     created (labelled ``purpose = demo``) and ``fresh`` is set; anything else — a real
     ledger, a file that is not a ledger — is refused with :class:`InvalidInput`.
     """
-    if str(path).startswith(("postgresql://", "postgres://")):
+    if postgres_url(str(path), "demo ledger") is not None:
         raise InvalidInput("the demo writes a local SQLite ledger: give --ledger a file path")
     check_sqlite_name(str(path), "demo ledger path")
     try:
