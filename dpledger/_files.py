@@ -182,8 +182,15 @@ def check_sqlite_name(path: str, what: str = "ledger path") -> str:
     SQLite keeps a database ``X``'s write-ahead log in ``X-wal``, its shared-memory index
     in ``X-shm`` and its rollback journal in ``X-journal``: a database named so would be
     taken for ``X``'s, and deleted or overwritten whenever ``X`` is used. Refused with
-    :class:`InvalidInput` before anything is opened or created.
+    :class:`InvalidInput` before anything is opened or created. So is a path ending in a
+    separator (``dir/``): it names a directory, yet ``Path`` would drop the slash and make
+    a file ``dir``.
     """
+    if os.path.basename(path) in ("", ".", ".."):  # "dir/", ".", "a/..": a directory
+        raise InvalidInput(
+            f"the {what} {path} names a directory, not a file: give a file name "
+            "(e.g. DIR/ledger.db)"
+        )
     for name in dict.fromkeys((Path(path).name, Path(_real_path(path)).name)):
         split = _sidecar_split(name)
         if split is None:

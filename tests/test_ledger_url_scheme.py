@@ -78,3 +78,27 @@ def test_an_upper_case_postgresql_scheme_opens_the_server(pg_url: str, tmp_path:
         assert ledger.verify().ok
     assert os.listdir(tmp_path) == []  # no SQLite file named "PostgreSQL:…"
     assert main(["ledger", "verify", "--policy", POLICY, "--ledger", shouted]) == 0
+
+
+@pytest.mark.parametrize("name", ["nodir/", "sub/dir/", ".", "..", "sub/.", "/"])
+def test_a_path_naming_a_directory_is_refused_and_creates_nothing(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ledger init --ledger nodir/`` said "created ledger nodir/" and made a file
+    ``nodir`` (Path drops the slash), which ``verify --ledger nodir/`` then did not find."""
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path)
+    policy = dl.Policy.from_toml(Path(POLICY).read_text(), source="spatial")
+    with pytest.raises(InvalidInput, match="names a directory"):
+        dl.Ledger.open(name, policy, mode="create")
+    with pytest.raises(InvalidInput, match="names a directory"):
+        ServiceStore.open(name, create=True)
+    for argv in (
+        ["ledger", "init", "--policy", POLICY, "--ledger", name],
+        ["demo", "--ledger", name],
+    ):
+        capsys.readouterr()
+        assert main(argv) == 2, argv
+        assert "names a directory" in capsys.readouterr().err
+    assert sorted(os.listdir(tmp_path)) == ["sub"]
+    assert os.listdir(tmp_path / "sub") == []
