@@ -183,6 +183,15 @@ def test_zeros_in_any_spelling_still_read_as_zero(tmp_path: Path) -> None:
     assert load_held_out(path).tolist() == [0.0, 0.0, 0.0, 0.0, 5e-324]
 
 
+def test_csv_cells_in_every_decimal_form_read_exactly(tmp_path: Path) -> None:
+    path = tmp_path / "one.csv"
+    path.write_text("x\n1\n-1.5\n+.5\n2.\n1E-3\n\nNaN\n 7 \n", encoding="utf-8")
+    got = load_held_out(path)
+    assert got[:5].tolist() == [1.0, -1.5, 0.5, 2.0, 0.001]
+    assert np.isnan(got[5:7]).all()
+    assert got[7] == 7.0
+
+
 def test_single_column_csv_needs_no_column_name(tmp_path: Path) -> None:
     path = tmp_path / "one.csv"
     path.write_text("loss\n1\n2\n3\n", encoding="utf-8")
@@ -197,6 +206,11 @@ def test_single_column_csv_needs_no_column_name(tmp_path: Path) -> None:
         ("a.csv", "x\n2\n-5e-999\n", None, "line 3: '-5e-999' is too small"),
         ("a.csv", "x,y\n1,2\n", "z", "no column 'z'"),
         ("a.csv", "x\n1\noops\n", "x", "line 3: 'oops' is not a number"),
+        # float() reads these; a held-out file does not (nothing invented from a typo)
+        ("a.csv", "x\n1\n1_000\n", "x", "line 3: '1_000' is not a number"),
+        ("a.csv", "x\n1\n\uff11\n", "x", "line 3: '\uff11' is not a number"),  # full-width 1
+        ("a.csv", "x\n\u0661\u0662\n", "x", "line 2: '\u0661\u0662' is not a number"),
+        ("a.csv", "x\n1\n0x10\n", "x", "line 3: '0x10' is not a number"),
         ("a.csv", "", None, "empty"),
         ("a.txt", "1\n", None, ".npy or .csv"),
     ],

@@ -72,3 +72,17 @@ def test_export_still_replaces_an_earlier_export_with_force(db: Path, tmp_path: 
     out.write_text("an earlier export\n")
     assert export(db, out) == 0
     assert json.loads(out.read_text().splitlines()[0])["entry_id"] == 1
+
+
+def test_force_without_out_is_refused_before_anything_is_read(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--force`` alone did nothing and said nothing: a script meaning ``--out X
+    --force`` with the ``--out`` lost would print the export to its log instead."""
+    before = db.read_bytes()
+    argv = ["ledger", "export", "--policy", str(SPATIAL), "--ledger", str(db), "--force"]
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert "give --out FILE" in err
+    assert out == ""
+    assert db.read_bytes() == before

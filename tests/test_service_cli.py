@@ -75,6 +75,9 @@ def test_revoke_marks_the_key_and_an_unknown_id_exits_2(
         (("--action", "release", "--any-metric"), "--region"),
         (("--action", "check", "--any-region"), "--metric"),
         (("--action", "read", "--region", "north", "--any-region"), "not both"),
+        # regions/metrics bind check and release only: listed, they would read as a limit
+        (("--action", "read", "--region", "north"), "scope only check and release"),
+        (("--action", "verify", "--action", "admin", "--any-metric"), "for verify, admin"),
         (("--action", "release", "--region", "west", "--any-metric", "--policy", "P"), "west"),
     ],
 )

@@ -267,6 +267,8 @@ def _is_sqlite(p: Path) -> bool:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
+    if args.force and args.out is None:  # a flag that would do nothing is a mistake to name
+        raise InvalidInput("--force replaces an existing --out file: give --out FILE with it")
     target = _export_target(args) if args.out is not None else None
     with open_ledger(args, "read") as ledger:
         lines = (json_text(e.as_dict(), indent=None) + "\n" for e in ledger.entries())

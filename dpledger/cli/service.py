@@ -134,6 +134,11 @@ def _scopes(args: argparse.Namespace) -> Scopes:
         raise InvalidInput("give --region names or --any-region, not both")
     if args.any_metric and args.metric:
         raise InvalidInput("give --metric names or --any-metric, not both")
+    if not spends and (args.region or args.metric or args.any_region or args.any_metric):
+        raise InvalidInput(  # listed as "regions=na", it would read as a limit it is not
+            f"--region/--metric scope only check and release; a key for {', '.join(actions)} "
+            "reads every region and metric: leave them out (or add --action check/release)"
+        )
     if spends and not (args.region or args.any_region):
         raise InvalidInput(
             "a key that may check or release needs its regions: --region NAME (repeat; "

@@ -17,6 +17,7 @@ import io
 import math
 import numbers
 import os
+import re
 from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
@@ -203,25 +204,25 @@ def load_held_out(path: str | os.PathLike[str], column: str | None = None) -> np
         raise InvalidInput(f"{p}: no column {column!r}; the CSV has {header}")
     idx = header.index(column)
     cells = [r[idx].strip() if idx < len(r) else "" for r in rows[1:]]
+    if not _CELLS.fullmatch("\n".join(cells)):  # one scan; the bad cell only on failure
+        bad = next(i for i, c in enumerate(cells) if not _CELL.fullmatch(c))
+        raise InvalidInput(
+            f"{p}: column {column!r}, line {bad + 2}: {cells[bad]!r} is not a number "
+            "(ASCII digits, an optional sign, point and exponent; an empty cell or nan is "
+            "missing)"
+        )
     text = np.asarray(cells, dtype=str)
     text = np.where(text == "", "nan", text)
-    try:
-        values = text.astype(np.float64)
-    except ValueError:
-        bad = next(i for i, c in enumerate(cells) if c and not _is_float(c))
-        raise InvalidInput(
-            f"{p}: column {column!r}, line {bad + 2}: {cells[bad]!r} is not a number"
-        ) from None
+    values = text.astype(np.float64)
     refuse_read_as_zero(f"{p}: column {column!r}", text, values)  # 1e-400 is not 0
     return values
 
 
-def _is_float(s: str) -> bool:
-    try:
-        float(s)
-    except ValueError:
-        return False
-    return True
+_NUMBER = r"(?:[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|(?i:nan|inf|infinity)))?"
+_CELL = re.compile(_NUMBER)
+_CELLS = re.compile(f"{_NUMBER}(?:\n{_NUMBER})*")
+"""A held-out cell: a decimal number in ASCII (or nan/inf, or empty). Python's float()
+also reads ``1_000``, other scripts' digits and full-width ones: refused, not guessed."""
 
 
 def _clean(values: object) -> tuple[npt.NDArray[np.float64], int]:
