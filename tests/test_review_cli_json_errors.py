@@ -116,3 +116,31 @@ def test_a_refused_migration_under_json_is_a_json_object_too(
     assert data["error"] == "migration_refused"
     assert data["exit_code"] == 1
     assert broken.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["ledger", "verify", "--bogus"],  # the top parser's "unrecognized arguments"
+        ["plan"],  # a subcommand's missing positional
+        ["release", "--epoch", "x"],  # a bad option value
+        ["ledger"],  # no action
+    ],
+)
+def test_a_usage_error_under_json_is_a_json_object_too(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """argparse's usage errors wrote usage text to standard error and nothing to
+    standard output, even with --json (and raised SystemExit out of ``main``)."""
+    assert main([*argv, "--json"]) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith("usage: dpledger")
+    data = json.loads(out)
+    assert data["error"] == "invalid_input"
+    assert data["exit_code"] == 2
+    assert data["message"].startswith("dpledger")
+    assert data["message"] in err
+    assert main(argv) == 2  # without --json: the text only
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert ": error: " in err

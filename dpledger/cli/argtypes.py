@@ -12,13 +12,36 @@ from __future__ import annotations
 import argparse
 import math
 import re
+import sys
 from decimal import Decimal
+from typing import NoReturn
 
-__all__ = ["NUMBER_OPTIONS", "ascii_float", "ascii_fraction", "ascii_int", "join_negative_numbers"]
+__all__ = [
+    "NUMBER_OPTIONS",
+    "Parser",
+    "UsageError",
+    "ascii_float",
+    "ascii_fraction",
+    "ascii_int",
+    "join_negative_numbers",
+]
 
 _INT = re.compile(r"-?[0-9]{1,30}", re.ASCII)
 _FLOAT = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,4})?", re.ASCII)
 _SHOWN = 40  # characters of a bad value quoted back
+
+
+class UsageError(Exception):
+    """A command line argparse refused (exit 2): its message, after the usage line."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage error the CLI reports like its other input errors
+    (with ``--json``, as a JSON object on standard output too) instead of exiting."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        raise UsageError(f"{self.prog}: error: {message}")
 
 
 NUMBER_OPTIONS = frozenset({"--low", "--epsilon", "--aggregate-error", "--delta"})

@@ -35,7 +35,7 @@ from dpledger._files import (
 )
 from dpledger._shown import shown
 from dpledger.approval import ReleaseRequest, Verdict
-from dpledger.cli.argtypes import ascii_float, ascii_int, join_negative_numbers
+from dpledger.cli.argtypes import Parser, UsageError, ascii_float, ascii_int, join_negative_numbers
 from dpledger.cli.output import Undelivered, json_text, say, write_out
 from dpledger.errors import (
     DpLedgerError,
@@ -360,7 +360,7 @@ def _release_args(p: argparse.ArgumentParser, *, release: bool) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser (subcommands from planning and the demo included)."""
-    parser = argparse.ArgumentParser(prog="dpledger", description=__doc__)
+    parser = Parser(prog="dpledger", description=__doc__)
     parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("check", help="dry-run every approval check; spend nothing")
@@ -399,7 +399,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     3 internal)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv  # accepted anywhere on the line
-    args = build_parser().parse_args(join_negative_numbers([a for a in argv if a != "--debug"]))
+    try:
+        args = build_parser().parse_args(join_negative_numbers([a for a in argv if a != "--debug"]))
+    except UsageError as e:  # the usage line is on standard error already
+        say(str(e))  # argparse's own words: "dpledger plan: error: …"
+        if "--json" in argv:
+            json_error(InvalidInput(str(e)), EXIT_ERROR)
+        return EXIT_ERROR
     args.debug = debug
     shown = warnings.showwarning
     warnings.showwarning = _warn
