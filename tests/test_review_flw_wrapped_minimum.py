@@ -72,3 +72,26 @@ def test_a_wrapped_strategys_minimum_is_seen_through_flowers_dp_wrappers(
     assert sampling_grid(_Few(), grid, wrap(inner)) is None
     assert "fewer than the wrapped strategy's minimum of 3" in caplog.text
     assert sampling_grid(_Few(), grid, FedAvg(min_evaluate_nodes=2, min_available_nodes=2))
+
+
+@pytest.mark.parametrize("fraction", [1.5, -0.1, float("nan"), float("inf")])
+@pytest.mark.parametrize("wrapped", [False, True], ids=["plain", "server-side"])
+def test_a_fraction_evaluate_outside_0_1_is_refused_before_any_round(
+    fleet: Fleet, tmp_path: Any, fraction: float, wrapped: bool
+) -> None:
+    """FedAvg samples int(n × fraction_evaluate) of n nodes: above 1 it sleeps forever in
+    sample_nodes (under either relation), below 0 random.sample raises mid-run."""
+    from test_flower import METRICS, PARAMS, exact
+
+    from dpledger.errors import InvalidInput
+    from dpledger.flower import LedgerEvaluation
+    from dpledger.ledger import Ledger
+
+    inner = FedAvg(fraction_train=0.0, fraction_evaluate=fraction)
+    outer = DifferentialPrivacyServerSideFixedClipping(inner, 1.0, 1.0, 3) if wrapped else inner
+    with Ledger.open(tmp_path / "l.db", exact(), mode="create") as ledger:
+        with pytest.raises(InvalidInput, match=r"fraction_evaluate is .*must be in \[0, 1\]"):
+            LedgerEvaluation(outer, ledger, metrics=METRICS, params=PARAMS)
+        for ok in (0.0, 0.5, 1.0, 1):
+            LedgerEvaluation(FedAvg(fraction_evaluate=ok), ledger, metrics=METRICS, params=PARAMS)
+    assert not (tmp_path / "l.db").exists()

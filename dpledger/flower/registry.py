@@ -45,6 +45,7 @@ __all__ = [
     "QueryRegistry",
     "Roster",
     "StaticRegistry",
+    "check_sampling",
     "region_map",
     "run_lookup",
     "sampling_grid",
@@ -237,6 +238,26 @@ def sampling_grid(lookup: NodeRegistry, grid: Grid, strategy: object) -> Grid | 
         )  # fmt: skip
         return None
     return _Population(grid, members)
+
+
+def check_sampling(strategy: object) -> None:
+    """Refuse a ``fraction_evaluate`` outside [0, 1] in ``strategy`` or any strategy it
+    wraps: Flower samples ``int(n × fraction)`` of n nodes, so above 1 FedAvg waits forever
+    for nodes that cannot connect (below 0 it raises mid-run)."""
+    seen = set()
+    while strategy is not None and id(strategy) not in seen:
+        seen.add(id(strategy))
+        value = getattr(strategy, "fraction_evaluate", None)
+        if (
+            isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and not 0.0 <= value <= 1.0  # NaN too
+        ):
+            raise InvalidInput(
+                f"{type(strategy).__name__}.fraction_evaluate is {value!r}: it must be in "
+                "[0, 1] (above 1 Flower samples more nodes than connect and waits forever)"
+            )
+        strategy = getattr(strategy, "strategy", None)
 
 
 def _minimum(strategy: object) -> int:
