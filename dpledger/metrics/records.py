@@ -112,6 +112,14 @@ def _max_records(max_records: int | None) -> int | None:
     return int(max_records)
 
 
+def _person_ids(persons: npt.ArrayLike) -> npt.NDArray[Any]:
+    """``persons`` as an array; a list keeps its objects: ``np.asarray`` would turn
+    ``["p1", nan]`` into the text ``"nan"``, one pseudo-person for every missing id."""
+    if isinstance(persons, list | tuple):
+        return np.asarray(persons, dtype=object)
+    return np.asarray(persons)
+
+
 def keep_per_person(
     persons: npt.ArrayLike,
     max_records: int,
@@ -128,9 +136,7 @@ def keep_per_person(
     k = _max_records(max_records)
     if k is None:
         raise InvalidInput("max_records must be an integer ≥ 1, got None")
-    # a list keeps its objects: np.asarray would turn ["p1", nan] into text "nan", a person
-    ids = np.asarray(persons, dtype=object) if isinstance(persons, list | tuple) else (
-        np.asarray(persons))  # fmt: skip
+    ids = _person_ids(persons)
     if ids.ndim != 1:
         raise InvalidInput(f"persons must be 1-dimensional, got shape {ids.shape}")
     if ids.dtype.kind not in "iuUSO":
@@ -191,7 +197,7 @@ def _bounded(
         return seg, None
     if k is None:
         raise InvalidInput("persons given without max_records: pass the policy's bound")
-    ids = np.asarray(persons)
+    ids = _person_ids(persons)  # as keep_per_person reads them: a missing id is refused
     if ids.ndim != 1 or ids.shape[0] != n:
         raise InvalidInput(f"persons must hold one id per record ({n}), got shape {ids.shape}")
     return seg, keep_per_person(ids, k, offsets=offsets)

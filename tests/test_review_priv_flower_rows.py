@@ -1,0 +1,73 @@
+"""Review (priv): under add_remove the Flower wrapper's published MetricRecord must not
+depend on how many of the planned cohort reported. PlainSum's exact_sum refuses more rows
+than its grid's ``max_clients`` (a bound on the number of *reporters*, private under
+add_remove), so one reporter more turns ``REGION/METRIC/refused`` from 0 into 1, uncharged.
+Deterministic: the decision reads no noise."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import MappingProxyType
+
+os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr")
+
+from flwr.serverapp.strategy import FedAvg
+
+from dpledger import Ledger, Policy
+from dpledger.flower import LedgerEvaluation, PlainSum, StaticRegistry, published
+from dpledger.flower.intake import Intake
+from dpledger.flower.report import Health, NodeStatuses
+from dpledger.flower.strategy import _Planned
+from dpledger.flower.wire import MetricPlan, RoundPlan
+from dpledger.metrics.declarations import Bounds
+
+POLICY = """
+name = "priv-review"
+version = "1"
+neighbouring = "add_remove"
+epoch_epsilon = "40"
+rounds_per_epoch = 3
+allocation = "pooled"
+[regions]
+names = ["north"]
+[metrics.loss]
+kind = "scalar_mean"
+epsilon = "1"
+clip = { low = "0", high = "3.4", source = "test" }
+"""
+SELECTED = 20_000  # the planned cohort: public, fixed before the round
+
+
+def _published_refusals(path: Path, reported: int) -> dict[str, object]:
+    policy = Policy.from_toml(POLICY, source="test_review_priv_flower_rows.py")
+    with Ledger.open(path, policy, mode="create") as ledger:
+        strategy = LedgerEvaluation(
+            FedAvg(), ledger, metrics={"loss": "clipped_loss"},
+            registry=StaticRegistry({}), aggregator=PlainSum(bits=40),
+        )  # fmt: skip
+        plan = RoundPlan(1, 0, policy.version, strategy.plans)
+        selected = {i + 2: "north" for i in range(SELECTED)}
+        codes = bytes([0] * reported + [2] * (SELECTED - reported))  # reported / dropped
+        nodes = NodeStatuses(list(selected), ["north"], np.zeros(SELECTED, np.intp), codes, {})
+        health = Health(selected=SELECTED, reported=reported, dropped=SELECTED - reported)
+        rows = np.full((reported, 1), 1.0)  # every reporter's loss, inside the clip
+        got = Intake(nodes, {"north": health}, {"north": {"loss": rows}}, 0)
+        report = strategy._release(_Planned(plan, MappingProxyType(selected), ()), got)
+    record = published(report, health_public=False)
+    return {k: v for k, v in record.items() if k in ("released", "refused", "north/loss/refused")}
+
+
+def test_add_remove_publishes_the_same_refusals_for_one_reporter_more(tmp_path: Path) -> None:
+    loss = MetricPlan("loss", "clipped_loss", "scalar_mean", Bounds(low=0.0, high=3.4), None,
+                      {}, True)  # fmt: skip
+    limit = PlainSum(bits=40).grid(loss).max_clients  # 9,637: a public bound on *rows*
+    assert limit < SELECTED
+    fewer = _published_refusals(tmp_path / "a.db", limit)
+    more = _published_refusals(tmp_path / "b.db", limit + 1)  # one client added
+    assert fewer == more
