@@ -44,7 +44,7 @@ clip = { low = "0", high = "3.4", source = "test" }
 SELECTED = 20_000  # the planned cohort: public, fixed before the round
 
 
-def _published_refusals(path: Path, reported: int) -> dict[str, object]:
+def _published_refusals(path: Path, reported: int, selected_n: int = SELECTED) -> dict[str, object]:
     policy = Policy.from_toml(POLICY, source="test_review_priv_flower_rows.py")
     with Ledger.open(path, policy, mode="create") as ledger:
         strategy = LedgerEvaluation(
@@ -52,10 +52,10 @@ def _published_refusals(path: Path, reported: int) -> dict[str, object]:
             registry=StaticRegistry({}), aggregator=PlainSum(bits=40),
         )  # fmt: skip
         plan = RoundPlan(1, 0, policy.version, strategy.plans)
-        selected = {i + 2: "north" for i in range(SELECTED)}
-        codes = bytes([0] * reported + [2] * (SELECTED - reported))  # reported / dropped
-        nodes = NodeStatuses(list(selected), ["north"], np.zeros(SELECTED, np.intp), codes, {})
-        health = Health(selected=SELECTED, reported=reported, dropped=SELECTED - reported)
+        selected = {i + 2: "north" for i in range(selected_n)}
+        codes = bytes([0] * reported + [2] * (selected_n - reported))  # reported / dropped
+        nodes = NodeStatuses(list(selected), ["north"], np.zeros(selected_n, np.intp), codes, {})
+        health = Health(selected=selected_n, reported=reported, dropped=selected_n - reported)
         rows = np.full((reported, 1), 1.0)  # every reporter's loss, inside the clip
         got = Intake(nodes, {"north": health}, {"north": {"loss": rows}}, 0)
         report = strategy._release(_Planned(plan, MappingProxyType(selected), ()), got)
@@ -71,3 +71,8 @@ def test_add_remove_publishes_the_same_refusals_for_one_reporter_more(tmp_path: 
     fewer = _published_refusals(tmp_path / "a.db", limit)
     more = _published_refusals(tmp_path / "b.db", limit + 1)  # one client added
     assert fewer == more
+    # decided on the public cohort (selected), before any reply is read: refused alike
+    assert fewer == {"released": 0, "refused": 1, "north/loss/refused": 1}
+    # a cohort within the grid's range: both neighbours released
+    ok = [_published_refusals(tmp_path / f"c{n}.db", n, limit) for n in (limit - 1, limit)]
+    assert ok[0] == ok[1] == {"released": 1, "refused": 0, "north/loss/refused": 0}

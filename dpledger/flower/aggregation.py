@@ -146,8 +146,19 @@ class PlainSum:
 
     def sum_error(self, metric: MetricPlan, cohort: int) -> float:
         """The encoding's bound on a sum of at most ``cohort`` rows, per coordinate:
-        :meth:`FixedPoint.sum_error` (the grid truncates each value by < one quantum)."""
-        return self.grid(metric).sum_error(cohort)
+        :meth:`FixedPoint.sum_error` (the grid truncates each value by < one quantum).
+
+        Refuses a cohort beyond the grid's exact range (:attr:`FixedPoint.max_clients`)
+        here, on the public cohort, before any reply is read: :func:`exact_sum` refuses
+        more *rows* than that, and under ``add_remove`` the number of rows (reporters) is
+        private, so that refusal would tell one reporter more from fewer (review priv)."""
+        grid = self.grid(metric)
+        if cohort > grid.max_clients:
+            raise InvalidInput(
+                f"a cohort of {cohort:,} is beyond the exact range of {metric.metric}'s "
+                f"{self.bits}-bit grid ({grid.max_clients:,} clients): use fewer bits"
+            )
+        return grid.sum_error(cohort)
 
 
 def aggregate_error(aggregator: object, metric: MetricPlan, cohort: int) -> float:

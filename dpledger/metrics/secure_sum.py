@@ -228,8 +228,11 @@ def exact_sum(rows: npt.ArrayLike, grid: FixedPoint) -> FloatArray:
     """The exact sum over axis 0 of per-client contributions (clients, d), on ``grid``.
 
     The stand-in for a secure aggregator: encode each client, sum integers exactly,
-    decode once. Refuses more clients than :attr:`FixedPoint.max_clients` (a public
-    bound, so the check depends on no client's data), and any value outside the grid's
+    decode once. Refuses more rows than :attr:`FixedPoint.max_clients`: a decision on
+    the number of rows, public under ``replace`` but private under ``add_remove`` (one
+    client more or less), where the caller compares its planned cohort with
+    ``max_clients`` before the round instead (the Flower wrapper's ``PlainSum.sum_error``
+    does). It also refuses any value outside the grid's
     [low, high] beyond float rounding (:meth:`FixedPoint.encode`): it never clamps.
     """
     if not isinstance(grid, FixedPoint):
