@@ -359,7 +359,9 @@ def _group_index(groups: npt.ArrayLike | None, n_clients: int, n_groups: int | N
 
 
 def _check_cohorts(labels: IntArray, n_groups: int, grids: Sequence[FixedPoint | None]) -> None:
-    """Refuse a group larger than a grid's exact range (a public count, as exact_sum does)."""
+    """Refuse a group larger than a grid's exact range, as :func:`exact_sum` does: a
+    decision on the number of rows, private under ``add_remove`` (compare the planned
+    cohort with ``max_clients`` before the round there, so this never decides)."""
     sizes = np.bincount(labels, minlength=n_groups)
     for grid in grids:
         if grid is not None and sizes.size and int(sizes.max()) > grid.max_clients:

@@ -305,6 +305,8 @@ def record_scalar(
 
 
 def _check_rows(n: int, grid: FixedPoint) -> None:
+    """Refuse more records than the grid sums exactly: a decision on a private count under
+    ``add_remove`` (plan the cohort within ``max_clients`` before the round instead)."""
     if n > grid.max_clients:
         raise InvalidInput(
             f"{n:,} records exceed the grid's exact range ({grid.max_clients:,}); sum fewer"
