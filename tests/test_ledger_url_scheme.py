@@ -67,11 +67,13 @@ def test_another_scheme_is_refused_everywhere_and_creates_nothing(
 
 
 @pytest.mark.postgres
-def test_an_upper_case_postgresql_scheme_opens_the_server(pg_url: str, tmp_path: Path) -> None:
+def test_an_upper_case_postgresql_scheme_opens_the_server(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert pg_url.startswith("postgresql://")
     shouted = "PostgreSQL" + pg_url[len("postgresql") :]
     policy = dl.Policy.from_toml(Path(POLICY).read_text(), source="spatial")
-    os.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)  # restored after the test: others read relative paths
     with dl.Ledger.open(shouted, policy, mode="create") as ledger:
         assert ledger.init()
     with dl.Ledger.open(pg_url, policy, mode="read") as ledger:  # the same database
