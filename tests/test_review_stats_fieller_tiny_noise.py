@@ -19,10 +19,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from coverage_cases import hard_confusion, published_floor
 
 from dpledger.metrics import flam
 from dpledger.metrics.uncertainty import classification_batch
-from tests.coverage_cases import hard_confusion, published_floor
 
 RELEASES = 2000
 

@@ -49,7 +49,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpledger.metrics._assemble import Batch
-from dpledger.metrics._intervals import method_name, quantile_factor
+from dpledger.metrics._intervals import fieller_spread, method_name, quantile_factor
 from dpledger.metrics._segments import FloatArray
 from dpledger.types import MechanismKind
 
@@ -128,10 +128,10 @@ def fieller_bounds(
     qs = np.stack([quantile_factor(w_a - t * w_g, level, dist)[1] for t in _THETAS])
     q2 = np.max(qs, axis=0) ** 2
     a_hat = values["A"]
-    vn, vd, cv = (w_a * w_a).sum(-1), (w_g * w_g).sum(-1), (w_a * w_g).sum(-1)
+    vd, cv = (w_g * w_g).sum(-1), (w_a * w_g).sum(-1)
     qa = g * g - q2 * vd
     qb = a_hat * g - q2 * cv
-    disc = np.sqrt(np.maximum(qb * qb - qa * (a_hat * a_hat - q2 * vn), 0.0))
+    disc = fieller_spread(a_hat, g, w_a, w_g, q2)
     unbounded = qa <= 0.0  # Ĝ not clear of its noise: the whole range
     div = np.where(unbounded, 1.0, qa)
     low = np.where(unbounded, -1.0, np.clip((qb - disc) / div, -1.0, 1.0))

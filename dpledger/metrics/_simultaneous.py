@@ -75,7 +75,7 @@ from dataclasses import replace
 import numpy as np
 
 from dpledger.metrics._assemble import Batch, BoolArray
-from dpledger.metrics._intervals import method_name, quantile_factor
+from dpledger.metrics._intervals import fieller_spread, method_name, quantile_factor
 from dpledger.metrics._segments import FloatArray
 from dpledger.metrics._two_class import MACRO_KEYS
 from dpledger.types import Labels, MechanismKind
@@ -308,10 +308,10 @@ def class_bounds(
     w_n, w_d = (num * std).reshape(-1), (den * std).reshape(-1)  # in noise-s.d. units
     _, qs = quantile_factor(w_n[None, :] - _THETAS[:, None] * w_d[None, :], level, dist)
     q2 = float(np.max(qs)) ** 2
-    vn, vd, cv = float(w_n @ w_n), float(w_d @ w_d), float(w_n @ w_d)
+    vd, cv = float(w_d @ w_d), float(w_n @ w_d)
     a = d_hat * d_hat - q2 * vd
     b = n_hat * d_hat - q2 * cv
-    disc = np.sqrt(np.maximum(b * b - a * (n_hat * n_hat - q2 * vn), 0.0))
+    disc = fieller_spread(n_hat, d_hat, w_n, w_d, q2)
     div = np.where(a <= 0.0, 1.0, a)
     low, high = np.clip((b - disc) / div, 0.0, 1.0), np.clip((b + disc) / div, 0.0, 1.0)
     # unbounded (a ≤ 0), or empty within [0, 1] (every value rejected: probability ≤ the
