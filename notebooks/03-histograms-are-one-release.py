@@ -127,12 +127,13 @@ print(f"recorded Laplace scale: {scale[5]:.4f} (5 buckets), {scale[20]:.4f} (20)
 # exponential with mean b (up to OpenDP's 2⁻⁴⁰ grid), so b̂ = mean |η| over N
 # independent values is Gamma-distributed, and Chernoff's bound gives exact tails:
 # P(b̂ ≥ (1+t)·b) ≤ exp(−N·(t − ln(1+t))) and P(b̂ ≤ (1−t)·b) ≤ exp(−N·(−t − ln(1−t))).
-# Each of the four tails (up and down, for 5 and 20 buckets) is set to 2.5·10⁻⁵, so by
-# the union bound the assertions below fail by chance with probability < 10⁻⁴. The
-# noise std is reported as √2·b̂ (a Laplace std is √2·b).
+# Each of the four tails (up and down, for 5 and 20 buckets) is set to 2.5·10⁻⁹, so by
+# the union bound the assertions below fail by chance with probability < 10⁻⁸ (exactly,
+# from the Gamma tails: 6·10⁻¹⁰; at 10⁻⁴ it was 8·10⁻⁶, a test failure in every ~10⁵
+# runs). The noise std is reported as √2·b̂ (a Laplace std is √2·b).
 
 # %%
-ALPHA = 1e-4 / 4  # per tail: four tails, union bound < 1e-4
+ALPHA = 1e-8 / 4  # per tail: four tails, union bound < 1e-8
 
 
 def chernoff(n, alpha=ALPHA):
