@@ -73,12 +73,16 @@ def test_the_encoding_bias_is_covered_at_huge_eps_times_n(tmp_path: Path) -> Non
 
 
 def test_an_ordinary_release_still_covers_at_its_nominal_level(tmp_path: Path) -> None:
-    """The easy regime (ε = 1): the bound adds ~1e-8 relative to the bar; coverage ~95%."""
+    """The easy regime (ε = 1): the bound adds ~1.4e-5 relative to the bar; coverage ~95%."""
     before, after = _coverage(tmp_path, "1", 2000, 2400)
-    assert before == after  # the bound changes no release's verdict here
-    # 95% nominal (OpenDP's noise cannot be seeded): 4 binomial s.e. below is 0.9305, a
-    # false failure < 1e-4; 3805 of 4000 (0.951) measured
-    assert after >= 0.93 * 2000
+    # The bound widens the bar by 6e-8 (1.4e-5 of it): a release whose error falls in that
+    # sliver (noise density at the bar x width: 2.1e-6 per release, 0.4% of runs, measured
+    # 6 in 2,000) changes its verdict; 3 or more of 2,000 with probability 1.2e-8 (Poisson);
+    # a bound that mattered would move hundreds.
+    assert 0 <= after - before <= 2
+    # 95% nominal (OpenDP's noise cannot be seeded): 0.92 is 6.2 binomial s.e. below, a
+    # false failure of 5e-9 (0.93 failed in 4e-5 of runs); 3805 of 4000 (0.951) measured
+    assert after >= 0.92 * 2000
 
 
 @settings(max_examples=200, deadline=None)
