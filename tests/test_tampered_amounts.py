@@ -88,7 +88,9 @@ def test_other_forms_are_refused_quickly(text: str) -> None:
     start = time.monotonic()
     with pytest.raises(ValueError, match=r"not a budget amount|largest double|negative"):
         stored_amount(text)
-    assert time.monotonic() - start < 0.5
+    # microseconds when refused up front; Fraction("1e9999999") takes ~16 s. Not 0.5 s: a
+    # full garbage collection or a descheduled worker on a loaded 2-core CI stalls that long
+    assert time.monotonic() - start < 2
 
 
 @pytest.mark.parametrize("text", ["1e9999999", "1e99999", "-1/10", "1" + "0" * 310])
