@@ -66,13 +66,16 @@ def test_a_regression_release_at_level_099_returns_usable_intervals(tmp_path: Pa
     kw = {"y_clip": (25.0, 346.0), "y_pred_clip": (25.0, 346.0), "cap": 1.0}
     codec = records.record_regression_codec(**kw)  # type: ignore[arg-type]
     rng = np.random.default_rng(0)
-    y = rng.uniform(25, 346, 5000)
-    pred = np.clip(y + rng.normal(0, 30, 5000), 25, 346)
+    # 40,000 records, not 5,000: there the encoded Σ(residual²) coordinate was 3.2 noise
+    # scales, and an unseeded OpenDP draw below −8.5 (level 0.99) or −10 (0.995) scales
+    # flagged MSE (P ≈ 1.3e-4 a run); at 40,000 no coordinate's ±30-scale draw flags one
+    y = rng.uniform(25, 346, 40_000)
+    pred = np.clip(y + rng.normal(0, 30, y.size), 25, 346)
     agg = records.record_regression(y, pred, **kw).total()  # type: ignore[arg-type]
     with dl.Ledger.open(tmp_path / "l.db", policy, mode="create") as ledger:
         for level, region in ((0.99, "hospital-01"), (0.995, "hospital-02")):
             req = dl.ReleaseRequest(
-                epoch=0, metric="diabetes_regression", region=region, cohort=5000
+                epoch=0, metric="diabetes_regression", region=region, cohort=40_000
             )
             derived = dl.release_regression(ledger, req, agg, codec, level=level)
             assert all(iv.usable for iv in derived.intervals.values()), derived.table()
