@@ -312,15 +312,22 @@ def fieller_spread(
     (covering 0.29 at 95%; review stats). ``num``, ``den`` (R,); weights (R, d) or (d,).
     """
     num, den = np.asarray(num, dtype=np.float64), np.asarray(den, dtype=np.float64)
-    d = w_num.shape[-1]
-    wn = np.broadcast_to(w_num, (*num.shape, d))
-    wd = np.broadcast_to(w_den, (*num.shape, d))
-    squares = np.empty(num.shape)
-    step = max(1, _BLOCK_FLOATS // max(d, 1))  # rows per block: ~32 MB at most
-    for r0 in range(0, num.shape[0] if num.ndim else 1, step):
-        at = slice(r0, r0 + step) if num.ndim else ...
-        lin = den[at][..., None] * wn[at] - num[at][..., None] * wd[at]
-        squares[at] = np.sum(lin * lin, axis=-1)
+    if w_num.ndim == 1 and w_den.ndim == 1:  # weights shared by every row: O(R)
+        # w_N = α·w_D + w_⊥ (w_⊥ ⊥ w_D): Σ(D̂w_N − N̂w_D)² = (α·D̂ − N̂)²·vd + D̂²·|w_⊥|²
+        vd0 = float(w_den @ w_den)
+        alpha = float(w_num @ w_den) / vd0 if vd0 > 0 else 0.0
+        perp = w_num - alpha * w_den
+        squares = (alpha * den - num) ** 2 * vd0 + den * den * float(perp @ perp)
+    else:
+        d = w_num.shape[-1]
+        wn = np.broadcast_to(w_num, (*num.shape, d))
+        wd = np.broadcast_to(w_den, (*num.shape, d))
+        squares = np.empty(num.shape)
+        step = max(1, _BLOCK_FLOATS // max(d, 1))  # rows per block: ~32 MB at most
+        for r0 in range(0, num.shape[0], step):
+            at = slice(r0, r0 + step)
+            lin = den[at][..., None] * wn[at] - num[at][..., None] * wd[at]
+            squares[at] = np.sum(lin * lin, axis=-1)
     vn, vd = np.sum(w_num * w_num, axis=-1), np.sum(w_den * w_den, axis=-1)
     c = np.sum(w_num * w_den, axis=-1)
     disc = q2 * squares - q2 * q2 * np.maximum(vn * vd - c * c, 0.0)
