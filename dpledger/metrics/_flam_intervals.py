@@ -5,7 +5,7 @@ near-zero cell upward). Point estimates are plug-ins, clipped to each metric's r
 Intervals were chosen by measured coverage (``tests/test_coverage.py`` re-measures it,
 overall and among the releases not flagged; docs/intervals.md):
 
-* accuracy and the metrics equal to it with ``labels="all"`` (micro P/R/F1, weighted
+* accuracy and the metrics equal to it under either ``labels`` (micro P/R/F1, weighted
   recall): Fieller's interval for trace/total, joined, where the total only just passed
   its guard, with the interval conditional on its having passed
   (:func:`~._ratio.conditional_fieller`: releases passing in the marginal zone are those
@@ -161,7 +161,8 @@ class is bounded in [0, 1], not flagged (see :func:`_two_class_measured`)."""
 SPREAD_P = "MCC's predicted-class spread N² − Σp²"
 SPREAD_T = "MCC's true-class spread N² − Σt²"
 """A class is measured when its count exceeds this many times q·se (see the module doc)."""
-# With labels="all" these equal Σ diagonal / Σ all: a ratio of two linear sums.
+# With either labels these equal Σ diagonal / Σ all (an absent class adds 0 to every micro
+# sum and weighs 0): a ratio of two linear sums.
 _ACCURACY_LIKE = ("accuracy", "precision_micro", "recall_micro", "f1_micro", "recall_weighted")
 _BLOCK = 1 << 21  # floats per (R, C, C) weight array: bounds memory at ~16 MB
 
@@ -465,20 +466,21 @@ def _classification_batch(
             draws=draws, seed=seed, macro_include=macro if c == 2 else None,
         )  # fmt: skip
         methods = dict.fromkeys(CLASSIFICATION_KEYS, MONTE_CARLO)
-    if labels == "all":  # trace / total: Fieller's interval, under monte_carlo too (see there)
-        diag = np.zeros((c, c))
-        diag[np.arange(c), np.arange(c)] = 1.0
-        w_hits = np.broadcast_to((std * diag).reshape(-1), (r, c * c))
-        w_total = np.broadcast_to(std.reshape(-1), (r, c * c))
-        hits = np.trace(m, axis1=-2, axis2=-1)
-        guard = flag["accuracy"][0]  # the total's
-        interval, moved = conditional_fieller(
-            hits, dens[TOTAL], w_hits, w_total, guard, level, distribution, (0.0, 1.0)
-        )
-        base |= dict.fromkeys(_ACCURACY_LIKE, interval)
-        adjusted = dict.fromkeys(_ACCURACY_LIKE, moved)
-        conditional = _ACCURACY_LIKE
-        methods |= dict.fromkeys(_ACCURACY_LIKE, method_name("fieller", distribution))
+    # trace / total under either labels (an absent class adds 0 to each sum; a cut on the
+    # noisy t + p under-covered, review stats): Fieller's interval, under monte_carlo too
+    diag = np.zeros((c, c))
+    diag[np.arange(c), np.arange(c)] = 1.0
+    w_hits = np.broadcast_to((std * diag).reshape(-1), (r, c * c))
+    w_total = np.broadcast_to(std.reshape(-1), (r, c * c))
+    hits = np.trace(m, axis1=-2, axis2=-1)
+    guard = flag["accuracy"][0]  # the total's
+    interval, moved = conditional_fieller(
+        hits, dens[TOTAL], w_hits, w_total, guard, level, distribution, (0.0, 1.0)
+    )
+    base |= dict.fromkeys(_ACCURACY_LIKE, interval)
+    adjusted = dict.fromkeys(_ACCURACY_LIKE, moved)
+    conditional = _ACCURACY_LIKE
+    methods |= dict.fromkeys(_ACCURACY_LIKE, method_name("fieller", distribution))
     batch = assemble(lin, dens, cov, level=level, ranges=CLASSIFICATION_RANGES, guards=flag,
                      select=select, methods=methods, base=base, adjusted=adjusted,
                      conditional=conditional)  # fmt: skip

@@ -229,9 +229,9 @@ def classification_metrics_rows(
         )
         for name, v in per_class.items():
             out[f"{name}_macro"] = (v * mask).sum(axis=-1) / n_labels
-        tp_m = (tp * mask).sum(axis=-1)
-        pred_m = (pred_sum * mask).sum(axis=-1)
-        true_m = (true_sum * mask).sum(axis=-1)
+        # micro sums over every class: an absent class adds 0 to each, so they are the
+        # same for either ``labels``, and a noisy matrix's sums need no cut on the noise
+        tp_m, pred_m, true_m = tp.sum(axis=-1), pred_sum.sum(axis=-1), true_sum.sum(axis=-1)
         out["precision_micro"] = _div0(tp_m, pred_m)
         out["recall_micro"] = _div0(tp_m, true_m)
         out["f1_micro"] = _div0(2.0 * tp_m, true_m + pred_m)
@@ -239,6 +239,8 @@ def classification_metrics_rows(
             # scikit-learn falls back to the unweighted mean when every weight is 0.
             weighted = (v * weights).sum(axis=-1) / np.where(w_total > 0, w_total, 1.0)
             out[f"{name}_weighted"] = np.where(w_total > 0, weighted, out[f"{name}_macro"])
+        # Σ t·(tp/t) / Σ t = Σ tp / Σ t: recall_micro for either ``labels`` (review stats)
+        out["recall_weighted"] = out["recall_micro"]
         cov_tp = tp.sum(axis=-1) * total - (true_sum * pred_sum).sum(axis=-1)
         cov_pp = total * total - (pred_sum * pred_sum).sum(axis=-1)
         cov_tt = total * total - (true_sum * true_sum).sum(axis=-1)
