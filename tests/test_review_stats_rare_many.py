@@ -21,10 +21,10 @@ import math
 
 import numpy as np
 import pytest
+from coverage_cases import hard_confusion, published_floor
 
 from dpledger.metrics import flam
 from dpledger.metrics.uncertainty import classification_batch
-from tests.coverage_cases import hard_confusion, published_floor
 
 RELEASES = 20_000
 
