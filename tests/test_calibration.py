@@ -211,6 +211,10 @@ def test_single_column_csv_needs_no_column_name(tmp_path: Path) -> None:
         ("a.csv", "x\n1\n\uff11\n", "x", "line 3: '\uff11' is not a number"),  # full-width 1
         ("a.csv", "x\n\u0661\u0662\n", "x", "line 2: '\u0661\u0662' is not a number"),
         ("a.csv", "x\n1\n0x10\n", "x", "line 3: '0x10' is not a number"),
+        # review: one pattern over the joined column backtracked exponentially (30 cells
+        # before a bad one hung) and read a quoted cell "1\n2" as two numbers (exit 3)
+        ("a.csv", "x\n" + "1234\n" * 30 + "12a\n", "x", "line 32: '12a' is not a number"),
+        ("a.csv", 'x\n1\n"1\n2"\n', "x", r"line 3: '1\\n2' is not a number"),
         ("a.csv", "", None, "empty"),
         ("a.txt", "1\n", None, ".npy or .csv"),
     ],
