@@ -37,8 +37,9 @@ noise (every metric); fewer than half of the classes measured (a per-class avera
 would be mostly bound, and the few classes that pass are those whose noise inflated
 their count — measured among such releases, 0.83–0.86 covered), or, for a macro
 average at 3 or more classes, a class bounded with at most :data:`FEW_MEASURED` classes
-measured — from 17 classes only: at 3–16 classes (either ``labels``) the macro averages
-are never flagged by a class's count, and where a class is not far clear of the noise
+measured — never for a macro average since review stats (2026-12-03; at 3–16 classes
+before): at any class count (either ``labels``) the macro averages are never flagged by a
+class's count, and where a class is not far clear of the noise
 take the extreme averages of simultaneous per-class Fieller intervals over the class
 sets that may be present instead (:mod:`._simultaneous`; that flag was a cut on a rare
 class's noisy count, 0.62–0.93 covered among published releases, 0.55–0.82 with a class
