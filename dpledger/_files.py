@@ -23,6 +23,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from dpledger._sqlite_files import unheld
 from dpledger.errors import DpLedgerError, InvalidInput
@@ -36,6 +37,8 @@ __all__ = [
     "check_sqlite_name",
     "postgres_url",
     "read_bounded",
+    "redact_url",
+    "shown_location",
     "strict_json",
     "write_new",
 ]
@@ -124,7 +127,7 @@ def check_path_text(path: str | Path, what: str = "ledger path") -> str:
     return text
 
 
-_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+)://")  # 2+ letters: C://x is a drive
 _PG_SCHEMES = ("postgresql", "postgres")
 
 
@@ -148,6 +151,28 @@ def postgres_url(text: str, what: str = "ledger") -> str | None:
         f"the {what} is a {scheme}:// URL: a ledger is an SQLite file path or a "
         "postgresql:// URL (for a file whose path begins so, write it as ./PATH)"
     )
+
+
+def redact_url(url: str) -> str:
+    """``url`` without its password (in the user info or a ``password=`` parameter)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "postgresql://(an unreadable URL)"
+    netloc = parts.netloc
+    user, at, hosts = netloc.rpartition("@")
+    if at:
+        netloc = f"{user.partition(':')[0]}@{hosts}"
+    kept = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
+            if k.lower() != "password"]  # fmt: skip
+    query = urlencode(kept, quote_via=quote)  # libpq reads '+' literally, not as a space
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def shown_location(location: str) -> str:
+    """A ledger or key-store location as messages may show it: a PostgreSQL URL without
+    its password, a path as it is."""
+    return redact_url(location) if _SCHEME.match(location) else location
 
 
 SQLITE_SIDECARS = ("-wal", "-shm", "-journal")

@@ -35,6 +35,7 @@ OTHERS = ["mysql://u:s3cretpw@h/db", "sqlite:///ledger.db", "HTTP://h/x", "file+
         ("./mysql://x", None),  # a path that begins like a URL, written as ./
         ("dir/postgresql://x", None),
         ("C:/x.db", None),
+        ("C://dir/x.db", None),  # a one-letter "scheme" is a drive, not a URL
     ],
 )
 def test_the_scheme_rule(text: str, want: str | None) -> None:
@@ -104,3 +105,30 @@ def test_a_path_naming_a_directory_is_refused_and_creates_nothing(
         assert "names a directory" in capsys.readouterr().err
     assert sorted(os.listdir(tmp_path)) == ["sub"]
     assert os.listdir(tmp_path / "sub") == []
+
+
+def test_shown_location_drops_a_password_and_keeps_a_path() -> None:
+    from dpledger._files import shown_location
+
+    assert shown_location("postgresql://u:s3cret@h/db?password=x2&sslmode=require") == (
+        "postgresql://u@h/db?sslmode=require"
+    )
+    assert shown_location("dir/ledger.db") == "dir/ledger.db"
+
+
+@pytest.mark.postgres
+def test_key_commands_never_print_the_ledger_urls_password(
+    pg_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``keys create`` quoted the raw ``--ledger`` URL (password included) when the
+    ledger had no recorded policy; ``serve`` printed the key store's raw URL (review h38)."""
+    url = pg_url.replace("postgresql://postgres@", "postgresql://postgres:s3cretpw@", 1)
+    assert "s3cretpw" in url
+    assert main(["ledger", "init", "--policy", POLICY, "--ledger", url]) == 0
+    capsys.readouterr()
+    argv = ["keys", "create", "--ledger", url, "--name", "ci", "--action", "check",
+            "--region", "na", "--any-metric"]  # fmt: skip
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert "has released nothing yet" in err
+    assert "s3cretpw" not in out + err

@@ -144,3 +144,13 @@ def test_a_usage_error_under_json_is_a_json_object_too(
     out, err = capsys.readouterr()
     assert out == ""
     assert ": error: " in err
+
+
+def test_a_usage_error_under_an_abbreviated_json_flag_is_json_too(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """argparse accepts ``--js`` for ``--json``; the usage-error path looked for the
+    literal ``--json`` only (review h38)."""
+    assert main(["check", "--js", "--cohort", "x"]) == 2
+    out, _ = capsys.readouterr()
+    assert json.loads(out)["error"] == "invalid_input"

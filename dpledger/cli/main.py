@@ -403,7 +403,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(join_negative_numbers([a for a in argv if a != "--debug"]))
     except UsageError as e:  # the usage line is on standard error already
         say(str(e))  # argparse's own words: "dpledger plan: error: …"
-        if "--json" in argv:
+        if any(a.startswith("--j") and "--json".startswith(a) for a in argv):  # or --js
             json_error(InvalidInput(str(e)), EXIT_ERROR)
         return EXIT_ERROR
     args.debug = debug

@@ -20,7 +20,7 @@ import sys
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from dpledger._files import check_regular_file, postgres_url
+from dpledger._files import check_regular_file, postgres_url, shown_location
 from dpledger.cli.argtypes import ascii_int
 from dpledger.cli.main import EXIT_UNDELIVERED, committed_but_undelivered
 from dpledger.cli.output import Undelivered, json_text, say, write_out
@@ -97,8 +97,8 @@ def _check_names(scopes: Scopes, policy_file: str | None, ledger: str) -> None:
         if recorded is None:
             if names:
                 raise InvalidInput(
-                    f"cannot check the names {names}: the ledger {ledger} has released "
-                    "nothing yet, so it has no recorded policy; pass --policy FILE (the "
+                    f"cannot check the names {names}: the ledger {shown_location(ledger)} has "
+                    "released nothing yet, so it has no recorded policy; pass --policy FILE (the "
                     "policy the service will serve)"
                 )
             return
@@ -314,7 +314,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     shown = f"[{host}]" if ":" in host else host
     print(
         f"dpledger: serving {app.state.service.location} at {scheme}://{shown}:{port}/ "
-        f"(keys in {settings.keys_location}; Ctrl-C stops)",
+        f"(keys in {shown_location(settings.keys_location)}; Ctrl-C stops)",
         file=sys.stderr,
         flush=True,
     )

@@ -68,8 +68,8 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
+from dpledger._files import redact_url
 from dpledger.errors import LedgerNotFound, StoreError
 from dpledger.ledger.pgsql import APPEND_ONLY as _APPEND_ONLY
 from dpledger.ledger.pgsql import EPOCH_POLICIES, RELEASES, SCHEMA_1, SCHEMA_3_UPGRADE, SQL
@@ -122,22 +122,6 @@ def _bigints(values: Sequence[int]) -> bytes:
     return ("{" + ",".join(str(int(v)) for v in values) + "}").encode()
 
 
-def _redact(url: str) -> str:
-    """``url`` without its password (in the user info or a ``password=`` parameter)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "postgresql://(an unreadable URL)"
-    netloc = parts.netloc
-    user, at, hosts = netloc.rpartition("@")
-    if at:
-        netloc = f"{user.partition(':')[0]}@{hosts}"
-    kept = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
-            if k.lower() != "password"]  # fmt: skip
-    query = urlencode(kept, quote_via=quote)  # libpq reads '+' literally, not as a space
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-
-
 def _url_secrets(url: str) -> list[str]:
     """Text of ``url`` that may be a password, read without parsing it (libpq quotes an
     unparseable URL, or a token of it, in its error): what follows the user's ``:`` up to
@@ -170,7 +154,7 @@ class PostgresStore(PipelinedWrites, SqlStore):
     def __init__(self, url: str, mode: Mode = "write", *, timeout_s: float = 60.0) -> None:
         super().__init__(mode)
         self._url = url
-        self._location = _redact(url)
+        self._location = redact_url(url)
         self._timeout_s = timeout_s
         if _MISSING is not None:
             raise StoreError(

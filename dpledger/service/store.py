@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from dpledger import _sqlite_files as sqlite_files
-from dpledger._files import check_path_text, check_sqlite_name, postgres_url
+from dpledger._files import check_path_text, check_sqlite_name, postgres_url, redact_url
 from dpledger.errors import (
     InvalidInput,
     LedgerCorrupted,
@@ -223,12 +223,11 @@ class ServiceStore:
         try:
             import psycopg
 
-            from dpledger.ledger.postgres import _redact
         except ImportError as e:
             raise StoreError(
                 f"a PostgreSQL key store needs psycopg ({e}): pip install 'dpledger[postgres]'"
             ) from e
-        where = _redact(url)
+        where = redact_url(url)
         try:
             conn = psycopg.connect(url, autocommit=True, application_name="dpledger-service")
         except psycopg.Error as e:
