@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import io
 import os
 import shlex
 import sys
@@ -20,11 +19,9 @@ import traceback
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from tokenize import TokenError
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from dpledger._files import (
     check_path_text,
@@ -33,6 +30,7 @@ from dpledger._files import (
     read_bounded,
     strict_json,
 )
+from dpledger._npy import load_npy
 from dpledger._shown import shown
 from dpledger.approval import ReleaseRequest, Verdict
 from dpledger.cli.argtypes import Parser, UsageError, ascii_float, ascii_int, join_negative_numbers
@@ -167,28 +165,6 @@ def _read_json(path: str, what: str, *, numbers: bool = False) -> Any:
         raise InvalidInput(f"cannot read {what} {path}: JSON nested too deeply") from None
 
 
-def _load_npy(data: bytes) -> npt.NDArray[Any]:
-    """An ``.npy`` array from its bytes, its header checked before anything is allocated."""
-    f = io.BytesIO(data)
-    version = np.lib.format.read_magic(f)
-    if version == (1, 0):
-        shape, _, dtype = np.lib.format.read_array_header_1_0(f)
-    elif version in ((2, 0), (3, 0)):
-        shape, _, dtype = np.lib.format.read_array_header_2_0(f)
-    else:
-        raise ValueError(f"unsupported .npy version {version}")
-    size = int(np.prod(shape, dtype=object)) if shape else 1
-    if size > MAX_AGGREGATE_VALUES:
-        raise ValueError(f"claims {size:,} values, {_TOO_MANY}")
-    if dtype.hasobject:
-        raise ValueError("holds Python objects; save a numeric array")
-    if len(data) < f.tell() + size * dtype.itemsize:
-        raise ValueError("is shorter than its header says (truncated)")
-    f.seek(0)
-    arr: npt.NDArray[Any] = np.load(f, allow_pickle=False)
-    return arr
-
-
 def load_aggregate(path: str) -> Any:
     """An aggregate from ``.npy`` or JSON (a number or a list of numbers), unvalidated:
     the ledger's checks read it by type (JSON ``true`` beside numbers is refused there as
@@ -199,17 +175,10 @@ def load_aggregate(path: str) -> Any:
     p = Path(path)
     if p.suffix == ".npy":
         data = _read_file(path, "aggregate", _MAX_JSON_BYTES)
-        try:
-            return _load_npy(data)
-        except (ValueError, EOFError) as e:
-            raise InvalidInput(f"cannot read aggregate {path}: {e}") from None
-        # numpy parses the untrusted header with Python's tokenizer and literal_eval, which
-        # raise more than ValueError on malformed text (review cli: exit 3 before)
-        except (TypeError, OverflowError, SyntaxError, TokenError) as e:
-            raise InvalidInput(
-                f"cannot read aggregate {path}: its .npy header is malformed ({e}); "
-                "save the array with numpy.save"
-            ) from None
+        try:  # the header checked before allocating (dpledger._npy)
+            return load_npy(data, MAX_AGGREGATE_VALUES)
+        except ValueError as e:
+            raise InvalidInput(f"cannot read aggregate {path}: it {e}") from None
     data = _read_json(path, "aggregate", numbers=True)
     try:
         arr = np.asarray(data)

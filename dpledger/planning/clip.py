@@ -28,6 +28,7 @@ import numpy.typing as npt
 
 from dpledger import mechanisms as mech
 from dpledger._files import read_bounded, write_new
+from dpledger._npy import load_npy
 from dpledger._shown import shown
 from dpledger.errors import InvalidInput, PlotUnavailable
 from dpledger.planning._clip_args import LARGEST, check_args, clip_low, normal_or_zero
@@ -171,10 +172,10 @@ def load_held_out(path: str | os.PathLike[str], column: str | None = None) -> np
         if column is not None:
             raise InvalidInput(f"{p}: a .npy file holds one array; --column applies to CSV only")
         data = _read_held_out(p)  # its own InvalidInput (a ValueError): not wrapped twice
-        try:
-            arr = np.load(io.BytesIO(data), allow_pickle=False)
-        except (ValueError, EOFError) as e:
-            raise InvalidInput(f"cannot read held-out values from {p}: {e}") from e
+        try:  # the header checked before allocating: 2**40 values claimed is not 8 TiB
+            arr = load_npy(data)
+        except ValueError as e:
+            raise InvalidInput(f"cannot read held-out values from {p}: it {e}") from None
         return np.asarray(arr)
     if suffix != ".csv":
         raise InvalidInput(f"{p}: held-out values must be a .npy or .csv file")
