@@ -20,6 +20,7 @@ import os
 import re
 import stat
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -41,6 +42,7 @@ __all__ = [
     "shown_location",
     "strict_json",
     "write_new",
+    "write_replacing",
 ]
 
 Fail = Callable[[str], DpLedgerError]
@@ -395,6 +397,37 @@ def write_new(path: str | os.PathLike[str], write: Callable[[BinaryIO], object],
         raise InvalidInput(f"cannot write {what} {p}: {e.strerror or e}") from None
     except BaseException:
         _remove_if_same(p, made)
+        raise
+    return p
+
+
+def write_replacing(
+    path: str | os.PathLike[str], write: Callable[[BinaryIO], object], what: str
+) -> Path:
+    """Fill a new temporary beside ``path`` with ``write(file)``, then rename it over
+    ``path``: complete or absent, never half a file. The caller has decided that ``path``
+    may be replaced. The temporary has a random name created with O_EXCL (a predictable
+    one, or a symlink planted there, is never followed or truncated), and a failure removes
+    only that temporary, if it is still the file this call made."""
+    p = Path(path)
+    try:
+        fd, name = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".partial")
+    except OSError as e:
+        raise InvalidInput(f"cannot write {what} {p}: {e.strerror or e}") from None
+    tmp = Path(name)
+    umask = os.umask(0o022)  # mkstemp makes 0600: the file gets what open() would give it
+    os.umask(umask)
+    os.fchmod(fd, 0o666 & ~umask)
+    made = os.fstat(fd)
+    try:
+        with open(fd, "wb") as f:
+            write(f)
+        os.replace(tmp, p)
+    except OSError as e:
+        _remove_if_same(tmp, made)
+        raise InvalidInput(f"cannot write {what} {p}: {e.strerror or e}") from None
+    except BaseException:
+        _remove_if_same(tmp, made)
         raise
     return p
 

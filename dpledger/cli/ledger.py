@@ -8,13 +8,11 @@ schema in place, keeping every hash. Exit codes are :mod:`dpledger.cli.main`'s.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 from pathlib import Path
 from typing import Any
 
 from dpledger import _sqlite_files as sqlite_files
-from dpledger._files import SQLITE_SIDECARS
+from dpledger._files import SQLITE_SIDECARS, write_replacing
 from dpledger.accounting import PLD_MAX_EPSILON, PLD_MIN_EPSILON, pld_installed
 from dpledger.cli.argtypes import ascii_fraction
 from dpledger.cli.main import (
@@ -277,15 +275,11 @@ def _cmd_export(args: argparse.Namespace) -> int:
                 write_out(line.rstrip("\n"), flush=False)
             write_out(None)
             return EXIT_OK
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.partial")
-        try:
-            with tmp.open("w", encoding="utf-8") as out:
-                out.writelines(lines)
-            os.replace(tmp, target)  # complete or absent: never half an export
-        except OSError as e:
-            with contextlib.suppress(OSError):  # no tmp (the parent is a file, a name too
-                tmp.unlink(missing_ok=True)  # long): the refusal below is the answer
-            raise InvalidInput(f"cannot write --out {target}: {e.strerror}") from None
+        write_replacing(
+            target,
+            lambda f: f.writelines(line.encode("utf-8") for line in lines),
+            "--out",
+        )  # complete or absent; its temporary is new, random and only ever its own
     return EXIT_OK
 
 
