@@ -21,6 +21,7 @@ def test_key_scopes_are_not_checked_against_another_ledgers_policy(tmp_path: Pat
                  "--cohort", "5000", "--aggregate", str(agg)]) == 0  # fmt: skip
     keys = tmp_path / "k.db"
     argv = ["keys", "create", "--ledger", str(ledger), "--keys", str(keys), "--name", "t",
-            "--action", "release", "--region", "eu-west", "--any-metric", "--policy", SPATIAL]  # fmt: skip
+            "--action", "release", "--region", "eu-west", "--any-metric",
+            "--policy", SPATIAL]  # fmt: skip
     assert main(argv) == 2  # eu-west is spatial-eval's region, not cross-silo-eval's
     assert not keys.exists()

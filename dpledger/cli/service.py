@@ -92,6 +92,13 @@ def _check_names(scopes: Scopes, policy_file: str | None, ledger: str) -> None:
     if policy_file:
         _ledger_exists(ledger)
         policy, whose = Policy.load(policy_file), "policy"
+        recorded = _recorded_policy(ledger)
+        if recorded is not None and recorded.name != policy.name:  # as serve and releases
+            raise InvalidInput(
+                f"--policy is {policy.name!r}, but the ledger {shown_location(ledger)} is "
+                f"bound to {recorded.name!r}: give a version of {recorded.name!r} (or no "
+                "--policy, to check against the one it recorded)"
+            )
     else:
         recorded = _recorded_policy(ledger)
         if recorded is None:
