@@ -176,6 +176,8 @@ def test_labels_and_units_that_cannot_be_read_are_refused_without_their_text() -
         (["1.5"], "dtype <U3"),
         ([decimal.Decimal("1.5")], "dtype object"),
         (np.ma.masked_array([1.0, 99.0], mask=[False, True]), "masked array"),
+        (memoryview(b"a"), "raw bytes"),  # np.asarray: the count 97 (review hsafe)
+        (bytearray(b"\x01\x02"), "raw bytes"),
         ([np.ma.masked_array([1.0, 99.0], mask=[False, True])], "masked array"),
         ([np.timedelta64(3, "s"), 2**70], "dtype object"),
         (np.array([np.timedelta64(3, "s")]), "dtype timedelta64"),

@@ -45,7 +45,7 @@ def read_real(values: object, *, copy: bool = True) -> tuple[FloatArray | None, 
     objects); one beyond the largest double is ±inf, as a float of that size is, for the
     finiteness check to refuse. Refused: booleans (alone, or beside numbers in a list:
     numpy would promote a flag to a count; audit 6, G3), a null (``None``, named as one),
-    text, complex, ``Decimal``,
+    text, complex, ``Decimal``, raw bytes (a ``bytearray``, a ``memoryview`` of bytes),
     dates and other objects, a masked array, alone or in a list (its masked values would
     be used).
     """
@@ -81,6 +81,8 @@ def _read_real(values: object, copy: bool) -> tuple[FloatArray | None, str]:
     """:func:`read_real`'s reading; any error of the caller's object propagates to it."""
     if isinstance(values, np.ma.MaskedArray):  # np.asarray would unmask it silently
         return None, "a masked array: its masked values would be used; send a plain array"
+    if _raw_bytes(values):  # np.asarray reads the bytes of b"a" as the count 97
+        return None, _BYTES
     if isinstance(values, list | tuple):
         odd = _odd_elements(values)
         if odd:
@@ -104,6 +106,18 @@ def _read_real(values: object, copy: bool) -> tuple[FloatArray | None, str]:
 _NULL = "a null (None) is not a number; send numbers only (fill or drop a missing value)"
 
 
+_BYTES = (
+    "raw bytes (a bytearray or a memoryview of bytes, which numpy reads as small "
+    "integers); send numbers: a float, a list or a numpy array"
+)
+
+
+def _raw_bytes(v: object) -> bool:
+    """A bytearray, or a memoryview of bytes (a typed buffer, e.g. of float64, reads as
+    itself and is not raw bytes)."""
+    return isinstance(v, bytearray) or (isinstance(v, memoryview) and v.format in ("B", "b", "c"))
+
+
 def _odd_elements(values: list[Any] | tuple[Any, ...]) -> str:
     """Why a list or tuple (nested or not) cannot be read as numbers by type: a bool or a
     masked array among its elements (numpy would promote or unmask them); else ""."""
@@ -121,6 +135,8 @@ def _odd_elements(values: list[Any] | tuple[Any, ...]) -> str:
             return "booleans among the numbers (a flag is not a count); send numbers only"
         if any(issubclass(t, np.ma.MaskedArray) for t in kinds):
             return "a masked array among the rows: its masked values would be used"
+        if (bytearray in kinds or memoryview in kinds) and any(map(_raw_bytes, v)):
+            return _BYTES
         if list in kinds or tuple in kinds or any(issubclass(t, np.ndarray) for t in kinds):
             for x in v:
                 if isinstance(x, list | tuple):
