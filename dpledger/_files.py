@@ -15,13 +15,14 @@ not SQLite's own, since SQLite would delete or overwrite it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import stat
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
@@ -388,16 +389,8 @@ def write_new(path: str | os.PathLike[str], write: Callable[[BinaryIO], object],
         raise InvalidInput(f"{what} {p} exists: remove it or choose another name") from None
     except OSError as e:
         raise InvalidInput(f"cannot write {what} {p}: {e.strerror or e}") from None
-    made = os.fstat(f.fileno())
-    try:
-        with f:
-            write(f)
-    except OSError as e:  # a full disk, a file-size limit: the caller's to fix
-        _remove_if_same(p, made)
-        raise InvalidInput(f"cannot write {what} {p}: {e.strerror or e}") from None
-    except BaseException:
-        _remove_if_same(p, made)
-        raise
+    with _removed_on_failure(p, os.fstat(f.fileno()), f"{what} {p}"), f:
+        write(f)
     return p
 
 
@@ -418,18 +411,26 @@ def write_replacing(
     umask = os.umask(0o022)  # mkstemp makes 0600: the file gets what open() would give it
     os.umask(umask)
     os.fchmod(fd, 0o666 & ~umask)
-    made = os.fstat(fd)
-    try:
+    with _removed_on_failure(tmp, os.fstat(fd), f"{what} {p}"):
         with open(fd, "wb") as f:
             write(f)
         os.replace(tmp, p)
-    except OSError as e:
-        _remove_if_same(tmp, made)
-        raise InvalidInput(f"cannot write {what} {p}: {e.strerror or e}") from None
-    except BaseException:
-        _remove_if_same(tmp, made)
-        raise
     return p
+
+
+@contextlib.contextmanager
+def _removed_on_failure(made_path: Path, made: os.stat_result, shown: str) -> Iterator[None]:
+    """On any failure, remove ``made_path`` if it is still the file this call created; an
+    OSError (a full disk, a file-size limit: the caller's to fix) is InvalidInput naming
+    ``shown``."""
+    try:
+        yield
+    except OSError as e:
+        _remove_if_same(made_path, made)
+        raise InvalidInput(f"cannot write {shown}: {e.strerror or e}") from None
+    except BaseException:
+        _remove_if_same(made_path, made)
+        raise
 
 
 def _remove_if_same(p: Path, made: os.stat_result) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import struct
 from pathlib import Path
 
 from dpledger import Policy
@@ -101,3 +102,11 @@ def policy(**fields: str) -> Policy:
 def spatial() -> Policy:
     """The shipped example policy."""
     return Policy.load(SPATIAL)
+
+
+def npy_with_header(header: str, body: bytes = b"\0" * 8) -> bytes:
+    """An .npy file (version 1.0) with this header text, padded as numpy pads it, and
+    ``body``: for headers numpy itself would never write."""
+    h = header.encode("latin1")
+    h += b" " * (64 - (10 + len(h) + 1) % 64) + b"\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h + body

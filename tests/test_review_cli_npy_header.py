@@ -4,20 +4,14 @@ than ``ValueError`` on it (``TokenError``, ``TypeError``, ``OverflowError``)."""
 
 from __future__ import annotations
 
-import struct
 from pathlib import Path
 
 import pytest
+from factories import npy_with_header
 
 from dpledger.cli.main import main
 
 POLICY = str(Path(__file__).resolve().parents[1] / "policies" / "spatial-eval.toml")
-
-
-def _npy(header: str, body: bytes = b"\0" * 8) -> bytes:
-    h = header.encode("latin1")
-    h += b" " * (64 - (10 + len(h) + 1) % 64) + b"\n"
-    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h + body
 
 
 HEADERS = {
@@ -33,7 +27,7 @@ def test_a_malformed_npy_header_is_bad_input(
     name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     agg = tmp_path / "sum.npy"
-    agg.write_bytes(_npy(HEADERS[name]))
+    agg.write_bytes(npy_with_header(HEADERS[name]))
     ledger = tmp_path / "l.db"
     assert main(["ledger", "init", "--policy", POLICY, "--ledger", str(ledger)]) == 0
     before = ledger.read_bytes()

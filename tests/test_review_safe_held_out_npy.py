@@ -8,21 +8,14 @@ reader checked the header first; the held-out reader did not (both use dpledger.
 
 from __future__ import annotations
 
-import struct
 from pathlib import Path
 
 import pytest
+from factories import npy_with_header
 
 from dpledger.cli.main import main
 from dpledger.errors import InvalidInput
 from dpledger.planning.clip import load_held_out
-
-
-def _npy(header: str, body: bytes = b"\0" * 64) -> bytes:
-    h = header.encode("latin1")
-    h += b" " * (64 - (10 + len(h) + 1) % 64) + b"\n"
-    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h + body
-
 
 HEADERS = {
     "huge shape": "{'descr': '<f8', 'fortran_order': False, 'shape': (1099511627776,), }",
@@ -34,7 +27,7 @@ HEADERS = {
 @pytest.mark.parametrize("header", list(HEADERS.values()), ids=list(HEADERS))
 def test_a_held_out_npy_header_is_bad_input(header: str, tmp_path: Path) -> None:
     path = tmp_path / "held.npy"
-    path.write_bytes(_npy(header))
+    path.write_bytes(npy_with_header(header))
     with pytest.raises(InvalidInput):
         load_held_out(path)
     argv = ["calibrate", "--held-out", str(path), "--epsilon", "1", "--cohort", "100"]
