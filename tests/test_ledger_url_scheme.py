@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 import pytest
+from factories import SPATIAL
 
 import dpledger as dl
 from dpledger._files import postgres_url
@@ -21,7 +22,7 @@ from dpledger.cli.main import main
 from dpledger.errors import InvalidInput
 from dpledger.service.store import ServiceStore
 
-POLICY = str(Path(__file__).resolve().parents[1] / "policies" / "spatial-eval.toml")
+POLICY = str(SPATIAL)
 OTHERS = ["mysql://u:s3cretpw@h/db", "sqlite:///ledger.db", "HTTP://h/x", "file+x://y"]
 
 

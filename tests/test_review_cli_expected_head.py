@@ -8,11 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from factories import SPATIAL
 
 from dpledger import Ledger, Policy, ReleaseRequest
 from dpledger.cli.main import main
 
-POLICY = str(Path(__file__).resolve().parents[1] / "policies" / "spatial-eval.toml")
+POLICY = str(SPATIAL)
 
 
 def _ledger(tmp_path: Path) -> tuple[str, tuple[int, str]]:

@@ -11,10 +11,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from factories import SPATIAL
 
 from dpledger.cli.main import main
 
-POLICY = str(Path(__file__).resolve().parents[1] / "policies" / "spatial-eval.toml")
+POLICY = str(SPATIAL)
 SILO = str(Path(__file__).resolve().parents[1] / "policies" / "cross-silo.toml")
 
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from factories import SPATIAL
 
 from dpledger.cli.main import main
 
-POLICY = str(Path(__file__).resolve().parents[1] / "policies" / "spatial-eval.toml")
+POLICY = str(SPATIAL)
 
 
 @pytest.mark.parametrize("length", [215, 240, 250])

@@ -8,10 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from factories import SPATIAL
 
 from dpledger.cli.main import main
 
-POLICY = str(Path(__file__).resolve().parents[1] / "policies" / "spatial-eval.toml")
+POLICY = str(SPATIAL)
 
 
 def test_export_to_a_name_without_room_for_its_temporary_is_bad_input(

@@ -7,10 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from factories import SPATIAL
 
 from dpledger.cli.main import main
 
-POLICY = str(Path(__file__).resolve().parents[1] / "policies" / "spatial-eval.toml")
+POLICY = str(SPATIAL)
 
 
 def test_export_out_with_a_nul_byte_is_bad_input(

@@ -4,15 +4,15 @@ password was only scrubbed after a successful parse."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("psycopg")
 
+from factories import SPATIAL
+
 from dpledger.cli.main import main
 
-POLICY = str(Path(__file__).resolve().parents[1] / "policies" / "spatial-eval.toml")
+POLICY = str(SPATIAL)
 URLS = [
     "postgresql://u:s3cretpw@[::1/x",  # unclosed IPv6 host: libpq quotes the URI
     "postgres://u:s3cret%zzpw@h/x",  # bad percent-encoding: libpq quotes the token
