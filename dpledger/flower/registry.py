@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from flwr.app import ConfigRecord, Message, RecordDict
@@ -244,39 +244,40 @@ def check_sampling(strategy: object) -> None:
     """Refuse a ``fraction_evaluate`` outside [0, 1] in ``strategy`` or any strategy it
     wraps: Flower samples ``int(n × fraction)`` of n nodes, so above 1 FedAvg waits forever
     for nodes that cannot connect (below 0 it raises mid-run)."""
-    seen = set()
-    while strategy is not None and id(strategy) not in seen:
-        seen.add(id(strategy))
-        value = getattr(strategy, "fraction_evaluate", None)
-        if (
-            isinstance(value, int | float)
-            and not isinstance(value, bool)
-            and not 0.0 <= value <= 1.0  # NaN too
-        ):
+    for s in _wrapped(strategy):
+        value = _number(s, "fraction_evaluate")
+        if value is not None and not 0.0 <= value <= 1.0:  # NaN too
             raise InvalidInput(
-                f"{type(strategy).__name__}.fraction_evaluate is {value!r}: it must be in "
+                f"{type(s).__name__}.fraction_evaluate is {value!r}: it must be in "
                 "[0, 1] (above 1 Flower samples more nodes than connect and waits forever)"
             )
-        strategy = getattr(strategy, "strategy", None)
 
 
 def _minimum(strategy: object) -> int:
     """The most nodes ``strategy`` waits for when it samples: its own
-    ``min_available_nodes`` / ``min_evaluate_nodes`` and those of every strategy it wraps
-    (Flower's DP wrappers keep their FedAvg in ``.strategy`` and delegate sampling to it)."""
-    need, seen = 0, set()
+    ``min_available_nodes`` / ``min_evaluate_nodes`` and those of every strategy it wraps."""
+    values = (
+        _number(s, name)
+        for s in _wrapped(strategy)
+        for name in ("min_available_nodes", "min_evaluate_nodes")
+    )
+    return max((math.ceil(v) for v in values if v is not None and math.isfinite(v)), default=0)
+
+
+def _wrapped(strategy: object) -> Iterator[object]:
+    """``strategy`` and each strategy it wraps (Flower's DP wrappers keep theirs in
+    ``.strategy`` and delegate sampling to it), each once (a cycle ends the walk)."""
+    seen: set[int] = set()
     while strategy is not None and id(strategy) not in seen:
         seen.add(id(strategy))
-        for name in ("min_available_nodes", "min_evaluate_nodes"):
-            value = getattr(strategy, name, 0)
-            if (
-                isinstance(value, int | float)
-                and not isinstance(value, bool)
-                and math.isfinite(value)
-            ):
-                need = max(need, math.ceil(value))
+        yield strategy
         strategy = getattr(strategy, "strategy", None)
-    return need
+
+
+def _number(strategy: object, name: str) -> float | None:
+    """``strategy.name`` if it is a plain int or float (not a bool), else None."""
+    value = getattr(strategy, name, None)
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 class _Population(Grid):
