@@ -17,7 +17,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["load_npy"]
+__all__ = ["TooManyValues", "load_npy"]
+
+
+class TooManyValues(ValueError):
+    """The header claims more values than the caller's ``limit`` (refused before reading)."""
 
 
 def load_npy(data: bytes, limit: int | None = None) -> npt.NDArray[Any]:
@@ -36,7 +40,7 @@ def load_npy(data: bytes, limit: int | None = None) -> npt.NDArray[Any]:
             raise ValueError(f"is an unsupported .npy version {version}")
         size = int(np.prod(shape, dtype=object)) if shape else 1
         if limit is not None and size > limit:
-            raise ValueError(f"claims {size:,} values, more than the {limit:,} it may hold")
+            raise TooManyValues(f"claims {size:,} values, more than the {limit:,} it may hold")
         if dtype.hasobject:
             raise ValueError("holds Python objects; save a numeric array")
         if len(data) < f.tell() + size * dtype.itemsize:  # never allocate past the bytes

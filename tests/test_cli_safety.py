@@ -186,6 +186,7 @@ def test_an_npy_header_claiming_1e11_values_is_refused_before_allocating(
     proc = cli("check", *at(tmp_path / "l.db"), "--request", files["req"], "--aggregate", str(path))
     assert proc.returncode == 2
     assert "100,000,000,000 values" in proc.stderr
+    assert "pass one metric's aggregate" in proc.stderr  # what to do, as for a JSON file
     no_traceback(proc.stderr)
 
 

@@ -30,7 +30,7 @@ from dpledger._files import (
     read_bounded,
     strict_json,
 )
-from dpledger._npy import load_npy
+from dpledger._npy import TooManyValues, load_npy
 from dpledger._shown import shown
 from dpledger.approval import ReleaseRequest, Verdict
 from dpledger.cli.argtypes import Parser, UsageError, ascii_float, ascii_int, join_negative_numbers
@@ -66,9 +66,10 @@ EXIT_UNDELIVERED = EXIT_REFUSED
 """Committed (or done) but the result could not be written: the same code as a refusal."""
 MAX_AGGREGATE_VALUES = 100_000
 """An aggregate file may hold at most this many numbers (a policy's largest dimension)."""
+_HINT = "pass one metric's aggregate, its value or its vector of bins or cells"
 _TOO_MANY = (
     f"more than the {MAX_AGGREGATE_VALUES:,} an aggregate may hold (no metric of a policy "
-    "has more): pass one metric's aggregate, its value or its vector of bins or cells"
+    f"has more): {_HINT}"
 )
 _MAX_JSON_BYTES = 8 << 20  # 8 MiB: 100,000 numbers in JSON (or .npy) fit several times over
 
@@ -177,6 +178,8 @@ def load_aggregate(path: str) -> Any:
         data = _read_file(path, "aggregate", _MAX_JSON_BYTES)
         try:  # the header checked before allocating (dpledger._npy)
             return load_npy(data, MAX_AGGREGATE_VALUES)
+        except TooManyValues as e:
+            raise InvalidInput(f"cannot read aggregate {path}: it {e}; {_HINT}") from None
         except ValueError as e:
             raise InvalidInput(f"cannot read aggregate {path}: it {e}") from None
     data = _read_json(path, "aggregate", numbers=True)
