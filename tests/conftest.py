@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from _stores import StoreUnderTest, closed_port
+from hypothesis import settings
 
 if TYPE_CHECKING:
     from pgserver import PgServer
@@ -29,6 +30,12 @@ if TYPE_CHECKING:
 # Flower reads these when flwr is first imported, whichever test module imports it first
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 os.environ.setdefault("FLWR_DISABLE_UPDATE_CHECK", "1")
+
+# Property tests draw the same examples on every run (a seed from each test's own
+# code), so CI cannot fail by chance; HYPOTHESIS_PROFILE=explore draws new ones.
+settings.register_profile("ci", derandomize=True, database=None)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 _PG_SKIP_REASON = pytest.StashKey[str]()
 _BROWSER_SKIP_REASON = pytest.StashKey[str]()
