@@ -276,7 +276,10 @@ class Gate:
                 key.require(action)
             except NotPermitted as e:
                 log.warning("%s refused: %s", key.principal, e)
-                await run_in_threadpool(self._state.log_refusal, key, action, None, e, 403)
+                try:
+                    await run_in_threadpool(self._state.log_refusal, key, action, None, e, 403)
+                except DpLedgerError as lost:  # the refusal stands; only its log line is lost
+                    log.error("could not log a refusal of %s: %s", key.principal, lost)
                 await _json(403, error_body(e, 403))(scope, receive, secured)
                 return
         unknown = self._unknown_query(route, scope)
