@@ -123,6 +123,11 @@ def _keys_location(args: argparse.Namespace) -> str:
     return str(args.keys or default_location(args.ledger))
 
 
+def _owner(args: argparse.Namespace) -> str | None:
+    """The ledger whose default key store is opened (None when ``--keys`` names one)."""
+    return None if args.keys else str(args.ledger)
+
+
 def _key_line(k: ApiKey) -> str:
     scopes = k.scopes
     regions = "any" if scopes.regions is None else ",".join(scopes.regions)
@@ -165,7 +170,7 @@ def cmd_keys_create(args: argparse.Namespace) -> int:
     scopes = _scopes(args)
     location = _keys_location(args)  # no --ledger: named before anything reads it
     _check_names(scopes, args.policy, args.ledger)
-    with ServiceStore.open(location, create=True) as store:
+    with ServiceStore.open(location, create=True, ledger=_owner(args)) as store:
         made, record = store.create_key(args.name, scopes)
         where = store.location
         try:
@@ -210,7 +215,7 @@ def _unshown_key(store: ServiceStore, record: ApiKey, why: str) -> int:
 
 def cmd_keys_revoke(args: argparse.Namespace) -> int:
     """``dpledger keys revoke KEY_ID``: the key stops working at once, on every replica."""
-    with ServiceStore.open(_keys_location(args)) as store:
+    with ServiceStore.open(_keys_location(args), ledger=_owner(args)) as store:
         record = store.revoke(args.key_id)
     text = f"revoked {record.key_id} ({record.name}) at {record.revoked_at}"
     try:
@@ -222,7 +227,7 @@ def cmd_keys_revoke(args: argparse.Namespace) -> int:
 
 def cmd_keys_list(args: argparse.Namespace) -> int:
     """``dpledger keys list``: every key's id, name, scopes and state (never a secret)."""
-    with ServiceStore.open(_keys_location(args), read_only=True) as store:
+    with ServiceStore.open(_keys_location(args), read_only=True, ledger=_owner(args)) as store:
         records = store.list_keys()
     if args.json:
         write_out(json_text([k.as_dict() for k in records]))

@@ -115,7 +115,9 @@ class ServiceState:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.policy = settings.policy
-        self.store = ServiceStore.open(settings.keys_location)
+        self.store = ServiceStore.open(
+            settings.keys_location, ledger=None if settings.keys else settings.ledger
+        )
         self._pool: queue.Queue[Ledger] = queue.Queue()
         self._open: list[Ledger] = []
         try:

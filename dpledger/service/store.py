@@ -59,6 +59,7 @@ REFUSALS_KEPT = 10_000
 """How many of the newest refusals the log keeps (older ones are pruned)."""
 _SCHEMA_VERSION = "1"
 _PRUNE_EVERY = 500
+_OWNER = "ledger_file"  # the ledger whose default location made a SQLite store
 _PG_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('dpledger-service', 0))"
 
 
@@ -141,7 +142,14 @@ class ServiceStore:
     # -- opening ----------------------------------------------------------------------
 
     @classmethod
-    def open(cls, location: str, *, create: bool = False, read_only: bool = False) -> ServiceStore:
+    def open(
+        cls,
+        location: str,
+        *,
+        create: bool = False,
+        read_only: bool = False,
+        ledger: str | None = None,
+    ) -> ServiceStore:
         """Open the store at ``location`` (a path, or the ledger's PostgreSQL URL).
 
         ``create=True`` creates it if missing (``dpledger keys create``); otherwise a
@@ -150,13 +158,25 @@ class ServiceStore:
         a directory, an empty (0-byte) file or any file that is not a key store is refused
         and left byte-identical, never adopted. ``read_only=True`` (``dpledger keys
         list``) keeps that read-only connection: nothing is written at all.
+
+        ``ledger``: the SQLite ledger whose default store (:func:`default_location`) this
+        is. Several ledger names share one (``eval.v1`` and ``eval.v2`` both map to
+        ``eval.keys.db``), so a store made there records its ledger's file name, and is
+        refused (:class:`InvalidInput`) to any other: one ledger's keys never open another's.
         """
         if not isinstance(location, str) or not location:
             raise InvalidInput("the key store location must be a path or a postgresql:// URL")
         check_path_text(location, "key store location")
         url = postgres_url(location, "key store location")
         if url is None:
-            return cls._open_sqlite(location, create, read_only)
+            owner = None if ledger is None or _is_pg(ledger) else Path(ledger).name
+            store = cls._open_sqlite(location, create, read_only, owner)
+            try:
+                store._check_owner(owner)
+            except BaseException:
+                store.close()
+                raise
+            return store
         store = cls._open_pg(url)
         try:
             if not store._exists():
@@ -169,7 +189,9 @@ class ServiceStore:
         return store
 
     @classmethod
-    def _open_sqlite(cls, path: str, create: bool, read_only: bool) -> ServiceStore:
+    def _open_sqlite(
+        cls, path: str, create: bool, read_only: bool, owner: str | None
+    ) -> ServiceStore:
         check_sqlite_name(path, "key store path")  # never a name SQLite gives its own files
         p = Path(path)
         try:
@@ -179,7 +201,7 @@ class ServiceStore:
         if not present:
             if not create:
                 raise LedgerNotFound(_missing(path))
-            cls._build_sqlite(p)
+            cls._build_sqlite(p, owner)
         store_files.check_file(p, write=not read_only)
         conn, copy = store_files.connect(p, read_only=True, private=read_only)
         try:
@@ -205,18 +227,31 @@ class ServiceStore:
         return store
 
     @classmethod
-    def _build_sqlite(cls, target: Path) -> None:
-        """Create a complete key store at ``target`` (:func:`store_files.build`)."""
+    def _build_sqlite(cls, target: Path, owner: str | None) -> None:
+        """Create a complete key store at ``target`` (:func:`store_files.build`), recording
+        ``owner``, the file name of the ledger whose default store it is."""
 
         def fill(tmp: Path) -> None:
             built = cls(str(tmp), sqlite3.connect(str(tmp), isolation_level=None), pg=False)
             try:
                 built._run("PRAGMA journal_mode=WAL")
                 built._create()
+                if owner is not None:
+                    built._run(built._sql["set_meta"], (_OWNER, owner))
             finally:
                 built.close()
 
         store_files.build(target, fill)
+
+    def _check_owner(self, owner: str | None) -> None:
+        """Refuse a store that another ledger's default location made (see :meth:`open`)."""
+        rows = [] if owner is None else self._query("meta", (_OWNER,))
+        if rows and str(rows[0][0]) != owner:
+            raise InvalidInput(
+                f"the key store {self.location} was made for the ledger {str(rows[0][0])!r}, "
+                f"not {owner!r} (names like eval.v1 and eval.v2 share one default key store): "
+                f"pass --keys PATH to name {owner!r}'s own (this file, if the ledger was renamed)"
+            )
 
     @classmethod
     def _open_pg(cls, url: str) -> ServiceStore:
