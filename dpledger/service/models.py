@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dpledger.approval import MAX_COHORT, MAX_EPOCH, ReleaseRequest, Verdict
 from dpledger.ledger import Entry, Release
-from dpledger.types import Budget, Unit
+from dpledger.types import MAX_DIMENSION, Budget, Unit
 
 __all__ = [
     "MAX_AGGREGATE_VALUES",
@@ -39,8 +39,9 @@ __all__ = [
     "verdict_out",
 ]
 
-MAX_AGGREGATE_VALUES = 100_000
-"""The most numbers an aggregate may hold: the largest dimension a policy admits."""
+MAX_AGGREGATE_VALUES = MAX_DIMENSION
+"""The most numbers an aggregate may hold: the largest dimension a policy admits (a
+histogram's bins are not held to it: the service refuses at start a policy with more)."""
 
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 Aggregate = FiniteFloat | Annotated[list[FiniteFloat], Field(max_length=MAX_AGGREGATE_VALUES)]

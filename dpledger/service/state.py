@@ -33,6 +33,7 @@ from dpledger.policy import Policy
 from dpledger.service.auth import Authenticator
 from dpledger.service.keys import ApiKey
 from dpledger.service.store import Refusal, ServiceStore, default_location
+from dpledger.types import MAX_DIMENSION
 
 __all__ = [
     "BODY_OVERHEAD",
@@ -84,6 +85,13 @@ class Settings:
         if isinstance(self.max_body_bytes, bool) or not 1024 <= self.max_body_bytes <= 1 << 30:
             raise InvalidInput(
                 f"max_body_bytes must lie in [1 KiB, 1 GiB], got {shown(self.max_body_bytes)}"
+            )
+        wide = [n for n, spec in self.policy.metrics.items() if spec.size > MAX_DIMENSION]
+        if wide:  # a histogram's len(edges) + 1 is not held to MAX_DIMENSION by the policy
+            raise InvalidInput(
+                f"the service takes aggregates of at most {MAX_DIMENSION:,} values, and metric "
+                f"{wide[0]!r} has {self.policy.metrics[wide[0]].size:,}: it could never be "
+                "released over the API; give it fewer bins (or release it with the library)"
             )
         needed = body_bytes_needed(self.policy)
         if self.max_body_bytes < needed:
