@@ -160,7 +160,7 @@ def scope_first(action: Action) -> Callable[[Request], Awaitable[None]]:
             return
         try:  # the refusal log keeps the request's public fields when they are valid
             req: ReleaseRequest | None = ReleaseRequest.model_validate(fields)
-        except ValidationError:
+        except (ValidationError, InvalidInput):  # dpledger's models raise InvalidInput
             req = None
         request.scope.setdefault("state", {})["subject"] = (action, req)
         key.require(action, region, metric)
