@@ -23,6 +23,10 @@ BROKEN = {
     "an extra field": {"cohort": 1000, "shard": 3},
     "no cohort": {},
 }
+NAMES = {  # the region is out of scope; the metric is broken or missing
+    "metric a number": {"region": "south", "metric": 5, "cohort": 1000},
+    "no metric": {"region": "south", "cohort": 1000},
+}
 
 
 @pytest.mark.parametrize("path", ["/v1/check", "/v1/releases"])
@@ -51,3 +55,22 @@ def test_in_scope_the_same_request_is_still_a_422(app: Any, site: Site) -> None:
     r = call(app, "POST", "/v1/releases", json={"request": request, "aggregate": 800.0},
              headers=site.auth("north"))  # fmt: skip
     assert r.status_code == 422, r.text
+
+
+@pytest.mark.parametrize("case", list(NAMES))
+def test_a_region_out_of_scope_is_403_whatever_the_metric(app: Any, site: Site, case: str) -> None:
+    request = {"epoch": 0, **NAMES[case]}
+    before = snapshot(site.ledger)
+    r = call(app, "POST", "/v1/releases", json={"request": request, "aggregate": 800.0},
+             headers=site.auth("north"))  # fmt: skip
+    assert r.status_code == 403, r.text
+    assert r.json()["failed_checks"] == ["scope: region south"]
+    assert snapshot(site.ledger) == before
+
+
+def test_a_metric_out_of_scope_is_403_whatever_the_region(app: Any, site: Site) -> None:
+    request = {"epoch": 0, "metric": "loss_b", "region": ["north"], "cohort": 1000}
+    r = call(app, "POST", "/v1/check", json={"request": request, "aggregate": 800.0},
+             headers=site.auth("north"))  # fmt: skip
+    assert r.status_code == 403, r.text
+    assert r.json()["failed_checks"] == ["scope: metric loss_b"]

@@ -129,13 +129,16 @@ IdempotencyKey = Annotated[
 # -- release approval ----------------------------------------------------------------
 
 
+_NAMED = ("region", "metric")
+
+
 def scope_first(action: Action) -> Callable[[Request], Awaitable[None]]:
     """A dependency deciding the key's region and metric scopes before the body is validated.
 
-    It reads only the request's public ``region`` and ``metric`` (as sent, once they are
-    strings), so an out-of-scope key gets 403, and a line in the refusal log, whatever
+    It reads only the request's public ``region`` and ``metric`` (as sent, each one that is
+    a string), so an out-of-scope key gets 403, and a line in the refusal log, whatever
     else the body holds: the answer to "may this key spend there?" never waits on, or
-    depends on, the aggregate. A body too broken to name them is left to validation.
+    depends on, the aggregate. A body too broken to name either is left to validation.
     """
 
     async def check_scope(request: Request) -> None:
@@ -153,9 +156,9 @@ def scope_first(action: Action) -> Callable[[Request], Awaitable[None]]:
         fields = data.get("request") if isinstance(data, dict) else None
         if not isinstance(fields, dict):
             return
-        region, metric = fields.get("region"), fields.get("metric")
-        if not (isinstance(region, str) and isinstance(metric, str)):
-            return
+        # each as sent when it is a string: a region out of scope is a 403 whatever the
+        # metric holds (or lacks), and the other way round
+        region, metric = (v if isinstance(v, str) else None for v in map(fields.get, _NAMED))
         if key.scopes.missing(action, region, metric) is None:
             return
         try:  # the refusal log keeps the request's public fields when they are valid
