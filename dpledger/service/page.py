@@ -63,6 +63,7 @@ class PageData:
     eval_budget: Budget
     regions: tuple[str, ...]
     budgets: tuple[tuple[int, str, Budget, Budget], ...]  # epoch, region, spent, remaining
+    epoch_budgets: tuple[tuple[int, Budget], ...]  # each epoch's own (its bound policy's)
     releases: tuple[Entry, ...]  # newest first
     refusals: tuple[Refusal, ...]  # newest first
     head: tuple[int, str]
@@ -84,6 +85,7 @@ def collect(state: ServiceState, viewer: ApiKey) -> PageData:
             for r in names
             if admits(ledger, e, r)  # not one that neither this policy nor e's has
         )
+        bound = {e: ledger.epoch_policy(e) or state.policy for e in epochs}
         recent = ledger.entries(after=max(0, head[0] - ROWS_SHOWN))
     p = state.policy
     return PageData(
@@ -91,6 +93,7 @@ def collect(state: ServiceState, viewer: ApiKey) -> PageData:
         eval_budget=Budget(p.eval_budget, p.unit),
         regions=tuple(names),
         budgets=budgets,
+        epoch_budgets=tuple((e, Budget(b.eval_budget, b.unit)) for e, b in bound.items()),
         releases=tuple(reversed(recent)),
         refusals=tuple(state.store.refusals(ROWS_SHOWN)),
         head=head,
@@ -121,7 +124,7 @@ def _chart(d: PageData) -> str:
     legend_w = sum(24 + 7 * len(r) for r in regions)
     width = max(left + group_w * len(epochs) + 10, left + legend_w, 540)
     bar_w = (group_w - 14) / max(1, len(regions))
-    total = float(d.eval_budget) or 1.0
+    budget_of = dict(d.epoch_budgets)
     parts = [
         f"<svg id='burndown' role='img' width='{width}' height='{top + plot_h + 58}' "
         f"aria-label='{_e(CHART_LABEL)}'>",
@@ -137,14 +140,15 @@ def _chart(d: PageData) -> str:
             rem = left_of.get((epoch, region))
             if rem is None:
                 continue
-            frac = min(1.0, float(rem) / total)
+            total = budget_of.get(epoch, d.eval_budget)
+            frac = min(1.0, float(rem) / (float(total) or 1.0))
             h = plot_h * frac
             color = _PALETTE[j % len(_PALETTE)]
             parts.append(
                 f"<rect class='bar' data-epoch='{epoch}' data-region='{_e(region)}' "
                 f"x='{x0 + j * bar_w:.1f}' y='{top + plot_h - h:.1f}' width='{bar_w - 2:.1f}' "
                 f"height='{h:.1f}' fill='{color}'><title>epoch {epoch}, {_e(region)}: "
-                f"{_e(rem)} of {_e(d.eval_budget)} left</title></rect>"
+                f"{_e(rem)} of {_e(total)} left</title></rect>"
             )
         parts.append(
             f"<text x='{x0 + (group_w - 14) / 2:.1f}' y='{top + plot_h + 14}' font-size='11' "
@@ -152,7 +156,7 @@ def _chart(d: PageData) -> str:
         )
     parts.append(
         f"<text x='{left}' y='{top + plot_h + 30}' font-size='11'>epoch → ; each bar: the "
-        f"share of the epoch's {_e(d.eval_budget)} a client of its region has left</text>"
+        "share of its epoch's budget a client of its region has left</text>"
     )
     x = left
     for j, region in enumerate(regions):
@@ -168,11 +172,11 @@ def _chart(d: PageData) -> str:
 
 def _budget_rows(d: PageData) -> str:
     rows = []
-    total = float(d.eval_budget) or 1.0
+    budget_of = dict(d.epoch_budgets)  # an epoch bound to another version has its budget
     order = {r: i for i, r in enumerate(d.regions)}
     newest_first = sorted(d.budgets, key=lambda row: (-row[0], order.get(row[1], 0)))
     for epoch, region, spent, rem in newest_first:
-        used = 100 * float(spent) / total
+        used = 100 * float(spent) / (float(budget_of.get(epoch, d.eval_budget)) or 1.0)
         rows.append(
             f"<tr data-epoch='{epoch}' data-region='{_e(region)}'><td class='num'>{epoch}</td>"
             f"<td>{_e(region)}</td><td class='num spent' title='{_e(spent.text)}'>"
