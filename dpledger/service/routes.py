@@ -227,6 +227,11 @@ def release(
     returns the recorded release; the same id from another principal, or with another
     request, is a 409 conflict."""
     req = body.request
+    if len(request.headers.getlist("idempotency-key")) > 1:  # only the first would count
+        raise InvalidInput(
+            "the Idempotency-Key header is given more than once: give it once (a retry "
+            "must name the same release id, whichever copy a proxy keeps)"
+        )
     if idempotency_key is not None:
         if req.release_id not in (None, idempotency_key):
             raise InvalidInput(
