@@ -23,7 +23,7 @@ from dpledger.errors import InvalidInput
 from dpledger.ledger import Ledger
 from dpledger.policy import Policy
 from dpledger.service import Settings, create_app
-from dpledger.service.store import default_location
+from dpledger.service.store import ServiceStore, default_location
 
 
 def _ledger(path: Path, policy: Policy) -> str:
@@ -78,3 +78,21 @@ def test_a_key_made_for_one_ledger_does_not_open_another_ledgers_service(
         assert call(app, "POST", "/v1/releases", json=body(), headers=headers).status_code == 401
     finally:
         app.state.service.close()
+
+
+def test_a_store_made_before_it_recorded_its_ledger_is_claimed_by_the_next_keys_create(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = policy_text()
+    (tmp_path / "policy.toml").write_text(text)
+    policy = Policy.from_toml(text, source="policy.toml")
+    one = _ledger(tmp_path / "eval.v1", policy)
+    two = _ledger(tmp_path / "eval.v2", policy)
+    with ServiceStore.open(default_location(one), create=True):  # as an older dpledger made it
+        pass
+    create = ["keys", "create", "--name", "team", "--action", "read"]
+    assert main([*create, "--ledger", one]) == 0  # claims it for eval.v1
+    assert main([*create, "--ledger", two]) == 2
+    assert "--keys" in capsys.readouterr().err
+    with pytest.raises(InvalidInput, match=r"eval\.v1"):
+        create_app(Settings(ledger=two, policy=policy))

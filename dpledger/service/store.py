@@ -172,7 +172,7 @@ class ServiceStore:
             owner = None if ledger is None or _is_pg(ledger) else Path(ledger).name
             store = cls._open_sqlite(location, create, read_only, owner)
             try:
-                store._check_owner(owner)
+                store._check_owner(owner, claim=create and not read_only)
             except BaseException:
                 store.close()
                 raise
@@ -243,9 +243,17 @@ class ServiceStore:
 
         store_files.build(target, fill)
 
-    def _check_owner(self, owner: str | None) -> None:
-        """Refuse a store that another ledger's default location made (see :meth:`open`)."""
-        rows = [] if owner is None else self._query("meta", (_OWNER,))
+    def _check_owner(self, owner: str | None, *, claim: bool) -> None:
+        """Refuse a store that another ledger's default location made (see :meth:`open`).
+        ``claim`` (``keys create``): a store made before stores recorded their ledger is
+        recorded as ``owner``'s, the ledger it now adds a key for."""
+        if owner is None:
+            return
+        rows = self._query("meta", (_OWNER,))
+        if not rows and claim:
+            with self._transaction():  # a racing claim for another ledger keeps its own
+                self._run(self._sql["set_meta"], (_OWNER, owner))
+            rows = self._query("meta", (_OWNER,))
         if rows and str(rows[0][0]) != owner:
             raise InvalidInput(
                 f"the key store {self.location} was made for the ledger {str(rows[0][0])!r}, "
