@@ -21,8 +21,9 @@ is needed: a read-only copy or another user's ledger verifies in place); a ledge
 or left with a WAL by a crashed writer, is read through a read-only connection, which
 never checkpoints the WAL into the file nor removes it; one left with a ``-wal`` but no
 ``-shm`` (a copy of a crashed ledger), where SQLite would create the ``-shm``, is read from
-a private copy (:mod:`dpledger.ledger.sqlite_copy`). Neither takes SQLite's locks, so a
-read handle reconnects when the file or its sidecars changed (:mod:`.sqlite_fresh`).
+a private copy (:mod:`dpledger.ledger.sqlite_copy`), and so is one left with a hot
+rollback journal (rolled back in the copy). Neither takes SQLite's locks, so a read handle
+reconnects when the file or its sidecars changed (:mod:`.sqlite_fresh`).
 A path named like SQLite's own files (``…-wal``, ``…-shm``, ``…-journal``) is refused,
 and so is opening ``X`` while a file SQLite would take for ``X``'s journal is not one
 (another database named ``X-wal``): SQLite would delete or overwrite it.
@@ -55,7 +56,7 @@ from dpledger.errors import (
     StoreError,
 )
 from dpledger.ledger.schema import SCHEMA_VERSION, missing_hint
-from dpledger.ledger.sqlite_copy import drop_copy, log_without_index, private_copy
+from dpledger.ledger.sqlite_copy import drop_copy, read_copy
 from dpledger.ledger.sqlite_errors import is_access, is_damage
 from dpledger.ledger.sqlite_fresh import Seen, identity, seen, successor
 from dpledger.ledger.sqlite_sql import (
@@ -165,12 +166,13 @@ class SqliteStore(SqlStore):
         path = quote(str(p.resolve()))
         if self.mode != "read":
             return f"file:{path}?mode=rw"
-        if any(Path(f"{p.resolve()}{s}").exists() for s in ("-wal", "-shm")):
+        if Path(f"{p.resolve()}-wal").exists():
             # in use, or a writer crashed: read through its WAL; a read-only connection
             # never checkpoints, so it neither writes the file nor removes the WAL
             return f"file:{path}?mode=ro"
-        # nobody has it open (a WAL ledger in use always has its -wal and -shm): read the
-        # file as it is, creating no -wal/-shm beside it and needing no write permission
+        # nobody has it open (a WAL ledger in use always has its -wal, made before its -shm
+        # and removed after it; a -shm alone is a copy's, and mode=ro would add a -wal):
+        # read the file as it is, creating nothing beside it, needing no write permission
         return f"file:{path}?immutable=1"
 
     def _connect(self, p: Path | None) -> sqlite3.Connection:
@@ -228,12 +230,10 @@ class SqliteStore(SqlStore):
     def _target(self, p: Path) -> tuple[Path, str]:
         """The file to open for ``p`` and its URI: a private copy when a read would create
         a ``-shm`` beside it (see :mod:`dpledger.ledger.sqlite_copy`)."""
-        name = os.path.realpath(p)
-        if self.mode == "read" and log_without_index(name):
-            copy = private_copy(p, name)
-            if copy is not None:
-                self._copy_gone = weakref.finalize(self, drop_copy, copy.parent)
-                return copy, f"file:{quote(str(copy))}?mode=ro"
+        found = read_copy(p, os.path.realpath(p)) if self.mode == "read" else None
+        if found is not None:  # a -wal without its -shm, or a hot journal
+            self._copy_gone = weakref.finalize(self, drop_copy, found[0].parent)
+            return found
         return p, self._uri(p)
 
     def _drop_copy(self) -> None:

@@ -1,4 +1,5 @@
-"""A private copy to read a ledger left with a ``-wal`` but no ``-shm``.
+"""A private copy to read a ledger left with a ``-wal`` but no ``-shm``, or with a hot
+rollback journal.
 
 SQLite reads a WAL database only through its ``-shm`` (the index of the log), and creates
 one beside the file when none is there, even on a read-only connection: a read of a copy
@@ -10,6 +11,13 @@ there: nothing is created or changed beside the ledger, and no write permission 
 needed. The copy costs the ledger's size in the system's temporary directory while the
 read handle is open; when the ledger or its sidecars change, the handle reconnects
 (:mod:`.sqlite_fresh`): to a new copy, or in place once a ``-shm`` is there.
+
+A ledger in rollback-journal mode whose writer was killed mid-transaction has a hot
+``-journal``: the file holds pages of a transaction that never committed, which the next
+writer rolls back. Read ``immutable``, SQLite ignores the journal and the torn file read as
+"damaged … restore it from a backup"; read ``mode=ro``, SQLite refuses it (it must roll
+back first). So the file and its journal are copied alike and the copy, opened read-write
+(it is private), is rolled back there: the read sees the committed ledger (review 39).
 """
 
 from __future__ import annotations
@@ -17,13 +25,17 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
+from urllib.parse import quote
 
 from dpledger import _sqlite_files as sqlite_files
 from dpledger.errors import StoreError
 
-__all__ = ["drop_copy", "log_without_index", "private_copy"]
+__all__ = ["drop_copy", "hot_journal", "log_without_index", "private_copy", "read_copy"]
+
+_JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")  # a rollback journal's live header
 
 _Seen = tuple[tuple[int, int, int], tuple[int, int, int]]
 
@@ -33,35 +45,65 @@ def log_without_index(name: str) -> bool:
     return os.path.lexists(f"{name}-wal") and not os.path.lexists(f"{name}-shm")
 
 
-def _seen(name: str) -> _Seen | None:
-    """The file and its log as they are (inode, size, change time), or None when the
-    log is gone or a ``-shm`` appeared (someone opened it: it is read in place)."""
+def hot_journal(name: str) -> bool:
+    """Whether the database at the resolved path ``name`` has no ``-wal`` and a ``-journal``
+    with a live header (a transaction's, not yet committed or rolled back); read without
+    blocking or writing (the sidecar check already refused anything not SQLite's)."""
+    if os.path.lexists(f"{name}-wal"):
+        return False
     try:
-        db, wal = os.stat(name), os.stat(f"{name}-wal")
+        fd = os.open(f"{name}-journal", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        return stat.S_ISREG(os.fstat(fd).st_mode) and os.read(fd, 8) == _JOURNAL_MAGIC
+    finally:
+        os.close(fd)
+
+
+def read_copy(p: Path, name: str) -> tuple[Path, str] | None:
+    """The private copy to read the database ``p`` (resolved: ``name``) from and its URI,
+    when it has a ``-wal`` without a ``-shm`` or a hot journal; else None."""
+    side = "-wal" if log_without_index(name) else "-journal" if hot_journal(name) else None
+    copy = private_copy(p, name, side) if side is not None else None
+    if copy is None:
+        return None
+    return copy, f"file:{quote(str(copy))}?mode={'ro' if side == '-wal' else 'rw'}"
+
+
+def _seen(name: str, side: str = "-wal") -> _Seen | None:
+    """The file and its ``side`` file as they are (inode, size, change time), or None when
+    that is gone or no longer calls for a copy (a ``-shm`` appeared beside a log: someone
+    opened it, and it is read in place; a ``-wal`` appeared beside a journal)."""
+    try:
+        db, wal = os.stat(name), os.stat(f"{name}{side}")
     except OSError:
         return None
-    if os.path.lexists(f"{name}-shm"):
+    if os.path.lexists(f"{name}-shm" if side == "-wal" else f"{name}-wal"):
         return None
     return (db.st_ino, db.st_size, db.st_mtime_ns), (wal.st_ino, wal.st_size, wal.st_mtime_ns)
 
 
-def private_copy(p: Path, name: str) -> Path | None:
-    """A copy of the database ``p`` (resolved: ``name``) and its ``-wal``, in a new private
-    temporary directory (remove it with :func:`drop_copy`); None when it stopped being a
-    log without an index meanwhile (then read it in place). A file that keeps changing
-    while it is copied is a :class:`StoreError`."""
+def private_copy(p: Path, name: str, side: str = "-wal") -> Path | None:
+    """A copy of the database ``p`` (resolved: ``name``) and its ``side`` file (``-wal`` or
+    ``-journal``), in a new private temporary directory (remove it with :func:`drop_copy`);
+    None when it stopped calling for a copy meanwhile (then read it in place). A file that
+    keeps changing while it is copied is a :class:`StoreError`."""
+    why = "a writer killed mid-transaction left a hot -journal"
+    if side == "-wal":
+        why = "it has a -wal but no -shm (a copy of a crashed ledger?)"
     try:
         where = Path(tempfile.mkdtemp(prefix="dpledger-read-"))
     except OSError as e:  # no usable temporary directory (read-only, missing, full)
         raise StoreError(
-            f"cannot read {p}: it has a -wal but no -shm (a copy of a crashed ledger?), so it "
-            f"is read from a private copy, and no temporary directory could be made for it "
-            f"({e.strerror or e}); set TMPDIR to a writable directory, then retry"
+            f"cannot read {p}: {why}, so it is read from a private copy, and no temporary "
+            f"directory could be made for it ({e.strerror or e}); set TMPDIR to a writable "
+            "directory, then retry"
         ) from e
     copy = where / "ledger.db"
     try:
         for _ in range(3):
-            before = _seen(name)
+            before = _seen(name, side)
             if before is None:
                 drop_copy(where)
                 return None
@@ -72,27 +114,26 @@ def private_copy(p: Path, name: str) -> Path | None:
             try:
                 with sqlite_files.unheld(p, refuse):  # a copy's descriptor drops no lock
                     shutil.copyfile(name, copy)
-                    shutil.copyfile(f"{name}-wal", f"{copy}-wal")
+                    shutil.copyfile(f"{name}{side}", f"{copy}{side}")
             except FileNotFoundError:  # a writer checkpointed and removed the log meanwhile
                 if not where.is_dir():  # no: the temporary directory itself went away
                     raise
                 continue  # _seen decides again: read in place, or copy again
-            if _seen(name) == before:
+            if _seen(name, side) == before:
                 return copy
     except OSError as e:
         drop_copy(where)
         raise StoreError(
-            f"cannot read {p}: it has a -wal but no -shm (a copy of a crashed ledger?), so "
-            f"it is read from a private copy, and copying it failed: {e.strerror}; copy the "
-            f"file and its -wal elsewhere and read that copy"
+            f"cannot read {p}: {why}, so it is read from a private copy, and copying it "
+            f"failed: {e.strerror}; copy the file and its {side} elsewhere and read that copy"
         ) from e
     except BaseException:
         drop_copy(where)
         raise
     drop_copy(where)
     raise StoreError(
-        f"{p} changed each time it was copied to be read (it has a -wal but no -shm, and a "
-        f"process is writing it): retry"
+        f"{p} changed each time it was copied to be read ({why}, and a process is writing "
+        f"it): retry"
     )
 
 
