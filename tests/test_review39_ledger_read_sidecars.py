@@ -102,3 +102,23 @@ def test_a_hot_rollback_journal_is_rolled_back_in_a_private_copy_by_a_read(
         assert len(ledger) == 1
         assert ledger.verify().ok
     assert not Path(f"{base}-journal").exists()
+
+
+def test_a_key_store_with_a_shm_without_its_wal_is_read_without_creating_a_file(
+    tmp_path: Path,
+) -> None:
+    from dpledger.service.keys import Scopes
+    from dpledger.service.store import ServiceStore
+
+    keys = tmp_path / "L.keys.db"
+    with ServiceStore.open(str(keys), create=True) as store:
+        store.create_key("team", Scopes(("read",), None, None))
+    conn = sqlite3.connect(keys)
+    conn.execute("SELECT count(*) FROM sqlite_master").fetchall()
+    shutil.copyfile(f"{keys}-shm", tmp_path / "kept-shm")
+    conn.close()
+    (tmp_path / "kept-shm").rename(f"{keys}-shm")
+    before = _files(tmp_path)
+    with ServiceStore.open(str(keys), read_only=True) as store:
+        assert [k.name for k in store.list_keys()] == ["team"]
+    assert _files(tmp_path) == before

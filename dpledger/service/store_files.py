@@ -22,7 +22,7 @@ from dpledger._creating import check_room, remove_dead, temp_for
 from dpledger._files import SQLITE_SIDECARS, check_sidecars
 from dpledger._sqlite_files import check_sqlite_file
 from dpledger.errors import StoreError
-from dpledger.ledger.sqlite_copy import drop_copy, log_without_index, private_copy
+from dpledger.ledger.sqlite_copy import drop_copy, read_copy
 
 __all__ = ["build", "check_file", "connect"]
 
@@ -52,22 +52,21 @@ def connect(
     Read-only, it writes nothing: through the WAL when one is beside it (a read-only
     connection never checkpoints), else ``immutable`` (no ``-wal``/``-shm`` is made).
     ``private``: a store left with a ``-wal`` but no ``-shm``, where SQLite would create
-    the ``-shm``, is read from a private copy (:mod:`dpledger.ledger.sqlite_copy`).
+    the ``-shm``, or with a hot journal, is read from a private copy
+    (:mod:`dpledger.ledger.sqlite_copy`).
     """
     # before SQLite adopts a file beside it (skipped while this process has it open)
     sqlite_files.unless_held(p, lambda: check_sidecars(str(p), "key store"))
     if not read_only:  # before SQLite creates a -wal/-shm it could not use
         sqlite_files.check_writable(p, "key store")
-    path, target, copy = quote(str(p.resolve())), p, None
-    name = os.path.realpath(p)
-    if private and read_only and log_without_index(name):
-        copy = private_copy(p, name)
-    where = None if copy is None else copy.parent  # the directory drop_copy removes
-    if copy is not None:
-        target, uri = copy, f"file:{quote(str(copy))}?mode=ro"
+    path, target = quote(str(p.resolve())), p
+    found = read_copy(p, os.path.realpath(p)) if private and read_only else None
+    where = None if found is None else found[0].parent  # the directory drop_copy removes
+    if found is not None:  # a -wal without its -shm, or a hot journal
+        target, uri = found
     elif not read_only:
         uri = f"file:{path}?mode=rw"
-    elif any(Path(f"{p.resolve()}{s}").exists() for s in ("-wal", "-shm")):
+    elif Path(f"{p.resolve()}-wal").exists():  # a -shm alone is a copy's: mode=ro adds a -wal
         uri = f"file:{path}?mode=ro"
     else:
         uri = f"file:{path}?immutable=1"
