@@ -56,8 +56,8 @@ from dpledger.errors import (
     StoreError,
 )
 from dpledger.ledger.schema import SCHEMA_VERSION, missing_hint
-from dpledger.ledger.sqlite_copy import drop_copy, read_copy
-from dpledger.ledger.sqlite_errors import is_access, is_damage
+from dpledger.ledger.sqlite_copy import drop_copy, lacks_table, read_copy
+from dpledger.ledger.sqlite_errors import is_access, is_damage, not_a_ledger
 from dpledger.ledger.sqlite_fresh import Seen, identity, seen, successor
 from dpledger.ledger.sqlite_sql import (
     INSERT_ENTRY,
@@ -180,6 +180,8 @@ class SqliteStore(SqlStore):
             sqlite_files.unless_held(p, lambda: check_sidecars(self._path))
             if self.mode != "read":  # before SQLite creates a -wal/-shm it could not use
                 sqlite_files.check_writable(p, "SQLite ledger")
+                if lacks_table(p, "dpl_meta"):  # before SQLite recovers another's WAL
+                    raise NotALedger(not_a_ledger(self._path))
         options: dict[str, Any] = {"timeout": self._timeout_s, "isolation_level": None,
                                    "check_same_thread": False}  # fmt: skip
         self._seen = None
@@ -208,10 +210,7 @@ class SqliteStore(SqlStore):
                     "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'dpl_meta'"
                 ).fetchall()
             ):
-                raise NotALedger(
-                    f"{self._path} is an SQLite database but not a dpledger ledger (no "
-                    "dpl_meta table); use another path for a new ledger"
-                )
+                raise NotALedger(not_a_ledger(self._path))
         except sqlite3.DatabaseError as e:
             sqlite_files.close(conn)
             self._drop_copy()

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import sqlite3
 import stat
 import tempfile
 from pathlib import Path
@@ -33,7 +34,14 @@ from urllib.parse import quote
 from dpledger import _sqlite_files as sqlite_files
 from dpledger.errors import StoreError
 
-__all__ = ["drop_copy", "hot_journal", "log_without_index", "private_copy", "read_copy"]
+__all__ = [
+    "drop_copy",
+    "hot_journal",
+    "lacks_table",
+    "log_without_index",
+    "private_copy",
+    "read_copy",
+]
 
 _JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")  # a rollback journal's live header
 
@@ -142,3 +150,24 @@ def drop_copy(where: Path | None) -> None:
     if where is not None:
         with contextlib.suppress(OSError):
             shutil.rmtree(where)
+
+
+def lacks_table(p: Path, table: str) -> bool:
+    """Whether the SQLite database file ``p`` itself, read ``immutable`` (no sidecar opened,
+    nothing written), has no table ``table``; False when it has it or cannot be read so.
+
+    A writer asks first: SQLite opening another application's database read-write
+    recovers its WAL and, on closing, checkpoints it into that file and deletes its ``-wal``
+    and ``-shm`` (review 39). A ledger's tables are always in its file, whatever its WAL
+    holds: it is built, closed (checkpointed) and only then linked into place."""
+    uri = f"file:{quote(os.path.realpath(p))}?immutable=1"
+    try:
+        conn = sqlite_files.connect(p, uri)
+        try:
+            return not conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+            ).fetchall()
+        finally:
+            sqlite_files.close(conn)
+    except sqlite3.Error:
+        return False  # whoever opens it next says why

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
-__all__ = ["is_access", "is_damage"]
+__all__ = ["is_access", "is_damage", "not_a_ledger"]
 
 _ACCESS = frozenset({3, 8, 14})  # SQLITE_PERM, SQLITE_READONLY, SQLITE_CANTOPEN
 _DAMAGED = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB: the file, not the moment
@@ -30,3 +30,11 @@ _MISSING = ("no such table: dpl_", "no such column: ")
 def is_access(e: sqlite3.Error) -> bool:
     """Whether SQLite could not open the file for lack of permission (it may be fine)."""
     return getattr(e, "sqlite_errorcode", 0) & 0xFF in _ACCESS
+
+
+def not_a_ledger(path: str) -> str:
+    """Why the SQLite database at ``path`` is refused as a ledger."""
+    return (
+        f"{path} is an SQLite database but not a dpledger ledger (no dpl_meta table); use "
+        "another path for a new ledger"
+    )

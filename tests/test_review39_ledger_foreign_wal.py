@@ -1,0 +1,77 @@
+"""A writing command pointed at another application's SQLite database (review 39).
+
+``dpledger release --ledger app.db`` (or ``ledger init``, ``ledger migrate``) refuses a
+database that is not a ledger (exit 2, "no dpl_meta table"). It decided so only after
+opening it read-write: when ``app.db`` had a WAL its own writer had not checkpointed (a
+crashed or running application), SQLite recovered that WAL, and closing the refused
+connection checkpointed it into ``app.db`` and deleted ``app.db-wal`` and ``app.db-shm``:
+a refusal rewrote a file that is not dpledger's and deleted two it did not create. A
+write now looks first the way a read does (nothing written), and refuses a database
+without the ledger's tables before SQLite may write anything.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from factories import SPATIAL, spatial
+
+from dpledger import Ledger
+from dpledger.cli.main import main
+from dpledger.errors import NotALedger
+from dpledger.ledger.migrate import migrate
+
+_APP = """
+import os, signal, sqlite3, sys
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("PRAGMA journal_mode=WAL")
+c.execute("PRAGMA wal_autocheckpoint=0")
+c.execute("CREATE TABLE t (x)")
+for i in range(50):
+    c.execute("INSERT INTO t VALUES (?)", (i,))
+os.kill(os.getpid(), signal.SIGKILL)  # its commits are in app.db-wal only
+"""
+
+
+def _app_db(d: Path) -> Path:
+    db = d / "app.db"
+    done = subprocess.run([sys.executable, "-c", _APP, str(db)], check=False, timeout=60)
+    assert done.returncode == -9
+    assert Path(f"{db}-wal").stat().st_size > 0
+    return db
+
+
+def _files(d: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(d.iterdir())}
+
+
+@pytest.mark.parametrize("mode", ["write", "create"])
+def test_opening_another_apps_wal_database_to_write_changes_nothing(
+    tmp_path: Path, mode: str
+) -> None:
+    db = _app_db(tmp_path)
+    before = _files(tmp_path)
+    with pytest.raises(NotALedger, match="not a dpledger ledger"):
+        Ledger.open(db, spatial(), mode=mode)  # type: ignore[arg-type]
+    assert _files(tmp_path) == before
+    with pytest.raises(NotALedger):
+        migrate(db)
+    assert _files(tmp_path) == before
+
+
+def test_the_cli_refuses_another_apps_wal_database_leaving_it_as_it_was(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = _app_db(tmp_path)
+    (tmp_path / "agg.json").write_text("1000.0")
+    before = _files(tmp_path)
+    at = ["--policy", str(SPATIAL), "--ledger", str(db)]
+    release = ["release", *at, "--epoch", "0", "--metric", "clipped_mean_loss"]
+    release += ["--region", "na", "--cohort", "3000", "--aggregate", str(tmp_path / "agg.json")]
+    for argv in (release, ["ledger", "init", *at], ["ledger", "migrate", *at]):
+        assert main(argv) == 2
+        assert "not a dpledger ledger" in capsys.readouterr().err
+        assert _files(tmp_path) == before, argv
