@@ -159,8 +159,12 @@ def lacks_table(p: Path, table: str) -> bool:
     A writer asks first: SQLite opening another application's database read-write
     recovers its WAL and, on closing, checkpoints it into that file and deletes its ``-wal``
     and ``-shm`` (review 39). A ledger's tables are always in its file, whatever its WAL
-    holds: it is built, closed (checkpointed) and only then linked into place."""
-    uri = f"file:{quote(os.path.realpath(p))}?immutable=1"
+    holds: it is built, closed (checkpointed) and only then linked into place. A file
+    with a hot journal is torn until that is rolled back: not read so (False)."""
+    name = os.path.realpath(p)
+    if hot_journal(name):
+        return False
+    uri = f"file:{quote(name)}?immutable=1"
     try:
         conn = sqlite_files.connect(p, uri)
         try:
