@@ -75,3 +75,18 @@ def test_the_cli_refuses_another_apps_wal_database_leaving_it_as_it_was(
         assert main(argv) == 2
         assert "not a dpledger ledger" in capsys.readouterr().err
         assert _files(tmp_path) == before, argv
+
+
+def test_a_key_store_open_to_write_refuses_another_apps_database_creating_nothing(
+    tmp_path: Path,
+) -> None:
+    from dpledger.errors import LedgerCorrupted
+    from dpledger.service.store import ServiceStore
+
+    db = _app_db(tmp_path)
+    Path(f"{db}-shm").unlink()  # a copy with its log but not the index
+    before = _files(tmp_path)
+    for create in (False, True):
+        with pytest.raises(LedgerCorrupted, match="not a dpledger key store"):
+            ServiceStore.open(str(db), create=create)
+        assert _files(tmp_path) == before  # no -shm made beside it

@@ -203,7 +203,7 @@ class ServiceStore:
                 raise LedgerNotFound(_missing(path))
             cls._build_sqlite(p, owner)
         store_files.check_file(p, write=not read_only)
-        conn, copy = store_files.connect(p, read_only=True, private=read_only)
+        conn, copy = store_files.connect(p, read_only=True, private=True)  # a look: writes nothing
         try:
             found = conn.execute(
                 "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'dpl_svc_meta'"
