@@ -35,6 +35,7 @@ RANK = {
     "_search": 0.25,
     "_files": 0.25,
     "_npy": 0.25,
+    "_pg_schema": 0.25,
     "_sqlite_files": 0.2,
     "_creating": 0.15,
     "types": 0.5,

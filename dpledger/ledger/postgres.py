@@ -70,6 +70,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from dpledger._files import redact_url
+from dpledger._pg_schema import found_sql, in_own_schema
 from dpledger.errors import LedgerNotFound, StoreError
 from dpledger.ledger.pgsql import APPEND_ONLY as _APPEND_ONLY
 from dpledger.ledger.pgsql import EPOCH_POLICIES, RELEASES, SCHEMA_1, SCHEMA_3_UPGRADE, SQL
@@ -312,8 +313,8 @@ class PostgresStore(PipelinedWrites, SqlStore):
     def exists(self) -> bool:
         """Whether the ledger's tables exist in this database (its ``search_path``)."""
         if not self._exists:
-            rows = self._execute("SELECT to_regclass('dpl_meta') IS NOT NULL")
-            self._exists = bool(rows[0][0])
+            rows = self._execute(found_sql("dpl_meta"))
+            self._exists = in_own_schema(rows, "ledger", self._location)
         return self._exists
 
     def create(self, meta: dict[str, str]) -> None:

@@ -41,6 +41,7 @@ from typing import Any, cast
 
 from dpledger import _sqlite_files as sqlite_files
 from dpledger._files import check_path_text, check_sqlite_name, postgres_url, redact_url
+from dpledger._pg_schema import found_sql, in_own_schema
 from dpledger.errors import (
     InvalidInput,
     LedgerCorrupted,
@@ -279,8 +280,7 @@ class ServiceStore:
 
     def _exists(self) -> bool:
         """Whether a PostgreSQL database holds the store's tables."""
-        rows = self._run("SELECT to_regclass('dpl_svc_meta') IS NOT NULL")
-        return bool(rows[0][0])
+        return in_own_schema(self._run(found_sql("dpl_svc_meta")), "key store", self.location)
 
     def _create(self) -> None:
         with self._transaction():

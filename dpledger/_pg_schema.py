@@ -1,0 +1,46 @@
+"""Which schema a PostgreSQL session finds dpledger's tables in, refused unless its own.
+
+dpledger names its tables unqualified, so PostgreSQL resolves them through the session's
+``search_path``. With ``search_path=team_b,public`` a ledger in ``public`` is found (and
+``ledger init`` would adopt it) while a new one would be created in ``team_b``: two teams
+would share one budget without noticing. A table is used only where new ones would be
+created: the session's ``current_schema()``, the first schema of its path that exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from dpledger.errors import StoreError
+
+__all__ = ["found_sql", "in_own_schema"]
+
+
+def found_sql(table: str) -> str:
+    """The query: ``table``'s schema and the session's own, no row when it is not found."""
+    if not table.isidentifier():  # a constant of dpledger's, never a caller's text
+        raise ValueError(f"not a table name: {table!r}")
+    return (
+        "SELECT n.nspname, current_schema() FROM pg_class c "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace "
+        f"WHERE c.oid = to_regclass('{table}')"
+    )
+
+
+def in_own_schema(rows: Sequence[Sequence[Any]], what: str, location: str) -> bool:
+    """Whether :func:`found_sql`'s ``rows`` found the table; :class:`StoreError` when it
+    lies in another schema than the one this session creates in (``what``: the ledger,
+    the key store; ``location``: its URL without a password)."""
+    if not rows:
+        return False
+    found, own = rows[0][0], rows[0][1]
+    if found != own:
+        where = "no schema of its own" if own is None else f"its own schema is {own!r}"
+        raise StoreError(
+            f"the {what} at {location} was found in schema {found!r} through the session's "
+            f"search_path, but {where} (the first schema of its search_path, where dpledger "
+            f"creates tables): set search_path to the {what}'s one schema "
+            "(?options=-c%20search_path%3DNAME in the URL) or keep it in a database of its own"
+        )
+    return True
