@@ -170,7 +170,11 @@ def test_cohort_floor_is_the_smallest_cohort_meeting_the_target(
     def bar_at(k: int) -> float:  # error_bar's formula; error_bar takes cohorts up to 1e9 only
         if k <= MAX_COHORT:
             return error_bar(sensitivity, epsilon, k, bar)
-        return mech.error_bar_for_scale(mech.noise_scale(sensitivity, epsilon, "epsilon"), k, bar)
+        facts = mech.calibrate(
+            sensitivity=sensitivity, budget=Fraction(epsilon), measure="epsilon",
+            mechanism="laplace", dimension=0,
+        )  # fmt: skip
+        return mech.error_bar_for_scale(facts.scale, k, bar, slack=mech.GRID_SLACK)
 
     assert bar_at(n) <= target
     if n > 1:
