@@ -150,8 +150,8 @@ def _histogram_chart(plt: Any, result: DemoResult, rels: dict[tuple[str, str], R
     grey_note = (f" Grey: a bucket whose noisy count is ≤ {threshold:,.0f} = q × its noise s.e. "
                  "(≈ 3 noise scales): not clearly positive." if greyed else "")  # fmt: skip
     return _save(plt, fig, path, "Bars: released shares clipped to [0, 1], as their intervals "
-                 "are; error bars: 95% intervals of each share from the public noise scale (delta "
-                 "method on the unclamped release)." + grey_note)  # fmt: skip
+                 "are; error bars: 95% intervals of each share from the public noise scale "
+                 "(Fieller's, on the unclamped release)." + grey_note)  # fmt: skip
 
 
 def _calibration_chart(plt: Any, result: DemoResult, rels: dict[tuple[str, str], Release],
@@ -195,8 +195,8 @@ def _calibration_chart(plt: Any, result: DemoResult, rels: dict[tuple[str, str],
     drop_note = (f" Not shown (noisy count ≤ {threshold:,.0f} = q × its noise s.e., not clearly "
                  f"positive): {', '.join(dropped)}." if dropped else "")  # fmt: skip
     note = ("Markers: released Σ(p − y) / count per bucket (not joined: each bucket is its own "
-            "estimate); error bars: their 95% intervals from the public noise scale (delta "
-            "method on the unclamped release).")  # fmt: skip
+            "estimate); error bars: their 95% intervals from the public noise scale (Fieller's, "
+            "on the unclamped release).")  # fmt: skip
     if greyed:
         note += (
             f" Hollow grey: an interval wider than {_WIDE:g} (within the noise: read as unknown)."
