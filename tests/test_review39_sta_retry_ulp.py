@@ -9,8 +9,9 @@ and the caller's retry of that very aggregate was ``ReleaseIdConflict``: the val
 paid for, lost. The tolerance now adds an ulp of the recorded value.
 
 OpenDP's noise is unseeded: 400,000 draws; before the fix ~11 false conflicts were expected
-(P(|X| > 10.5 b) = 2.75e-5 each; 0 of them with probability e^-11 ≈ 1.7e-5); after it a
-false failure needs a 1e-9 event (≈ 4e-4 per run).
+(P(|X| > 10.5 b) = 2.75e-5 each; 0 of them with probability e^-11 ≈ 1.7e-5); after it the
+reach is ~20.7 scales + 1 ulp ≈ 1.99 ulps, so a false failure needs an output 2 ulps away,
+a draw past 1.5 ulps = 31.5 scales (P = e^-31.5 ≈ 2e-14 each, ≈ 1e-8 per run).
 """
 
 from __future__ import annotations
