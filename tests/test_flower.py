@@ -595,7 +595,8 @@ def test_wrong_configuration_is_refused_before_any_round(fleet: Fleet, tmp_path:
         for bad, why in wrong:
             with pytest.raises(InvalidInput, match=why):
                 LedgerEvaluation(inner, ledger, **{**ok, **bad})
-    unit = exact().model_copy(update={"privacy_unit": "record"})  # a unit with other bounds
+    cross_silo = Path(__file__).resolve().parent.parent / "policies" / "cross-silo.toml"
+    unit = Policy.load(cross_silo)  # a record-level unit, with other bounds
     with (
         Ledger.open(":memory:", unit, mode="create") as ledger,
         pytest.raises(InvalidInput, match="client-level"),

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from fractions import Fraction
-from typing import Annotated, Any, Self, TypeVar
+from typing import Annotated, Any, ClassVar, Self, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -291,6 +291,10 @@ class FrozenModel(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
+    _VALIDATED_COPY: ClassVar[bool] = False
+    """Whether :meth:`model_copy` with ``update`` validates (a model that caches values
+    derived from its fields: pydantic's copy would keep the old ones)."""
+
     @classmethod
     def _invalid(cls, message: str) -> DpLedgerError:
         return InvalidInput(f"invalid {cls.__name__}: {message}")
@@ -318,6 +322,18 @@ class FrozenModel(BaseModel):
                 f"got {len(args)} positional"
             )
         type(self)._typed(super().__init__, **data)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy. With ``update``, a model that caches derived values (:attr:`_VALIDATED_COPY`:
+        a policy's budgets and hash) is validated anew from its fields and ``update``:
+        pydantic's copy validates nothing and keeps the cached values of the old fields, so
+        a copy with a lower budget enforced the old one (review 39)."""
+        if not update or not type(self)._VALIDATED_COPY:
+            return super().model_copy(update=update, deep=deep)
+        if not isinstance(update, Mapping):
+            raise type(self)._invalid(f"update must map field names to values, got {shown(update)}")
+        fields = {k: getattr(self, k) for k in type(self).model_fields}
+        return type(self).model_validate({**fields, **update})
 
     @classmethod
     def model_validate_json(cls, json_data: str | bytes | bytearray, **kwargs: Any) -> Self:
