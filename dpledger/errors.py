@@ -42,7 +42,25 @@ __all__ = [
 
 
 class DpLedgerError(Exception):
-    """Root of every error dpledger raises on purpose."""
+    """Root of every error dpledger raises on purpose.
+
+    Pickles with its message and attributes (a verdict, a budget, a field), so it crosses
+    a process boundary intact: rebuilt without calling ``__init__``, whose keyword-only
+    arguments pickle's default ``cls(*args)`` did not pass (review 39).
+    """
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return _rebuilt, (type(self), self.args, self.__dict__)
+
+
+def _rebuilt(
+    cls: type[DpLedgerError], args: tuple[object, ...], state: dict[str, object]
+) -> DpLedgerError:
+    """An unpickled error: its class, its ``args`` and its attributes, as they were."""
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 class InvalidInput(DpLedgerError, ValueError):
