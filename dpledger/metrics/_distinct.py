@@ -14,6 +14,7 @@ import numpy.typing as npt
 
 from dpledger.errors import InvalidInput
 from dpledger.metrics._blockwise import blockwise
+from dpledger.metrics._reading import read_integers
 from dpledger.metrics._segments import (
     ClientOffsets,
     FloatArray,
@@ -35,10 +36,10 @@ def distinct_cells(cells: npt.ArrayLike, *, offsets: ClientOffsets | None = None
     are the positions where the sorted key changes. Keys are int32 when they fit (the
     fastest sort), else int64; ids too far apart for either are sorted by (client, id).
     """
-    arr = np.asarray(cells)
+    arr = read_integers(cells, "cells must be one flat array of integer cell ids")
     if arr.ndim != 1:
         raise InvalidInput(f"cells must be 1-dimensional integer ids, got shape {arr.shape}")
-    if arr.size and (arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer)):
+    if arr.size and arr.dtype.kind not in "iu":  # not bool, nor timedelta64
         raise InvalidInput(
             f"cells must hold integer cell ids (flatten (ix, iy) to one id), got {arr.dtype}"
         )

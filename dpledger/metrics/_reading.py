@@ -26,6 +26,7 @@ __all__ = [
     "check_positive",
     "finite_real",
     "read_array",
+    "read_integers",
     "read_real",
     "real_limit",
     "real_pair",
@@ -69,6 +70,25 @@ def read_array(values: object, what: str) -> npt.NDArray[Any]:
         raise
     except Exception as e:
         raise InvalidInput(f"{what} ({_unreadable(e)})") from None
+
+
+def read_integers(values: object, what: str) -> npt.NDArray[Any]:
+    """``values`` as an array for an integer input (labels, cell ids, offsets), read by
+    type as :func:`read_real` reads numbers: a masked array (alone or among rows: its
+    masked entries would be used), booleans among numbers, raw bytes, and whatever
+    ``np.asarray`` raises (ragged rows) are :class:`InvalidInput` "``what``: why". The
+    integer dtype check is the caller's: a ``timedelta64`` is no integer (numpy's
+    ``issubdtype`` says it is), so check ``dtype.kind in "iu"``."""
+    why = ""
+    if isinstance(values, np.ma.MaskedArray):
+        why = "a masked array: its masked values would be used; send a plain array"
+    elif _raw_bytes(values):
+        why = _BYTES
+    elif isinstance(values, list | tuple):
+        why = _odd_elements(values)
+    if why:
+        raise InvalidInput(f"{what}: {why}")
+    return read_array(values, what)
 
 
 def _unreadable(e: Exception) -> str:

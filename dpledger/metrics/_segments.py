@@ -19,7 +19,7 @@ import numpy.typing as npt
 from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.metrics._reading import FloatArray as FloatArray  # the metrics' array type
-from dpledger.metrics._reading import as_real, read_array
+from dpledger.metrics._reading import as_real, read_integers
 
 __all__ = [
     "CellCounts",
@@ -77,10 +77,10 @@ def as_finite(values: npt.ArrayLike, name: str, *, ndim: int = 1) -> FloatArray:
 
 def as_labels(values: npt.ArrayLike, name: str, n_classes: int) -> IntArray:
     """Integer class labels in ``[0, n_classes)`` as an int64 array."""
-    arr = read_array(values, f"{name} must be one flat array of integer class labels")
+    arr = read_integers(values, f"{name} must be one flat array of integer class labels")
     if arr.size == 0 and arr.ndim == 1:
         return np.zeros(0, dtype=np.int64)
-    if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
+    if arr.dtype.kind not in "iu":  # not bool, nor timedelta64 (an np.integer to numpy)
         raise InvalidInput(f"{name} must hold integer class labels, got dtype {arr.dtype}")
     if arr.ndim != 1:
         raise InvalidInput(f"{name} must be 1-dimensional, got shape {arr.shape}")
@@ -283,12 +283,12 @@ def segments_for(offsets: ClientOffsets | None, n_samples: int) -> Segments:
     if offsets is None:
         starts = np.zeros(1, dtype=np.int64)
     else:
-        arr = np.asarray(offsets)
+        arr = read_integers(offsets, "offsets must be one flat array of start indices")
         if arr.ndim != 1 or arr.size == 0:
             raise InvalidInput(
                 f"offsets must be a non-empty 1-D array of start indices, got shape {arr.shape}"
             )
-        if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
+        if arr.dtype.kind not in "iu":  # not bool, nor timedelta64 (an np.integer to numpy)
             raise InvalidInput(f"offsets must hold integers, got dtype {arr.dtype}")
         starts = arr.astype(np.int64)
         if starts[0] != 0:

@@ -40,7 +40,7 @@ import numpy.typing as npt
 
 from dpledger._shown import shown
 from dpledger.errors import InvalidInput
-from dpledger.metrics._reading import FloatArray, check_positive, real_pair
+from dpledger.metrics._reading import FloatArray, check_positive, read_integers, real_pair
 from dpledger.metrics._segments import (
     IntArray,
     Segments,
@@ -250,7 +250,11 @@ def record_confusion(
     Counts are integers, so the sums are exact. Release the total with
     :func:`dpledger.release_confusion`.
     """
-    t, p = np.asarray(y_true), np.asarray(y_pred)
+    what = "{} must be one flat array of integer class labels"
+    t, p = (
+        read_integers(y_true, what.format("y_true")),
+        read_integers(y_pred, what.format("y_pred")),
+    )
     if t.ndim != 1 or p.shape != t.shape:
         raise InvalidInput(f"y_true and y_pred must be 1-D of one length, got {t.shape}, {p.shape}")
     seg, keep = _bounded(t.shape[0], offsets, persons, max_records)
