@@ -88,13 +88,34 @@ class SiloSums:
         return self._decode(self.units)
 
     def total(self, silos: npt.ArrayLike | None = None) -> FloatArray:
-        """The exact sum over ``silos`` (indices or a mask; default every silo): shape (d,).
+        """The exact sum over ``silos`` (distinct indices or a mask; default every silo): (d,).
 
         Integer units are added before decoding, as a secure aggregator would, so the
         total is the exact sum of every kept record's bounded row.
         """
-        rows = self.units if silos is None else self.units[np.asarray(silos)]
+        rows = self.units if silos is None else self.units[self._chosen(silos)]
         return self._decode(rows.sum(axis=0, dtype=np.int64))
+
+    def _chosen(self, silos: npt.ArrayLike) -> npt.NDArray[np.bool_]:
+        """``silos`` as a mask over the silos: each silo once (one listed twice would be
+        summed twice, its people's records counted double: past the charged sensitivity)."""
+        n = self.units.shape[0]
+        arr = read_integers(silos, "silos must be silo indices or a mask over the silos")
+        if arr.dtype == np.bool_ and arr.shape == (n,):
+            return arr
+        if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+            raise InvalidInput(
+                f"silos must be distinct indices in [0, {n}) or a mask of {n} booleans, "
+                f"got dtype {arr.dtype}, shape {arr.shape}"
+            )
+        mask = np.zeros(n, dtype=bool)
+        index = arr.astype(np.int64)
+        if arr.size and not (int(index.min()) >= 0 and int(arr.max()) < n):
+            raise InvalidInput(f"silos must be indices in [0, {n}), got {shown(arr.tolist())}")
+        mask[index] = True
+        if int(mask.sum()) != arr.size:
+            raise InvalidInput(f"silos must list each silo once, got {shown(arr.tolist())}")
+        return mask
 
     def _decode(self, units: IntArray) -> FloatArray:
         if units.size and int(np.abs(units).max()) > 2**53:
