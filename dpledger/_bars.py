@@ -41,6 +41,8 @@ def bar_factor(bar: BarKind, mechanism: MechanismKind = "laplace") -> float:
 
     For Laplace(b), P(|X| > t) = exp(−t/b), so the 95% half-width is b·ln 20.
     """
+    if not isinstance(bar, str):  # np.array(["ci95"]) == "ci95" is truthy, and unhashable
+        raise InvalidInput(f"bar must be one of {BAR_KINDS}, got {shown(bar)}")
     if bar == "scale":
         return 1.0
     if bar == "std":

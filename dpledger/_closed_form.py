@@ -12,7 +12,13 @@ from fractions import Fraction
 
 import numpy as np
 
-from dpledger._bars import GRID_SLACK, ROUNDING, cohort_floor_for_scale, error_bar_for_scale
+from dpledger._bars import (
+    GRID_SLACK,
+    ROUNDING,
+    bar_factor,
+    cohort_floor_for_scale,
+    error_bar_for_scale,
+)
 from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.types import (
@@ -155,6 +161,7 @@ def least_cohort(
     """:func:`cohort_floor` without its upper limit (up to 2**62): what a planner reports
     as "needs n ≥ …" when even the whole budget cannot reach a target."""
     goal = positive_real(target, "target error bar")
+    bar_factor(bar, mechanism)  # a bar checked before the cache below hashes it (review 39)
     scale, rounding = _scale_and_rounding(sensitivity, budget, measure, mechanism, magnitude)
     return cohort_floor_for_scale(scale, goal, bar, mechanism, GRID_SLACK, rounding)
 

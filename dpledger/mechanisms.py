@@ -97,6 +97,9 @@ __all__ = [
 OPENDP_VERSION = version("opendp")
 
 
+_MAX_I32 = 2**31 - 1
+
+
 @dataclass(frozen=True, slots=True)
 class MechanismFacts:
     """Plain facts that rebuild one release's OpenDP measurement (a stable record type).
@@ -133,9 +136,12 @@ class MechanismFacts:
             v = getattr(self, name)
             if not (isinstance(v, float) and math.isfinite(v) and v > 0):
                 raise InvalidInput(f"{name} must be a finite float > 0, got {shown(v)}")
-        if not (isinstance(self.dimension, int) and self.dimension >= 0):
-            raise InvalidInput(f"dimension must be an int ≥ 0, got {shown(self.dimension)}")
-        if self.k is not None and not (isinstance(self.k, int) and -1074 <= self.k <= 0):
+        d = self.dimension  # OpenDP reads it as an i32, and a bool as no integer
+        if isinstance(d, bool) or not (isinstance(d, int) and 0 <= d <= _MAX_I32):
+            raise InvalidInput(f"dimension must be an int in [0, 2**31 - 1], got {shown(d)}")
+        if self.k is not None and (
+            isinstance(self.k, bool) or not (isinstance(self.k, int) and -1074 <= self.k <= 0)
+        ):
             raise InvalidInput(f"k must be None or an int in [-1074, 0], got {shown(self.k)}")
         if self.privacy_unit not in ("client", "record"):
             raise InvalidInput(f"unknown privacy unit {self.privacy_unit!r}")

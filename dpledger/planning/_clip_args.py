@@ -12,6 +12,8 @@ import numbers
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
 
+import numpy as np
+
 from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.policy.base import MAX_BOUND, MAX_BUDGET, MIN_NORMAL
@@ -47,6 +49,9 @@ def check_args(percentiles: Sequence[float], epsilon: float, cohort: int) -> tup
             f"percentiles must be a sequence of numbers in [0, 100], e.g. (50, 99), got "
             f"{type(percentiles).__name__} {percentiles!r:.40}"
         )
+    if isinstance(percentiles, np.ndarray) and percentiles.ndim != 1:  # a 0-d one cannot
+        # be iterated, though Iterable by type
+        raise InvalidInput(f"percentiles must be one flat sequence, got shape {percentiles.shape}")
     pcts = tuple(_percentile(p) for p in percentiles)
     if not pcts:
         raise InvalidInput("give at least one candidate percentile")
