@@ -14,7 +14,7 @@ import numpy.typing as npt
 
 from dpledger.errors import InvalidInput
 from dpledger.metrics._blockwise import blockwise
-from dpledger.metrics._reading import read_integers
+from dpledger.metrics._reading import read_plain
 from dpledger.metrics._segments import (
     ClientOffsets,
     FloatArray,
@@ -36,7 +36,7 @@ def distinct_cells(cells: npt.ArrayLike, *, offsets: ClientOffsets | None = None
     are the positions where the sorted key changes. Keys are int32 when they fit (the
     fastest sort), else int64; ids too far apart for either are sorted by (client, id).
     """
-    arr = read_integers(cells, "cells must be one flat array of integer cell ids")
+    arr = read_plain(cells, "cells must be one flat array of integer cell ids")
     if arr.ndim != 1:
         raise InvalidInput(f"cells must be 1-dimensional integer ids, got shape {arr.shape}")
     if arr.size and arr.dtype.kind not in "iu":  # not bool, nor timedelta64

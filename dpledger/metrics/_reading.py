@@ -26,7 +26,7 @@ __all__ = [
     "check_positive",
     "finite_real",
     "read_array",
-    "read_integers",
+    "read_plain",
     "read_real",
     "real_limit",
     "real_pair",
@@ -72,13 +72,14 @@ def read_array(values: object, what: str) -> npt.NDArray[Any]:
         raise InvalidInput(f"{what} ({_unreadable(e)})") from None
 
 
-def read_integers(values: object, what: str) -> npt.NDArray[Any]:
-    """``values`` as an array for an integer input (labels, cell ids, offsets), read by
-    type as :func:`read_real` reads numbers: a masked array (alone or among rows: its
-    masked entries would be used), booleans among numbers, raw bytes, and whatever
-    ``np.asarray`` raises (ragged rows) are :class:`InvalidInput` "``what``: why". The
-    integer dtype check is the caller's: a ``timedelta64`` is no integer (numpy's
-    ``issubdtype`` says it is), so check ``dtype.kind in "iu"``."""
+def read_plain(values: object, what: str) -> npt.NDArray[Any]:
+    """``values`` as a plain numpy array, read by type as :func:`read_real` reads numbers:
+    a masked array (alone or among rows: its masked entries would be used), booleans
+    among numbers, raw bytes, and whatever ``np.asarray`` raises (ragged rows) are
+    :class:`InvalidInput` "``what``: why". For an input the caller checks itself (integer
+    labels, cell ids, offsets; per-sample data a metric reads next): its dtype check is
+    the caller's (a ``timedelta64`` is no integer, though numpy's ``issubdtype`` says it
+    is: check ``dtype.kind in "iu"``)."""
     why = ""
     if isinstance(values, np.ma.MaskedArray):
         why = "a masked array: its masked values would be used; send a plain array"

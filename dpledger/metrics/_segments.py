@@ -19,7 +19,7 @@ import numpy.typing as npt
 from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.metrics._reading import FloatArray as FloatArray  # the metrics' array type
-from dpledger.metrics._reading import as_real, read_integers
+from dpledger.metrics._reading import as_real, read_plain
 
 __all__ = [
     "CellCounts",
@@ -77,7 +77,7 @@ def as_finite(values: npt.ArrayLike, name: str, *, ndim: int = 1) -> FloatArray:
 
 def as_labels(values: npt.ArrayLike, name: str, n_classes: int) -> IntArray:
     """Integer class labels in ``[0, n_classes)`` as an int64 array."""
-    arr = read_integers(values, f"{name} must be one flat array of integer class labels")
+    arr = read_plain(values, f"{name} must be one flat array of integer class labels")
     if arr.size == 0 and arr.ndim == 1:
         return np.zeros(0, dtype=np.int64)
     if arr.dtype.kind not in "iu":  # not bool, nor timedelta64 (an np.integer to numpy)
@@ -283,7 +283,7 @@ def segments_for(offsets: ClientOffsets | None, n_samples: int) -> Segments:
     if offsets is None:
         starts = np.zeros(1, dtype=np.int64)
     else:
-        arr = read_integers(offsets, "offsets must be one flat array of start indices")
+        arr = read_plain(offsets, "offsets must be one flat array of start indices")
         if arr.ndim != 1 or arr.size == 0:
             raise InvalidInput(
                 f"offsets must be a non-empty 1-D array of start indices, got shape {arr.shape}"

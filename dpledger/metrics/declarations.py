@@ -23,6 +23,7 @@ import numpy.typing as npt
 from dpledger.errors import InvalidInput
 from dpledger.metrics import blocks, flam, flam_regression, spatial
 from dpledger.metrics._pool import check_workers
+from dpledger.metrics._reading import read_plain
 from dpledger.metrics._segments import (
     CellCounts,
     ClientOffsets,
@@ -177,10 +178,16 @@ class MetricDeclaration:
         return FixedPoint.for_cap(float(bounds.need("cap", self.metric)))
 
     def _arrays(self, data: Mapping[str, npt.ArrayLike]) -> dict[str, npt.NDArray[Any]]:
+        if not isinstance(data, Mapping):
+            raise InvalidInput(
+                f"{self.metric}: data must map input names {list(self.inputs)} to per-sample "
+                f"arrays, got {type(data).__name__}"
+            )
         missing = [k for k in self.inputs if k not in data]
         if missing:
             raise InvalidInput(f"{self.metric} reads {list(self.inputs)}; missing {missing}")
-        return {k: np.asarray(data[k]) for k in self.inputs}
+        # by type, as the metric reads them: a masked array is refused, not unmasked
+        return {k: read_plain(data[k], f"{k} must be one array of samples") for k in self.inputs}
 
     def _rows(
         self,
@@ -245,7 +252,8 @@ def sum_contributions(
             )
     gathered = {name: job.declaration._arrays(data) for name, job in jobs.items()}
     names = sorted({k for arrays in gathered.values() for k in arrays})
-    union = {k: np.asarray(data[k]) for k in names}
+    read = {k: a for arrays in gathered.values() for k, a in arrays.items()}  # by type
+    union = {k: read[k] for k in names}
     n = _common_length(union)
     if n is None:
         shown = ", ".join(f"{k}: shape {a.shape}" for k, a in union.items())

@@ -40,7 +40,7 @@ import numpy.typing as npt
 
 from dpledger._shown import shown
 from dpledger.errors import InvalidInput
-from dpledger.metrics._reading import FloatArray, check_positive, read_integers, real_pair
+from dpledger.metrics._reading import FloatArray, check_positive, read_plain, real_pair
 from dpledger.metrics._segments import (
     IntArray,
     Segments,
@@ -100,7 +100,7 @@ class SiloSums:
         """``silos`` as a mask over the silos: each silo once (one listed twice would be
         summed twice, its people's records counted double: past the charged sensitivity)."""
         n = self.units.shape[0]
-        arr = read_integers(silos, "silos must be silo indices or a mask over the silos")
+        arr = read_plain(silos, "silos must be silo indices or a mask over the silos")
         if arr.dtype == np.bool_ and arr.shape == (n,):
             return arr
         if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
@@ -273,8 +273,8 @@ def record_confusion(
     """
     what = "{} must be one flat array of integer class labels"
     t, p = (
-        read_integers(y_true, what.format("y_true")),
-        read_integers(y_pred, what.format("y_pred")),
+        read_plain(y_true, what.format("y_true")),
+        read_plain(y_pred, what.format("y_pred")),
     )
     if t.ndim != 1 or p.shape != t.shape:
         raise InvalidInput(f"y_true and y_pred must be 1-D of one length, got {t.shape}, {p.shape}")
