@@ -38,6 +38,7 @@ import numpy.typing as npt
 from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.metrics._pool import DEFAULT_WORKERS, check_workers, run_ordered
+from dpledger.metrics._reading import read_plain
 from dpledger.metrics._scratch import empty, reusing
 from dpledger.metrics._segments import CellCounts, FloatArray, IntArray, Segments, segments_for
 from dpledger.metrics.secure_sum import FixedPoint
@@ -340,19 +341,31 @@ def _add_block(
     return tuple(rows.shape[1:])
 
 
+_MAX_GROUPS = 2**31 - 1  # a group count (regions): labels stay far inside int64
+
+
 def _group_index(groups: npt.ArrayLike | None, n_clients: int, n_groups: int | None) -> IntArray:
-    """Validated group label of every client (all 0 without ``groups``)."""
+    """Validated group label of every client (all 0 without ``groups``), read by type: a
+    masked label would be its hidden value, a timedelta no integer (review 39)."""
+    if n_groups is not None and (
+        isinstance(n_groups, bool)
+        or not isinstance(n_groups, int | np.integer)
+        or not 1 <= n_groups <= _MAX_GROUPS
+    ):
+        raise InvalidInput(f"n_groups must be an integer in [1, 2**31 - 1], got {shown(n_groups)}")
     if groups is None:
         if n_groups not in (None, 1):
             raise InvalidInput(f"n_groups={n_groups!r} needs groups= (one label per client)")
         return np.zeros(n_clients, dtype=np.int64)
-    g = np.asarray(groups)
-    if g.dtype == np.bool_ or not np.issubdtype(g.dtype, np.integer) or g.ndim != 1:
+    g = read_plain(groups, "groups must be one array of integer labels, one per client")
+    if g.dtype.kind not in "iu" or g.ndim != 1:
         raise InvalidInput(f"groups must be a 1-D array of integer labels, got {g.dtype} {g.shape}")
     if g.shape[0] != n_clients:
         raise InvalidInput(f"groups needs one label per client: {g.shape[0]} for {n_clients}")
     if g.size and int(g.min()) < 0:
         raise InvalidInput(f"group labels must be ≥ 0, got {int(g.min())}")
+    if g.size and int(g.max()) >= _MAX_GROUPS:
+        raise InvalidInput(f"group labels must be below 2**31 - 1, got {int(g.max())}")
     if n_groups is not None and g.size and int(g.max()) >= n_groups:
         raise InvalidInput(f"group label {int(g.max())} is outside [0, n_groups={n_groups})")
     return g.astype(np.int64, copy=False)
