@@ -136,6 +136,12 @@ def _max_records(max_records: int | None) -> int | None:
 def _person_ids(persons: npt.ArrayLike) -> npt.NDArray[Any]:
     """``persons`` as an array; a list keeps its objects: ``np.asarray`` would turn
     ``["p1", nan]`` into the text ``"nan"``, one pseudo-person for every missing id."""
+    if isinstance(persons, np.ma.MaskedArray) and np.ma.getmaskarray(persons).any():
+        raise InvalidInput(  # np.asarray would read each masked id as its hidden value
+            f"{int(np.ma.getmaskarray(persons).sum()):,} person id(s) are masked (missing): a "
+            "masked id would be read as its hidden value, each record perhaps its own person, "
+            "escaping the bound; give every record its person's id, or drop the records"
+        )
     if isinstance(persons, list | tuple):
         return np.asarray(persons, dtype=object)
     return np.asarray(persons)
