@@ -182,9 +182,18 @@ def keep_per_person(
     if n == 0:
         return np.zeros(0, dtype=bool)
     try:
-        codes = np.unique(ids, return_inverse=True)[1].reshape(-1)
-    except TypeError as e:  # an object array mixing types
+        unique, codes = np.unique(ids, return_inverse=True)
+        # sorted by "<": ids it does not order totally (frozensets: subsets) could leave one
+        # id in two places, its records two people's, escaping the bound (review 39)
+        split = ids.dtype.kind == "O" and len(set(unique.tolist())) != unique.shape[0]
+    except TypeError as e:  # an object array mixing types, or unhashable ids
         raise InvalidInput(f"person ids must be comparable (all integers or all text): {e}") from e
+    if split:
+        raise InvalidInput(
+            "person ids must be totally ordered (integers, text, UUIDs): these sort so that "
+            "one id falls apart into several, and its records would escape the bound"
+        )
+    codes = codes.reshape(-1)
     position = np.arange(n, dtype=np.int64)
     order = np.lexsort((position, codes, seg.ids))  # silo, then person, then listed order
     silo_s, code_s = seg.ids[order], codes[order]
@@ -202,7 +211,7 @@ def _person_id(v: object) -> bool:
         return False
     try:
         return bool(v == v)  # NaN (float, numpy or Decimal) equals nothing, itself included
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, ArithmeticError):  # Decimal("sNaN") raises InvalidOperation
         return False
 
 
