@@ -331,6 +331,8 @@ class Ledger:
         """The part of :meth:`spent` that metric ``metric`` used (its allocation's use)."""
         policy = self._budget_policy(epoch)
         self._known_region(region, policy)
+        if not isinstance(metric, str):  # a list or dict is unhashable: not a TypeError
+            raise InvalidInput(f"metric must be a name (text), got {shown(metric)}")
         if metric not in policy.metrics:  # one the epoch's policy lacks spent nothing there
             self.policy.metric(metric)  # unknown to both: an error
         loss = client_loss(self._spend(epoch).of_metric(metric), region)

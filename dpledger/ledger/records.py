@@ -356,7 +356,8 @@ class Release:
     def half_width(self, factor: float) -> float:
         """The half-width at ``factor`` noise scales (e.g. :func:`~dpledger.mechanisms.
         bar_factor` of another bar kind) in ``value``'s units, the slack included."""
-        return _half_width(factor, self.scale, self.sum_slack, self.request.cohort, self.kind)
+        f = nonnegative_real(factor, "factor")  # a number ≥ 0: not None, NaN or text
+        return _half_width(f, self.scale, self.sum_slack, self.request.cohort, self.kind)
 
     def interval_scale(self) -> tuple[float, bool]:
         """The noise scale intervals derived from this release are computed at, and whether
