@@ -127,6 +127,10 @@ def noise_std(scale: npt.ArrayLike, d: int, distribution: MechanismKind) -> Floa
     if np.any(b < 0):
         raise InvalidInput("noise scale must be ≥ 0")
     b = b + 0.0  # a scale of -0.0 is 0 (numpy's samplers refuse a negative zero's sign)
+    if not isinstance(distribution, str):  # an array's == is an array: ambiguous truth
+        raise InvalidInput(
+            f"distribution must be 'laplace' or 'gaussian', got {shown(distribution)}"
+        )
     if distribution == "laplace":
         return math.sqrt(2.0) * b
     if distribution == "gaussian":

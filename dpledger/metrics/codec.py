@@ -26,6 +26,15 @@ __all__ = ["VectorSumCodec"]
 _BOUND_SLACK = 1e-9
 
 
+def _check_names(names: object) -> None:
+    """The measures' names: a non-empty tuple or list of text (a str is no list of names)."""
+    if not (isinstance(names, tuple | list) and names and all(isinstance(n, str) for n in names)):
+        raise InvalidInput(
+            f"names must be a tuple of measure names (text), got {type(names).__name__} "
+            f"{shown(names, 40)}"
+        )
+
+
 def _vector(x: object) -> bool:
     """A 1-D numpy array (weights may come as one)."""
     return isinstance(x, np.ndarray) and x.ndim == 1
@@ -50,6 +59,9 @@ class VectorSumCodec:
     cap: float
 
     def __post_init__(self) -> None:
+        _check_names(self.names)
+        if not isinstance(self.bounds, tuple | list) or not isinstance(self.weights, tuple | list):
+            raise InvalidInput("codec bounds and weights must be tuples of numbers, one per name")
         d = len(self.names)
         if d == 0 or len(self.bounds) != d or len(self.weights) != d:
             raise InvalidInput(
@@ -84,6 +96,14 @@ class VectorSumCodec:
                 f"weights must be one number per measure ({len(names)}: {', '.join(names)}) "
                 f"or None for equal shares, got {type(weights).__name__} {shown(weights, 40)}"
             )
+        _check_names(names)
+        if not (isinstance(bounds, list | tuple) or _vector(bounds)) or len(bounds) != len(names):
+            raise InvalidInput(
+                f"bounds must be one number per measure ({len(names)}: {', '.join(names)}), "
+                f"got {type(bounds).__name__} {shown(bounds, 40)}"
+            )
+        # checked before float(): text, None or an array is InvalidInput, not float()'s error
+        b = tuple(check_positive(x, f"bound of {n}") for n, x in zip(names, bounds, strict=True))
         w = (1.0,) * len(names) if weights is None else tuple(weights)
         # checked before float(): text, None or an integer past a double is InvalidInput
         w = tuple(check_positive(x, f"weight of {name}") for name, x in zip(names, w, strict=True))
@@ -91,7 +111,7 @@ class VectorSumCodec:
         total = math.fsum(w)
         return VectorSumCodec(
             names=tuple(names),
-            bounds=tuple(float(b) for b in bounds),
+            bounds=b,
             weights=tuple(x / total for x in w),
             cap=c,
         )
