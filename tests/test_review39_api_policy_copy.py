@@ -64,3 +64,21 @@ def test_a_copy_without_changes_is_the_same_policy() -> None:
     assert q == p
     assert q.content_hash == p.content_hash
     assert p.model_copy(update={}).content_hash == p.content_hash
+
+
+def test_a_spec_changed_by_model_copy_is_checked_inside_the_policy() -> None:
+    # a MetricSpec (or Clip, or Regions) instance was not validated again by the policy
+    # holding it: a spec copied with epsilon -1/10 made a policy whose release_budget was
+    # -1/10
+    p = _quiet_policy()
+    spec = p.metrics["loss"].model_copy(update={"epsilon": Fraction(-1, 10)})
+    with pytest.raises(dl.PolicyError, match="epsilon"):
+        p.model_copy(update={"metrics": {**p.metrics, "loss": spec}})
+    clip = p.metrics["loss"].clip
+    assert clip is not None
+    upside_down = p.metrics["loss"].model_copy(update={"clip": clip.model_copy(update={"low": 5})})
+    with pytest.raises(dl.PolicyError, match="clip"):
+        p.model_copy(update={"metrics": {**p.metrics, "loss": upside_down}})
+    regions = p.regions.model_copy(update={"names": ("north", "north")})
+    with pytest.raises(dl.PolicyError, match="unique"):
+        p.model_copy(update={"regions": regions})

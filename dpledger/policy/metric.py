@@ -11,7 +11,7 @@ import itertools
 import math
 from fractions import Fraction
 
-from pydantic import Field, StrictFloat, field_validator, model_validator
+from pydantic import ConfigDict, Field, StrictFloat, field_validator, model_validator
 
 from dpledger.errors import InvalidInput
 from dpledger.metrics.codec import VectorSumCodec
@@ -24,6 +24,8 @@ __all__ = ["Clip", "MetricSpec"]
 
 class Clip(FrozenModel):
     """Per-client clip bounds of a scalar contribution, with where they came from."""
+
+    model_config = ConfigDict(revalidate_instances="always")  # see MetricSpec
 
     low: BoundDecimal
     high: BoundDecimal
@@ -38,6 +40,10 @@ class Clip(FrozenModel):
 
 class MetricSpec(FrozenModel):
     """One releasable metric: its kind, bounds, per-release budget and error-bar target."""
+
+    # a spec (or clip) changed by pydantic's unvalidated model_copy(update=...) is checked
+    # again inside the policy that holds it (review 39: a negative ε entered a policy)
+    model_config = ConfigDict(revalidate_instances="always")
 
     kind: MetricKind
     description: str = ""

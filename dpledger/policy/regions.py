@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import model_validator
+from pydantic import ConfigDict, model_validator
 
 from dpledger.policy.base import NAME, FrozenModel, name_ok
 
@@ -14,6 +14,8 @@ ALL = "*"
 
 class Regions(FrozenModel):
     """The disjoint partition of clients: declared names, or open keys (any valid name)."""
+
+    model_config = ConfigDict(revalidate_instances="always")  # as MetricSpec's
 
     names: tuple[str, ...] = ()
     open: bool = False
