@@ -277,8 +277,10 @@ def chain_hash_v1(
 
 def _readonly(a: npt.NDArray[np.float64] | tuple[float, ...]) -> npt.NDArray[np.float64]:
     a = np.array(a, dtype=np.float64)  # always a copy: the caller's array stays its own
-    a.setflags(write=False)
-    return a
+    # over immutable bytes: setflags(write=True) is refused (an array owning its memory
+    # could be made writeable again and a release's value changed under it; review 39)
+    out: npt.NDArray[np.float64] = np.frombuffer(a.tobytes(), dtype=np.float64).reshape(a.shape)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
