@@ -136,7 +136,7 @@ def along_across_ratio(
     Answers "how anisotropic is each client's error?"; the release is the mean of
     these per-client ratios. ≈ 1 is isotropic; large means sideways drift. An
     along-track RMSE ≤ :data:`ALONG_RMSE_FLOOR` (1e-9 m) pins the ratio at ``clip``
-    (even if across is also 0); a client with no samples contributes 1.0. Errors are
+    (even if across is also 0); a client with no samples contributes min(1, clip). Errors are
     signed, in metres. When any error exceeds 1e100 m, each client's errors are first
     divided by a power of two near their largest magnitude (exact; the ratio is
     scale-free), so huge values neither overflow nor become NaN.
