@@ -20,15 +20,17 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.metrics import blocks, flam, flam_regression, spatial
 from dpledger.metrics._pool import check_workers
-from dpledger.metrics._reading import read_plain
+from dpledger.metrics._reading import check_positive, finite_real, read_plain
 from dpledger.metrics._segments import (
     CellCounts,
     ClientOffsets,
     FloatArray,
     Segments,
+    edges_array,
     segments_for,
 )
 from dpledger.metrics.secure_sum import FixedPoint
@@ -62,6 +64,21 @@ class Bounds:
     cap: float | None = None
     edges: tuple[float, ...] | None = None
     dimension: int | None = None
+
+    def __post_init__(self) -> None:
+        """Each bound read by type, as the metric functions read them (review 39: text,
+        lists and objects reached ``float()``'s TypeError, ``"2"`` was read as 2.0)."""
+        low, high = (None if v is None else finite_real(v, f"bound {n}")
+                     for n, v in (("low", self.low), ("high", self.high)))  # fmt: skip
+        if low is not None and high is not None and not low < high:
+            raise InvalidInput(f"bounds need low < high, got [{low!r}, {high!r}]")
+        if self.cap is not None:
+            check_positive(self.cap, "bound cap")
+        if self.edges is not None:
+            edges_array(self.edges, "bound edges")
+        d = self.dimension
+        if d is not None and (isinstance(d, bool) or not isinstance(d, int | np.integer) or d < 1):
+            raise InvalidInput(f"bound dimension must be an integer ≥ 1, got {shown(d)}")
 
     def need(self, name: str, metric: str) -> Any:
         """The bound ``name``, or :class:`InvalidInput` naming the metric that needs it."""
