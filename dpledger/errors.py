@@ -74,7 +74,8 @@ class PolicyError(DpLedgerError, ValueError):
         self.source = source
         self.field = field
         self.problem = message
-        where = f"{source}: {field}: " if field else f"{source}: "
+        named = not field or message.startswith(f"{field}: ")  # a validation message names it
+        where = f"{source}: " if named else f"{source}: {field}: "
         super().__init__(where + message)
 
 

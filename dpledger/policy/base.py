@@ -267,6 +267,12 @@ def describe_validation_error(e: ValidationError) -> str:
     return "; ".join(parts)
 
 
+def _first_field(e: ValidationError) -> str:
+    """The dotted path of the first problem (``metrics.loss.epsilon``), "" for the whole."""
+    errors = e.errors(include_url=False)
+    return ".".join(str(p) for p in errors[0]["loc"]) if errors else ""
+
+
 _SHOWN_ERRORS = 12
 """The most problems one error message lists (a 400-metric policy missing one field in
 each gave a message of 400 parts)."""
@@ -296,7 +302,8 @@ class FrozenModel(BaseModel):
     derived from its fields: pydantic's copy would keep the old ones)."""
 
     @classmethod
-    def _invalid(cls, message: str) -> DpLedgerError:
+    def _invalid(cls, message: str, field: str = "") -> DpLedgerError:
+        """The error of bad input; ``field``: the first problem's dotted path, if any."""
         return InvalidInput(f"invalid {cls.__name__}: {message}")
 
     @classmethod
@@ -311,7 +318,7 @@ class FrozenModel(BaseModel):
         except ValidationError as e:
             if _DEPTH.get() > 1:
                 raise
-            raise cls._invalid(describe_validation_error(e)) from None
+            raise cls._invalid(describe_validation_error(e), _first_field(e)) from None
         finally:
             _DEPTH.reset(token)
 

@@ -161,8 +161,8 @@ class Policy(FrozenModel):
     source: str = Field(default="<policy>", exclude=True)
 
     @classmethod
-    def _invalid(cls, message: str) -> DpLedgerError:
-        return PolicyError(message, source="<policy>")
+    def _invalid(cls, message: str, field: str = "") -> DpLedgerError:
+        return PolicyError(message, source="<policy>", field=field)
 
     @field_validator("name", "version")
     @classmethod
@@ -269,7 +269,7 @@ class Policy(FrozenModel):
         try:
             policy = cls.model_validate({**data, "source": source})
         except PolicyError as e:
-            raise PolicyError(e.problem, source=source) from None
+            raise PolicyError(e.problem, source=source, field=e.field) from None
         finally:
             RECORDED.reset(token)
         advice = eval_fraction_note(policy.eval_fraction)
