@@ -9,12 +9,14 @@ listing each problem, never pydantic's own error.
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 import sys
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from fractions import Fraction
+from types import MappingProxyType
 from typing import Annotated, Any, ClassVar, Self, TypeVar
 
 from pydantic import (
@@ -329,6 +331,35 @@ class FrozenModel(BaseModel):
                 f"got {len(args)} positional"
             )
         type(self)._typed(super().__init__, **data)
+
+    def __getstate__(self) -> dict[Any, Any]:
+        """Pickle's state, a read-only mapping field (a policy's metrics) as a dict: a
+        ``MappingProxyType`` cannot be pickled or deep-copied (review 39)."""
+        state = super().__getstate__()
+        fields = state["__dict__"]
+        proxies = [k for k, v in fields.items() if isinstance(v, MappingProxyType)]
+        if proxies:
+            plain = {k: dict(v) if k in proxies else v for k, v in fields.items()}
+            state = {**state, "__dict__": plain, "_dpledger_proxies": proxies}
+        return state
+
+    def __setstate__(self, state: dict[Any, Any]) -> None:
+        proxies = state.get("_dpledger_proxies", ())
+        fields = {
+            k: MappingProxyType(v) if k in proxies else v for k, v in state["__dict__"].items()
+        }
+        super().__setstate__({**state, "__dict__": fields})
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Self:
+        copied = type(self).__new__(type(self))
+        copied.__setstate__(copy.deepcopy(self.__getstate__(), memo))
+        return copied
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise type(self)._invalid(f"is frozen: {name} cannot be set; make a new one", name)
+
+    def __delattr__(self, name: str) -> None:
+        raise type(self)._invalid(f"is frozen: {name} cannot be deleted; make a new one", name)
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
         """A copy. With ``update``, a model that caches derived values (:attr:`_VALIDATED_COPY`:
