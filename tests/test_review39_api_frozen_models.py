@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import copy
 import pickle
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 import dpledger as dl
@@ -49,3 +51,21 @@ def test_a_policy_pickles_and_deep_copies() -> None:
             copied.name = "x"  # type: ignore[misc]
     plan = dl.plan(policy, {"eu-west": 2400})
     assert pickle.loads(pickle.dumps(plan)) == plan
+
+
+def test_a_derived_release_pickles_and_deep_copies(tmp_path: Path) -> None:
+    # its metrics and intervals are MappingProxyType: pickle and deepcopy were a TypeError
+    from test_published import SMALL
+
+    from dpledger.ledger.derived import release_confusion
+
+    confusion = np.full((10, 10), 20.0) + np.diag(np.full(10, 400.0))
+    request = dl.ReleaseRequest(epoch=1, metric="confusion", region="all", cohort=1000)
+    with dl.Ledger.open(tmp_path / "l.db", dl.Policy.from_toml(SMALL), mode="create") as ledger:
+        derived = release_confusion(ledger, request, confusion)
+    for copied in (pickle.loads(pickle.dumps(derived)), copy.deepcopy(derived)):
+        assert dict(copied.metrics) == dict(derived.metrics)
+        assert dict(copied.intervals) == dict(derived.intervals)
+        assert copied.table() == derived.table()
+        with pytest.raises(TypeError):
+            copied.metrics["accuracy"] = 1.0  # type: ignore[index]

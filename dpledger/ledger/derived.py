@@ -83,6 +83,11 @@ class DerivedRelease:
         if set(self.metrics) != set(self.intervals):
             raise InvalidInput("every derived metric needs exactly one interval")
 
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickle (and deepcopy) with the read-only mappings as dicts: a MappingProxyType
+        cannot be pickled (review 39)."""
+        return _unpickled, (self.release, dict(self.metrics), dict(self.intervals), self.projection)
+
     @property
     def unusable(self) -> MappingProxyType[str, str]:
         """Metric → reason, for every metric that noise swamps."""
@@ -153,6 +158,15 @@ class DerivedRelease:
                 "publish their interval (the whole range) or nothing, never their value"
             )
         return tail
+
+
+def _unpickled(
+    release: Release, metrics: dict[str, float], intervals: dict[str, Interval], projection: str
+) -> DerivedRelease:
+    """An unpickled :class:`DerivedRelease`, its mappings read-only again."""
+    return DerivedRelease(
+        release, MappingProxyType(metrics), MappingProxyType(intervals), projection
+    )
 
 
 def _request(request: object) -> ReleaseRequest:
