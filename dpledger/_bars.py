@@ -30,8 +30,8 @@ OpenDP's privacy map accounts for the rounding, so the charge stays exact."""
 GRID_SLACK = math.ldexp(2.0, GRANULARITY_K)
 """Two steps of OpenDP's output grid at :data:`GRANULARITY_K` (what
 :attr:`~dpledger.mechanisms.MechanismFacts.grid_slack` gives a release of dpledger's):
-the public :func:`~dpledger._closed_form.error_bar` and
-:func:`~dpledger._closed_form.cohort_floor` add it, as a release's bar does."""
+the public :func:`~dpledger.mechanisms.error_bar` and
+:func:`~dpledger.mechanisms.cohort_floor` add it, as a release's bar does."""
 
 _Z95 = 1.959963984540054  # two-sided 95% normal quantile
 
