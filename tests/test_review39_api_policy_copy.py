@@ -66,19 +66,28 @@ def test_a_copy_without_changes_is_the_same_policy() -> None:
     assert p.model_copy(update={}).content_hash == p.content_hash
 
 
-def test_a_spec_changed_by_model_copy_is_checked_inside_the_policy() -> None:
+def test_a_spec_changed_unvalidated_is_checked_inside_the_policy() -> None:
     # a MetricSpec (or Clip, or Regions) instance was not validated again by the policy
     # holding it: a spec copied with epsilon -1/10 made a policy whose release_budget was
-    # -1/10
+    # -1/10. Their model_copy(update=...) now validates (InvalidInput at the copy), and one
+    # built unvalidated (model_construct) is still checked inside the policy.
     p = _quiet_policy()
-    spec = p.metrics["loss"].model_copy(update={"epsilon": Fraction(-1, 10)})
+    loss = p.metrics["loss"]
+    with pytest.raises(dl.InvalidInput, match="epsilon"):
+        loss.model_copy(update={"epsilon": Fraction(-1, 10)})
+    spec = type(loss).model_construct(**{**dict(loss), "epsilon": Fraction(-1, 10)})
     with pytest.raises(dl.PolicyError, match="epsilon"):
         p.model_copy(update={"metrics": {**p.metrics, "loss": spec}})
-    clip = p.metrics["loss"].clip
+    clip = loss.clip
     assert clip is not None
-    upside_down = p.metrics["loss"].model_copy(update={"clip": clip.model_copy(update={"low": 5})})
+    with pytest.raises(dl.InvalidInput, match=r"clip|low|high"):
+        clip.model_copy(update={"low": 5})
+    flipped = type(clip).model_construct(**{**dict(clip), "low": Fraction(5)})
+    upside_down = type(loss).model_construct(**{**dict(loss), "clip": flipped})
     with pytest.raises(dl.PolicyError, match="clip"):
         p.model_copy(update={"metrics": {**p.metrics, "loss": upside_down}})
-    regions = p.regions.model_copy(update={"names": ("north", "north")})
+    with pytest.raises(dl.InvalidInput, match="unique"):
+        p.regions.model_copy(update={"names": ("north", "north")})
+    regions = type(p.regions).model_construct(names=("north", "north"), open=False)
     with pytest.raises(dl.PolicyError, match="unique"):
         p.model_copy(update={"regions": regions})

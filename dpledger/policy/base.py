@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from fractions import Fraction
 from types import MappingProxyType
-from typing import Annotated, Any, ClassVar, Self, TypeVar
+from typing import Annotated, Any, Self, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -299,10 +299,6 @@ class FrozenModel(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
-    _VALIDATED_COPY: ClassVar[bool] = False
-    """Whether :meth:`model_copy` with ``update`` validates (a model that caches values
-    derived from its fields: pydantic's copy would keep the old ones)."""
-
     @classmethod
     def _invalid(cls, message: str, field: str = "") -> DpLedgerError:
         """The error of bad input; ``field``: the first problem's dotted path, if any."""
@@ -362,12 +358,12 @@ class FrozenModel(BaseModel):
         raise type(self)._invalid(f"is frozen: {name} cannot be deleted; make a new one", name)
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
-        """A copy. With ``update``, a model that caches derived values (:attr:`_VALIDATED_COPY`:
-        a policy's budgets and hash) is validated anew from its fields and ``update``:
-        pydantic's copy validates nothing and keeps the cached values of the old fields, so
-        a copy with a lower budget enforced the old one (review 39)."""
-        if not update or not type(self)._VALIDATED_COPY:
-            return super().model_copy(update=update, deep=deep)
+        """A copy; with ``update``, validated anew from its fields and ``update``, like any
+        new instance: pydantic's copy validates nothing and keeps values a model derived
+        from its old fields (a policy's budgets and hash: a copy with a lower budget
+        enforced the old one; a request took an unknown field; review 39)."""
+        if not update:
+            return super().model_copy(deep=deep)
         if not isinstance(update, Mapping):
             raise type(self)._invalid(f"update must map field names to values, got {shown(update)}")
         fields = {k: getattr(self, k) for k in type(self).model_fields}

@@ -138,8 +138,6 @@ FrozenMetrics = Annotated[
 class Policy(FrozenModel):
     """A validated privacy policy. Load with :meth:`load` or :meth:`from_toml`."""
 
-    _VALIDATED_COPY = True  # model_copy(update=...) validates: budgets and hash are cached
-
     name: str
     version: str
     privacy_unit: PrivacyUnit = "client"
