@@ -465,8 +465,9 @@ def _scale_and_rounding(
     mechanism: MechanismKind,
     magnitude: float,
 ) -> tuple[float, float]:
-    """The closed-form noise scale of a budget, and the rounding term of values up to
-    ``magnitude``: what :func:`error_bar` and :func:`cohort_floor` both start from."""
+    """The noise scale a scalar release of this Δ and budget is calibrated to, and the
+    rounding term of values up to ``magnitude``: what :func:`error_bar` and
+    :func:`cohort_floor` both start from (the closed form checks the arguments)."""
     amount, unit = budget_amount(budget, measure, mechanism)
     delta = positive_real(sensitivity, "sensitivity")
     noise_scale(delta, amount, unit)  # the closed form: its checks and messages
