@@ -100,7 +100,14 @@ class SiloSums:
         """``silos`` as a mask over the silos: each silo once (one listed twice would be
         summed twice, its people's records counted double: past the charged sensitivity)."""
         n = self.units.shape[0]
-        arr = read_plain(silos, "silos must be silo indices or a mask over the silos")
+        if (
+            isinstance(silos, list | tuple)
+            and silos
+            and all(isinstance(x, bool | np.bool_) for x in silos)
+        ):  # a mask as a list: read_plain refuses booleans (among numbers), not a mask
+            arr = np.array(silos, dtype=bool)
+        else:
+            arr = read_plain(silos, "silos must be silo indices or a mask over the silos")
         if arr.dtype == np.bool_ and arr.shape == (n,):
             return arr
         if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
