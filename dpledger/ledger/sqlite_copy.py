@@ -160,13 +160,20 @@ def lacks_table(p: Path, table: str) -> bool:
     recovers its WAL and, on closing, checkpoints it into that file and deletes its ``-wal``
     and ``-shm`` (review 39). A ledger's tables are always in its file, whatever its WAL
     holds: it is built, closed (checkpointed) and only then linked into place. A file
-    with a hot journal is torn until that is rolled back: not read so (False)."""
+    with a hot journal is torn until that is rolled back, which the read-write open would
+    do in place (rewriting another application's file, deleting its journal): it is read
+    in a private copy, rolled back there, as a read does (False when no copy can be made)."""
     name = os.path.realpath(p)
+    target, uri, where = p, f"file:{quote(name)}?immutable=1", None
     if hot_journal(name):
-        return False
-    uri = f"file:{quote(name)}?immutable=1"
+        try:
+            copy = private_copy(p, name, "-journal")
+        except StoreError:  # no temporary directory, or the file keeps changing
+            return False  # whoever opens it next says why
+        if copy is not None:  # else the journal is gone: read the file as it is
+            target, uri, where = copy, f"file:{quote(str(copy))}?mode=rw", copy.parent
     try:
-        conn = sqlite_files.connect(p, uri)
+        conn = sqlite_files.connect(target, uri)
         try:
             return not conn.execute(
                 "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
@@ -175,3 +182,5 @@ def lacks_table(p: Path, table: str) -> bool:
             sqlite_files.close(conn)
     except sqlite3.Error:
         return False  # whoever opens it next says why
+    finally:
+        drop_copy(where)
