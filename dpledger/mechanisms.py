@@ -475,8 +475,10 @@ def _scale_and_rounding(
     # charges the input's rounding onto its 2**k grid on top of Δ, so near the grid Δ/ε
     # is too little noise (Δ = 1e-9 at ε = 1: cohort_floor said 2,998, the ledger's floor
     # was 3,001; at 1e-12, 49 against 76: review h39, as stats6 F-PLAN for the inverse)
+    # a float budget read as a policy reads it (through repr: 0.2 is 1/5, not the double
+    # 0.2000000000000000111, whose scale is an ulp or two below the policy's; review 39)
+    exact = amount if isinstance(amount, Fraction) else Fraction(repr(float(amount)))
     facts = calibrate(
-        sensitivity=float(delta), budget=Fraction(amount), measure=unit,
-        mechanism=mechanism, dimension=0,
-    )  # fmt: skip
+        sensitivity=float(delta), budget=exact, measure=unit, mechanism=mechanism, dimension=0
+    )
     return facts.scale, nonnegative_real(magnitude, "magnitude") * ROUNDING
