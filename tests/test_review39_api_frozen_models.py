@@ -64,8 +64,10 @@ def test_a_derived_release_pickles_and_deep_copies(tmp_path: Path) -> None:
     with dl.Ledger.open(tmp_path / "l.db", dl.Policy.from_toml(SMALL), mode="create") as ledger:
         derived = release_confusion(ledger, request, confusion)
     for copied in (pickle.loads(pickle.dumps(derived)), copy.deepcopy(derived)):
-        assert dict(copied.metrics) == dict(derived.metrics)
-        assert dict(copied.intervals) == dict(derived.intervals)
+        # by repr: OpenDP's noise is unseeded, and an unusable estimate is NaN (~9% of runs:
+        # accuracy and the micro averages), which == finds unequal to itself (review 39 diff)
+        assert repr(dict(copied.metrics)) == repr(dict(derived.metrics))
+        assert repr(dict(copied.intervals)) == repr(dict(derived.intervals))
         assert copied.table() == derived.table()
         with pytest.raises(TypeError):
             copied.metrics["accuracy"] = 1.0  # type: ignore[index]
