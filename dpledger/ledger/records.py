@@ -275,6 +275,13 @@ def chain_hash_v1(
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def _unpickled(*values: Any) -> Release:
+    """An unpickled :class:`Release`, its ``noisy_sum`` (the fourth field) read-only."""
+    fields = list(values)
+    fields[3] = _readonly(fields[3])
+    return Release(*fields)
+
+
 def _readonly(a: npt.NDArray[np.float64] | tuple[float, ...]) -> npt.NDArray[np.float64]:
     a = np.array(a, dtype=np.float64)  # always a copy: the caller's array stays its own
     # over immutable bytes: setflags(write=True) is refused (an array owning its memory
@@ -354,6 +361,11 @@ class Release:
         factor = bar_factor(self.bar, self.facts.mechanism)
         bar = _half_width(factor, self.scale, slack, self.request.cohort, self.kind)
         return dataclasses.replace(self, sum_slack=slack, error_bar=bar)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickle (and deepcopy) with ``noisy_sum`` read-only again: a copied array owns
+        its memory, so the copy's value could be made writeable and changed (review 39)."""
+        return _unpickled, tuple(getattr(self, f.name) for f in dataclasses.fields(self))
 
     def half_width(self, factor: float) -> float:
         """The half-width at ``factor`` noise scales (e.g. :func:`~dpledger.mechanisms.
