@@ -222,6 +222,7 @@ class ServiceStore:
             )
         if not read_only:  # it is ours: now it may be written (revocations, refusals)
             sqlite_files.close(conn)
+            drop_copy(copy)  # the look's private copy, if it took one (review 39)
             conn, copy = store_files.connect(p, read_only=False)
         store = cls(path, conn, pg=False)
         store._copy = copy
