@@ -1,10 +1,11 @@
-"""Which schema a PostgreSQL session finds dpledger's tables in, refused unless its own.
+"""Which schema a PostgreSQL session finds dpledger's tables in: a writer's must be its own.
 
 dpledger names its tables unqualified, so PostgreSQL resolves them through the session's
 ``search_path``. With ``search_path=team_b,public`` a ledger in ``public`` is found (and
 ``ledger init`` would adopt it) while a new one would be created in ``team_b``: two teams
-would share one budget without noticing. A table is used only where new ones would be
-created: the session's ``current_schema()``, the first schema of its path that exists.
+would share one budget without noticing. A table is written only where new ones would be
+created: the session's ``current_schema()``, the first schema of its path that exists —
+by a writer; a reader reads what its search_path finds.
 """
 
 from __future__ import annotations
@@ -28,14 +29,20 @@ def found_sql(table: str) -> str:
     )
 
 
-def in_own_schema(rows: Sequence[Sequence[Any]], what: str, location: str) -> bool:
-    """Whether :func:`found_sql`'s ``rows`` found the table; :class:`StoreError` when it
-    lies in another schema than the one this session creates in (``what``: the ledger,
-    the key store; ``location``: its URL without a password)."""
+def in_own_schema(
+    rows: Sequence[Sequence[Any]], what: str, location: str, *, writer: bool = True
+) -> bool:
+    """Whether :func:`found_sql`'s ``rows`` found the table; for a ``writer``,
+    :class:`StoreError` when it lies in another schema than the one this session creates
+    in (``what``: the ledger, the key store; ``location``: its URL without a password).
+
+    A reader (nothing written, nothing spent) reads what its search_path finds, as any
+    PostgreSQL client does: an auditor role with a schema of its own name (PostgreSQL's
+    per-user pattern, ``"$user", public``) reads a ledger in ``public``."""
     if not rows:
         return False
     found, own = rows[0][0], rows[0][1]
-    if found != own:
+    if found != own and writer:
         where = "no schema of its own" if own is None else f"its own schema is {own!r}"
         raise StoreError(
             f"the {what} at {location} was found in schema {found!r} through the session's "

@@ -1,9 +1,10 @@
-"""A PostgreSQL ledger or key store is used only in the session's own schema.
+"""A PostgreSQL ledger or key store is written only in the session's own schema.
 
 dpledger's tables are unqualified, so with ``search_path=team_b,team_a`` a session found
 team_a's ledger (``ledger init`` adopted it, releases spent its budget) while a new one
-would have been created in team_b. Now that is a StoreError naming the schema; a URL whose
-search_path is the ledger's one schema keeps working (review 39 led, confirmed here).
+would have been created in team_b. Now a writer gets a StoreError naming the schema; a
+reader reads what its search_path finds; a URL whose search_path is the ledger's one schema
+keeps working (review 39 led, confirmed here).
 """
 
 from __future__ import annotations
@@ -43,8 +44,18 @@ def two(pg_server: Any) -> Iterator[tuple[str, str, str]]:
     pg_server.drop(b)
 
 
-@pytest.mark.parametrize("mode", ["read", "write", "create"])
-def test_a_ledger_further_down_the_search_path_is_refused(
+def test_a_reader_reads_the_ledger_its_search_path_finds(two: tuple[str, str, str]) -> None:
+    a, _, both = two
+    policy = dl.Policy.load(str(SPATIAL))
+    with dl.Ledger.open(a, policy, mode="write") as ledger:
+        ledger.release(dl.ReleaseRequest(epoch=0, metric="clipped_mean_loss", region="na",
+                                          cohort=5_000), 1_000.0)  # fmt: skip
+    with dl.Ledger.open(both, policy, mode="read") as ledger:  # as any PostgreSQL client
+        assert len(ledger) == 1
+
+
+@pytest.mark.parametrize("mode", ["write", "create"])
+def test_a_ledger_further_down_the_search_path_is_refused_to_a_writer(
     two: tuple[str, str, str], mode: Any
 ) -> None:
     a, b, both = two

@@ -4,8 +4,9 @@ PostgreSQL's documented "secure schema usage pattern" (docs §5.9.6) gives each 
 schema named after it, so the default ``search_path`` ("$user", public) makes that
 schema the session's ``current_schema()``; shared tables live in ``public``. A ledger an
 operator made in ``public`` (no schema of the operator's name) used to open for such a
-role: after f31a164 every open, a plain read (``verify``/``status``) included, is a
-StoreError, so a deployment that worked stops at its next start.
+role: after f31a164 every open, a plain read (``verify``/``status``) included, was a
+StoreError, so a deployment that worked stopped at its next start. A reader now reads what
+its search_path finds; a writer must still name the ledger's schema (its refusal says how).
 """
 
 from __future__ import annotations
@@ -22,11 +23,6 @@ import dpledger as dl
 pytestmark = pytest.mark.postgres
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="design: f31a164 refuses any ledger outside current_schema(), even a read by a "
-    "role following PostgreSQL's per-user-schema pattern; needs a maintainer's decision",
-)
 def test_a_public_ledger_reads_for_a_role_with_its_own_schema(pg_server: Any) -> None:
     url = pg_server.create_database()  # default search_path "$user", public
     policy = dl.Policy.load(str(SPATIAL))
@@ -42,6 +38,8 @@ def test_a_public_ledger_reads_for_a_role_with_its_own_schema(pg_server: Any) ->
         with dl.Ledger.open(mine, policy, mode="read") as ledger:
             assert ledger.exists
             assert len(ledger) == 0
+        with pytest.raises(dl.StoreError, match=r"found in schema 'public'.*search_path"):
+            dl.Ledger.open(mine, policy, mode="write")
     finally:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA "{role}" CASCADE')

@@ -314,7 +314,8 @@ class PostgresStore(PipelinedWrites, SqlStore):
         """Whether the ledger's tables exist in this database (its ``search_path``)."""
         if not self._exists:
             rows = self._execute(found_sql("dpl_meta"))
-            self._exists = in_own_schema(rows, "ledger", self._location)
+            writer = self.mode != "read"
+            self._exists = in_own_schema(rows, "ledger", self._location, writer=writer)
         return self._exists
 
     def create(self, meta: dict[str, str]) -> None:
