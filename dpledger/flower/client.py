@@ -82,7 +82,8 @@ def contributions(
     them as one float64 array with a layout header (:func:`~dpledger.flower.wire.pack_packed`),
     which the server reads for a whole round at once; the default is the three records.
     Pinned bounds must fit the plan's (a clip inside its clip; its cap, dimension and
-    number of edges): others raise. The server would reject the replies that use wider
+    number of edges; edges other than the plan's only under their own edges version):
+    others raise. The server would reject the replies that use wider
     room, and under ``replace`` that count is published — it would depend on the
     client's data; another cap would weigh the client differently (a codec metric's
     values would be decoded wrongly).
@@ -117,6 +118,7 @@ def contributions(
         chosen = pinned.get(name, m.bounds)
         if name in pinned:
             _within(name, chosen, m.bounds)
+            _edges_named(name, chosen, m, versions.get(name))
         empty = substitute(m, chosen)  # the configuration's errors raise here
         try:
             if m.scalar and all(np.size(arrays[k]) == 0 for k in declared.inputs):
@@ -177,6 +179,25 @@ def _within(name: str, pinned: object, plan: Bounds) -> None:
             "counted would depend on its data, and a cap other than the plan's misweights "
             "it; pin a clip within the plan's and its cap, or pin none"
         )
+
+
+def _edges_named(name: str, pinned: Bounds, plan: MetricPlan, version: str | None) -> None:
+    """InvalidInput when pinned edges differ from the plan's but the reply would carry the
+    plan's edges version (by default, or named): the server, which compares versions, not
+    edges, would add buckets over other edges to everyone else's (review 39 flw). Another
+    version is fine: the server rejects that reply as stale."""
+    if pinned.edges is None or plan.bounds.edges is None:
+        return
+    if tuple(map(float, pinned.edges)) == tuple(map(float, plan.bounds.edges)):
+        return
+    if version is not None and plan.edges_version is not None and version != plan.edges_version:
+        return
+    raise InvalidInput(
+        f"{name}: pinned edges {list(pinned.edges)} differ from the plan's "
+        f"{list(plan.bounds.edges)}, but the reply would name the plan's edges version "
+        f"{plan.edges_version!r}: name their own version in edges_versions (the server then "
+        "rejects the reply as stale), or pin the plan's edges"
+    )
 
 
 def contribution_reply(
