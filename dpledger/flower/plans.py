@@ -66,6 +66,11 @@ def choose_metrics(
         raise InvalidInput("metrics must map at least one policy metric to a declaration")
     else:
         chosen = dict(metrics)
+    if health is not None and health in chosen:  # two releases under one id (review 39 flw)
+        raise InvalidInput(
+            f"{health!r} is the health_metric: the wrapper releases the health counters "
+            "under it, so clients must not also compute it; leave it out of metrics="
+        )
     if HEALTH_KEY in chosen and health != HEALTH_KEY:
         raise InvalidInput(
             f"a metric named {HEALTH_KEY!r} would publish under the health counters' keys "
