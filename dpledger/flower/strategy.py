@@ -295,7 +295,11 @@ class LedgerEvaluation(Strategy):
         planned: set[int] = set()  # ids of the contents given the plan (all alive here)
         for m, node in zip(messages, nodes, strict=True):
             region = regions.get(node)
-            if region is None or region == ALL or not self.policy.regions.admits(region):
+            if (
+                not isinstance(region, str)
+                or region == ALL
+                or not self.policy.regions.admits(region)
+            ):
                 unregistered.append(node)
                 continue
             if node in selected:
