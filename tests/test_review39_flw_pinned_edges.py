@@ -60,3 +60,15 @@ def test_the_plans_own_edges_pinned_are_fine() -> None:
     same = Bounds(cap=100.0, edges=plan.metrics["errors"].bounds.edges, dimension=7)
     c = contributions(plan, DATA, data_for=REG, bounds={"errors": same})
     assert read_reply(plan, c)[1] is None
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["records", "packed"])
+def test_an_edges_version_for_a_metric_without_edges_raises_in_either_format(
+    packed: bool,
+) -> None:
+    """The same call was accepted as three records (the server reads no edges version for
+    the loss) and rejected as packed (the layout digest counts it): now it raises."""
+    plan = the_plan()
+    assert plan.metrics["loss"].edges_version is None
+    with pytest.raises(InvalidInput, match="no edges"):
+        contributions(plan, DATA, data_for=REG, edges_versions={"loss": "x"}, packed=packed)

@@ -104,6 +104,9 @@ def contributions(
     unknown = (set(pinned) | set(versions) | set(own)) - set(plan.metrics)
     if unknown:
         raise InvalidInput(f"data or bounds for metrics the plan does not ask for: {unknown}")
+    edgeless = sorted(n for n in versions if plan.metrics[n].edges_version is None)
+    if edgeless:  # a packed reply's digest counts them, three records would not (review 39)
+        raise InvalidInput(f"edges_versions for metrics the plan gives no edges: {edgeless}")
     rows: dict[str, npt.NDArray[np.float64]] = {}
     used: dict[str, str | None] = {}
     for name, m in plan.metrics.items():
