@@ -276,6 +276,8 @@ class LedgerEvaluation(Strategy):
             # a round whose ids were used, or one before the latest, again: another run
             _LOG.info("round %d configured again: a new run, with new release ids", server_round)
             self._new_run()
+        self._pending.pop(server_round, None)  # sampled again: the earlier plan is void,
+        # even when this sampling asks nobody (its replies never come; review 39 flw)
         sampler = grid if self.policy.neighbouring == "replace" else sampling_grid(
             self._lookup, grid, self.strategy)  # fmt: skip
         if sampler is None:  # fewer nodes in the run than the strategy waits for: logged
