@@ -352,3 +352,27 @@ def test_under_add_remove_a_query_registry_asks_once_so_a_later_dropout_stays_pr
         seen.append((public, report.unregistered,
                      {r: h.selected for r, h in report.health.items()}))  # fmt: skip
     assert seen[0] == seen[1]
+
+
+def test_an_on_round_that_raises_is_logged_and_the_rounds_values_still_reach_flower(
+    fleet: Fleet, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Review 39 (Flower): a raising ``on_round`` escaped ``aggregate_evaluate`` after the
+    round had spent ε, so Flower's Result lacked the round and the run ended. Now it is
+    logged and every round's MetricRecord is returned."""
+    grid = LocalGrid(make_client(fleet, bad=False), N_NODES, offline=())
+    inner = FedAvg(fraction_train=0.0, min_evaluate_nodes=N_NODES, min_available_nodes=N_NODES)
+
+    def on_round(report: Any) -> None:
+        raise RuntimeError(f"alert failed in round {report.server_round}")
+
+    registry = StaticRegistry(regions_by_id(fleet, grid))
+    with caplog.at_level("ERROR", logger="dpledger.flower"):
+        strategy, result = two_rounds(tmp_path / "l.db", exact(), grid, inner, registry, on_round)
+    assert sorted(strategy.rounds) == [1, 2]
+    for r in (1, 2):
+        record = result.evaluate_metrics_clientapp[r]
+        assert record["released"] == len(strategy.rounds[r].releases) > 0
+    raised = [x for x in caplog.records if "on_round raised" in x.getMessage()]
+    assert len(raised) == 2
+    assert all(x.exc_info is not None for x in raised)  # the callback's traceback is kept

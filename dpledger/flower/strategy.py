@@ -115,7 +115,9 @@ class LedgerEvaluation(Strategy):
     configured again (a loop an outer strategy drives): a round's FLAM metrics are read
     back from its committed release by id, and a second run — another model, on the same
     ledger — never meets the first run's ids. ``on_round`` is called with each round's
-    :class:`~dpledger.flower.RoundReport` (to print or alert).
+    :class:`~dpledger.flower.RoundReport` (to print or alert) after the round's releases
+    are committed; an exception it raises is logged, and the round's MetricRecord still
+    returned (a release that spent ε always returns its value).
     """
 
     def __init__(
@@ -333,7 +335,12 @@ class LedgerEvaluation(Strategy):
         report = self._release(planned, got)
         self.rounds[server_round] = report
         if self._on_round is not None:
-            self._on_round(report)
+            try:  # the round has spent ε: its values reach Flower whatever the callback does
+                self._on_round(report)
+            except Exception:
+                _LOG.exception(
+                    "round %d: on_round raised; the round's release stands", server_round
+                )
         _LOG.info(
             "round %d: %d released, %d refused", server_round, len(report.releases),
             len(report.refusals),
