@@ -92,7 +92,8 @@ def main(grid: Grid, context: Context) -> None:
     """`flwr run` entry point: print each round's report as it is released."""
     strategy, _ = run(grid, context, on_round=lambda report: print(report.table(), flush=True))
     if not any(report.releases for report in strategy.rounds.values()):
-        print("nothing was released, so no ledger was created (a refusal writes nothing)")
+        print("nothing was released in this run: no budget spent, nothing written (a "
+              "refusal writes nothing; a ledger that was not there was not created)")  # fmt: skip
         return
     policy = Path("flower_eval") / str(settings(context)["policy"])  # from the app's folder
     print(f"ledger: {strategy.ledger.location}; audit it with: dpledger ledger verify "
