@@ -41,7 +41,7 @@ def a_ledger(tmp_path: Path) -> Path:
 @pytest.fixture
 def held_out(tmp_path: Path) -> Path:
     path = tmp_path / "held_out.csv"
-    path.write_text("\n".join(str(0.01 * i) for i in range(500)) + "\n")
+    path.write_text("loss\n" + "\n".join(str(0.01 * i) for i in range(500)) + "\n")
     return path
 
 

@@ -183,6 +183,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         low=args.low,
         source=source,
     )
+    # the chart first: if it cannot be written, only the error is printed (one JSON object)
+    out = None if args.plot is None else plot_candidates(result, args.plot)
     if args.json:
         data = result.model_dump(mode="json")
         data["recommended_source"] = result.source_string()
@@ -190,9 +192,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     else:
         write_out(result.table())
         write_out(f"clip.source = {json.dumps(result.source_string())}")
-    if args.plot is not None:
-        out = plot_candidates(result, args.plot)
-        if not args.json:
+        if out is not None:
             write_out(f"chart written to {out}")
     return 0
 

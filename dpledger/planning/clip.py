@@ -188,6 +188,11 @@ def load_held_out(path: str | os.PathLike[str], column: str | None = None) -> np
     if not rows:
         raise InvalidInput(f"{p}: the CSV file is empty (expected a header row)")
     header = [h.strip() for h in rows[0]]
+    if all(h and _CELL.fullmatch(h) for h in header):  # else its first values were dropped
+        raise InvalidInput(
+            f"{p}: the first row {header[:5]} holds numbers, not column names: the CSV needs "
+            "a header row (add one, e.g. `loss`, and pass it to --column)"
+        )
     twice = sorted({h for h in header if header.count(h) > 1})
     if twice:
         raise InvalidInput(f"{p}: the CSV names column(s) {twice} more than once")
