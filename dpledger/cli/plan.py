@@ -89,6 +89,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
         return _print_unit_comparison(policy, args.silo or [], args.json)
     if args.silo:
         raise InvalidInput("--silo NAME=RECORDS goes with --compare-units")
+    if args.compare_definitions and (args.ledger is not None or args.epoch != 0):
+        raise InvalidInput(  # a comparison reads no spend: they would be ignored silently
+            "--compare-definitions compares bars at the policy's budgets (and --rounds); "
+            "--ledger and --epoch go with the per-region plan: run that separately"
+        )
     cohorts: dict[str, int] = {}
     for text in args.cohort or []:
         region, n = parse_cohort(text)
@@ -113,21 +118,24 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 policy, cohorts, rounds_per_epoch=args.rounds, ledger=ledger, epoch=args.epoch
             )
     if args.compare_definitions:
-        return _print_comparison(policy, cohorts, args.json)
+        return _print_comparison(policy, cohorts, args.rounds, args.json)
     write_out(result.model_dump_json(indent=2) if args.json else result.table())
     return 0
 
 
-def _print_comparison(policy: Policy, cohorts: dict[str, int], as_json: bool) -> int:
+def _print_comparison(
+    policy: Policy, cohorts: dict[str, int], rounds: int | None, as_json: bool
+) -> int:
     from dpledger.planning._common import text_table
     from dpledger.planning.definitions import compare_definitions
 
-    rows = compare_definitions(policy, cohorts)
+    rows = compare_definitions(policy, cohorts, rounds)
     if as_json:
         write_out(json_text([r.model_dump() for r in rows], sort_keys=False))
         return 0
     write_out(
-        f"error bar per metric at the same per-epoch (ε, δ = {policy.delta:g}) guarantee\n"
+        f"error bar per metric at the same per-epoch (ε, δ = {policy.delta:g}) guarantee, "
+        f"{rounds or policy.rounds_per_epoch} round(s) per epoch\n"
         + text_table(
             ("region", "metric", "n", "pure/Laplace", "zCDP/Gaussian", "smaller"),
             (

@@ -23,7 +23,7 @@ from dpledger import mechanisms as mech
 from dpledger._search import least_integer
 from dpledger.accounting import zcdp_epsilon
 from dpledger.errors import InvalidInput
-from dpledger.planning._common import validated_cohorts, validated_policy
+from dpledger.planning._common import validated_cohorts, validated_policy, validated_rounds
 from dpledger.policy import FrozenModel, Policy
 from dpledger.types import Definition
 
@@ -62,10 +62,15 @@ def rho_for_epsilon(epsilon: Fraction, delta: float) -> Fraction:
     return (_RHO_GRID if first is None else first - 1) * step
 
 
-def compare_definitions(policy: Policy, cohorts: Mapping[str, int]) -> tuple[DefinitionChoice, ...]:
-    """Per region × metric, the ci95-style bar under each definition (the metric's bar kind)."""
+def compare_definitions(
+    policy: Policy, cohorts: Mapping[str, int], rounds_per_epoch: int | None = None
+) -> tuple[DefinitionChoice, ...]:
+    """Per region × metric, the ci95-style bar under each definition (the metric's bar
+    kind), each release's budget at ``rounds_per_epoch`` (default: the policy's), as
+    :func:`~dpledger.planning.plan` takes it."""
     policy = validated_policy(policy)
     cohorts = validated_cohorts(policy, cohorts)  # declared regions, integers in 1..1e9
+    rounds = validated_rounds(policy, rounds_per_epoch)
     if policy.definition == "pure":
         eps_eval = policy.eval_budget
         rho_eval = rho_for_epsilon(eps_eval, policy.delta)
@@ -74,7 +79,7 @@ def compare_definitions(policy: Policy, cohorts: Mapping[str, int]) -> tuple[Def
         eps_eval = Fraction(zcdp_epsilon(rho_eval, policy.delta))
     out: list[DefinitionChoice] = []
     for name, spec in policy.metrics.items():
-        share = policy.release_budget(name) / policy.eval_budget
+        share = policy.release_budget(name, rounds) / policy.eval_budget
         if share <= 0:
             continue
         d1 = mech.policy_sensitivity(policy, name, "laplace")
