@@ -108,7 +108,9 @@ def check_ledger_target(target: str, flag: str = "--ledger") -> str:
     with new noise and nothing would be recorded (a key store there would hold keys no
     service reads). So is a path with a NUL byte or one that is not UTF-8 (SQLite cannot
     open it), and one named like SQLite's own files (``X-wal``, ``X-shm``, ``X-journal``:
-    SQLite would delete or overwrite it as ``X``'s), before anything is created.
+    SQLite would delete or overwrite it as ``X``'s), before anything is created; and one
+    with leading or trailing whitespace or a control character (``L.db `` or ``L.db\\r``
+    from an ``.env`` file: a new ledger beside ``L.db``, a fresh budget).
     """
     if target.strip() == ":memory:" or target.startswith("file:"):
         raise InvalidInput(
@@ -117,6 +119,12 @@ def check_ledger_target(target: str, flag: str = "--ledger") -> str:
             "file path or a postgresql:// URL"
         )
     text = check_path_text(target, f"{flag} path")
+    if text != text.strip() or any(c < " " or c == "\x7f" for c in text):
+        raise InvalidInput(  # "L.db " or "L.db\r" (an .env file) would be a new, empty ledger
+            f"{flag} {text!r} begins or ends with whitespace or holds a control character: "
+            "a release there would start a new, empty budget beside the ledger meant; "
+            "remove them (from $DPLEDGER_URL too), or rename such a file"
+        )
     url = postgres_url(text, flag)
     if url is not None:
         return url

@@ -1,0 +1,59 @@
+"""Review 39 (CLI): a ledger path with trailing whitespace started a new budget.
+
+``DPLEDGER_URL="L.db "`` (or ``L.db\\r`` from a Windows ``.env`` file, or a stray
+space in ``--ledger``) made ``dpledger release`` create a second ledger named
+``"L.db "`` beside ``L.db`` and spend from its fresh, empty budget: a metric whose
+epoch allocation ``L.db`` had exhausted was released again with new noise. The only
+sign was "created a new ledger at L.db " on standard error, the space invisible. The
+CLI refuses such a path (every command, ``--keys`` too) before anything is created.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from dpledger.cli.main import main
+
+SPATIAL = Path(__file__).resolve().parents[1] / "policies" / "spatial-eval.toml"
+
+
+def _release_args(tmp_path: Path) -> list[str]:
+    req = tmp_path / "req.json"
+    req.write_text(json.dumps({"epoch": 0, "metric": "clipped_mean_loss", "region": "na",
+                               "cohort": 2400}))  # fmt: skip
+    agg = tmp_path / "sum.json"
+    agg.write_text("1200.5")
+    return ["release", "--policy", str(SPATIAL), "--request", str(req), "--aggregate", str(agg)]
+
+
+@pytest.mark.parametrize("suffix", [" ", "\r", "\n", "\t"])
+def test_env_ledger_with_trailing_whitespace_is_refused(tmp_path, monkeypatch, capsys, suffix):
+    monkeypatch.chdir(tmp_path)
+    argv = _release_args(tmp_path)
+    assert main([*argv, "--ledger", "L.db"]) == 0  # the one release the epoch allows
+    capsys.readouterr()
+    before = (tmp_path / "L.db").read_bytes()
+    monkeypatch.setenv("DPLEDGER_URL", "L.db" + suffix)
+    code = main(argv)  # --ledger defaults to $DPLEDGER_URL when the parser is built
+    captured = capsys.readouterr()
+    assert code == 2, captured.out
+    assert "whitespace" in captured.err
+    assert sorted(os.listdir(tmp_path)) == ["L.db", "req.json", "sum.json"]
+    assert (tmp_path / "L.db").read_bytes() == before
+
+
+def test_leading_space_and_keys_refused(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    code = main([*_release_args(tmp_path), "--ledger", " L.db", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 2
+    assert out["error"] == "invalid_input"
+    code = main(["keys", "list", "--ledger", "L.db", "--keys", "k.db ", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 2
+    assert "--keys" in out["message"]
+    assert sorted(os.listdir(tmp_path)) == ["req.json", "sum.json"]
