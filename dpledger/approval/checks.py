@@ -177,15 +177,26 @@ def costing(policy: Policy, metric: str, cohort: int) -> Costing:
     ok = cohort >= floor
     bar = mech.error_bar_of(facts, cohort, spec.bar, spec.magnitude)
     counted = policy.counted
+    shown_bar, target = _apart(bar, spec.target)
     check = Check(
         "cohort_floor",
         ok,
-        f"n={cohort} {counted} ≥ floor {floor} ({spec.bar} bar {bar:.4g} ≤ {spec.target:g})"
+        f"n={cohort} {counted} ≥ floor {floor} ({spec.bar} bar {shown_bar} ≤ {target})"
         if ok
         else f"n={cohort} {counted} < floor {floor}: {spec.bar} bar "
-        f"{bar:.4g} > target {spec.target:g}; merge regions or wait for a larger cohort",
+        f"{shown_bar} > target {target}; merge regions or wait for a larger cohort",
     )
     return Costing(check, facts, charge, floor, Budget(charge, unit), noise)
+
+
+def _apart(bar: float, target: float) -> tuple[str, str]:
+    """``bar`` and ``target`` as text, 4 significant digits or as many more as tell two
+    different numbers apart (a bar of 1.0004 over a target of 1 is not "1 > 1")."""
+    for digits in range(4, 18):
+        a, b = f"{bar:.{digits}g}", f"{target:.{max(digits, 6)}g}"
+        if a != b or bar == target:
+            return a, b
+    return repr(bar), repr(target)
 
 
 def state_checks(
