@@ -91,14 +91,14 @@ class ClipCalibration(FrozenModel):
         for r in self.rows:
             if r.percentile == float(percentile):
                 return r
-        have = ", ".join(f"{r.percentile:g}" for r in self.rows)
-        raise InvalidInput(f"p{percentile:g} is not a candidate; computed: {have}")
+        have = ", ".join(_pct(r.percentile) for r in self.rows)
+        raise InvalidInput(f"p{_pct(percentile)} is not a candidate; computed: {have}")
 
     def source_string(self, percentile: float | None = None) -> str:
         """Provenance as a policy's ``clip.source`` takes it, e.g.
         ``"held-out fleet-a (n=2000 clients), p99 = 3.4"``; default: the recommended row."""
         r = self.recommended if percentile is None else self.row(percentile)
-        return f"{self.source} (n={self.n_values} clients), p{r.percentile:g} = {r.bound:.6g}"
+        return f"{self.source} (n={self.n_values} clients), p{_pct(r.percentile)} = {r.bound:.6g}"
 
     def to_clip(self, percentile: float | None = None) -> Clip:
         """A policy :class:`~dpledger.policy.Clip` at a candidate (default: recommended).
@@ -117,7 +117,7 @@ class ClipCalibration(FrozenModel):
         headers = ("pct", "bound", "clipped %", "noise ×1000", "bias ×1000", "rmse ×1000", "")
         body = [
             (
-                f"p{r.percentile:g}",
+                f"p{_pct(r.percentile)}",
                 f"{r.bound:.4g}",
                 f"{100 * r.clipped_fraction:.1f}",
                 _milli(r.noise_scale),
@@ -136,6 +136,13 @@ class ClipCalibration(FrozenModel):
         return "\n".join(
             [head, text_table(headers, body, align="lrrrrrl"), f"* recommended: {self.note}"]
         )
+
+
+def _pct(p: float) -> str:
+    """A percentile as labels show it: ``99`` or ``99.7``, with every digit it needs
+    (``99.99999999`` is not shown as ``p100``, the maximum it is not)."""
+    text = f"{p:g}"
+    return text if float(text) == p else repr(float(p))
 
 
 def _milli(x: float) -> str:
@@ -309,13 +316,15 @@ def calibrate_clip(
     x, dropped = _clean(values)
     n = x.size
     bounds = np.percentile(x, pcts)
-    flat = [f"p{p:g} = {b:.6g}" for p, b in zip(pcts, bounds, strict=True) if not b > low]
+    flat = [f"p{_pct(p)} = {b:.6g}" for p, b in zip(pcts, bounds, strict=True) if not b > low]
     if flat:
         raise InvalidInput(
             f"candidate bound(s) {', '.join(flat)} are not above low = {low:g}: "
             "no range to clip to; lower `low` or drop those percentiles"
         )
-    tiny = [f"p{p:g} = {b:.3g}" for p, b in zip(pcts, bounds, strict=True) if not normal_or_zero(b)]
+    tiny = [
+        f"p{_pct(p)} = {b:.3g}" for p, b in zip(pcts, bounds, strict=True) if not normal_or_zero(b)
+    ]
     if tiny:
         raise InvalidInput(
             f"candidate bound(s) {', '.join(tiny)} are below 2.2e-308, the smallest clip "
@@ -371,7 +380,7 @@ def calibrate_clip(
 
 
 def _note(rows: tuple[ClipCandidate, ...], best: ClipCandidate) -> str:
-    head = f"p{best.percentile:g} (bound {best.bound:.4g}) has the lowest RMSE, {best.rmse:.3g}"
+    head = f"p{_pct(best.percentile)} (bound {best.bound:.4g}) has the lowest RMSE, {best.rmse:.3g}"
     usual = next((r for r in rows if r.percentile == COMMON_PERCENTILE), None)
     if best.percentile == COMMON_PERCENTILE:
         return head + "; it is the usual default, p99"
@@ -409,7 +418,7 @@ def plot_candidates(result: ClipCalibration, path: str | os.PathLike[str]) -> Pa
     """
     plt = require_pyplot()
     labels = [
-        f"p{r.percentile:g}{'*' if r == result.recommended else ''}\n"
+        f"p{_pct(r.percentile)}{'*' if r == result.recommended else ''}\n"
         f"{100 * r.clipped_fraction:.1f}% clipped"
         for r in result.rows
     ]
