@@ -147,7 +147,11 @@ def _pct(p: float) -> str:
 
 def _milli(x: float) -> str:
     """``x × 1000`` as the table shows it: one decimal, or 3 digits and an exponent once
-    that is long (a noise scale at a tiny ε is near the largest double: ×1000 is inf)."""
+    that is long (a noise scale at a tiny ε is near the largest double: ×1000 is inf);
+    3 significant digits where one decimal would round a nonzero value to 0.0 (a metric of
+    rates near 1e-3: its noise is not 0)."""
+    if x != 0 and abs(1000 * x) < 0.05:
+        return f"{1000 * x:.3g}"
     if abs(x) < 1e9:
         return f"{1000 * x:.1f}"
     mantissa, exponent = f"{x:.2e}".split("e")
