@@ -129,6 +129,9 @@ def as_json(result: DemoResult) -> dict[str, Any]:
             for r in result.releases
         ],
         "refusals": [v.as_dict() for v in result.refusals],
-        "budget": {r: {"spent": s, "remaining": left} for r, (s, left) in result.budget.items()},
+        "budget": {
+            r: {"spent": s, "remaining": left, "unit": result.policy.unit}
+            for r, (s, left) in result.budget.items()
+        },
         "findings": [f.__dict__ for f in result.findings],
     }
