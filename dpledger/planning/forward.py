@@ -24,6 +24,7 @@ from typing import Protocol
 from dpledger import mechanisms as mech
 from dpledger._shown import shown
 from dpledger.approval.checks import noise_check_at
+from dpledger.approval.request import MAX_EPOCH
 from dpledger.errors import InvalidInput
 from dpledger.mechanisms import mechanism_facts
 from dpledger.planning._common import (
@@ -281,6 +282,8 @@ def plan(
     policy = validated_policy(policy)
     if isinstance(epoch, bool) or not isinstance(epoch, numbers.Integral) or epoch < 0:
         raise InvalidInput(f"epoch must be an integer ≥ 0, got {shown(epoch)}")
+    if epoch > MAX_EPOCH:  # as a release's and a ledger's: a plan for no possible epoch
+        raise InvalidInput(f"epoch must lie in [0, 2**63 - 1], got {shown(epoch)}")
     cohort_of = validated_cohorts(policy, cohorts)
     rounds = validated_rounds(policy, rounds_per_epoch)
     if ledger is not None and not all(
