@@ -27,7 +27,7 @@ from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.planning._common import positive_int, text_table, validated_policy
 from dpledger.policy import FrozenModel, Policy
-from dpledger.types import BarKind, cohort_size
+from dpledger.types import BarKind, Budget, cohort_size
 
 __all__ = ["UnitComparison", "client_twin", "compare_units", "units_table"]
 
@@ -40,6 +40,7 @@ class UnitComparison(FrozenModel):
     """
 
     metric: str
+    budget_per_release: Budget  # the same under both units: only the bound changes
     silos: int
     records: int
     largest_silo: int
@@ -126,6 +127,7 @@ def compare_units(policy: Policy, silos: Mapping[str, int]) -> tuple[UnitCompari
         out.append(
             UnitComparison(
                 metric=name,
+                budget_per_release=Budget(policy.release_budget(name), policy.unit),
                 silos=len(counts),
                 records=records,
                 largest_silo=largest,
@@ -154,6 +156,7 @@ def units_table(rows: tuple[UnitComparison, ...]) -> str:
     body = [
         (
             r.metric,
+            r.budget_per_release.text,
             f"{r.client_sensitivity:.4g}",
             f"{r.client_bar:.4g} {r.bar}",
             f"{r.record_sensitivity:.4g}",
@@ -162,11 +165,13 @@ def units_table(rows: tuple[UnitComparison, ...]) -> str:
         )
         for r in rows
     ]
-    headers = ("metric", "Δ client", "bar client", "Δ record", "bar record", "client/record")
+    sym = first.budget_per_release.symbol
+    headers = ["metric", f"{sym}/release", "Δ client", "bar client", "Δ record", "bar record"]
+    headers.append("client/record")
     return "\n".join(
         [
             head,
-            text_table(headers, body, align="lrrrrr"),
+            text_table(headers, body, align="lrrrrrr"),
             "",
             f"client-level: {first.client_protects}.",
             f"record-level: {first.record_protects}.",
