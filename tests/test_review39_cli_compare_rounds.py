@@ -52,3 +52,19 @@ def test_compare_definitions_refuses_flags_it_cannot_use(tmp_path, monkeypatch, 
     assert captured.out == ""
     assert "--compare-definitions" in captured.err
     assert not (tmp_path / "some.db").exists()
+
+
+def test_comparison_names_the_budgets_of_both_sides(capsys):
+    """Neither the text nor the JSON said which ε and ρ per release the bars are at."""
+    policy = dl.Policy.load(SPATIAL)
+    argv = ["plan", str(SPATIAL), "--cohort", "na=3000", "--rounds", "2"]
+    assert main([*argv, "--compare-definitions", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    for r in rows:
+        assert r["epsilon"] == pytest.approx(float(policy.release_budget(r["metric"], 2)))
+        assert 0 < r["rho"] < r["epsilon"]
+    assert main([*argv, "--compare-definitions"]) == 0
+    text = capsys.readouterr().out
+    assert "ε/release" in text
+    assert "ρ/release" in text
+    assert "2 round(s) per epoch" in text

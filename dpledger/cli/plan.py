@@ -133,23 +133,27 @@ def _print_comparison(
     if as_json:
         write_out(json_text([r.model_dump() for r in rows], sort_keys=False))
         return 0
+    headers = ["region", "metric", "n", "ε/release", "pure/Laplace", "ρ/release"]
+    headers += ["zCDP/Gaussian", "smaller"]
     write_out(
         f"error bar per metric at the same per-epoch (ε, δ = {policy.delta:g}) guarantee, "
         f"{rounds or policy.rounds_per_epoch} round(s) per epoch\n"
         + text_table(
-            ("region", "metric", "n", "pure/Laplace", "zCDP/Gaussian", "smaller"),
+            headers,
             (
                 (
                     r.region,
                     r.metric,
                     str(r.cohort),
+                    f"{r.epsilon:.4g}",
                     f"{r.laplace_bar:.4g}",
+                    f"{r.rho:.4g}",
                     f"{r.gaussian_bar:.4g}",
                     r.better,
                 )
                 for r in rows
             ),
-            align="llrrrl",
+            align="llrrrrrl",
         )
     )
     return 0

@@ -36,6 +36,8 @@ class DefinitionChoice(FrozenModel):
     region: str
     metric: str
     cohort: int
+    epsilon: float  # the pure side's per-release ε
+    rho: float  # the zCDP side's per-release ρ, at the same per-epoch (ε, δ)
     laplace_bar: float
     gaussian_bar: float
     better: Definition
@@ -96,6 +98,8 @@ def compare_definitions(
                     region=region,
                     metric=name,
                     cohort=n,
+                    epsilon=float(eps_eval * share),
+                    rho=float(rho_eval * share),
                     laplace_bar=lap,
                     gaussian_bar=gau,
                     better="pure" if lap <= gau else "zcdp",
