@@ -230,8 +230,17 @@ def verdict_text(v: Verdict) -> str:
 
 def release_text(r: Release) -> str:
     """The released value with its bar and charge."""
-    v = r.value
-    shown = f"{v:.6g}" if isinstance(v, float) else np.array2string(v, precision=4)
+    v = r.value  # every value, never numpy's "..." summary past 1,000 of them: ε was spent
+    shown = (
+        f"{v:.6g}"
+        if isinstance(v, float)
+        else np.array2string(v, precision=4, threshold=sys.maxsize)
+    )
+    where = (
+        f"on the sum; the value is the sum / {r.request.cohort}"
+        if r.kind == "scalar_mean"
+        else "per coordinate"
+    )
     rid = f", release id {r.release_id}" if r.release_id else ""
     charged = (
         f"  retry     recorded earlier as entry {r.entry_id} ({r.unit} {r.charge.text} "
@@ -243,7 +252,7 @@ def release_text(r: Release) -> str:
         f"entry {r.entry_id}: {r.request.metric} (epoch {r.request.epoch}, "
         f"region {r.request.region}, n={r.request.cohort}{rid})\n"
         f"  value     {shown}\n  ± {r.bar:<7} {r.error_bar:.6g}\n"
-        f"  scale     {r.scale:.6g}\n{charged}"
+        f"  scale     {r.scale:.6g} ({r.facts.mechanism} noise {where})\n{charged}"
     )
 
 
