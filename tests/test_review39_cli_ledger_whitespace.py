@@ -57,3 +57,15 @@ def test_leading_space_and_keys_refused(tmp_path, monkeypatch, capsys):
     assert code == 2
     assert "--keys" in out["message"]
     assert sorted(os.listdir(tmp_path)) == ["req.json", "sum.json"]
+
+
+@pytest.mark.parametrize(
+    "url", ["postgresql://u:s3cret@127.0.0.1:1/db ", " postgres://u:s3cret@h/db"]
+)
+def test_refusal_of_a_url_never_shows_its_password(tmp_path, monkeypatch, capsys, url):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DPLEDGER_URL", url)
+    assert main([*_release_args(tmp_path), "--json"]) == 2
+    captured = capsys.readouterr()
+    assert "whitespace" in captured.err
+    assert "s3cret" not in captured.err + captured.out

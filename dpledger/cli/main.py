@@ -120,8 +120,9 @@ def check_ledger_target(target: str, flag: str = "--ledger") -> str:
         )
     text = check_path_text(target, f"{flag} path")
     if text != text.strip() or any(c < " " or c == "\x7f" for c in text):
+        shown = "URL" if "://" in text else repr(text)  # a URL may hold a password: not shown
         raise InvalidInput(  # "L.db " or "L.db\r" (an .env file) would be a new, empty ledger
-            f"{flag} {text!r} begins or ends with whitespace or holds a control character: "
+            f"{flag} {shown} begins or ends with whitespace or holds a control character: "
             "a release there would start a new, empty budget beside the ledger meant; "
             "remove them (from $DPLEDGER_URL too), or rename such a file"
         )
