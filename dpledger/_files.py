@@ -118,13 +118,14 @@ def check_path_text(path: str | Path, what: str = "ledger path") -> str:
     SQLite cannot encode: refused here, before anything is created.
     """
     text = str(path)
+    shown = "URL" if "://" in text else repr(text)  # a URL may hold a password: not shown
     if "\x00" in text:
-        raise InvalidInput(f"the {what} {text!r} contains a NUL byte: name a real file")
+        raise InvalidInput(f"the {what} {shown} contains a NUL byte: name a real file")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidInput(
-            f"the {what} {text!r} is not valid UTF-8: rename the file or directory to a "
+            f"the {what} {shown} is not valid UTF-8: rename the file or directory to a "
             "UTF-8 name (a ledger path is stored and opened as UTF-8 text)"
         ) from None
     return text

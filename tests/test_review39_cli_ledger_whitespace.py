@@ -69,3 +69,14 @@ def test_refusal_of_a_url_never_shows_its_password(tmp_path, monkeypatch, capsys
     captured = capsys.readouterr()
     assert "whitespace" in captured.err
     assert "s3cret" not in captured.err + captured.out
+
+
+def test_not_utf8_url_refusal_never_shows_its_password(tmp_path, monkeypatch, capsys):
+    """A --ledger URL with a byte that is not UTF-8 (``\\xff`` from a shell's $'…') was
+    refused quoting it whole, password included (pre-existing, in check_path_text)."""
+    monkeypatch.chdir(tmp_path)
+    url = "postgresql://u:s3cret@h/db\udcff"  # how Python receives argv byte 0xff
+    assert main([*_release_args(tmp_path), "--ledger", url, "--json"]) == 2
+    captured = capsys.readouterr()
+    assert "UTF-8" in captured.err
+    assert "s3cret" not in captured.err + captured.out
