@@ -37,6 +37,7 @@ __all__ = [
     "check_regular_file",
     "check_sidecars",
     "check_sqlite_name",
+    "check_unpadded",
     "postgres_url",
     "read_bounded",
     "redact_url",
@@ -128,6 +129,21 @@ def check_path_text(path: str | Path, what: str = "ledger path") -> str:
             f"the {what} {shown} is not valid UTF-8: rename the file or directory to a "
             "UTF-8 name (a ledger path is stored and opened as UTF-8 text)"
         ) from None
+    return text
+
+
+def check_unpadded(text: str, what: str = "ledger path") -> str:
+    """``text`` unless it begins or ends with whitespace or holds a control character
+    (InvalidInput): ``L.db `` or ``L.db\r`` (a line of an ``.env`` file) names another
+    file than ``L.db``, and a release there would start a new, empty budget beside the
+    ledger meant."""
+    if text != text.strip() or any(c < " " or c == "\x7f" for c in text):
+        shown = "URL" if "://" in text else repr(text)  # a URL may hold a password: not shown
+        raise InvalidInput(
+            f"the {what} {shown} begins or ends with whitespace or holds a control "
+            "character: a release there would start a new, empty budget beside the ledger "
+            "meant; remove them (from $DPLEDGER_URL too), or rename such a file"
+        )
     return text
 
 

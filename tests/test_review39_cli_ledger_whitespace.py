@@ -15,10 +15,10 @@ import os
 from pathlib import Path
 
 import pytest
+from factories import SPATIAL
 
+import dpledger as dl
 from dpledger.cli.main import main
-
-SPATIAL = Path(__file__).resolve().parents[1] / "policies" / "spatial-eval.toml"
 
 
 def _release_args(tmp_path: Path) -> list[str]:
@@ -80,3 +80,19 @@ def test_not_utf8_url_refusal_never_shows_its_password(tmp_path, monkeypatch, ca
     captured = capsys.readouterr()
     assert "UTF-8" in captured.err
     assert "s3cret" not in captured.err + captured.out
+
+
+@pytest.mark.parametrize("padded", ["L.db ", " L.db", "L.db\r", "L.db\n", "L\tdb"])
+def test_the_library_refuses_a_padded_ledger_path_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, padded: str
+) -> None:
+    """Ledger.open(None, ...) reads $DPLEDGER_URL as the CLI does: the same refusal, and
+    nothing created beside the ledger meant."""
+    monkeypatch.chdir(tmp_path)
+    policy = dl.Policy.load(str(SPATIAL))
+    with pytest.raises(dl.InvalidInput, match="whitespace or holds a control character"):
+        dl.Ledger.open(padded, policy, mode="create")
+    monkeypatch.setenv("DPLEDGER_URL", padded)
+    with pytest.raises(dl.InvalidInput, match="whitespace or holds a control character"):
+        dl.Ledger.open(None, policy, mode="create")
+    assert list(tmp_path.iterdir()) == []

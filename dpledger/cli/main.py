@@ -26,6 +26,7 @@ import numpy as np
 from dpledger._files import (
     check_path_text,
     check_sqlite_name,
+    check_unpadded,
     postgres_url,
     read_bounded,
     strict_json,
@@ -119,13 +120,7 @@ def check_ledger_target(target: str, flag: str = "--ledger") -> str:
             "file path or a postgresql:// URL"
         )
     text = check_path_text(target, f"{flag} path")
-    if text != text.strip() or any(c < " " or c == "\x7f" for c in text):
-        shown = "URL" if "://" in text else repr(text)  # a URL may hold a password: not shown
-        raise InvalidInput(  # "L.db " or "L.db\r" (an .env file) would be a new, empty ledger
-            f"{flag} {shown} begins or ends with whitespace or holds a control character: "
-            "a release there would start a new, empty budget beside the ledger meant; "
-            "remove them (from $DPLEDGER_URL too), or rename such a file"
-        )
+    check_unpadded(text, f"{flag} path")
     url = postgres_url(text, flag)
     if url is not None:
         return url

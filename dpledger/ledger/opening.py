@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from dpledger._files import check_path_text, postgres_url
+from dpledger._files import check_path_text, check_unpadded, postgres_url
 from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.ledger.store import SqlStore
@@ -40,7 +40,7 @@ def open_store(target: str | Path | None, mode: Mode) -> SqlStore:
             "the ledger path is empty: pass a SQLite file path or a postgresql:// URL "
             "(or set DPLEDGER_URL to one)"
         )
-    text = check_path_text(fspath, "ledger path or URL")
+    text = check_unpadded(check_path_text(fspath, "ledger path or URL"), "ledger path or URL")
     url = postgres_url(text)
     if url is not None:
         from dpledger.ledger.postgres import PostgresStore  # optional extra
