@@ -122,9 +122,8 @@ class DerivedRelease:
             elif iv.one_sided:  # no lower end: the bound is the statement, not the value
                 rows.append(f"  {k:<{width}}  <= {iv.high:.4f}  (one-sided)  {iv.method}")
             elif iv.usable:
-                rows.append(
-                    f"  {k:<{width}}  {v: .4f}  [{iv.low: .4f}, {iv.high: .4f}]  {iv.method}"
-                )
+                value, low, high = _shown_triple(v, iv.low, iv.high)
+                rows.append(f"  {k:<{width}}  {value}  [{low}, {high}]  {iv.method}")
             else:
                 rows.append(
                     f"  {k:<{width}}  UNUSABLE  [{iv.low:g}, {iv.high:g}] (the whole range): "
@@ -158,6 +157,23 @@ class DerivedRelease:
                 "publish their interval (the whole range) or nothing, never their value"
             )
         return tail
+
+
+def _shown_triple(value: float, low: float, high: float) -> tuple[str, str, str]:
+    """A row's value and interval as text: 4 decimals where they show it (a [0, 1] metric,
+    MSE in large units), else enough significant digits that a nonzero number is not
+    printed as 0.0000 and an interval of nonzero width not as [x, x] (MSE in small units
+    printed ``0.0000  [0.0000, 0.0000]`` for 2.9e-7 [2.6e-7, 3.3e-7]; review 39)."""
+    nums = (value, low, high)
+    fixed = tuple(f"{x: .4f}" for x in nums)
+    small = any(x != 0.0 and abs(x) < 0.01 for x in nums if math.isfinite(x))
+    if not small and (low == high or fixed[1] != fixed[2]):
+        return fixed[0], fixed[1], fixed[2]
+    for digits in range(4, 18):
+        text = tuple(f"{x: .{digits}g}" for x in nums)
+        if low == high or text[1] != text[2]:
+            break
+    return text[0], text[1], text[2]
 
 
 def _unpickled(
