@@ -22,7 +22,9 @@ every silo at once (silos are contiguous segments of flat per-record arrays, des
 3. **An exact sum**: each record's row is put on a public fixed-point grid (rounding
    toward zero, so bounds still hold; integer counts are exact already) and summed in
    integers. :class:`SiloSums` keeps the integer units, so adding silos is exact too:
-   the ledger charges at the sensitivity of the exact sum.
+   the ledger charges at the sensitivity of the exact sum. The grid's own error (one
+   way, up to a quantum per record) is :meth:`SiloSums.sum_error`: pass it as the
+   release's ``aggregate_error`` so that intervals allow for it.
 
 The number of records a silo summed is returned for the silo's own use. Under
 ``add_remove`` it is private (one person's presence changes it): a release's cohort is
@@ -54,6 +56,7 @@ from dpledger.metrics.codec import VectorSumCodec
 from dpledger.metrics.flam import confusion_matrix
 from dpledger.metrics.flam_regression import check_range, regression_codec
 from dpledger.metrics.secure_sum import FixedPoint
+from dpledger.types import MAX_COHORT
 
 __all__ = [
     "SiloSums",
@@ -74,13 +77,30 @@ class SiloSums:
     ``units`` (silos, d) are multiples of ``quantum`` (1.0 for counts); ``records`` the
     records each silo summed after the person bound, ``dropped`` those the bound left
     out. Both counts are the silo's private knowledge under ``add_remove``: never send
-    them as a release's cohort there, and never publish ``dropped``.
+    them as a release's cohort there, and never publish ``dropped``. ``record_error``:
+    how far the grid moves one record's row per coordinate (< ``quantum`` for values put
+    on a grid, 0 for integer counts); :meth:`sum_error` bounds the total's.
     """
 
     units: IntArray
     quantum: float
     records: IntArray
     dropped: IntArray
+    record_error: float = 0.0
+
+    def sum_error(self, records: int) -> float:
+        """A public bound on |total − the exact sum of the kept records' rows| per
+        coordinate for at most ``records`` records (the release's cohort, public: the
+        planned count under ``add_remove``): 0 for counts, ``records × quantum`` for
+        values on a grid (truncation toward zero moves every record the same way, so the
+        error grows with the count: at 2·10⁶ records and ε = 100 it cost MSE's interval 6
+        points of coverage; review 39). Pass it as ``aggregate_error=`` to
+        :func:`dpledger.release_regression` (or ``Release.with_aggregate_error``)."""
+        if isinstance(records, bool) or not isinstance(records, int | np.integer):
+            raise InvalidInput(f"records must be an integer >= 0, got {shown(records, 40)}")
+        if not 0 <= records <= MAX_COHORT:
+            raise InvalidInput(f"records must be in 0..{MAX_COHORT:_}, got {shown(records, 40)}")
+        return float(records) * self.record_error
 
     @property
     def sums(self) -> FloatArray:
@@ -339,7 +359,8 @@ def record_scalar(
     """Each silo's exact sum of its records' values clipped to ``[low, high]``: (silos, 1).
 
     The policy's per-record clip; the published mean divides the released sum by a
-    public record count (the planned one under ``add_remove``).
+    public record count (the planned one under ``add_remove``). The grid's error on the
+    sum is :meth:`SiloSums.sum_error` (add it with ``Release.with_aggregate_error``).
     """
     v = as_finite(values, "values")
     lo, hi = real_pair((low, high), "low, high")  # by type: no text, None (audit s29, F5)
@@ -348,7 +369,7 @@ def record_scalar(
     units = grid.encode(np.clip(v, lo, hi)).reshape(-1, 1)
     _check_rows(v.shape[0], grid)
     sums, records, dropped = _silo_units(seg, keep, units)
-    return SiloSums(sums, grid.quantum, records, dropped)
+    return SiloSums(sums, grid.quantum, records, dropped, grid.max_error)
 
 
 def _check_rows(n: int, grid: FixedPoint) -> None:
@@ -417,7 +438,8 @@ def record_regression(
     Per record: y clipped to ``y_clip`` and ŷ to ``y_pred_clip``, then ``[(y−ŷ)², |y−ŷ|,
     y−c, (y−c)², 1]`` encoded by :func:`record_regression_codec` (L1 ≤ ``cap``) and put
     on the grid of ``FixedPoint.for_cap(cap)`` (toward zero: the cap still holds). Release
-    the total with :func:`dpledger.release_regression` and that codec.
+    the total with :func:`dpledger.release_regression` and that codec, with
+    ``aggregate_error=sums.sum_error(cohort)``.
     """
     y = as_finite(y_true, "y_true")
     yh = as_finite(y_pred, "y_pred")
@@ -436,4 +458,4 @@ def record_regression(
     _check_rows(n, grid)
     units = grid.encode(codec.encode(measures)) if n else np.zeros((0, 5), dtype=np.int64)
     sums, records, dropped = _silo_units(seg, keep, units)
-    return SiloSums(sums, grid.quantum, records, dropped)
+    return SiloSums(sums, grid.quantum, records, dropped, grid.max_error)
