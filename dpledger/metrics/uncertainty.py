@@ -167,7 +167,7 @@ def derived_interval(
     denominator_name = _name(denominator_name)
 
     def rows(stack: FloatArray) -> dict[str, FloatArray]:
-        return {"f": np.asarray([f(row) for row in stack], dtype=np.float64)}
+        return {"f": np.asarray([_one_value(f(row), "f") for row in stack], dtype=np.float64)}
 
     dens: RowsFn | None = None
     guards: dict[str, tuple[Guard, ...]] | None = None
@@ -175,7 +175,8 @@ def derived_interval(
         den = denominator
 
         def dens(stack: FloatArray) -> dict[str, FloatArray]:
-            return {denominator_name: np.asarray([den(row) for row in stack], dtype=np.float64)}
+            values = [_one_value(den(row), "denominator") for row in stack]
+            return {denominator_name: np.asarray(values, dtype=np.float64)}
 
         guards = {"f": (Guard(denominator_name, denominator_max),)}
     return derived_intervals(
@@ -216,6 +217,25 @@ def ratio_interval(
         guard=guard, level=level, distribution=distribution,
     )  # fmt: skip
     return to_intervals(batch, level)[RATIO]
+
+
+def _one_value(value: object, name: str) -> float:
+    """What ``f`` or ``denominator`` returned, as one real number (NaN or ±inf allowed: the
+    metric is then flagged); else InvalidInput. ``np.asarray`` read None as NaN (flagged
+    with a reason about denominators), and an array, text, a complex or an integer past a
+    double reached numpy's or float()'s ValueError, TypeError or OverflowError (review 39)."""
+    v = value.item() if isinstance(value, np.ndarray) and value.size == 1 else value
+    if isinstance(v, np.generic) and not isinstance(v, np.bool_ | np.complexfloating):
+        v = v.item()
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise InvalidInput(
+            f"{name} must return one real number per released vector, got "
+            f"{type(value).__name__} {shown(value, 40)}"
+        )
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf if v > 0 else -math.inf
 
 
 def _name(text: object) -> str:
