@@ -47,7 +47,9 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
@@ -123,9 +125,12 @@ class FixedPoint:
 
     @property
     def max_clients(self) -> int:
-        """The largest cohort whose every coordinate sum stays an exact double."""
-        units = max(abs(self.low), abs(self.high)) / self.quantum  # < 2^bits
-        return int(2**53 // math.ceil(units))
+        """The largest cohort whose every coordinate sum stays an exact (finite) double:
+        at most 2⁵³ units, and within the doubles' range (a grid near 1e308 overflowed
+        to inf at 2 clients, whose sum ``exact_sum`` returned as inf; review 39)."""
+        units = math.ceil(max(abs(self.low), abs(self.high)) / self.quantum)  # ≤ 2^bits
+        finite = Fraction(sys.float_info.max) / (units * Fraction(self.quantum))
+        return max(1, min(2**53 // units, math.floor(finite)))
 
     @property
     def max_error(self) -> float:
@@ -221,7 +226,14 @@ class FixedPoint:
             )
         if u.size and int(np.max(np.abs(u.astype(object)))) > 2**53:
             raise InvalidInput("a fixed-point sum beyond 2**53 units is not an exact double")
-        return u.astype(np.float64) * self.quantum
+        with np.errstate(over="ignore"):
+            out: FloatArray = u.astype(np.float64) * self.quantum
+        if not np.all(np.isfinite(out)):
+            raise InvalidInput(
+                "a fixed-point sum beyond the doubles' range (about 1.8e308) cannot be decoded: "
+                f"sum at most max_clients ({self.max_clients:,}) contributions"
+            )
+        return out
 
 
 def exact_sum(rows: npt.ArrayLike, grid: FixedPoint) -> FloatArray:
