@@ -306,6 +306,8 @@ def pooled_ratio_interval(
     from dpledger.metrics.uncertainty import ratio_interval  # imports this package
 
     top = check_positive(clip, "clip")
+    if not 1.5e-154 <= top <= 1.3e154:  # A/B's range [0, clip²] in normal doubles (review 39)
+        raise InvalidInput(f"clip must be in [1.5e-154, 1.3e154] (clip² bounds A/B), got {top!r}")
     if not isinstance(codec, VectorSumCodec) or codec.dimension != len(POOLED_MEASURES):
         raise InvalidInput(f"the codec must be pooled_ratio_codec's ({POOLED_MEASURES})")
     per = codec.decode(np.ones(codec.dimension))  # decode is z / factors: linear
