@@ -10,6 +10,8 @@ small" for what was a bug in ``f``. Each is now InvalidInput naming ``f``; a rea
 from __future__ import annotations
 
 import math
+from decimal import Decimal
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -47,3 +49,7 @@ def test_real_returns_are_read_as_before() -> None:
     huge = derived_interval(lambda z: 10**400, RELEASED, 1.0)
     assert not huge.usable  # beyond a double: flagged, as an inf is
     assert not derived_interval(lambda z: math.nan, RELEASED, 1.0).usable
+    exact = derived_interval(lambda z: Fraction(1, 2) * Fraction(z[0]), RELEASED, 1.0)  # type: ignore[arg-type,return-value]
+    decimal = derived_interval(lambda z: Decimal(z[0]) / 2, RELEASED, 1.0)  # type: ignore[arg-type,return-value]
+    assert exact.usable
+    assert (exact.low, exact.high) == pytest.approx((decimal.low, decimal.high))

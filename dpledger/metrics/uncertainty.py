@@ -41,7 +41,10 @@ Everything here reads only the released vector and its public scale, so it costs
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Mapping, Sequence
+from decimal import Decimal
+from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
@@ -227,15 +230,15 @@ def _one_value(value: object, name: str) -> float:
     v = value.item() if isinstance(value, np.ndarray) and value.size == 1 else value
     if isinstance(v, np.generic) and not isinstance(v, np.bool_ | np.complexfloating):
         v = v.item()
-    if isinstance(v, bool) or not isinstance(v, int | float):
+    if isinstance(v, bool) or not isinstance(v, numbers.Real | Decimal):  # Fraction too
         raise InvalidInput(
             f"{name} must return one real number per released vector, got "
             f"{type(value).__name__} {shown(value, 40)}"
         )
     try:
         return float(v)
-    except OverflowError:
-        return math.inf if v > 0 else -math.inf
+    except OverflowError:  # an integer or Fraction past a double (a Decimal reads as ±inf)
+        return math.inf if Fraction(v) > 0 else -math.inf  # type: ignore[arg-type]
 
 
 def _name(text: object) -> str:
