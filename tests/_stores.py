@@ -150,3 +150,16 @@ names = ["a"]
 """
 """A pooled one-region policy's header (region "a", ε_eval = 100): ``.format(name=…, nb=…)``
 and append metrics."""
+
+SMALL_HEAD = """
+name = "{name}"
+version = "1"
+neighbouring = "replace"
+definition = "pure"
+epoch_epsilon = "4"
+eval_fraction = "0.25"
+[regions]
+names = ["a"]
+"""
+"""A one-region policy's header (region "a", replace, ε_eval = 1, the default allocation):
+``.format(name=…)`` and append metrics."""

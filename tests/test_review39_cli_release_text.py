@@ -10,24 +10,19 @@ from __future__ import annotations
 import json
 
 import numpy as np
+from _stores import SMALL_HEAD
 
 from dpledger.cli.main import main
 
-POLICY = """
-name = "big"
-version = "1"
-neighbouring = "replace"
-definition = "pure"
-epoch_epsilon = "4"
-eval_fraction = "0.25"
-[regions]
-names = ["a"]
-[metrics.v]
+POLICY = (
+    SMALL_HEAD.format(name="big")
+    + """[metrics.v]
 kind = "vector_sum"
 weight = "1"
 dimension = 1500
 cap_per_client = "1"
 """
+)
 
 
 def test_a_long_released_vector_is_printed_whole(tmp_path, capsys):

@@ -15,24 +15,19 @@ from __future__ import annotations
 import warnings
 
 import pytest
+from _stores import SMALL_HEAD
 
 import dpledger as dl
 from dpledger import mechanisms as mech
 
-POLICY = """
-name = "tiny"
-version = "1"
-neighbouring = "replace"
-definition = "pure"
-epoch_epsilon = "4"
-eval_fraction = "0.25"
-[regions]
-names = ["a"]
-[metrics.m]
+POLICY = (
+    SMALL_HEAD.format(name="tiny")
+    + """[metrics.m]
 kind = "scalar_mean"
 epsilon = 0.2
 clip = {{ low = "0", high = "{high}", source = "test" }}
 """
+)
 
 N = 2400
 HIGHS = [3.4, 1.7, 2.9, 5.3, 7.1, 11.0, 13.7, 0.9, 42.0, 97.3]

@@ -14,25 +14,20 @@ import warnings
 from pathlib import Path
 
 import pytest
+from _stores import SMALL_HEAD
 
 import dpledger as dl
 from dpledger import mechanisms as mech
 
-POLICY = """
-name = "tiny"
-version = "1"
-neighbouring = "replace"
-definition = "pure"
-epoch_epsilon = "4"
-eval_fraction = "0.25"
-[regions]
-names = ["a"]
-[metrics.m]
+POLICY = (
+    SMALL_HEAD.format(name="tiny")
+    + """[metrics.m]
 kind = "scalar_mean"
 epsilon = "1"
 target = {target}
 clip = {{ low = "0", high = "{high}", source = "test: a clip width near OpenDP's grid" }}
 """
+)
 
 
 @pytest.mark.parametrize(("high", "target"), [(1e-9, 1e-12), (1e-12, 1e-13), (3.4, 0.1)])

@@ -1,11 +1,17 @@
-"""Review 39 (flw): a round numbered below 1 is not evaluated.
+"""Review 39 (flw): rounds the wrapper must not evaluate.
 
-Rounds count from 1 (``epoch_of``: ``first_epoch + (round − 1) // rounds_per_epoch``).
-A loop driven by hand from 0 (``for r in range(n)``) had its round 0 evaluated in epoch
+A round numbered below 1: rounds count from 1 (``epoch_of``: ``first_epoch + (round − 1)
+// rounds_per_epoch``). A loop driven by hand from 0 had its round 0 evaluated in epoch
 ``first_epoch − 1``: with ``first_epoch=2`` it was charged silently to epoch 1, whose
 budget belongs to an earlier run; with ``first_epoch=0`` the release request's epoch −1
 raised out of ``aggregate_evaluate``, after every client had computed, and ended the run.
 Now such a round is not configured (an error is logged), like a round past the last epoch.
+
+A round sampled again, by nobody: a round configured twice before its replies stays in
+its run, and the second plan replaces the first. When the second sampling asked nobody,
+the first plan stayed pending and ``aggregate_evaluate`` released it with every node
+"dropped" — under ``add_remove`` 8 releases charged on a planned cohort of 20 per region
+that no one was asked to join, published as ``REGION/health/selected`` 20.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import pytest
 pytest.importorskip("flwr", reason="the flower extra is not installed")
 
 from flwr.app import ArrayRecord, ConfigRecord
-from test_flower import make_client
+from test_flower import make_client, policy
 from test_flower_runs import exact, regions_by_id, wrapper
 
 from dpledger import Ledger
@@ -60,3 +66,20 @@ def test_round_zero_is_neither_charged_to_an_earlier_epoch_nor_ends_the_run(
         assert record is not None
         assert record["epoch"] == first_epoch
         assert {e.draft.epoch for e in ledger.entries()} == {first_epoch}
+
+
+@pytest.mark.parametrize("neighbouring", ["replace", "add_remove"])
+def test_a_round_sampled_again_by_nobody_releases_nothing(
+    fleet: Fleet, grid: LocalGrid, neighbouring: str
+) -> None:
+    p = policy(neighbouring=neighbouring, eps="1", epoch="40")
+    with Ledger.open(":memory:", p, mode="create") as ledger:
+        strategy = wrapper(ledger, regions_by_id(fleet, grid))
+        first = list(strategy.configure_evaluate(1, ArrayRecord(), ConfigRecord(), grid))
+        assert len(first) == 40
+        strategy.strategy.fraction_evaluate = 0.0  # type: ignore[attr-defined]
+        second = list(strategy.configure_evaluate(1, ArrayRecord(), ConfigRecord(), grid))
+        assert second == []
+        assert strategy.aggregate_evaluate(1, grid.send_and_receive(second)) is None
+        assert len(ledger) == 0
+        assert 1 not in strategy.rounds
