@@ -201,8 +201,9 @@ def load_held_out(path: str | os.PathLike[str], column: str | None = None) -> np
     header = [h.strip() for h in rows[0]]
     if all(h and _CELL.fullmatch(h) for h in header):  # else its first values were dropped
         raise InvalidInput(
-            f"{p}: the first row {header[:5]} holds numbers, not column names: the CSV needs "
-            "a header row (add one, e.g. `loss`, and pass it to --column)"
+            f"{p}: the first row {header[:5]} holds only numbers, read as no header (its "
+            "values would be dropped): add a header row (e.g. `loss`, and pass it to "
+            "--column), or give numeric column names a letter (`2024` -> `y2024`)"
         )
     twice = sorted({h for h in header if header.count(h) > 1})
     if twice:
