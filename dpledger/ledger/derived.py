@@ -165,10 +165,13 @@ def _shown_triple(value: float, low: float, high: float) -> tuple[str, str, str]
     printed as 0.0000 and an interval of nonzero width not as [x, x] (MSE in small units
     printed ``0.0000  [0.0000, 0.0000]`` for 2.9e-7 [2.6e-7, 3.3e-7]; review 39)."""
     nums = (value, low, high)
-    fixed = tuple(f"{x: .4f}" for x in nums)
-    small = any(x != 0.0 and abs(x) < 0.01 for x in nums if math.isfinite(x))
-    if not small and (low == high or fixed[1] != fixed[2]):
-        return fixed[0], fixed[1], fixed[2]
+    # each number on its own: a small end does not cost a large value its decimals
+    first = tuple(
+        f"{x: .4g}" if math.isfinite(x) and x != 0.0 and abs(x) < 0.01 else f"{x: .4f}"
+        for x in nums
+    )
+    if low == high or first[1] != first[2]:
+        return first[0], first[1], first[2]
     for digits in range(4, 18):
         text = tuple(f"{x: .{digits}g}" for x in nums)
         if low == high or text[1] != text[2]:
