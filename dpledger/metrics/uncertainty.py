@@ -235,6 +235,8 @@ def _one_value(value: object, name: str) -> float:
             f"{name} must return one real number per released vector, got "
             f"{type(value).__name__} {shown(value, 40)}"
         )
+    if isinstance(v, Decimal) and v.is_nan():  # float() raises for a signalling NaN
+        return math.nan
     try:
         return float(v)
     except OverflowError:  # an integer or Fraction past a double (a Decimal reads as ±inf)
