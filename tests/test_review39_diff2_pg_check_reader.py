@@ -4,8 +4,9 @@ reads as a reader.
 A role with a schema of its own name (``"$user", public``) and a ledger in ``public``:
 ``release`` (a writer) is refused with a StoreError naming both schemas, while
 ``check`` — opened ``mode="read"`` — now reads ``public``'s ledger and approves: the
-dry run says yes to a release that cannot happen, against another schema's spend
-(with ``search_path=team_b,public`` that is another team's budget). Deterministic.
+dry run said yes to a release that cannot happen, against another schema's spend
+(with ``search_path=team_b,public`` that is another team's budget). A dry run now decides
+as the release would (``SqlStore.check_as_writer``). Deterministic.
 """
 
 from __future__ import annotations
@@ -25,12 +26,6 @@ from dpledger.cli.main import main
 pytestmark = pytest.mark.postgres
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="check opens the store read-only, so the reader's search_path rule applies; "
-    "holding it to the writer's needs a store flag (or opening check as a writer "
-    "that writes nothing): a design call for the maintainer",
-)
 def test_check_agrees_with_release_on_a_foreign_schema(
     pg_server: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

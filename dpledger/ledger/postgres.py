@@ -184,6 +184,7 @@ class PostgresStore(PipelinedWrites, SqlStore):
         self._pending: list[tuple[str, list[Any]]] = []  # writes sent with the COMMIT
         self._pipeline = pgpipe.Pipeline(frozenset([RELEASES, EPOCH_POLICIES]))
         self._exists = False
+        self._found: list[tuple[Any, ...]] = []  # the ledger's schema and the session's own
         self._client_lock_wait: str | None = None  # a lock_timeout the URL set (kept)
         self._conn = self._connect()
         if not self.exists() and mode != "create":
@@ -316,7 +317,14 @@ class PostgresStore(PipelinedWrites, SqlStore):
             rows = self._execute(found_sql("dpl_meta"))
             writer = self.mode != "read"
             self._exists = in_own_schema(rows, "ledger", self._location, writer=writer)
+            self._found = rows
         return self._exists
+
+    def check_as_writer(self) -> None:
+        """A dry run (``check``) decides as the release would: a ledger a reader found
+        further down its search_path is the writer's StoreError (:mod:`dpledger._pg_schema`)."""
+        if self.exists():
+            in_own_schema(self._found, "ledger", self._location)
 
     def create(self, meta: dict[str, str]) -> None:
         """Create tables, append-only triggers and ``meta`` under the ledger lock."""

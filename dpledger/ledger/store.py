@@ -316,6 +316,9 @@ class SqlStore(ABC):
 
     # -- opening ----------------------------------------------------------------------
 
+    def check_as_writer(self) -> None:  # noqa: B027 (a hook: only PostgreSQL has a case)
+        """Refuse, as a write would, a ledger this store may read but not write (none here)."""
+
     def check_schema(self) -> None:
         """Refuse a ledger of another schema version: this dpledger cannot read it at all."""
         meta = self.meta()

@@ -135,6 +135,7 @@ class Writer:
         _check_principal(principal)
         if not self._exists():
             return evaluate(self.policy, request, aggregate, EpochSpend.empty(), None)
+        self._store.check_as_writer()  # a dry run reads what the release would write
         epoch = request.epoch
         found = evaluate(
             self.policy,
