@@ -273,7 +273,8 @@ def linearize(
                     centre[key] = np.empty(r)
                     weights[key] = np.zeros((r, d))
                 centre[key][r0 : r0 + k_r] = v2[:, 0]
-                grad = (v2[:, 1 : k + 1] - v2[:, k + 1 :]) / (2.0 * h[idx])
+                with np.errstate(invalid="ignore", over="ignore"):  # f's inf: NaN, flagged
+                    grad = (v2[:, 1 : k + 1] - v2[:, k + 1 :]) / (2.0 * h[idx])
                 weights[key][r0 : r0 + k_r, idx] = grad * std[idx]
     return centre, weights
 
