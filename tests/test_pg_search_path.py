@@ -9,14 +9,20 @@ keeps working (review 39 led, confirmed here).
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
+import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from factories import SPATIAL
 
 import dpledger as dl
+from dpledger.cli.main import main
 from dpledger.errors import StoreError
 from dpledger.service.store import ServiceStore
 
@@ -80,3 +86,65 @@ def test_a_key_store_further_down_the_search_path_is_refused(two: tuple[str, str
         ServiceStore.open(both, create=True)
     with ServiceStore.open(a) as store:
         assert store.list_keys() == []
+
+
+@contextlib.contextmanager
+def role_with_own_schema(pg_server: Any, url: str, grant: str) -> Iterator[str]:
+    """A login role with a schema of its own name (PostgreSQL's per-user pattern: its
+    default search_path "$user", public makes that schema its own), granted ``grant`` on
+    ``public``'s tables: its URL; dropped afterwards."""
+    role = f"r_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{role}" LOGIN')
+        conn.execute(f'CREATE SCHEMA "{role}" AUTHORIZATION "{role}"')
+        conn.execute(f'GRANT {grant} ON ALL TABLES IN SCHEMA public TO "{role}"')
+    try:
+        yield url.replace(f"//{pg_server.user}@", f"//{role}@")
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{role}" CASCADE')
+            conn.execute(f'DROP OWNED BY "{role}"')
+            conn.execute(f'DROP ROLE "{role}"')
+
+
+def _public_ledger(pg_server: Any) -> str:
+    """A new database (default search_path) whose ledger the admin made in ``public``."""
+    url = pg_server.create_database()
+    with dl.Ledger.open(url, dl.Policy.load(str(SPATIAL)), mode="create") as ledger:
+        ledger.init()  # the admin role has no schema of its name: made in public
+    return str(url)
+
+
+def test_a_public_ledger_reads_for_a_role_with_its_own_schema(pg_server: Any) -> None:
+    """Review 39 (diff): the first rule refused every open outside current_schema(), so an
+    auditor role in PostgreSQL's per-user pattern could not even verify a ledger in
+    ``public``. A reader reads what its search_path finds; a writer must still name the
+    ledger's schema (its refusal says how)."""
+    policy = dl.Policy.load(str(SPATIAL))
+    with role_with_own_schema(pg_server, _public_ledger(pg_server), "SELECT") as mine:
+        with dl.Ledger.open(mine, policy, mode="read") as ledger:
+            assert ledger.exists
+            assert len(ledger) == 0
+        with pytest.raises(dl.StoreError, match=r"found in schema 'public'.*search_path"):
+            dl.Ledger.open(mine, policy, mode="write")
+
+
+def test_check_agrees_with_release_on_a_foreign_schema(
+    pg_server: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Review 39 (diff2): ``check``, opened to read, approved (as a reader) a release that
+    ``release`` refused (as a writer), against another schema's spend. A dry run now
+    decides as the release would (``SqlStore.check_as_writer``)."""
+    req = tmp_path / "req.json"
+    req.write_text(json.dumps({"epoch": 0, "metric": "clipped_mean_loss",
+                               "region": "eu-west", "cohort": 2400}))  # fmt: skip
+    agg = tmp_path / "agg.json"
+    agg.write_text("1200.0")
+    grant = "SELECT, INSERT, UPDATE"
+    with role_with_own_schema(pg_server, _public_ledger(pg_server), grant) as mine:
+        args = ["--policy", str(SPATIAL), "--ledger", mine, "--request", str(req),
+                "--aggregate", str(agg)]  # fmt: skip
+        assert main(["release", *args]) == 2  # the writer is refused: found in 'public'
+        assert "public" in capsys.readouterr().err
+        assert main(["check", *args]) == 2  # and so is its dry run
+        assert "public" in capsys.readouterr().err
