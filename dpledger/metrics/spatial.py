@@ -20,6 +20,7 @@ Two along/across-track measures answer different questions:
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any, overload
 
 import numpy as np
@@ -295,19 +296,17 @@ def pooled_ratio_interval(
     upper bound on ΣΣalong² (per-client bound × cohort). The square root of the interval
     of A/B — a ratio of two coordinates: Fieller's, conditional on B's guard
     (:func:`~dpledger.metrics.uncertainty.ratio_interval`) — on [0, clip²]; unusable
-    (interval [0, clip]) when ΣΣalong² is not clearly positive. Why (stats25): the
-    delta method through ``derived_interval`` covered 0.74–0.86 with ΣΣacross² within
-    the noise (outside audit stats3, S1); this covered 0.943–0.978 on a grid (ratio
-    0.5–3, ΣΣalong² at 3–200 noise scales, both laws, 3,000 releases each). The
-    interval covers the noise of ``scale`` only: for a release whose slack (OpenDP's grid,
-    rounding, an encoding) is not negligible, pass ``rel.interval_scale()[0]``
-    (:func:`~dpledger.metrics.interval_scales`).
+    (interval [0, clip]) when ΣΣalong² is not clearly positive (its coverage, and why not
+    the delta method: docs/intervals.md, "pooled along/across ratio"). It covers the noise
+    of ``scale`` only: for a release whose slack (OpenDP's grid, rounding, an encoding) is
+    not negligible, pass ``rel.interval_scale()[0]`` (:func:`~dpledger.metrics.interval_scales`).
     """
     from dpledger.metrics.uncertainty import ratio_interval  # imports this package
 
     top = check_positive(clip, "clip")
-    if not 1.5e-154 <= top <= 1.3e154:  # A/B's range [0, clip²] in normal doubles (review 39)
-        raise InvalidInput(f"clip must be in [1.5e-154, 1.3e154] (clip² bounds A/B), got {top!r}")
+    low, high = math.sqrt(sys.float_info.min), math.sqrt(sys.float_info.max)
+    if not low <= top <= high:  # A/B's range [0, clip²] in normal doubles (review 39)
+        raise InvalidInput(f"clip must be in [{low:.2g}, {high:.2g}] (clip² bounds A/B): {top!r}")
     if not isinstance(codec, VectorSumCodec) or codec.dimension != len(POOLED_MEASURES):
         raise InvalidInput(f"the codec must be pooled_ratio_codec's ({POOLED_MEASURES})")
     per = codec.decode(np.ones(codec.dimension))  # decode is z / factors: linear
