@@ -36,11 +36,24 @@ os.kill(os.getpid(), signal.SIGKILL)  # its commits are in app.db-wal only
 """
 
 
-def _app_db(d: Path) -> Path:
+_JOURNAL_APP = """
+import os, signal, sqlite3, sys
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("CREATE TABLE t (x)")
+c.execute("PRAGMA cache_size=1")
+c.execute("BEGIN IMMEDIATE")
+for i in range(300):
+    c.execute("INSERT INTO t VALUES (?)", ("x" * 3000,))
+os.kill(os.getpid(), signal.SIGKILL)  # pages spilled into the file, the journal is hot
+"""
+
+
+def _app_db(d: Path, app: str = _APP, sidecar: str = "-wal") -> Path:
+    """Another application's database, its writer killed leaving ``sidecar`` non-empty."""
     db = d / "app.db"
-    done = subprocess.run([sys.executable, "-c", _APP, str(db)], check=False, timeout=60)
+    done = subprocess.run([sys.executable, "-c", app, str(db)], check=False, timeout=60)
     assert done.returncode == -9
-    assert Path(f"{db}-wal").stat().st_size > 0
+    assert Path(f"{db}{sidecar}").stat().st_size > 0
     return db
 
 
@@ -90,3 +103,18 @@ def test_a_key_store_open_to_write_refuses_another_apps_database_creating_nothin
         with pytest.raises(LedgerCorrupted, match="not a dpledger key store"):
             ServiceStore.open(str(db), create=create)
         assert _files(tmp_path) == before  # no -shm made beside it
+
+
+@pytest.mark.parametrize("mode", ["write", "create"])
+def test_a_foreign_database_with_a_hot_journal_is_refused_untouched(
+    tmp_path: Path, mode: str
+) -> None:
+    """Review 39 (diff): the probe above skipped a file with a hot rollback journal, and
+    the read-write open that followed rolled it back in place: the refusal rewrote
+    ``app.db`` and deleted ``app.db-journal``. Such a file is now probed in a private
+    copy, rolled back there, as a read does."""
+    db = _app_db(tmp_path, _JOURNAL_APP, "-journal")
+    before = _files(tmp_path)
+    with pytest.raises(NotALedger, match="not a dpledger ledger"):
+        Ledger.open(db, spatial(), mode=mode)  # type: ignore[arg-type]
+    assert _files(tmp_path) == before
