@@ -418,6 +418,27 @@ def test_flam_metrics_are_exact_where_the_participant_weighted_average_is_not(
         assert derived.metrics["r2"] == record[f"{region}/regression/r2"]
 
 
+def test_the_round_table_carries_the_derived_notes(fleet: Fleet, ledger_path: Path) -> None:
+    """The round's table printed each derived release's rows without their notes (how the
+    estimates were made; which intervals are measured rather than proven; how many metrics
+    are unusable, never to be published): pasted into a review, the caveats were lost."""
+    with Ledger.open(ledger_path, exact(), mode="create") as ledger:
+        strategy, _, _ = run(fleet, ledger, rounds=1)
+    report = strategy.rounds[1]
+    table = report.table()
+    caveats = {c.strip() for d in report.derived.values() for c in d.caveats()}
+    assert caveats  # the projection line at least
+    assert "notes on the derived metrics:" in table
+    tail = table.split("notes on the derived metrics:")[1]
+    for c in caveats:  # each once, after every region
+        assert table.count(c) == 1
+        assert c in tail
+    for d in report.derived.values():
+        for line in d.notes():
+            assert line.strip() in table
+        assert d.table().splitlines()[1:] == [*d.rows(), *d.notes()]
+
+
 # ------------------------------------------------------------------ add_remove health
 
 

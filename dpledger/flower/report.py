@@ -281,13 +281,15 @@ class RoundReport:
         """A human summary: per region the health, each value with its bar, each refusal.
 
         ``derived`` limits the metrics shown of each confusion or regression release
-        (default: all, with their intervals). Under ``add_remove`` who reported is private:
-        the exact counts (reported, failed, dropped, rejected) are shown only with
-        ``operator=True`` — for a screen only the operator reads, not a log or the stdout
-        ``flwr run`` streams to whoever submitted the run; the noisy health release, when
-        the policy has one, is shown either way.
+        (default: all, with their intervals; each release's count of unusable metrics
+        below its rows, the caveats of how they were made once at the end). Under
+        ``add_remove`` who reported is private: the exact counts (reported, failed,
+        dropped, rejected) are shown only with ``operator=True`` — for a screen only the
+        operator reads, not a log or the stdout ``flwr run`` streams to whoever submitted
+        the run; the noisy health release, when the policy has one, is shown either way.
         """
         lines = [f"round {self.server_round} (epoch {self.epoch}, {self.neighbouring})"]
+        notes: dict[str, None] = {}  # the derived releases' caveats, each once, at the end
         exact = operator or self.neighbouring == "replace"
         for region, h in sorted(self.health.items()):
             lines.append(
@@ -309,12 +311,17 @@ class RoundReport:
                     if d is not None:
                         rows = d.rows()
                         keep = [x for x in rows if derived is None or x.split()[0] in derived]
-                        lines += [f"      {x.strip()}" for x in keep]
+                        caveats = d.caveats()  # once, at the end; the rest of the notes here
+                        tail = [x for x in d.notes() if x not in caveats]
+                        lines += [f"      {x.strip()}" for x in [*keep, *tail]]
+                        notes.update(dict.fromkeys(x.strip() for x in caveats))
             hr = self.health_releases.get(region)
             if hr is not None:
                 lines.append(f"    {'health (noisy counts)':<22} {_describe(hr)}")
         if self.unregistered:
             lines.append(f"  {len(self.unregistered)} selected node(s) with no known region")
+        if notes:  # the derived rows' caveats, as DerivedRelease.table prints them
+            lines += ["  notes on the derived metrics:", *(f"    {n}" for n in notes)]
         return "\n".join(lines)
 
 

@@ -108,7 +108,7 @@ class DerivedRelease:
             f"entry {self.release.entry_id}: {self.release.request.metric} "
             f"({self.release.unit} {self.release.charge.text}), {level * 100:.6g}% intervals"
         )
-        return "\n".join([head, *self.rows(), *self._notes()])
+        return "\n".join([head, *self.rows(), *self.notes()])
 
     def rows(self) -> list[str]:
         """One line per metric, as :meth:`table` prints them (no header, no notes)."""
@@ -135,7 +135,20 @@ class DerivedRelease:
     def _top(metric: str) -> float:
         return 1.0 if metric == "r2" else float("inf")  # R²'s range ends at 1
 
-    def _notes(self) -> list[str]:
+    def notes(self) -> list[str]:
+        """The lines :meth:`table` prints after its rows: the :meth:`caveats`, then how many
+        metrics are unusable (and that their values must not be published)."""
+        bad = len(self.unusable)
+        count = (
+            [f"  {bad} of {len(self.metrics)} metrics are unusable at this noise level: "
+             "publish their interval (the whole range) or nothing, never their value"]
+            if bad else []
+        )  # fmt: skip
+        return [*self.caveats(), *count]
+
+    def caveats(self) -> list[str]:
+        """How the estimates were made, and which shown intervals are measured to cover
+        rather than proven (selection-adjusted, one-sided); the same for many releases."""
         shown = [iv for iv in self.intervals.values() if iv.usable]
         tail = [f"  ({self.projection})"]
         if any("selection-adjusted" in iv.method for iv in shown if not iv.one_sided):
@@ -149,12 +162,6 @@ class DerivedRelease:
                 "  one-sided: the denominator is too near the noise to bound the metric "
                 "below; the bound is conditioned on that (measured to cover about its level "
                 "among one-sided releases in the regimes tested)"
-            )
-        bad = len(self.unusable)
-        if bad:
-            tail.append(
-                f"  {bad} of {len(self.metrics)} metrics are unusable at this noise level: "
-                "publish their interval (the whole range) or nothing, never their value"
             )
         return tail
 
