@@ -242,3 +242,23 @@ def test_a_derived_release_without_a_ledger_is_invalid_input(not_a_ledger: objec
         release_confusion(not_a_ledger, req, GOOD_CONFUSION)  # type: ignore[arg-type]
     with pytest.raises(InvalidInput, match="ledger must be a dpledger Ledger"):
         release_regression(not_a_ledger, req, np.ones(CODEC.dimension), CODEC)  # type: ignore[arg-type]
+
+
+def test_a_derived_releases_notes_name_only_the_metrics_shown(tmp_path: Path) -> None:
+    """A caveat or an unusable count of a metric a table hides (the Flower round table's
+    ``derived=``) described a row nobody could see: ``notes(only)`` counts the shown ones."""
+    with Ledger.open(tmp_path / "l.db", Policy.from_toml(SMALL), mode="create") as ledger:
+        req = ReleaseRequest(epoch=0, metric="confusion", region="all", cohort=1000)
+        out = release_confusion(ledger, req, GOOD_CONFUSION)
+    m = np.zeros((10, 10))
+    m[:, 0] = 40_000.0  # every sample predicted class 0: precision_weighted is unusable
+    d = derive_confusion(dataclasses.replace(out.release, noisy_sum=m.reshape(-1)), 1e8)
+    bad = sorted(d.unusable)
+    good = [k for k in d.metrics if k not in d.unusable]
+    assert bad
+    assert good
+    assert f"{len(bad)} of {len(d.metrics)} metrics are unusable" in "".join(d.notes())
+    assert f"{len(bad)} of {len(bad)} metrics are unusable" in "".join(d.notes(bad))
+    assert not any("unusable" in x for x in d.notes(good))
+    assert d.caveats(good)[0] == d.caveats()[0]  # how estimates were made: always
+    assert d.table().splitlines()[1:] == [*d.rows(), *d.notes()]

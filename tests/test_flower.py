@@ -437,6 +437,12 @@ def test_the_round_table_carries_the_derived_notes(fleet: Fleet, ledger_path: Pa
         for line in d.notes():
             assert line.strip() in table
         assert d.table().splitlines()[1:] == [*d.rows(), *d.notes()]
+    # a table showing some metrics: the caveats and counts of those alone
+    d = next(iter(report.derived.values()))
+    shown = [next(iter(d.metrics))]
+    narrow = report.table(derived=shown)
+    assert all(line.strip() in narrow for line in d.notes(shown))
+    assert d.caveats(shown)[0] == d.caveats()[0]  # how estimates were made: always
 
 
 # ------------------------------------------------------------------ add_remove health

@@ -311,8 +311,8 @@ class RoundReport:
                     if d is not None:
                         rows = d.rows()
                         keep = [x for x in rows if derived is None or x.split()[0] in derived]
-                        caveats = d.caveats()  # once, at the end; the rest of the notes here
-                        tail = [x for x in d.notes() if x not in caveats]
+                        caveats = d.caveats(derived)  # once, at the end; the rest here
+                        tail = [x for x in d.notes(derived) if x not in caveats]
                         lines += [f"      {x.strip()}" for x in [*keep, *tail]]
                         notes.update(dict.fromkeys(x.strip() for x in caveats))
             hr = self.health_releases.get(region)

@@ -21,7 +21,7 @@ next to the committed :class:`~dpledger.ledger.Release`.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -135,21 +135,25 @@ class DerivedRelease:
     def _top(metric: str) -> float:
         return 1.0 if metric == "r2" else float("inf")  # R²'s range ends at 1
 
-    def notes(self) -> list[str]:
+    def notes(self, only: Collection[str] | None = None) -> list[str]:
         """The lines :meth:`table` prints after its rows: the :meth:`caveats`, then how many
-        metrics are unusable (and that their values must not be published)."""
-        bad = len(self.unusable)
+        metrics are unusable (and that their values must not be published); ``only``: of
+        those metrics (a table showing some of them), default all."""
+        names = [k for k in self.metrics if only is None or k in only]
+        bad = sum(self.intervals[k].reason is not None for k in names)
         count = (
-            [f"  {bad} of {len(self.metrics)} metrics are unusable at this noise level: "
+            [f"  {bad} of {len(names)} metrics are unusable at this noise level: "
              "publish their interval (the whole range) or nothing, never their value"]
             if bad else []
         )  # fmt: skip
-        return [*self.caveats(), *count]
+        return [*self.caveats(only), *count]
 
-    def caveats(self) -> list[str]:
+    def caveats(self, only: Collection[str] | None = None) -> list[str]:
         """How the estimates were made, and which shown intervals are measured to cover
-        rather than proven (selection-adjusted, one-sided); the same for many releases."""
-        shown = [iv for iv in self.intervals.values() if iv.usable]
+        rather than proven (selection-adjusted, one-sided); the same for many releases.
+        ``only``: of those metrics, default all."""
+        names = [k for k in self.metrics if only is None or k in only]
+        shown = [iv for k in names if (iv := self.intervals[k]).usable]
         tail = [f"  ({self.projection})"]
         if any("selection-adjusted" in iv.method for iv in shown if not iv.one_sided):
             tail.append(
