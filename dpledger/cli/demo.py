@@ -123,7 +123,7 @@ def register(subparsers: Any) -> None:
         "--plots",
         metavar="DIR",
         help="write PNG charts of the released values (new files; with --fresh, replace "
-        "earlier PNG charts)",
+        "the charts an earlier demo wrote there, never another PNG)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_demo)

@@ -69,7 +69,8 @@ def _save(plt: Any, fig: Any, path: Path, note: str) -> Path:
         fig.text(0.01, 0.01, note, fontsize=7, color="#444444", va="bottom", wrap=True)
         lines = 1 + len(note) * 7 * 0.55 / (fig.get_figwidth() * 72)  # wrapped 7 pt lines
         fig.tight_layout(rect=(0, 0.02 + lines * 11 / (fig.get_figheight() * 72), 1, 1))
-        write_new(path, lambda f: fig.savefig(f, format="png", dpi=110), "--plots")
+        mark = {_MARK_KEY: _mark(_final(path))}  # a tEXt chunk: which file made it
+        write_new(path, lambda f: fig.savefig(f, format="png", dpi=110, metadata=mark), "--plots")
     finally:
         plt.close(fig)
     return path
@@ -210,12 +211,36 @@ PLOT_NAMES = ("ratio_by_region.png", "error_histogram.png", "calibration_gap.png
 _PNG = b"\x89PNG\r\n\x1a\n"
 
 
+_MARK_KEY = "dpledger"  # the tEXt keyword of the mark every demo chart carries
+_TEXT_LIMIT = 1 << 20  # the bytes a mark is looked for in: the chunks before the image data
+
+
+def _mark(final: Path) -> str:
+    """The text a demo chart carries: that the demo made it, and at which path (a copy
+    elsewhere is the user's file, as a copied demo ledger is)."""
+    return f"demo chart at {os.path.abspath(final)!a}"  # ASCII: a PNG tEXt chunk
+
+
+def _temporary(final: Path) -> Path:
+    """Where a replacing chart is written before it takes ``final``'s name."""
+    return final.with_name(f".{final.name}.{os.getpid()}.new")
+
+
+def _final(path: Path) -> Path:
+    """The chart name ``path`` is written for (itself, or the one its temporary replaces)."""
+    for name in PLOT_NAMES:
+        if path.name in (name, _temporary(path.with_name(name)).name):
+            return path.with_name(name)
+    return path
+
+
 def check_plot_targets(directory: Path, *, replace: bool = False) -> list[Path]:
     """The chart paths in ``directory`` if the charts may be written there, checked before
     any work: ``directory`` is a directory or absent (then created), and each chart's name
-    is free — or, with ``replace`` (the demo's ``--fresh``), a regular PNG file, which
-    :func:`write_plots` then replaces. A symlink, or any other file (a ledger, say), is
-    never replaced: :class:`InvalidInput`."""
+    is free — or, with ``replace`` (the demo's ``--fresh``), a chart the demo wrote there
+    (a regular PNG file carrying its mark), which :func:`write_plots` then replaces. A
+    symlink, a user's own PNG, or any other file (a ledger, say), is never replaced:
+    :class:`InvalidInput`."""
     for name in (directory, *(directory / n for n in PLOT_NAMES)):
         try:  # lexists() reads "name too long" as absent: found only after the spend
             os.lstat(name)
@@ -235,21 +260,35 @@ def check_plot_targets(directory: Path, *, replace: bool = False) -> list[Path]:
     for p in paths:
         if not os.path.lexists(p):
             continue
-        if not (replace and _is_png(p)):
+        if not (replace and _is_chart(p)):
             how = "" if replace else "; --fresh replaces the demo's own earlier PNG charts"
             raise InvalidInput(
                 f"--plots: {p} exists and is not replaced (dpledger never replaces a file it "
-                f"cannot tell is its own chart){how}; remove it or choose another directory"
+                f"cannot tell is its own chart: one the demo wrote at that path carries its "
+                f"mark){how}; remove it or choose another directory"
             )
     return paths
 
 
-def _is_png(p: Path) -> bool:
-    """Whether ``p`` is a regular file (not a symlink) that starts with PNG's signature."""
+def _is_chart(p: Path) -> bool:
+    """Whether ``p`` is a regular file (not a symlink), a PNG whose text chunks before its
+    image data hold the mark the demo writes at that path."""
     if p.is_symlink() or not p.is_file():
         return False
     with open(p, "rb") as f:
-        return f.read(len(_PNG)) == _PNG
+        head = f.read(_TEXT_LIMIT)
+    if not head.startswith(_PNG):
+        return False
+    want = f"{_MARK_KEY}\0{_mark(p)}".encode("ascii")
+    at = len(_PNG)
+    while at + 8 <= len(head):
+        size, kind = int.from_bytes(head[at : at + 4], "big"), head[at + 4 : at + 8]
+        if kind in (b"IDAT", b"IEND"):
+            return False
+        if kind == b"tEXt" and head[at + 8 : at + 8 + size] == want:
+            return True
+        at += 12 + size  # length, type, data, CRC
+    return False
 
 
 def write_plots(result: DemoResult, directory: Path, *, replace: bool = False) -> list[Path]:
@@ -266,13 +305,13 @@ def write_plots(result: DemoResult, directory: Path, *, replace: bool = False) -
     charts = (_ratio_chart, _histogram_chart, _calibration_chart)
     out = []
     for chart, p in zip(charts, paths, strict=True):
-        if not (replace and _is_png(p)):
+        if not (replace and _is_chart(p)):
             out.append(chart(plt, result, rels, p))
             continue
         # the new chart is written first, then takes the old one's name: a failed write
         # leaves the earlier run's chart in place (review s29b)
-        new = chart(plt, result, rels, p.with_name(f".{p.name}.{os.getpid()}.new"))
-        if not _is_png(p):  # checked again here: a regular PNG file, the demo's own chart
+        new = chart(plt, result, rels, _temporary(p))
+        if not _is_chart(p):  # checked again here: still the demo's own chart
             new.unlink()
             raise InvalidInput(f"--plots: {p} changed while the demo ran; it was not replaced")
         os.replace(new, p)
