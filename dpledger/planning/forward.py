@@ -370,10 +370,11 @@ def _plan_region(
             reasons[name] = f"cohort {n} < floor {floor}{_records_noun(policy)}"
             if floor > MAX_COHORT:  # as dl.cohort_floor says it (review s30)
                 reasons[name] += f", above the largest cohort {MAX_COHORT:_}"
-            best = mech.least_cohort(  # if the metric had the whole allocation
-                facts.sensitivity, budget, spec.target, spec.bar,
-                measure=facts.measure, mechanism=facts.mechanism, magnitude=spec.magnitude,
-            )  # fmt: skip
+            # if the metric had the whole allocation: calibrated as its release is (a
+            # vector's map charges each coordinate's grid rounding; review 40: a scalar's
+            # floor said 5,997 where a release of dimension 1000 at cap 1e-9 needs 8,718)
+            whole = mech.facts_at_budget(policy, name, budget)
+            best = mech.cohort_floor_of(whole, spec.target, spec.bar, spec.magnitude)
             if n < best:
                 reasons[name] += f" (needs ≥ {best} even with all of {_show(budget)})"
                 never.append(f"{name} (needs n ≥ {best})")
