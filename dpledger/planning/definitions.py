@@ -25,7 +25,7 @@ from dpledger.accounting import zcdp_epsilon
 from dpledger.errors import InvalidInput
 from dpledger.planning._common import validated_cohorts, validated_policy, validated_rounds
 from dpledger.policy import FrozenModel, Policy
-from dpledger.types import Definition
+from dpledger.types import Definition, MechanismKind, Unit
 
 __all__ = ["DefinitionChoice", "compare_definitions", "rho_for_epsilon"]
 
@@ -84,13 +84,14 @@ def compare_definitions(
         share = policy.release_budget(name, rounds) / policy.eval_budget
         if share <= 0:
             continue
+        dimension = 0 if spec.kind == "scalar_mean" else spec.size
         d1 = mech.policy_sensitivity(policy, name, "laplace")
         d2 = mech.policy_sensitivity(policy, name, "gaussian")
-        b = _scale(name, d1, eps_eval * share, "epsilon")
-        sigma = _scale(name, d2, rho_eval * share, "rho")
+        lap_facts = _facts(name, d1, eps_eval * share, "epsilon", dimension)
+        gau_facts = _facts(name, d2, rho_eval * share, "rho", dimension)
         for region, n in cohorts.items():
-            lap = mech.error_bar_for_scale(b, n, spec.bar, "laplace")
-            gau = mech.error_bar_for_scale(sigma, n, spec.bar, "gaussian")
+            lap = mech.error_bar_of(lap_facts, n, spec.bar, spec.magnitude)
+            gau = mech.error_bar_of(gau_facts, n, spec.bar, spec.magnitude)
             if not (math.isfinite(lap) and math.isfinite(gau)):
                 raise _beyond(name, "its error bar")
             out.append(
@@ -109,11 +110,23 @@ def compare_definitions(
     return tuple(out)
 
 
-def _scale(metric: str, sensitivity: float, budget: Fraction, unit: str) -> float:
-    """The closed-form noise scale of one side of the comparison; the metric named when
-    the converted budget (ρ ≈ ε²/4·ln(1/δ) underflows below ε ≈ 1e-154) leaves none."""
+def _facts(
+    metric: str, sensitivity: float, budget: Fraction, unit: Unit, dimension: int
+) -> mech.MechanismFacts:
+    """One side of the comparison calibrated as a release of it would be (OpenDP's map on
+    the 2**k grid, at the metric's dimension: near the grid the closed form Δ/ε is far too
+    little noise, review 40), so the bar of the policy's own definition is the one its
+    releases print; the metric named when the converted budget (ρ ≈ ε²/4·ln(1/δ)
+    underflows below ε ≈ 1e-154) leaves no noise scale."""
+    mechanism: MechanismKind = "laplace" if unit == "epsilon" else "gaussian"
     try:
-        return mech.noise_scale(sensitivity, budget, "epsilon" if unit == "epsilon" else "rho")
+        return mech.calibrate(
+            sensitivity=sensitivity,
+            budget=budget,
+            measure=unit,
+            mechanism=mechanism,
+            dimension=dimension,
+        )
     except InvalidInput:
         sym = "ε" if unit == "epsilon" else "ρ"
         shown = f" {float(budget):.3g}" if float(budget) > 0 else ""
