@@ -352,7 +352,7 @@ def calibrate_clip(
         "nearer 1, or rescale the metric"
     )
     try:
-        scales = np.array([mech.noise_scale(d, epsilon, "epsilon") for d in deltas]) / int(cohort)
+        scales = np.array([_release_scale(d, epsilon) for d in deltas]) / int(cohort)
     except InvalidInput as e:  # Δ/ε is inf, or 0: not a noise scale
         raise beyond from e
     rmse = np.hypot(bias, math.sqrt(2.0) * scales)  # √(bias² + 2b²), without overflow
@@ -382,6 +382,20 @@ def calibrate_clip(
         recommended=best,
         note=_note(rows, best),
     )
+
+
+def _release_scale(delta: Fraction, epsilon: float) -> float:
+    """The Laplace scale on the sum a release at clip width ``delta`` and ``epsilon`` is
+    calibrated to: OpenDP's map on its 2**-40 grid at the sensitivity a release records
+    (widened for the clients' rounding), not the closed form Δ/ε, which near the grid is
+    too little noise (review 40: half the noise of a release at clip width 1e-12)."""
+    recorded = mech.float_up(delta * (1 + mech.CLIENT_ROUNDING_SLACK))
+    mech.noise_scale(recorded, epsilon, "epsilon")  # the closed form's checks (inf, 0)
+    budget = Fraction(repr(float(epsilon)))  # ε read as a policy's decimal reads it
+    facts = mech.calibrate(
+        sensitivity=recorded, budget=budget, measure="epsilon", mechanism="laplace", dimension=0
+    )
+    return facts.scale
 
 
 def _note(rows: tuple[ClipCandidate, ...], best: ClipCandidate) -> str:
