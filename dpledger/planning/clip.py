@@ -4,8 +4,9 @@ A scalar metric's clip bound *is* its sensitivity, so it sets the noise on every
 published mean. :func:`calibrate_clip` takes one value per client from a held-out
 fleet (never the data being released) and, for each candidate percentile, reports
 the bound, the fraction of clients it clips, the Laplace noise scale on the published
-mean over the production cohort (``Δ/(ε·n)``, Δ by the policy's neighbouring rule),
-the clipping bias on the held-out data, and the resulting RMSE. The table shows the
+mean over the production cohort (a release's calibrated scale over n: ``Δ/(ε·n)``
+unless Δ nears OpenDP's 2**-40 grid; Δ by the policy's neighbouring rule), the
+clipping bias on the held-out data, and the resulting RMSE. The table shows the
 trade-off: the maximum buys no bias with an order of magnitude more noise than the
 99th percentile; the median clips half of the fleet.
 """
