@@ -10,6 +10,7 @@ cohort_floor`) check their arguments with: Δ/ε (or Δ/√(2ρ)). Re-exported b
 from __future__ import annotations
 
 import math
+import numbers
 from fractions import Fraction
 
 import numpy as np
@@ -17,6 +18,7 @@ import numpy as np
 from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.types import (
+    MAX_DIMENSION,
     Budget,
     MechanismKind,
     Unit,
@@ -25,7 +27,7 @@ from dpledger.types import (
     unit_of,
 )
 
-__all__ = ["budget_amount", "noise_scale"]
+__all__ = ["budget_amount", "noise_scale", "release_dimension"]
 
 
 def noise_scale(sensitivity: float | Fraction, budget: float | Fraction, measure: Unit) -> float:
@@ -74,3 +76,15 @@ def budget_amount(
             "(or a Budget in ρ), or mechanism='laplace' for an ε budget"
         )
     return amount, unit
+
+
+def release_dimension(value: object) -> int:
+    """A planner's ``dimension``: 0 for a scalar release, else a vector's or histogram's
+    number of values (1..:data:`~dpledger.types.MAX_DIMENSION`, as a policy's)."""
+    d = int(value) if isinstance(value, numbers.Integral) and not isinstance(value, bool) else -1
+    if not 0 <= d <= MAX_DIMENSION:
+        raise InvalidInput(
+            f"dimension must be 0 (a scalar release) or a vector's number of values, 1 to "
+            f"{MAX_DIMENSION:_}; got {shown(value)}"
+        )
+    return d

@@ -35,7 +35,7 @@ from dpledger._bars import (
     cohort_floor_for_scale,
     error_bar_for_scale,
 )
-from dpledger._closed_form import budget_amount, noise_scale
+from dpledger._closed_form import budget_amount, noise_scale, release_dimension
 from dpledger._invoke import invoke
 from dpledger._search import least_float
 from dpledger._sensitivity import (
@@ -385,10 +385,12 @@ def error_bar(
     measure: Unit | None = None,
     mechanism: MechanismKind = "laplace",
     magnitude: float = 0.0,
+    dimension: int = 0,
 ) -> float:
     """Error bar of a mean over ``n`` clients: ``factor·Δ/(ε·n)`` (or σ/n under zCDP) at
-    the scale a scalar release is calibrated to (OpenDP's map also charges the input's
-    rounding onto its grid: near the grid the scale exceeds Δ/ε), plus OpenDP's grid
+    the scale a release of ``dimension`` values (0: a scalar) is calibrated to (OpenDP's
+    map also charges each coordinate's rounding onto its grid: near the grid the scale
+    exceeds Δ/ε, the more the more coordinates), plus OpenDP's grid
     (:data:`GRID_SLACK`, on the sum) and, for values up to ``magnitude``, the doubles'
     rounding (:data:`ROUNDING`), as a release's bar.
 
@@ -400,7 +402,9 @@ def error_bar(
     non-real sensitivity or budget, is :class:`InvalidInput`.
     """
     n = cohort_size(n, "cohort n")
-    scale, rounding = _scale_and_rounding(sensitivity, budget, measure, mechanism, magnitude)
+    scale, rounding = _scale_and_rounding(
+        sensitivity, budget, measure, mechanism, magnitude, dimension
+    )
     out = error_bar_for_scale(scale, n, bar, mechanism, GRID_SLACK, rounding)
     if not math.isfinite(out):  # not a number anyone can use; a policy's bar never is
         raise InvalidInput(
@@ -420,6 +424,7 @@ def cohort_floor(
     measure: Unit | None = None,
     mechanism: MechanismKind = "laplace",
     magnitude: float = 0.0,
+    dimension: int = 0,
 ) -> int:
     """The smallest cohort ``n`` whose :func:`error_bar` is ≤ ``target`` (n − 1's is not).
 
@@ -429,8 +434,9 @@ def cohort_floor(
     more than :data:`~dpledger.types.MAX_COHORT` clients (no release accepts that cohort).
     """
     floor = least_cohort(
-        sensitivity, budget, target, bar, measure=measure, mechanism=mechanism, magnitude=magnitude
-    )
+        sensitivity, budget, target, bar, measure=measure, mechanism=mechanism,
+        magnitude=magnitude, dimension=dimension,
+    )  # fmt: skip
     if floor > MAX_COHORT:  # audit s29, F12: a floor no release accepts is not a plan
         raise InvalidInput(
             f"no cohort a release accepts reaches the target error bar {shown(target)}: it "
@@ -449,12 +455,15 @@ def least_cohort(
     measure: Unit | None = None,
     mechanism: MechanismKind = "laplace",
     magnitude: float = 0.0,
+    dimension: int = 0,
 ) -> int:
     """:func:`cohort_floor` without its upper limit (up to 2**62): what a planner reports
     as "needs n ≥ …" when even the whole budget cannot reach a target."""
     goal = positive_real(target, "target error bar")
     bar_factor(bar, mechanism)  # a bar checked before the cache below hashes it (review 39)
-    scale, rounding = _scale_and_rounding(sensitivity, budget, measure, mechanism, magnitude)
+    scale, rounding = _scale_and_rounding(
+        sensitivity, budget, measure, mechanism, magnitude, dimension
+    )
     return cohort_floor_for_scale(scale, goal, bar, mechanism, GRID_SLACK, rounding)
 
 
@@ -464,8 +473,9 @@ def _scale_and_rounding(
     measure: Unit | None,
     mechanism: MechanismKind,
     magnitude: float,
+    dimension: int,
 ) -> tuple[float, float]:
-    """The noise scale a scalar release of this Δ and budget is calibrated to, and the
+    """The noise scale a release of this Δ, budget and dimension is calibrated to, and the
     rounding term of values up to ``magnitude``: what :func:`error_bar` and
     :func:`cohort_floor` both start from (the closed form checks the arguments)."""
     amount, unit = budget_amount(budget, measure, mechanism)
@@ -478,7 +488,9 @@ def _scale_and_rounding(
     # a float budget read as a policy reads it (through repr: 0.2 is 1/5, not the double
     # 0.2000000000000000111, whose scale is an ulp or two below the policy's; review 39)
     exact = amount if isinstance(amount, Fraction) else Fraction(repr(float(amount)))
+    # at a vector's dimension: its map charges each coordinate's rounding (review 40)
+    d = release_dimension(dimension)
     facts = calibrate(
-        sensitivity=float(delta), budget=exact, measure=unit, mechanism=mechanism, dimension=0
+        sensitivity=float(delta), budget=exact, measure=unit, mechanism=mechanism, dimension=d
     )
     return facts.scale, nonnegative_real(magnitude, "magnitude") * ROUNDING
