@@ -43,7 +43,11 @@ _SMALLEST = float(MIN_NORMAL)
 
 
 class MetricRequirement(FrozenModel):
-    """The budget one release of a metric needs so that its bar meets ``target`` at ``cohort``."""
+    """The budget one release of a metric needs so that its bar meets ``target`` at ``cohort``.
+
+    ``required`` is rounded up to 4 significant digits; ``enough`` says whether the
+    policy's own per-release budget meets the target (what the approval check decides),
+    so a budget of 1/3 below a ``required`` 0.3334 can still be enough."""
 
     region: str
     metric: str
@@ -186,6 +190,10 @@ def required_budget(
                 continue
             need = budget_for_target(policy, name, goals[name], n)
             have = Budget(policy.release_budget(name, rounds), policy.unit)
+            # enough: the policy's own budget meets the target at n, as the approval check
+            # reads it; need is rounded up to 4 digits, so ε = 1/3 at its own floor read
+            # "not enough" next to 0.3334 while plan() and the ledger approved (review 40)
+            enough = have >= need or _meets(policy, name, have.amount, goals[name], n)
             rows.append(
                 MetricRequirement(
                     region=region,
@@ -195,7 +203,7 @@ def required_budget(
                     bar=policy.metric(name).bar,
                     required=need,
                     policy_budget=have,
-                    enough=have >= need,
+                    enough=enough,
                 )
             )
         total = rounds * sum((r.required.amount for r in rows), _ZERO)
@@ -218,6 +226,18 @@ def required_budget(
         untargeted=untargeted,
         fits=all(r.fits for r in regions),
     )
+
+
+def _meets(policy: Policy, metric: str, budget: Fraction, target: float, n: int) -> bool:
+    """Whether a release of ``metric`` at ``budget`` meets ``target`` at cohort ``n``."""
+    if budget <= 0:
+        return False
+    spec = policy.metric(metric)
+    try:
+        facts = mech.facts_at_budget(policy, metric, budget)
+        return mech.cohort_floor_of(facts, float(target), spec.bar, spec.magnitude) <= n
+    except InvalidInput:  # no scale fits so little budget, or no cohort below 2**62 would
+        return False
 
 
 def budget_for_scale(
