@@ -56,3 +56,41 @@ def test_enough_is_what_the_ledger_approves(tmp_path: Path, nb: str) -> None:
             approved = next(c for c in verdict.checks if c.name == "cohort_floor").passed
             assert row.enough is approved is (n == floor), (n, row)
             assert dl.plan(policy, cohorts={"a": n}).rows[0].publishable is approved
+
+
+THREE = """
+name = "p3"
+version = "1"
+neighbouring = "replace"
+definition = "pure"
+epoch_epsilon = "1"
+eval_fraction = "1"
+[regions]
+names = ["a"]
+""" + "".join(
+    f'[metrics.m{i}]\nkind = "scalar_mean"\nweight = "1"\n'
+    f'clip = {{ low = "0", high = "1", source = "t" }}\ntarget = 0.001\n'
+    for i in range(3)
+)
+
+
+def test_a_region_the_plan_and_the_ledger_fit_is_said_to_fit(tmp_path: Path) -> None:
+    # three metrics of ε = 1/3 each at their floor: each "required" is 0.3334, whose sum
+    # 1.0002 exceeds ε_eval = 1, yet the policy's own 1/3 each is enough and fits
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        policy = dl.Policy.from_toml(THREE, source="t.toml")
+    floor = dl.plan(policy, cohorts={"a": 10}).rows[0].cohort_floor
+    assert floor is not None
+    plan = dl.plan(policy, cohorts={"a": floor})
+    assert plan.regions[0].fits
+    assert all(r.publishable for r in plan.rows)
+    with dl.Ledger.open(tmp_path / "l.db", policy, mode="create") as ledger:
+        for metric in policy.metrics:
+            ledger.release(dl.ReleaseRequest(epoch=0, metric=metric, region="a", cohort=floor), 0.5)
+    need = required_budget(policy, {"a": floor})
+    region = need.regions[0]
+    assert all(m.enough for m in region.metrics)
+    assert region.fits
+    assert need.fits
+    assert region.total.amount == 1

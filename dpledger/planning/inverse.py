@@ -60,7 +60,8 @@ class MetricRequirement(FrozenModel):
 
 
 class RegionRequirement(FrozenModel):
-    """A region's summed requirement over the epoch: ``rounds × Σ required``."""
+    """A region's summed requirement over the epoch: ``rounds × Σ required``, each metric's
+    ``required`` read as its ``policy_budget`` where that is less and enough."""
 
     region: str
     cohort: int
@@ -206,7 +207,10 @@ def required_budget(
                     enough=enough,
                 )
             )
-        total = rounds * sum((r.required.amount for r in rows), _ZERO)
+        # a metric whose own budget is enough needs no more than it (review 40: three
+        # weighted metrics of 1/3 at their floors asked 3 × 0.3334 > 1, "does not fit",
+        # while plan() fitted them and the ledger released all three)
+        total = rounds * sum((_least(r) for r in rows), _ZERO)
         regions.append(
             RegionRequirement(
                 region=region,
@@ -226,6 +230,13 @@ def required_budget(
         untargeted=untargeted,
         fits=all(r.fits for r in regions),
     )
+
+
+def _least(row: MetricRequirement) -> Fraction:
+    """What one release of the row needs: ``required``, or the policy's budget if that is
+    enough and less (the 4-digit ``required`` can exceed it, as 0.3334 does 1/3)."""
+    have, need = row.policy_budget.amount, row.required.amount
+    return have if row.enough and have < need else need
 
 
 def _meets(policy: Policy, metric: str, budget: Fraction, target: float, n: int) -> bool:
