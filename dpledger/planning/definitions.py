@@ -11,9 +11,8 @@ of evaluation, at the policy's δ:
 Each scale is the one a release of that definition is calibrated to (OpenDP's map on
 its 2**-40 grid: the closed forms above, unless Δ nears the grid), and each bar is the
 one such a release prints. For a zCDP policy the roles swap: its ρ_eval, converted,
-gives the pure ε_eval. Laplace
-tends to win for few releases at small budgets; Gaussian when Δ₂ ≪ Δ₁ or many releases
-compose.
+gives the pure ε_eval. Laplace tends to win for few releases at small budgets; Gaussian
+when Δ₂ ≪ Δ₁ or many releases compose.
 """
 
 from __future__ import annotations

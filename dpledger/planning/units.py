@@ -104,11 +104,6 @@ def compare_units(policy: Policy, silos: Mapping[str, int]) -> tuple[UnitCompari
         raise InvalidInput("give each silo's record count, e.g. {'hospital-01': 180, ...}")
     counts = {name: cohort_size(n, f"record count of silo {name!r}") for name, n in silos.items()}
     records, largest = sum(counts.values()), max(counts.values())
-    if records > MAX_COHORT:  # review 40: bars of a release the ledger refuses (its cohort)
-        raise InvalidInput(
-            f"one release over every silo would count {records:_} records, above the largest "
-            f"cohort a release accepts ({MAX_COHORT:_}): compare fewer silos"
-        )
     twin = client_twin(policy, largest)  # refuses a policy that is not record-level
     unknown = [name for name in silos if not policy.regions.admits(name)]
     if unknown:
@@ -120,6 +115,11 @@ def compare_units(policy: Policy, silos: Mapping[str, int]) -> tuple[UnitCompari
                 if policy.regions.open
                 else f"which declares {', '.join(policy.regions.names)}"
             )
+        )
+    if records > MAX_COHORT:  # review 40: bars of a release the ledger refuses (its cohort)
+        raise InvalidInput(
+            f"one release over every silo would count {records:_} records, above the largest "
+            f"cohort a release accepts ({MAX_COHORT:_}): compare fewer silos"
         )
     out = []
     for name, spec in policy.metrics.items():
