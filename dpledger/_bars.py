@@ -20,6 +20,7 @@ __all__ = [
     "bar_factor",
     "cohort_floor_for_scale",
     "error_bar_for_scale",
+    "mean_half_width",
 ]
 
 BAR_KINDS: tuple[BarKind, ...] = ("ci95", "std", "scale")
@@ -71,16 +72,25 @@ def error_bar_for_scale(
     added to the sum's half-width (:attr:`MechanismFacts.grid_slack`), ``rounding`` to the
     mean's (magnitude × :data:`ROUNDING`).
 
-    Computed as a release computes its bar (:meth:`dpledger.ledger.Release.make`: the sum's
-    slack ``slack + n·rounding`` first, then the half-width over ``n``), so the bar the
-    approval check and the planner compare with a target is, bit for bit, the one a
-    release prints (the mean's, or the sum's over ``n``): ``(f·s + slack)/n + rounding``
-    differed from it by an ulp at 304 of 2,500 cohorts, so a release at the floor could
-    print a bar above its target (review h39)."""
+    Computed as a release computes its bar (:func:`mean_half_width`, shared with
+    :meth:`dpledger.ledger.Release.make`), so the bar the approval check and the planner
+    compare with a target is, bit for bit, the one a release prints: two arithmetics
+    differed by an ulp at 304 of 2,500 cohorts, so a release at the floor could print a
+    bar above its target (review h39)."""
     if n <= 0:
         raise InvalidInput(f"cohort n must be ≥ 1, got {n}")
-    sum_slack = slack + n * rounding
-    return (bar_factor(bar, mechanism) * scale + sum_slack) / n
+    return mean_half_width(bar_factor(bar, mechanism), scale, n, slack, rounding)
+
+
+def mean_half_width(factor: float, scale: float, n: int, slack: float, rounding: float) -> float:
+    """``(factor·scale + slack)/n + rounding``: a mean's half-width, in the one arithmetic
+    the approval check, the planner and a release's bar share. Each step is one correctly
+    rounded operation on a numerator fixed for all ``n``, so it never rises as ``n`` grows
+    (the floor is a threshold: every cohort above it meets the target too). The form
+    ``(factor·scale + slack + n·rounding)/n`` rose by an ulp from n to n + 1 where the
+    rounding term dominates, so a cohort above the floor printed a bar above its target
+    (review 40)."""
+    return (factor * scale + slack) / n + rounding
 
 
 @functools.lru_cache(maxsize=4096)

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dpledger._bars import mean_half_width
 from dpledger.approval import ReleaseRequest
 from dpledger.mechanisms import ROUNDING, MechanismFacts, bar_factor
 from dpledger.metrics import interval_scales
@@ -311,10 +312,18 @@ class Release:
     charge: Budget  # exact, in the policy's unit (ε, or ρ under zCDP)
     facts: MechanismFacts
     kind: str
-    sum_slack: float = 0.0  # what a bar adds on the sum: OpenDP's grid, the doubles' rounding
+    slack: float = 0.0  # what a bar adds on each sum, whatever the cohort: OpenDP's grid
     # and, after with_aggregate_error, the aggregate's own error (a fixed-point encoding)
     retried: bool = False  # recorded by an earlier call or an earlier request of this round:
     # this request charged nothing (not stored)
+    rounding: float = 0.0  # the doubles' rounding per value summed (magnitude × ROUNDING):
+    # a sum of n values is off by up to n × it, a mean by it
+
+    @property
+    def sum_slack(self) -> float:
+        """What a bar adds on each sum: :attr:`slack` and the doubles' rounding of a sum of
+        ``cohort`` values (the public bound on |noisy sum − noise − true sum|)."""
+        return self.slack + self.request.cohort * self.rounding
 
     @classmethod
     def make(
@@ -336,13 +345,13 @@ class Release:
         ``magnitude``: the metric's :attr:`~dpledger.policy.MetricSpec.magnitude`;
         ``retried``: the entry was recorded by an earlier call (see :attr:`charged_now`)."""
         n = request.cohort
-        # OpenDP's grid, and the doubles' rounding of a sum of n values up to magnitude
-        sum_slack = facts.grid_slack + n * magnitude * ROUNDING
-        bar_value = _half_width(bar_factor, facts.scale, sum_slack, n, kind)
+        # OpenDP's grid, and the doubles' rounding of each value up to magnitude
+        rounding = magnitude * ROUNDING
+        bar_value = _half_width(bar_factor, facts.scale, facts.grid_slack, rounding, n, kind)
         # positional, in field order (a release is built per entry: keywords cost ~1 µs)
         return cls(
             request, entry_id, entry_hash, _readonly(noisy_sum), facts.scale, bar_value,
-            bar, charge, facts, kind, sum_slack, retried,
+            bar, charge, facts, kind, facts.grid_slack, retried, rounding,
         )  # fmt: skip
 
     def with_aggregate_error(self, sum_error: float) -> Release:
@@ -357,10 +366,11 @@ class Release:
         e = nonnegative_real(sum_error, "sum_error")
         if e == 0.0:
             return self
-        slack = self.sum_slack + e
+        slack = self.slack + e
         factor = bar_factor(self.bar, self.facts.mechanism)
-        bar = _half_width(factor, self.scale, slack, self.request.cohort, self.kind)
-        return dataclasses.replace(self, sum_slack=slack, error_bar=bar)
+        n = self.request.cohort
+        bar = _half_width(factor, self.scale, slack, self.rounding, n, self.kind)
+        return dataclasses.replace(self, slack=slack, error_bar=bar)
 
     def __reduce__(self) -> tuple[object, ...]:
         """Pickle (and deepcopy) with ``noisy_sum`` read-only again: a copied array owns
@@ -371,7 +381,8 @@ class Release:
         """The half-width at ``factor`` noise scales (e.g. :func:`~dpledger.mechanisms.
         bar_factor` of another bar kind) in ``value``'s units, the slack included."""
         f = nonnegative_real(factor, "factor")  # a number ≥ 0: not None, NaN or text
-        return _half_width(f, self.scale, self.sum_slack, self.request.cohort, self.kind)
+        n = self.request.cohort
+        return _half_width(f, self.scale, self.slack, self.rounding, n, self.kind)
 
     def interval_scale(self) -> tuple[float, bool]:
         """The noise scale intervals derived from this release are computed at, and whether
@@ -477,6 +488,12 @@ class VerifyReport:
         return self.ok
 
 
-def _half_width(factor: float, scale: float, sum_slack: float, n: int, kind: str) -> float:
-    """``factor`` noise scales plus the slack, on a mean over ``n`` or on each coordinate."""
-    return (factor * scale + sum_slack) / (n if kind == "scalar_mean" else 1)
+def _half_width(
+    factor: float, scale: float, slack: float, rounding: float, n: int, kind: str
+) -> float:
+    """``factor`` noise scales plus the slack and the rounding of ``n`` values, on a mean
+    over ``n`` (:func:`~dpledger.mechanisms.error_bar_for_scale`'s arithmetic, monotone in
+    ``n``) or on each coordinate of a sum."""
+    if kind == "scalar_mean":
+        return mean_half_width(factor, scale, n, slack, rounding)
+    return factor * scale + (slack + n * rounding)
