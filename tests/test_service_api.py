@@ -246,6 +246,7 @@ def test_a_body_without_a_length_is_cut_off_at_the_limit(site: Site) -> None:
         assert r.json() == {
             "error": "http_413",
             "message": f"the body is larger than the service's limit of {limit} bytes",
+            "failed_checks": [],  # the one error shape (review 40)
         }
         assert snapshot(site.ledger) == before
     finally:
@@ -390,7 +391,11 @@ def test_a_bug_is_a_generic_500_and_one_log_line_without_a_traceback(
     with caplog.at_level(logging.INFO, logger="dpledger.service"):
         r = release(app, site, "admin", body())  # raised out of the app, this would fail
     assert r.status_code == 500
-    assert r.json() == {"error": "internal_error", "message": "internal error: see the log"}
+    assert r.json() == {
+        "error": "internal_error",
+        "message": "internal error: see the log",
+        "failed_checks": [],  # the one error shape (review 40)
+    }
     assert r.headers["cache-control"] == "no-store"
     (line,) = [rec for rec in caplog.records if "RuntimeError" in rec.getMessage()]
     assert "POST /v1/releases" in line.getMessage()

@@ -24,6 +24,7 @@ log line (the traceback only at debug level).
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -143,8 +144,23 @@ def error_body(exc: DpLedgerError, status: int) -> dict[str, Any]:
     return encoded
 
 
+class _AsciiJSON(JSONResponse):
+    """JSON escaped to ASCII: a lone surrogate a body's ``\\ud800`` put in a message (a
+    region a key lacks) is written as its escape, not a 500 at encoding (review 40)."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
+_RETRY_AFTER_S = "1"
+"""``Retry-After`` of every 503: the database was busy or unreachable, try again."""
+
+
 def _json(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(body, status_code=status, headers=headers)
+    body = body if "failed_checks" in body else {**body, "failed_checks": []}  # one shape
+    if status == 503:
+        headers = {**(headers or {}), "Retry-After": _RETRY_AFTER_S}
+    return _AsciiJSON(body, status_code=status, headers=headers)
 
 
 class BodyLimit:
@@ -243,7 +259,10 @@ class Gate:
             return
         token = _bearer(scope)
         try:
-            key, why = await run_in_threadpool(self._state.auth.authenticate, token)
+            if token is _TWICE:  # which copy a proxy keeps is anyone's guess (review 40)
+                key, why = None, "the Authorization header given more than once"
+            else:
+                key, why = await run_in_threadpool(self._state.auth.authenticate, token)
         except DpLedgerError as e:
             status = status_for(e)
             log.error("key store failed while authenticating: %s", e)
@@ -334,12 +353,20 @@ class Contain:
                 await response(scope, receive, send)
 
 
+_TWICE = "\0twice"
+"""What :func:`_bearer` returns for a request with two ``Authorization`` headers (no key)."""
+
+
 def _bearer(scope: Scope) -> str | None:
-    for name, value in scope.get("headers", ()):
-        if name == b"authorization":
-            scheme, _, token = value.decode("latin-1").partition(" ")
-            return token.strip() if scheme.lower() == "bearer" else None
-    return None
+    """The bearer token, None without one, :data:`_TWICE` when the header is given twice
+    (HTTP allows one: taking the first, or the last, would pick a principal by accident)."""
+    found = [v for n, v in scope.get("headers", ()) if n == b"authorization"]
+    if len(found) > 1:
+        return _TWICE
+    if not found:
+        return None
+    scheme, _, token = found[0].decode("latin-1").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else None
 
 
 def caller(request: Request) -> ApiKey:
@@ -369,8 +396,7 @@ def _handlers(app: FastAPI, state: ServiceState) -> None:
                 await run_in_threadpool(state.log_refusal, key, action, req, exc, status)
             except DpLedgerError as e:  # the refusal stands; only its log line is lost
                 log.error("could not log a refusal of %s: %s", key.principal, e)
-        headers = {"Retry-After": "1"} if status == 503 else None
-        return _json(status, error_body(exc, status), headers)
+        return _json(status, error_body(exc, status))  # a 503 gets its Retry-After
 
     async def invalid(request: Request, exc: Exception) -> JSONResponse:
         if not isinstance(exc, RequestValidationError):
@@ -415,6 +441,10 @@ def _fastapi(lifespan: Any = None) -> FastAPI:
         lifespan=lifespan,
         docs_url=None,  # the interactive docs load scripts from a CDN: not on this service
         redoc_url=None,
+        # no 307 from `/v1/x/` to an absolute `/v1/x` built from the Host header (a client
+        # following it re-sends its key and aggregate there, over http behind a TLS proxy):
+        # a path is matched as written, else 404 (review 40)
+        redirect_slashes=False,
     )
     app.include_router(routes.public)
     app.include_router(routes.router)

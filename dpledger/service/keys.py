@@ -65,6 +65,15 @@ _DUMMY_SALT = bytes(16)
 _DUMMY_DIGEST = bytes(32)
 
 
+def _named(name: str) -> str:
+    """A region or metric as a refusal names it: as sent when it could be a scope's name,
+    else quoted, escaped and cut (a body's name may be a megabyte, hold a newline that
+    would forge a log line, or a lone surrogate no UTF-8 encoder writes; review 40)."""
+    if _SCOPE_NAME.fullmatch(name):
+        return name
+    return ascii(name[:64]) + ("…" if len(name) > 64 else "")
+
+
 @dataclass(frozen=True, slots=True)
 class Scopes:
     """What a key may do: its actions, and the regions and metrics it may check or release.
@@ -112,9 +121,11 @@ class Scopes:
         if action not in ("check", "release"):
             return None
         if region is not None and self.regions is not None and region not in self.regions:
-            return "the global release (region '*')" if region == "*" else f"region {region}"
+            if region == "*":
+                return "the global release (region '*')"
+            return f"region {_named(region)}"
         if metric is not None and self.metrics is not None and metric not in self.metrics:
-            return f"metric {metric}"
+            return f"metric {_named(metric)}"
         return None
 
     def as_dict(self) -> dict[str, object]:

@@ -279,8 +279,11 @@ def _html(body: str, status: int = 200) -> HTMLResponse:
 
 def _viewer(request: Request, session: str | None) -> ApiKey | None:
     state: ServiceState = request.app.state.service
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
+    given = request.headers.getlist("authorization")
+    if len(given) > 1:  # one key or none: never the first of two (review 40)
+        log.warning("page: authentication failed: the Authorization header given twice")
+        return None
+    scheme, _, token = (given or [""])[0].partition(" ")
     if scheme.lower() == "bearer" and token:
         key, why = state.auth.authenticate(token.strip())
         if key is None:
@@ -307,7 +310,10 @@ def index(request: Request, dpl_session: Annotated[str | None, Cookie()] = None)
         return _html(render(collect(request.app.state.service, key)))
     except DpLedgerError as e:
         log.error("page failed: %s", e)
-        return _html("<!doctype html><title>dpledger</title><p>The ledger is unavailable.", 503)
+        text = "<!doctype html><title>dpledger</title><p>The ledger is unavailable."
+        unavailable = _html(text, 503)
+        unavailable.headers["Retry-After"] = "1"  # as every 503 of the API (review 40)
+        return unavailable
 
 
 @router.get("/login")

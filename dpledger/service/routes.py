@@ -93,14 +93,8 @@ _WHY = {
 def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     """The error statuses an operation declares: 401, 403, 422, 503 and ``codes``."""
     out: dict[int | str, dict[str, Any]] = {}
-    for code in (401, 403, 422, 503, *codes):
-        if code == 413:
-            out[413] = {
-                "description": _WHY[413],
-                "content": {"text/plain": {"schema": {"type": "string"}}},
-            }
-        else:
-            out[code] = {**_E, "description": _WHY[code]}
+    for code in (401, 403, 422, 503, *codes):  # a 413 is JSON too (BodyLimit), not text
+        out[code] = {**_E, "description": _WHY[code]}
     return out
 
 
