@@ -10,6 +10,7 @@ exit code 2 (never a traceback).
 from __future__ import annotations
 
 import argparse
+import getpass
 import ipaddress
 import json
 import logging
@@ -255,11 +256,13 @@ _MAX_TLS_BYTES = 1 << 20
 """A PEM certificate chain or key larger than this (1 MiB) is refused unread."""
 
 
-def _check_tls(cert: str, key: str) -> None:
+def _check_tls(cert: str, key: str) -> str | None:
     """Load the certificate and key now, so a bad one is an input error before any bind.
 
     Each must be a regular file of at most :data:`_MAX_TLS_BYTES` (a FIFO or device would
-    hang or exhaust the loader), checked before OpenSSL opens it.
+    hang or exhaust the loader), checked before OpenSSL opens it. An encrypted key's
+    passphrase is asked for once, here, and returned for the server's own load (which
+    would otherwise ask again: review 40); None for a key without one.
     """
     for flag, path in (("--tls-cert", cert), ("--tls-key", key)):
 
@@ -267,14 +270,28 @@ def _check_tls(cert: str, key: str) -> None:
             return InvalidInput(f"{f} {p}: {problem}")
 
         check_regular_file(path, _MAX_TLS_BYTES, fail)
+    asked: list[str] = []
+
+    def passphrase() -> str:
+        if not asked:
+            try:
+                asked.append(getpass.getpass(f"Enter PEM pass phrase for {key}: "))
+            except EOFError:
+                raise InvalidInput(
+                    f"--tls-key {key} is encrypted: no pass phrase was given"
+                ) from None
+        return asked[0]
+
     try:
-        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(cert, key, password=passphrase)
     except (OSError, ssl.SSLError) as e:
         why = e.strerror or getattr(e, "reason", None) or e
         raise InvalidInput(
             f"cannot use --tls-cert {cert} with --tls-key {key}: {why}; pass a PEM "
             "certificate and its PEM private key"
         ) from None
+    return asked[0] if asked else None
 
 
 def _loopback(host: str) -> bool:
@@ -306,8 +323,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise InvalidInput("--tls-cert and --tls-key need file names, got an empty one")
     if not 0 <= args.port <= 65535:  # the OS would silently take it modulo 65536
         raise InvalidInput(f"--port must lie in [0, 65535] (0: any free port), got {args.port}")
-    if args.tls_cert is not None:
-        _check_tls(args.tls_cert, args.tls_key)
+    passphrase = None if args.tls_cert is None else _check_tls(args.tls_cert, args.tls_key)
     _ledger_exists(args.ledger)  # name a missing ledger before its missing key store
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -344,6 +360,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server_header=False,
         ssl_certfile=args.tls_cert,
         ssl_keyfile=args.tls_key,
+        ssl_keyfile_password=passphrase,
         timeout_graceful_shutdown=10,
     )
     try:
