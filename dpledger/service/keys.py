@@ -43,6 +43,7 @@ __all__ = [
     "check_name",
     "check_secret",
     "digest",
+    "display_name",
     "new_key",
     "parse_key",
 ]
@@ -65,10 +66,11 @@ _DUMMY_SALT = bytes(16)
 _DUMMY_DIGEST = bytes(32)
 
 
-def _named(name: str) -> str:
+def display_name(name: str) -> str:
     """A region or metric as a refusal names it: as sent when it could be a scope's name,
     else quoted, escaped and cut (a body's name may be a megabyte, hold a newline that
-    would forge a log line, or a lone surrogate no UTF-8 encoder writes; review 40)."""
+    would forge a log line, a NUL no PostgreSQL text holds, or a lone surrogate no UTF-8
+    encoder writes; review 40)."""
     if _SCOPE_NAME.fullmatch(name):
         return name
     return ascii(name[:64]) + ("…" if len(name) > 64 else "")
@@ -123,9 +125,9 @@ class Scopes:
         if region is not None and self.regions is not None and region not in self.regions:
             if region == "*":
                 return "the global release (region '*')"
-            return f"region {_named(region)}"
+            return f"region {display_name(region)}"
         if metric is not None and self.metrics is not None and metric not in self.metrics:
-            return f"metric {_named(metric)}"
+            return f"metric {display_name(metric)}"
         return None
 
     def as_dict(self) -> dict[str, object]:

@@ -31,7 +31,7 @@ from dpledger.errors import (
 from dpledger.ledger import Ledger, VerifyReport
 from dpledger.policy import Policy
 from dpledger.service.auth import Authenticator
-from dpledger.service.keys import ApiKey
+from dpledger.service.keys import ApiKey, display_name
 from dpledger.service.store import Refusal, ServiceStore, default_location
 from dpledger.types import MAX_DIMENSION
 
@@ -193,8 +193,8 @@ class ServiceState:
                 status=status,
                 error=error_code(exc),
                 epoch=None if r is None else r.epoch,
-                region=None if r is None else r.region,
-                metric=None if r is None else r.metric,
+                region=None if r is None else display_name(r.region),  # NUL: review 40
+                metric=None if r is None else display_name(r.metric),
                 cohort=None if r is None else r.cohort,
                 release_id=None if r is None else r.release_id,
                 failed=failed,
