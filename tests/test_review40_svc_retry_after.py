@@ -64,3 +64,11 @@ def test_the_schema_declares_the_413_as_json(app: Any) -> None:
     declared = schema["paths"]["/v1/releases"]["post"]["responses"]["413"]["content"]
     assert list(declared) == ["application/json"]
     assert declared["application/json"]["schema"]["$ref"].endswith("/ErrorOut")
+
+
+def test_the_schema_declares_retry_after_on_every_503(app: Any) -> None:
+    schema = call(app, "GET", "/openapi.json").json()
+    for path, ops in schema["paths"].items():
+        for method, op in ops.items():
+            if "503" in op["responses"]:
+                assert "Retry-After" in op["responses"]["503"].get("headers", {}), (path, method)

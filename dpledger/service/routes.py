@@ -90,11 +90,15 @@ _WHY = {
 }
 
 
+_RETRY = {"Retry-After": {"description": "seconds to wait", "schema": {"type": "integer"}}}
+
+
 def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     """The error statuses an operation declares: 401, 403, 422, 503 and ``codes``."""
     out: dict[int | str, dict[str, Any]] = {}
     for code in (401, 403, 422, 503, *codes):  # a 413 is JSON too (BodyLimit), not text
         out[code] = {**_E, "description": _WHY[code]}
+    out[503]["headers"] = _RETRY
     return out
 
 
@@ -300,7 +304,7 @@ def revoke(key_id: KeyId, request: Request) -> dict[str, object]:
 
 @public.get(
     "/health",
-    responses={503: {**_E, "description": _WHY[503]}},
+    responses={503: {**_E, "description": _WHY[503], "headers": _RETRY}},
     summary="Liveness: the service runs and reaches its ledger (no key needed)",
 )
 def health(request: Request) -> dict[str, str]:
