@@ -268,6 +268,11 @@ def verify(
     if expected_head is not None:
         anchor_id, _, anchor_hash = expected_head.partition(":")
         anchor = (int(anchor_id), anchor_hash)
+        if anchor[0] > MAX_EPOCH:  # 19 digits pass the pattern; no entry id is this large
+            raise InvalidInput(
+                f"expected_head's entry id {anchor_id} is past the largest an entry can have "
+                f"({MAX_EPOCH}): copy ID:HASH as GET /v1/head gives it"
+            )
     with service_state(request).ledger() as ledger:
         seq, digest = ledger.head(checked=False)  # as recorded: the report names any damage
         report = ledger.verify(expected_head=anchor)
