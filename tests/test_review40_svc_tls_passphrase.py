@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import select
+import shutil
 import signal
 import ssl
 import subprocess
@@ -23,6 +24,7 @@ import pytest
 from _service import Site
 
 PASS = b"correct horse"
+pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
 
 
 def _pem(tmp: Path) -> tuple[Path, Path]:
