@@ -263,6 +263,9 @@ class Policy(FrozenModel):
             raise PolicyError(
                 f"expected a table of fields, got {type(data).__name__}", source=source
             )
+        if "source" in data:  # the field holds the file name: a written one was dropped unread
+            problem = "a policy has no top-level source field (a clip has its own source)"
+            raise PolicyError(problem, source=source, field="source")
         token = RECORDED.set(recorded)
         try:
             policy = cls.model_validate({**data, "source": source})
