@@ -324,7 +324,12 @@ def _release_args(p: argparse.ArgumentParser, *, release: bool) -> None:
     p.add_argument("--epoch", type=ascii_int)
     p.add_argument("--metric")
     p.add_argument("--region", help=f"a region, or {ALL!r} for a global release (required)")
-    p.add_argument("--cohort", type=ascii_int, help="clients summed into the aggregate")
+    p.add_argument(
+        "--cohort", type=ascii_int,
+        help="a public cohort: clients (records under a record-level policy) summed into the "
+        "aggregate under replace; under add_remove the planned cohort fixed before the round "
+        "(summed clients at most this many), never the count of who reported",
+    )  # fmt: skip
     p.add_argument("--edges-version", dest="edges_version")
     p.add_argument("--policy-version", dest="policy_version")
     if release:
