@@ -22,3 +22,11 @@ def test_cohort_help_names_the_planned_cohort_under_add_remove(
     assert "under add_remove the planned cohort fixed before the round" in text
     assert "never the count of who reported" in text
     assert "records under a record-level policy" in text
+
+
+def test_calibrate_help_names_the_neighbouring_default(capsys: pytest.CaptureFixture[str]) -> None:
+    """``calibrate --neighbouring`` defaults to replace (the sensitivity high − low, not
+    max |bound|); its help said only "policy rule"."""
+    with pytest.raises(SystemExit):
+        main(["calibrate", "--help"])
+    assert "(default replace)" in " ".join(capsys.readouterr().out.split())

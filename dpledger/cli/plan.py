@@ -266,7 +266,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="candidate percentiles, comma-separated (default 50,90,95,99,100)",
     )
     c.add_argument(
-        "--neighbouring", choices=("replace", "add_remove"), default="replace", help="policy rule"
+        "--neighbouring",
+        choices=("replace", "add_remove"),
+        default="replace",
+        help="the neighbouring relation (default replace)",
     )
     c.add_argument("--low", type=ascii_float, default=0.0, help="lower clip bound (default 0)")
     c.add_argument("--json", action="store_true", help="machine-readable output")
