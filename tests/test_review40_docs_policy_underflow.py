@@ -67,3 +67,18 @@ def test_a_top_level_source_field_is_refused_not_dropped() -> None:
     with pytest.raises(PolicyError, match="no top-level source field") as e:
         Policy.from_toml('source = "held-out fleet"\n' + _text())
     assert e.value.field == "source"
+
+
+@pytest.mark.parametrize("value", ['"yes"', '"true"', "1", "0.0", '"false"'])
+@pytest.mark.parametrize("field", ["nonnegative", "open"])
+def test_a_boolean_field_takes_a_toml_boolean_only(field: str, value: str) -> None:
+    """``nonnegative`` (the L2 sensitivity under replace: √2·cap or 2·cap) and ``[regions]
+    open`` were coerced by pydantic's lax mode: ``"yes"`` or ``1`` read as true, ``0.0``
+    as false, where policy.md holds every other field to its TOML type."""
+    text = _text()
+    if field == "open":
+        text = text.replace('names = ["a"]', f"open = {value}")
+    else:
+        text += f"nonnegative = {value}\n"  # the histogram's table is the last one
+    with pytest.raises(PolicyError, match=field):
+        Policy.from_toml(text)

@@ -11,7 +11,7 @@ import itertools
 import math
 from fractions import Fraction
 
-from pydantic import ConfigDict, Field, StrictFloat, field_validator, model_validator
+from pydantic import ConfigDict, Field, StrictBool, StrictFloat, field_validator, model_validator
 
 from dpledger.errors import InvalidInput
 from dpledger.metrics.codec import VectorSumCodec
@@ -59,7 +59,7 @@ class MetricSpec(FrozenModel):
     cap_per_record: CapDecimal | None = None
     y_clip: Clip | None = None
     y_pred_clip: Clip | None = None
-    nonnegative: bool | None = None  # default: True for histograms, False for vector_sum
+    nonnegative: StrictBool | None = None  # default: True for histograms, False for vector_sum
     epsilon: BudgetDecimal | None = None
     rho: BudgetDecimal | None = None
     weight: BudgetDecimal | None = None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import ConfigDict, model_validator
+from pydantic import ConfigDict, StrictBool, model_validator
 
 from dpledger.policy.base import NAME, FrozenModel, name_ok
 
@@ -18,7 +18,7 @@ class Regions(FrozenModel):
     model_config = ConfigDict(revalidate_instances="always")  # as MetricSpec's
 
     names: tuple[str, ...] = ()
-    open: bool = False
+    open: StrictBool = False  # a TOML boolean: "yes" or 1 is refused, not coerced
 
     @model_validator(mode="after")
     def _valid(self) -> Regions:
