@@ -184,9 +184,11 @@ def test_flower_publishes_a_one_sided_r2_as_its_upper_bound_only(tmp_path: Path)
     assert "all/regression/r2/ci95-low" not in out
     assert (out["all/regression/mse"], out["all/regression/mse/ci95-low"]) == (2.0, 1.0)
     assert all(not isinstance(v, float) or math.isfinite(v) for v in out.values())
-    shown = report.table().splitlines()  # the derived rows, without the table's notes
-    assert [x.split()[0] for x in shown if x.startswith("      ")] == ["r2", "mse"]
-    assert "<= 0.7000" in shown[-2]
+    shown = report.table().splitlines()  # the derived rows, then the caveats once
+    rows = [x for x in shown if x.startswith("      ")]
+    assert [x.split()[0] for x in rows] == ["r2", "mse"]
+    assert "<= 0.7000" in rows[0]
+    assert any(x.strip().startswith("one-sided:") for x in shown)  # its caveat, once
 
 
 # (shape of y − c, law, level, true R², Σ(y−ȳ)² in its own noise s.d. at the true mean):
