@@ -40,7 +40,7 @@ from dpledger.errors import (
 )
 from dpledger.ledger import audit
 from dpledger.ledger.lifetime import Lifetime, lifetime_of
-from dpledger.ledger.opening import open_store
+from dpledger.ledger.opening import checked_policy, open_store
 from dpledger.ledger.records import GENESIS, Entry, Release, VerifyReport, is_chain_hash
 from dpledger.ledger.schema import head_of, policy_conflict
 from dpledger.ledger.store import SqlStore
@@ -67,8 +67,7 @@ class Ledger:
     def __init__(
         self, store: SqlStore, policy: Policy, *, labels: Mapping[str, str] | None = None
     ) -> None:
-        if not isinstance(policy, Policy):
-            raise InvalidInput(f"policy must be a dpledger Policy, got {type(policy).__name__}")
+        policy = checked_policy(policy, store.mode)  # model_construct: see checked_policy
         self._store = store
         self.policy = policy
         self._binding = {"policy_name": policy.name, "unit": policy.unit}
@@ -100,8 +99,7 @@ class Ledger:
         this call creates (e.g. ``{"purpose": "demo"}``). With ``target=None`` the
         ``DPLEDGER_URL`` environment variable is used.
         """
-        if not isinstance(policy, Policy):
-            raise InvalidInput(f"policy must be a dpledger Policy, got {type(policy).__name__}")
+        policy = checked_policy(policy, mode if mode in ("read", "write", "create") else "write")
         if labels is not None and not (
             isinstance(labels, Mapping)
             and all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items())
