@@ -32,6 +32,7 @@ __all__ = [
     "cap_factor",
     "check_same_length",
     "check_unit_interval",
+    "checked_segments",
     "edges_array",
     "l1_cap_rows",
     "segments_for",
@@ -274,12 +275,13 @@ def segments_for(offsets: ClientOffsets | None, n_samples: int) -> Segments:
     ``n_samples`` samples.
     """
     if isinstance(offsets, Segments):
-        if offsets.n_samples != n_samples:
+        seg = checked_segments(offsets)
+        if seg.n_samples != n_samples:
             raise InvalidInput(
-                f"the client segments describe {offsets.n_samples} samples, "
+                f"the client segments describe {seg.n_samples} samples, "
                 f"but the arrays hold {n_samples}"
             )
-        return offsets
+        return seg
     if offsets is None:
         starts = np.zeros(1, dtype=np.int64)
     else:
@@ -304,7 +306,61 @@ def segments_for(offsets: ClientOffsets | None, n_samples: int) -> Segments:
                 f"offsets point past the samples: last start {int(starts[-1])} > {n_samples}"
             )
     ends = np.append(starts[1:], n_samples)
-    return Segments(starts=starts, lengths=ends - starts, n_samples=n_samples)
+    return _sealed(starts, ends - starts, n_samples)
+
+
+def _sealed(starts: IntArray, lengths: IntArray, n_samples: int) -> Segments:
+    """Segments over read-only arrays: a validated index cannot be changed in place under
+    the per-sample ``ids`` it caches."""
+    starts.setflags(write=False)
+    lengths.setflags(write=False)
+    return Segments(starts=starts, lengths=lengths, n_samples=n_samples)
+
+
+def checked_segments(seg: Segments) -> Segments:
+    """A :class:`Segments` given by the caller, checked to be a partition of its samples.
+
+    Its fields are public, so one can be built by hand (or changed in place): the starts
+    must be where the lengths put them, from 0, and the lengths must cover ``n_samples``
+    exactly. The sums read the starts and the person bound and counts the per-sample ids
+    (from the lengths), so inconsistent ones let a person's records escape
+    ``max_records`` in one silo (review 40). One pass over the clients, not the samples.
+    A consistent one built here (read-only arrays) is returned as it is; any other is
+    returned as a fresh copy, with no cached values.
+    """
+    if not isinstance(seg, Segments):
+        raise InvalidInput(f"expected client Segments, got {type(seg).__name__}")
+    starts, lengths, n = seg.starts, seg.lengths, seg.n_samples
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
+        raise InvalidInput(f"Segments.n_samples must be an integer ≥ 0, got {shown(n)}")
+    ok = (
+        type(starts) is np.ndarray
+        and type(lengths) is np.ndarray
+        and starts.dtype == np.int64
+        and lengths.dtype == np.int64
+        and starts.ndim == 1
+        and starts.shape == lengths.shape
+    )
+    if ok and starts.size == 0:  # no clients (a part of none): no samples either
+        ok = n == 0
+    elif ok:
+        ends = np.cumsum(lengths)
+        ok = bool(
+            (lengths >= 0).all()
+            and starts[0] == 0
+            and (starts[1:] == ends[:-1]).all()
+            and ends[-1] == n
+        )
+    if not ok:
+        raise InvalidInput(
+            "these client Segments are not a partition of their samples (starts from 0, "
+            "each start the previous start plus its length, the lengths adding up to "
+            "n_samples, as int64 arrays): build them with dpledger.metrics.blocks."
+            "client_segments(offsets, n_samples), never by hand"
+        )
+    if not (starts.flags.writeable or lengths.flags.writeable):
+        return seg
+    return _sealed(starts.copy(), lengths.copy(), int(n))
 
 
 def bucket_of(values: FloatArray, edges: FloatArray) -> npt.NDArray[np.integer[Any]]:

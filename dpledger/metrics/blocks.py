@@ -40,7 +40,14 @@ from dpledger.errors import InvalidInput
 from dpledger.metrics._pool import DEFAULT_WORKERS, check_workers, run_ordered
 from dpledger.metrics._reading import read_plain
 from dpledger.metrics._scratch import empty, reusing
-from dpledger.metrics._segments import CellCounts, FloatArray, IntArray, Segments, segments_for
+from dpledger.metrics._segments import (
+    CellCounts,
+    FloatArray,
+    IntArray,
+    Segments,
+    checked_segments,
+    segments_for,
+)
 from dpledger.metrics.secure_sum import FixedPoint
 
 __all__ = [
@@ -135,6 +142,7 @@ def rows_in_blocks(
     names whole-fleet indices.
     """
     threads = check_workers(workers)
+    seg = checked_segments(seg)  # built by hand, it could split a client in two
     ranges = block_ranges(seg)
     if not ranges:
         return np.asarray(whole())
@@ -411,6 +419,7 @@ def sums_in_blocks(
     error is the one the first failing block raises, as with one worker.
     """
     threads = check_workers(workers)
+    seg = checked_segments(seg)
     jobs = {name: BlockJob(*spec) for name, spec in computes.items()}
     labels = _group_index(groups, seg.n_clients, n_groups)
     k = n_groups if n_groups is not None else (int(labels.max()) + 1 if labels.size else 1)
