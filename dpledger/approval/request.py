@@ -74,6 +74,12 @@ _RID = re.compile(r"[!-~]{1,128}").fullmatch
 """A release id's rule (``ReleaseRequest.release_id``'s pattern), for :func:`well_formed`."""
 
 
+def _text(value: object, longest: int) -> bool:
+    """Plain text of 1..``longest`` characters, as validation leaves a field: not a ``str``
+    subclass, whose ``__eq__`` could admit an undeclared region (review 40)."""
+    return type(value) is str and 1 <= len(value) <= longest
+
+
 def well_formed(request: ReleaseRequest) -> ReleaseRequest:
     """``request`` when its fields have the types and ranges validation gives them; else it
     is validated now (one built by ``model_construct`` skipped validation): a typed error
@@ -84,11 +90,11 @@ def well_formed(request: ReleaseRequest) -> ReleaseRequest:
         and 0 <= r.epoch <= MAX_EPOCH
         and type(r.cohort) is int
         and 1 <= r.cohort <= MAX_COHORT
-        and isinstance(r.metric, str)
-        and isinstance(r.region, str)
-        and (r.edges_version is None or isinstance(r.edges_version, str))
-        and (r.policy_version is None or isinstance(r.policy_version, str))
-        and (r.release_id is None or (isinstance(r.release_id, str) and _RID(r.release_id)))
+        and _text(r.metric, 64)
+        and _text(r.region, 64)
+        and (r.edges_version is None or _text(r.edges_version, 128))
+        and (r.policy_version is None or _text(r.policy_version, 64))
+        and (r.release_id is None or (_text(r.release_id, 128) and _RID(r.release_id)))
     ):
         return r
     return ReleaseRequest.model_validate(dict(r))
