@@ -178,9 +178,10 @@ class Budget:
         unit_of(self.unit)
         if isinstance(self.amount, bool) or not isinstance(self.amount, Fraction | int):
             raise InvalidInput(f"a budget's amount is an exact Fraction, got {shown(self.amount)}")
+        # the plain rational first: a Fraction subclass's own comparisons are not read
+        object.__setattr__(self, "amount", Fraction(self.amount))
         if self.amount < 0:
             raise InvalidInput(f"a budget is never negative, got {self.amount}")
-        object.__setattr__(self, "amount", Fraction(self.amount))
 
     @classmethod
     def zero(cls, unit: Unit) -> Budget:

@@ -15,10 +15,12 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
+from decimal import Decimal
 from fractions import Fraction
 from types import MappingProxyType
 from typing import Annotated, Any, Self, TypeVar
 
+import numpy as np
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -106,27 +108,33 @@ def _from_text(value: str) -> Fraction:
 
 
 def to_fraction(value: object) -> Fraction:
-    """An exact rational from a decimal string, int, float (its shortest repr) or Fraction.
+    """An exact rational from a decimal string, int, float (its shortest repr), Fraction or
+    Decimal (numpy's integers and float64 as Python's).
 
     Floats are read through ``repr`` so that ``0.1`` is exactly 1/10, the decimal the
     policy author wrote, not the binary double nearest to it. A string is a plain ASCII
     decimal (``"0.1"``, ``"-2"``, ``"1e-3"``), or the exact ``"p/q"`` text that a policy's
     JSON form carries; nothing else (no spaces, underscores or non-ASCII digits).
     """
-    if isinstance(value, bool):
+    if isinstance(value, bool | np.bool_):
         raise ValueError("expected a number, got a boolean")
-    if isinstance(value, Fraction):
-        q = value
-    elif isinstance(value, int):
-        q = Fraction(value)
-    elif isinstance(value, float):
-        if not math.isfinite(value):
+    if isinstance(value, Fraction):  # a subclass as the plain rational it holds: its own
+        q = Fraction(int(value.numerator), int(value.denominator))  # comparisons are not read
+    elif isinstance(value, int | np.integer) and not isinstance(value, np.timedelta64):
+        q = Fraction(int(value))
+    elif isinstance(value, float):  # numpy's float64 too, by the double's own shortest repr
+        if not math.isfinite(value):  # (numpy's repr is "np.float64(0.1)", no number's text)
             raise ValueError(f"expected a finite number, got {shown(value)}")
-        q = Fraction(repr(value))
+        q = Fraction(float.__repr__(value))
+    elif isinstance(value, Decimal):  # its text, exactly, held to the decimals' rules
+        q = _from_text(str(value))
     elif isinstance(value, str):
         q = _from_text(value)
     else:
-        raise ValueError(f"expected a number, got {type(value).__name__}")
+        raise ValueError(
+            f"expected an int, a float, a Fraction, a Decimal or decimal text such as "
+            f'"0.1", got {type(value).__name__}'
+        )
     return q
 
 
