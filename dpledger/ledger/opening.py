@@ -38,9 +38,10 @@ def checked_policy(policy: object, mode: Mode) -> Policy:
         return Policy.model_validate(fields)
     except PolicyError as e:
         raise PolicyError(
-            f"{e.problem} (a ledger validates its policy again: this one was built without "
-            "validation, e.g. by model_construct, or changed after; build it with "
-            "Policy.load, from_toml or model_validate)",
+            f"{e.problem} (a ledger validates its policy again, as loading does: this one "
+            "was built without validation (model_construct), changed after it, or read back "
+            "from a ledger under rules since tightened; build it with Policy.load, from_toml "
+            "or model_validate)",
             source=str(fields.get("source", "<policy>")),
             field=e.field,
         ) from None
