@@ -40,7 +40,7 @@ from dpledger.errors import (
 )
 from dpledger.ledger import audit
 from dpledger.ledger.lifetime import Lifetime, lifetime_of
-from dpledger.ledger.opening import checked_policy, open_store
+from dpledger.ledger.opening import checked_labels, checked_policy, open_store
 from dpledger.ledger.records import GENESIS, Entry, Release, VerifyReport, is_chain_hash
 from dpledger.ledger.schema import head_of, policy_conflict
 from dpledger.ledger.store import SqlStore
@@ -71,7 +71,7 @@ class Ledger:
         self._store = store
         self.policy = policy
         self._binding = {"policy_name": policy.name, "unit": policy.unit}
-        self._labels = {str(k): str(v) for k, v in (labels or {}).items()}
+        self._labels = checked_labels(labels)
         self._checked = False
         self._unsound: DpLedgerError | None = None  # why a ledger opened to read is unsound
         self._writer = Writer(store, policy, self.init, self._exists)
@@ -100,11 +100,7 @@ class Ledger:
         ``DPLEDGER_URL`` environment variable is used.
         """
         policy = checked_policy(policy, mode if mode in ("read", "write", "create") else "write")
-        if labels is not None and not (
-            isinstance(labels, Mapping)
-            and all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items())
-        ):
-            raise InvalidInput("labels must map strings to strings")
+        labels = checked_labels(labels)
         store = open_store(target, mode)
         try:
             return cls(store, policy, labels=labels)

@@ -7,6 +7,7 @@ path, an empty path, a control character are :class:`~dpledger.errors.InvalidInp
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from dpledger._files import check_path_text, check_unpadded, postgres_url
@@ -17,7 +18,38 @@ from dpledger.policy import Policy
 from dpledger.policy.base import RECORDED
 from dpledger.types import Mode
 
-__all__ = ["checked_policy", "open_store"]
+__all__ = ["checked_labels", "checked_policy", "open_store"]
+
+
+def checked_labels(labels: object) -> dict[str, str]:
+    """A new ledger's labels as plain text: each name and value text a ledger can store,
+    UTF-8 without NUL (PostgreSQL's text holds none; an unpaired surrogate is no UTF-8:
+    it was a ``UnicodeEncodeError`` from the first release, a NUL on PostgreSQL a
+    StoreError that said "retry"; review 40)."""
+    if labels is None:
+        return {}
+    if not isinstance(labels, Mapping):
+        raise InvalidInput(f"labels must map strings to strings, got {type(labels).__name__}")
+    out: dict[str, str] = {}
+    for k, v in labels.items():
+        for text in (k, v):
+            if not isinstance(text, str):
+                raise InvalidInput(f"labels must map strings to strings, got {shown(text)}")
+            if "\x00" in text or (not text.isascii() and _unencodable(text)):
+                raise InvalidInput(
+                    f"label {shown(k)}: {shown(text)} holds a NUL or an unpaired surrogate, "
+                    "which a ledger cannot store as text; use UTF-8 text without NUL"
+                )
+        out[str.__str__(k)] = str.__str__(v)
+    return out
+
+
+def _unencodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def checked_policy(policy: object, mode: Mode) -> Policy:
