@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import dpledger as dl
-from dpledger.metrics import clipped_loss
+from dpledger.metrics import DECLARATIONS, Bounds, clipped_loss
 from dpledger.metrics.blocks import Segments, client_segments, group_sums, rows_in_blocks
 from dpledger.metrics.records import record_histogram, record_scalar
 
@@ -42,6 +42,11 @@ def test_a_hand_built_inconsistent_index_is_refused(seg: Segments) -> None:
         group_sums(clipped_loss, np.ones(4), offsets=seg, grid=None, clip_high=1.0)
     with pytest.raises(dl.InvalidInput, match="not a partition"):
         rows_in_blocks(lambda a, s: np.zeros(s.n_clients), [np.ones(4)], seg, lambda: None)
+    loss, bounds = DECLARATIONS["clipped_loss"], Bounds(low=0.0, high=1.0)
+    with pytest.raises(dl.InvalidInput, match="not a partition"):
+        loss.contribute({"loss": np.ones(4)}, bounds, offsets=seg)
+    with pytest.raises(dl.InvalidInput, match="not a partition"):
+        loss.contribute_sums({"loss": np.ones(4)}, bounds, offsets=seg)
 
 
 def test_the_person_bound_holds_with_a_shared_index() -> None:
