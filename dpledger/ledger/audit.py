@@ -235,6 +235,11 @@ def _check_charge(a: _Audit, e: Entry) -> None:
         a.problems.append(f"entry {e.seq}: names policy {d.policy_name} {d.policy_version} "
                           f"({d.charge.unit}) but its recorded policy is {policy.name} "
                           f"{policy.version} ({policy.unit})")  # fmt: skip
+    if d.region != ALL and not policy.regions.admits(d.region):  # review 40: a str subclass
+        a.problems.append(  # passed for a declared region before its request was checked
+            f"entry {e.seq}: region {d.region!r} is not a region of its policy "
+            f"{policy.version}: no declared region's budget holds its spend"
+        )
     try:
         expected, charge = mech.mechanism_facts(policy, d.metric)
     except DpLedgerError as exc:
