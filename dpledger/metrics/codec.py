@@ -68,13 +68,20 @@ class VectorSumCodec:
                 f"codec needs one bound and one weight per name: {d} names, "
                 f"{len(self.bounds)} bounds, {len(self.weights)} weights"
             )
-        for name, b in zip(self.names, self.bounds, strict=True):
-            check_positive(b, f"bound of {name}")
-        for name, w in zip(self.names, self.weights, strict=True):
-            check_positive(w, f"weight of {name}")
-        if abs(math.fsum(self.weights) - 1.0) > 1e-12:
-            raise InvalidInput(f"codec weights must sum to 1, got {math.fsum(self.weights)!r}")
-        check_positive(self.cap, "cap")
+        names = tuple(self.names)
+        bounds = tuple(
+            check_positive(b, f"bound of {n}") for n, b in zip(names, self.bounds, strict=True)
+        )
+        weights = tuple(
+            check_positive(w, f"weight of {n}") for n, w in zip(names, self.weights, strict=True)
+        )
+        if abs(math.fsum(weights) - 1.0) > 1e-12:
+            raise InvalidInput(f"codec weights must sum to 1, got {math.fsum(weights)!r}")
+        # kept as the checked floats, in tuples: a list given here, changed after, changed
+        # the codec (a zero bound made release_regression raise after its spend; review 40)
+        for field, value in (("names", names), ("bounds", bounds), ("weights", weights),
+                             ("cap", check_positive(self.cap, "cap"))):  # fmt: skip
+            object.__setattr__(self, field, value)
 
     @staticmethod
     def build(
