@@ -1,10 +1,11 @@
 """Review 40 (api): ``Ledger.open`` trusted any ``Policy`` instance. One built with pydantic's
-unvalidated ``Policy.model_construct(...)``, or a validated one changed afterwards with
-``object.__setattr__`` (its cached budget and hash left as they were), was recorded and
-enforced as it stood: an ``eval_fraction`` of 1000 let one region spend 1000× ε_eval, and
-the recorded body was one no dpledger can read back. The ledger now validates its
-policy again from its fields, and uses that validated copy; an invalid one is a
-``PolicyError`` before anything is opened."""
+unvalidated ``Policy.model_construct(...)``, one changed after validation with
+``object.__setattr__`` (its cached budget and hash left as they were), or a subclass with
+its own ``eval_budget`` was recorded and enforced as it stood: an ``eval_fraction`` of
+1000 let one region spend 1000× ε_eval, and the recorded body was one no dpledger can
+read back. The ledger now validates its policy again from its fields, as a plain
+``Policy``, and uses that validated copy; an invalid one is a ``PolicyError`` before
+anything is opened."""
 
 from __future__ import annotations
 
@@ -69,6 +70,7 @@ def test_cached_budgets_cannot_outlive_their_fields(tmp_path: Path) -> None:
             except dl.BudgetExceeded:
                 break
         assert spent == 1
+        assert type(ledger.policy) is dl.Policy
         assert ledger.verify().ok
 
 
@@ -81,3 +83,23 @@ def test_a_valid_constructed_policy_is_accepted_as_its_validated_copy(tmp_path: 
         ledger.release(REQUEST, 50.0)
     with dl.Ledger.open(tmp_path / "l.db", p, mode="read") as ledger:
         assert ledger.verify().ok
+
+
+def test_a_policy_subclass_is_enforced_as_the_policy_it_declares(tmp_path: Path) -> None:
+    class Generous(dl.Policy):
+        @property
+        def eval_budget(self) -> Fraction:  # type: ignore[override]
+            return Fraction(1000)
+
+    p = _quiet_policy()
+    generous = Generous.model_validate(_fields(p))
+    assert generous.eval_budget == 1000
+    with dl.Ledger.open(tmp_path / "l.db", generous, mode="create") as ledger:
+        spent = Fraction(0)
+        for _ in range(30):
+            try:
+                spent += ledger.release(REQUEST, 50.0).charge.amount
+            except dl.BudgetExceeded:
+                break
+        assert spent == 1
+        assert type(ledger.policy) is dl.Policy
