@@ -74,3 +74,13 @@ def test_a_consistent_hand_built_index_is_accepted_as_a_copy() -> None:
         [0.5, 0.0, 0.5],
     )
     starts[1] = 3  # the caller's arrays stay theirs (and writable)
+
+
+def test_a_segments_subclass_is_read_as_plain_segments() -> None:
+    class Zero(Segments):
+        def sum(self, values: np.ndarray) -> np.ndarray:  # type: ignore[override]
+            return np.zeros((self.n_clients, *values.shape[1:]))
+
+    base = client_segments([0, 2], 4)
+    seg = Zero(base.starts, base.lengths, 4)  # read-only arrays, consistent
+    np.testing.assert_array_equal(clipped_loss(np.ones(4), clip_high=1.0, offsets=seg), [1, 1])

@@ -325,8 +325,8 @@ def checked_segments(seg: Segments) -> Segments:
     exactly. The sums read the starts and the person bound and counts the per-sample ids
     (from the lengths), so inconsistent ones let a person's records escape
     ``max_records`` in one silo (review 40). One pass over the clients, not the samples.
-    A consistent one built here (read-only arrays) is returned as it is; any other is
-    returned as a fresh copy, with no cached values.
+    A consistent one built here (read-only arrays) is returned as it is; any other (a
+    subclass too, whose methods would compute the rows) as a fresh copy, no cache kept.
     """
     if not isinstance(seg, Segments):
         raise InvalidInput(f"expected client Segments, got {type(seg).__name__}")
@@ -358,7 +358,7 @@ def checked_segments(seg: Segments) -> Segments:
             "n_samples, as int64 arrays): build them with dpledger.metrics.blocks."
             "client_segments(offsets, n_samples), never by hand"
         )
-    if not (starts.flags.writeable or lengths.flags.writeable):
+    if type(seg) is Segments and not (starts.flags.writeable or lengths.flags.writeable):
         return seg
     return _sealed(starts.copy(), lengths.copy(), int(n))
 
