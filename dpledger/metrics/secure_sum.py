@@ -94,11 +94,12 @@ class FixedPoint:
                 f"need finite low < high, got [{shown(self.low)}, {shown(self.high)}]"
             )
         if (
-            isinstance(self.bits, bool)
-            or not isinstance(self.bits, int)
+            isinstance(self.bits, bool | np.timedelta64)
+            or not isinstance(self.bits, int | np.integer)
             or not 8 <= self.bits <= 40
         ):
             raise InvalidInput(f"bits must be an integer in [8, 40], got {shown(self.bits)}")
+        object.__setattr__(self, "bits", int(self.bits))  # numpy's integers too, as a count
         q = self.quantum
         if q == 0.0:
             raise InvalidInput(
