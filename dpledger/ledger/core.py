@@ -474,10 +474,10 @@ class Ledger:
         Problems name the rows involved; ``report.ok`` is True iff there are none.
         A ledger that does not exist yet is :class:`~dpledger.errors.LedgerNotFound`.
         """
-        if expected_head is not None and not (
-            isinstance(expected_head, tuple)
+        if expected_head is not None and not (  # a list too (JSON's pair); numpy's ints
+            isinstance(expected_head, tuple | list)
             and len(expected_head) == 2
-            and isinstance(expected_head[0], int)
+            and isinstance(expected_head[0], numbers.Integral)
             and not isinstance(expected_head[0], bool)
             and isinstance(expected_head[1], str)
             and 0 <= expected_head[0] <= MAX_EPOCH
@@ -485,7 +485,7 @@ class Ledger:
         ):
             raise InvalidInput("expected_head must be an (entry_id, 64-hex entry_hash) pair")
         if expected_head is not None:  # hex in either case names the same head
-            expected_head = (expected_head[0], expected_head[1].lower())
+            expected_head = (int(expected_head[0]), expected_head[1].lower())
         if not self._exists(audit=True):
             raise LedgerNotFound(f"no ledger at {self.location} yet: there is nothing to verify")
         report = audit.verify(self._store, self.policy, expected_head)
