@@ -96,12 +96,19 @@ def _verify(
                 for row in batch:
                     _check_entry(a, row, expected_head)
                 after = batch[-1][0]
-            spend = store.audit_rows("spend")
+            rows = store.count()  # the chain is read from entry 1 on: a row below is
+            spend = store.audit_rows("spend")  # off it, yet a retry or binding reads it
             a.problems.extend(store.integrity_problems())
     except StoreError as e:
         if isinstance(e, LedgerChanged):
             raise
         return VerifyReport(a.checked, (*a.problems, f"store unreadable: {e}"), tuple(a.notices))
+    if rows != a.checked:
+        a.problems.append(
+            f"the entries table holds {rows} rows but the chain from entry 1 reaches "
+            f"{a.checked}: {rows - a.checked} row(s) with an entry id of 0 or below were "
+            "added outside the chain"
+        )
     _check_meta(a, meta, current, expected_head)
     _check_spend(a, spend)
     _check_epochs(a)

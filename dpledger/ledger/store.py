@@ -158,7 +158,7 @@ class SqlStore(ABC):
             return {}
         rows = self._execute(self.sql.releases, (self._list(list(release_ids)),))
         entries = [row_to_entry(r) for r in rows]
-        return {e.draft.release_id: e for e in entries if e.draft.release_id is not None}
+        return {e.draft.release_id: e for e in entries if e.draft.release_id and e.seq > 0}
 
     def _record_policy(self, policy_hash: str, name: str, version: str, body: str) -> None:
         if policy_hash in self._recorded:
