@@ -47,7 +47,6 @@ from urllib.parse import quote
 from dpledger import _sqlite_files as sqlite_files
 from dpledger._creating import check_room, remove_dead, temp_for
 from dpledger._files import SQLITE_SIDECARS, check_path_text, check_sidecars, check_sqlite_name
-from dpledger._sqlite_files import check_sqlite_file
 from dpledger.errors import (
     LedgerChanged,
     LedgerCorrupted,
@@ -66,7 +65,9 @@ from dpledger.ledger.sqlite_sql import (
     SPEND_GUARD,
     SQL,
     TABLES,
+    TRIGGERS,
     UPSERT_SPEND,
+    foreign_triggers,
     guard_spend,
 )
 from dpledger.ledger.store import SqlStore
@@ -153,7 +154,7 @@ class SqliteStore(SqlStore):
         at = self._path
         if self.mode != "read":
             remove_dead(p, only_if_linked=self.mode == "write")
-        check_sqlite_file(p, f"SQLite ledger {at}", {
+        sqlite_files.check_sqlite_file(p, f"SQLite ledger {at}", {
             "directory": f"{at} is a directory, not a ledger file",
             "special": f"{at} is not a regular file, not a ledger",
             "empty": f"{at} is an empty file (0 bytes), not a dpledger ledger: if it was one, "
@@ -203,7 +204,7 @@ class SqliteStore(SqlStore):
                 conn.execute("PRAGMA query_only=ON")
             else:
                 conn.execute("PRAGMA synchronous=FULL")
-                guard_spend(conn)  # its spend triggers compare totals exactly in Python
+                guard_spend(conn, self._path)  # its spend triggers compare totals exactly
             if (
                 p is not None
                 and not conn.execute(
@@ -458,9 +459,9 @@ class SqliteStore(SqlStore):
         """SQLite's ``PRAGMA quick_check``: damaged pages or indexes the chain never reads
         (a broken unique index on release ids would let a retry be recorded twice)."""
         with self._lock:
-            rows = self._execute("PRAGMA quick_check(20)")
+            rows, triggers = self._execute("PRAGMA quick_check(20)"), self._execute(TRIGGERS)
         found = [str(r[0]) for r in rows if str(r[0]) != "ok"]
-        return [f"SQLite integrity check: {p}" for p in found]
+        return [f"SQLite integrity check: {p}" for p in found] + foreign_triggers(triggers)
 
     @contextmanager
     def _read_transaction(self) -> Iterator[None]:

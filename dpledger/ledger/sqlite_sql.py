@@ -4,7 +4,10 @@ for lists, ``seq`` as the rowid): what :mod:`.sqlite` sends."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
+from typing import Any
 
+from dpledger.errors import LedgerCorrupted
 from dpledger.ledger.schema import (
     AMOUNT_FORM,
     COLUMNS,
@@ -24,7 +27,9 @@ __all__ = [
     "SPEND_GUARD",
     "SQL",
     "TABLES",
+    "TRIGGERS",
     "UPSERT_SPEND",
+    "foreign_triggers",
     "guard_spend",
 ]
 
@@ -66,11 +71,36 @@ def _lowered(old: object, new: object) -> int:
     return int(int(n[1]) * int(o[2] or 1) < int(o[1]) * int(n[2] or 1))
 
 
-def guard_spend(conn: sqlite3.Connection) -> None:
+def guard_spend(conn: sqlite3.Connection, where: str = "") -> None:
     """Let ``conn`` write ``dpl_spend`` under :data:`SPEND_GUARD` (a function in triggers
-    needs a trusted schema: the default, stated so a build without it still writes)."""
+    needs a trusted schema: the default, stated so a build without it still writes);
+    :class:`LedgerCorrupted` when the database at ``where`` holds a trigger dpledger did
+    not create (:func:`foreign_triggers`): nothing is written through it."""
     conn.create_function("dpl_spend_lowered", 2, _lowered, deterministic=True)
     conn.execute("PRAGMA trusted_schema=ON")
+    found = foreign_triggers(conn.execute(TRIGGERS).fetchall())
+    if found:
+        raise LedgerCorrupted(f"{where}: {found[0]}; nothing was written")
+
+
+TRIGGERS = "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' ORDER BY name"
+"""Every trigger of the database, by name, as SQLite keeps its text."""
+
+
+def foreign_triggers(rows: Sequence[tuple[Any, ...]]) -> list[str]:
+    """Problems with the :data:`TRIGGERS` rows that are not dpledger's own triggers as it
+    creates them. A trigger runs inside every write: one planted beside the ledger's (a
+    ``BEFORE INSERT ON dpl_spend … RAISE(IGNORE)`` skipped every spend update, so later
+    releases were approved past the budget) or one of its own rewritten, changes what a
+    release records while every row still verifies (review 40)."""
+    odd = [str(n) for n, text in rows if _OWN.get(str(n)) != " ".join(str(text).split())]
+    if not odd:
+        return []
+    return [
+        f"the database holds trigger(s) {', '.join(odd)} that dpledger did not create (or "
+        "that were changed): they run in every write and can skip or alter what a release "
+        "records; drop them, or restore the ledger from a backup"
+    ]
 
 
 _SEQ, _ROWID_SEQ = "seq BIGINT PRIMARY KEY", "seq INTEGER PRIMARY KEY"
@@ -134,3 +164,8 @@ UPSERT_SPEND = (
 )
 TABLES = (*_SCHEMA, *_TRIGGERS, *SPEND_GUARD)
 """What a new ledger is built with."""
+_OWN = {
+    t.split()[5]: " ".join(t.replace("IF NOT EXISTS ", "", 1).split())
+    for t in (*_TRIGGERS, *SPEND_GUARD)
+}
+"""dpledger's triggers by name, as SQLite keeps their text (whitespace collapsed)."""
