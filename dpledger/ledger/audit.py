@@ -106,8 +106,8 @@ def _verify(
     if rows != a.checked:
         a.problems.append(
             f"the entries table holds {rows} rows but the chain from entry 1 reaches "
-            f"{a.checked}: {rows - a.checked} row(s) with an entry id of 0 or below were "
-            "added outside the chain"
+            f"{a.checked}: {rows - a.checked} row(s) whose entry id is 0, negative or NULL "
+            "were added outside the chain"
         )
     _check_meta(a, meta, current, expected_head)
     _check_spend(a, spend)
