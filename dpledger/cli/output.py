@@ -56,7 +56,7 @@ def write_out(text: str | None, *, flush: bool = True) -> None:
         raise Undelivered("standard output is closed")
     try:
         if text is not None:
-            out.write(text + "\n")
+            out.write(_encodable(text + "\n", out))
         if flush:
             out.flush()
     except BrokenPipeError:
@@ -66,6 +66,22 @@ def write_out(text: str | None, *, flush: bool = True) -> None:
         _silence_stdout()
         problem = (e.strerror if isinstance(e, OSError) else None) or str(e)
         raise Undelivered(f"writing to standard output failed: {problem}") from None
+
+
+def _encodable(text: str, out: Any) -> str:
+    """``text`` as ``out`` can encode it: under a locale that is not UTF-8 (Latin-1, or
+    cp1252 when Windows output is redirected), a character it lacks (ε, ρ, …) is written
+    as its ``\\u`` escape instead of failing the whole result (review 40: ``ledger show``
+    and ``lifetime`` printed nothing and exited 1; a release's value was not delivered)."""
+    encoding = getattr(out, "encoding", None)
+    if not isinstance(encoding, str):
+        return text
+    try:
+        text.encode(encoding, getattr(out, "errors", None) or "strict")
+    except (UnicodeEncodeError, LookupError):
+        with contextlib.suppress(LookupError):
+            return text.encode(encoding, "backslashreplace").decode(encoding)
+    return text
 
 
 def say(text: str) -> bool:
