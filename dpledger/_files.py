@@ -22,6 +22,7 @@ import re
 import stat
 import sys
 import tempfile
+import unicodedata
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -137,14 +138,28 @@ def check_unpadded(text: str, what: str = "ledger path") -> str:
     (InvalidInput): ``L.db `` or ``L.db\r`` (a line of an ``.env`` file) names another
     file than ``L.db``, and a release there would start a new, empty budget beside the
     ledger meant."""
-    if text != text.strip() or any(c < " " or c == "\x7f" for c in text):
+    if text != text.strip() or any(_invisible(c) for c in text) or _invisible(text[-1:], True):
         shown = "URL" if "://" in text else repr(text)  # a URL may hold a password: not shown
         raise InvalidInput(
             f"the {what} {shown} begins or ends with whitespace or holds a control "
-            "character: a release there would start a new, empty budget beside the ledger "
+            "character (or an invisible one): a release there would start a new, empty budget beside the ledger "
             "meant; remove them (from $DPLEDGER_URL too), or rename such a file"
         )
     return text
+
+
+_JOINERS = ("\u200c", "\u200d")  # ZWNJ, ZWJ: letters of some scripts, never at an end
+
+
+def _invisible(c: str, end: bool = False) -> bool:
+    """Whether ``c`` is a character nobody sees in a path: a control (C0 or C1), a line
+    or paragraph separator, or a format character (a zero-width space, a byte-order mark,
+    a bidirectional override; review 40: ``L.db\u200b`` was a new ledger beside ``L.db``);
+    the two joiners only at an end (``end``)."""
+    if not c:
+        return False
+    kind = unicodedata.category(c)
+    return kind in ("Cc", "Zl", "Zp") or (kind == "Cf" and (end or c not in _JOINERS))
 
 
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+)://")  # 2+ letters: C://x is a drive
@@ -236,6 +251,7 @@ def check_sqlite_name(path: str, what: str = "ledger path") -> str:
             f"the {what} {path} names a directory, not a file: give a file name "
             "(e.g. DIR/ledger.db)"
         )
+    _check_unicode_twin(path, what)
     for name in dict.fromkeys((Path(path).name, Path(_real_path(path)).name)):
         split = _sidecar_split(name)
         if split is None:
@@ -250,6 +266,29 @@ def check_sqlite_name(path: str, what: str = "ledger path") -> str:
             "-shm files, while nothing uses it)"
         )
     return path
+
+
+def _check_unicode_twin(path: str, what: str) -> None:
+    """Refuse a ``path`` that does not exist while a file beside it has the same name in
+    another Unicode form (``Lé.db`` composed, NFC, or decomposed, NFD, as macOS writes
+    it): the two look alike, yet are two files on Linux, and a release through the other
+    form would start a new, empty budget beside the ledger meant (review 40)."""
+    p = Path(path)
+    want = unicodedata.normalize("NFC", p.name)
+    try:
+        if (p.name == want and want.isascii()) or os.path.lexists(p):
+            return
+        twin = next(
+            (n for n in os.listdir(p.parent) if unicodedata.normalize("NFC", n) == want), None
+        )
+    except (OSError, ValueError):
+        return  # no directory to look in: whoever opens the path says why
+    if twin is not None:
+        raise InvalidInput(
+            f"the {what} {path} does not exist, but {p.parent / twin} does: the same name "
+            f"written with other Unicode characters ({twin!a}, not {p.name!a}); "
+            "use that file's name exactly, or rename it"
+        )
 
 
 def _peek(path: str) -> tuple[int, bytes] | str | None:
