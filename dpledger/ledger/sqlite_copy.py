@@ -27,17 +27,22 @@ import os
 import shutil
 import sqlite3
 import stat
+import sys
 import tempfile
 from pathlib import Path
 from urllib.parse import quote
 
 from dpledger import _sqlite_files as sqlite_files
+from dpledger._sqlite_files import _SHM_LOCK_BYTES as SHM_LOCK_BYTES
+from dpledger._sqlite_files import _SHM_LOCKS as SHM_LOCKS
+from dpledger._sqlite_files import _locked as locked
 from dpledger.errors import StoreError
 
 __all__ = [
     "drop_copy",
     "hot_journal",
     "lacks_table",
+    "left_by_a_crash",
     "log_without_index",
     "private_copy",
     "read_copy",
@@ -45,7 +50,7 @@ __all__ = [
 
 _JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")  # a rollback journal's live header
 
-_Seen = tuple[tuple[int, int, int], tuple[int, int, int]]
+_Seen = tuple[tuple[int, ...], tuple[int, ...]]
 
 
 def log_without_index(name: str) -> bool:
@@ -69,30 +74,62 @@ def hot_journal(name: str) -> bool:
         os.close(fd)
 
 
+def left_by_a_crash(p: Path, name: str) -> bool:
+    """Whether the database ``p`` (resolved: ``name``) has a ``-wal`` and a ``-shm`` that
+    no connection has open (Linux: nobody holds a lock in the ``-shm``, where every WAL
+    connection holds one while open; this process holds no connection to ``p``): what a
+    writer killed with its log uncheckpointed leaves. SQLite opening it even read-only
+    takes the index over, truncates and rebuilds it: a read rewrote the ``-shm`` beside
+    the ledger (review 40). Elsewhere (no lock probe): False, read in place."""
+    if sys.platform != "linux" or not os.path.lexists(f"{name}-wal") or sqlite_files.held(p):
+        return False
+    try:
+        fd = os.open(f"{name}-shm", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        return stat.S_ISREG(os.fstat(fd).st_mode) and not locked(fd, SHM_LOCKS, SHM_LOCK_BYTES)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def read_copy(p: Path, name: str) -> tuple[Path, str] | None:
     """The private copy to read the database ``p`` (resolved: ``name``) from and its URI,
-    when it has a ``-wal`` without a ``-shm`` or a hot journal; else None."""
-    side = "-wal" if log_without_index(name) else "-journal" if hot_journal(name) else None
-    copy = private_copy(p, name, side) if side is not None else None
+    when it has a ``-wal`` without a ``-shm`` (or with one nobody uses: a crashed
+    writer's, :func:`left_by_a_crash`) or a hot journal; else None."""
+    crashed = not log_without_index(name) and left_by_a_crash(p, name)
+    side = "-wal" if log_without_index(name) or crashed else None
+    side = side or ("-journal" if hot_journal(name) else None)
+    copy = private_copy(p, name, side, crashed=crashed) if side is not None else None
     if copy is None:
         return None
     return copy, f"file:{quote(str(copy))}?mode={'ro' if side == '-wal' else 'rw'}"
 
 
-def _seen(name: str, side: str = "-wal") -> _Seen | None:
+def _seen(name: str, side: str = "-wal", crashed: bool = False) -> _Seen | None:
     """The file and its ``side`` file as they are (inode, size, change time), or None when
-    that is gone or no longer calls for a copy (a ``-shm`` appeared beside a log: someone
-    opened it, and it is read in place; a ``-wal`` appeared beside a journal)."""
+    that is gone or no longer calls for a copy (a ``-shm`` appeared beside a log, or, for
+    a ``crashed`` writer's, its index's size or time changed: someone opened it, and it is
+    read in place; a ``-wal`` appeared beside a journal)."""
     try:
         db, wal = os.stat(name), os.stat(f"{name}{side}")
     except OSError:
+        return None
+    if crashed:
+        with contextlib.suppress(OSError):
+            shm = os.stat(f"{name}-shm")
+            return (db.st_ino, db.st_size, db.st_mtime_ns), (
+                wal.st_ino, wal.st_size, wal.st_mtime_ns, shm.st_size, shm.st_mtime_ns
+            )  # fmt: skip
         return None
     if os.path.lexists(f"{name}-shm" if side == "-wal" else f"{name}-wal"):
         return None
     return (db.st_ino, db.st_size, db.st_mtime_ns), (wal.st_ino, wal.st_size, wal.st_mtime_ns)
 
 
-def private_copy(p: Path, name: str, side: str = "-wal") -> Path | None:
+def private_copy(p: Path, name: str, side: str = "-wal", *, crashed: bool = False) -> Path | None:
     """A copy of the database ``p`` (resolved: ``name``) and its ``side`` file (``-wal`` or
     ``-journal``), in a new private temporary directory (remove it with :func:`drop_copy`);
     None when it stopped calling for a copy meanwhile (then read it in place). A file that
@@ -111,7 +148,7 @@ def private_copy(p: Path, name: str, side: str = "-wal") -> Path | None:
     copy = where / "ledger.db"
     try:
         for _ in range(3):
-            before = _seen(name, side)
+            before = _seen(name, side, crashed)
             if before is None:
                 drop_copy(where)
                 return None
@@ -127,7 +164,7 @@ def private_copy(p: Path, name: str, side: str = "-wal") -> Path | None:
                 if not where.is_dir():  # no: the temporary directory itself went away
                     raise
                 continue  # _seen decides again: read in place, or copy again
-            if _seen(name, side) == before:
+            if _seen(name, side, crashed) == before:
                 return copy
     except OSError as e:
         drop_copy(where)

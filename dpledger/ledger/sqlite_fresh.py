@@ -21,20 +21,30 @@ from dpledger.ledger.schema import head_of
 
 __all__ = ["Identity", "Seen", "identity", "seen", "successor"]
 
-Seen = tuple[tuple[int, ...], bool, bool]
-"""(the file's device, inode, size, modification and change times in ns; whether a
-``-wal``, whether a ``-shm`` is beside it)."""
+Seen = tuple[tuple[int, ...], tuple[int, ...] | None, tuple[int, ...] | None]
+"""(the file's device, inode, size, modification and change times in ns; the ``-wal``'s
+and the ``-shm``'s inode, size and modification time, or None where there is none)."""
 
 
 def seen(name: str) -> Seen | None:
     """The file at the resolved path ``name`` and its sidecars as they are now; None
-    when the file cannot be read (removed or replaced: the next connect says why)."""
+    when the file cannot be read (removed or replaced: the next connect says why). A
+    log's size and time are in it: a copy read of a crashed writer's log sees another
+    writer's commits appended to it (review 40)."""
     try:
         st = os.stat(name)
     except OSError:
         return None
     ident = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-    return ident, os.path.lexists(f"{name}-wal"), os.path.lexists(f"{name}-shm")
+    return ident, _side(f"{name}-wal"), _side(f"{name}-shm")
+
+
+def _side(path: str) -> tuple[int, ...] | None:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 Identity = tuple[tuple[str, str], int, str]
