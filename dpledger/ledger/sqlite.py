@@ -17,10 +17,10 @@ refused. A new ledger is built in a temporary file beside the target and hard-li
 into place, so it appears complete or not at all, and concurrent creators cannot
 clobber each other. Reading (mode ``read``) never writes: a ledger nobody has
 open is read ``immutable`` (no ``-wal``/``-shm`` is created beside it, no write permission
-is needed: a read-only copy or another user's ledger verifies in place); a ledger in use,
-or left with a WAL by a crashed writer, is read through a read-only connection, which
-never checkpoints the WAL into the file nor removes it; one left with a ``-wal`` but no
-``-shm`` (a copy of a crashed ledger), where SQLite would create the ``-shm``, is read from
+is needed: a read-only copy or another user's ledger verifies in place); a ledger in use
+is read through a read-only connection, which never checkpoints the WAL into the file
+nor removes it; one a crashed writer left with a ``-wal`` and no ``-shm`` or one nobody
+uses (SQLite would create or rebuild it) is read from
 a private copy (:mod:`dpledger.ledger.sqlite_copy`), and so is one left with a hot
 rollback journal (rolled back in the copy). Neither takes SQLite's locks, so a read handle
 reconnects when the file or its sidecars changed (:mod:`.sqlite_fresh`).
