@@ -138,28 +138,26 @@ def check_unpadded(text: str, what: str = "ledger path") -> str:
     (InvalidInput): ``L.db `` or ``L.db\r`` (a line of an ``.env`` file) names another
     file than ``L.db``, and a release there would start a new, empty budget beside the
     ledger meant."""
-    if text != text.strip() or any(_invisible(c) for c in text) or _invisible(text[-1:], True):
+    ends = _invisible(text[:1], True) or _invisible(text[-1:], True)
+    if text != text.strip() or ends or any(_invisible(c) for c in text):
         shown = "URL" if "://" in text else repr(text)  # a URL may hold a password: not shown
         raise InvalidInput(
-            f"the {what} {shown} begins or ends with whitespace or holds a control "
-            "character (or an invisible one): a release there would start a new, empty budget beside the ledger "
-            "meant; remove them (from $DPLEDGER_URL too), or rename such a file"
+            f"the {what} {shown} begins or ends with whitespace or holds a control character "
+            "(or an invisible one): a release there would start a new, empty budget beside "
+            "the ledger meant; remove them (from $DPLEDGER_URL too), or rename such a file"
         )
     return text
-
-
-_JOINERS = ("\u200c", "\u200d")  # ZWNJ, ZWJ: letters of some scripts, never at an end
 
 
 def _invisible(c: str, end: bool = False) -> bool:
     """Whether ``c`` is a character nobody sees in a path: a control (C0 or C1), a line
     or paragraph separator, or a format character (a zero-width space, a byte-order mark,
-    a bidirectional override; review 40: ``L.db\u200b`` was a new ledger beside ``L.db``);
+    a bidirectional override; review 40: ``L.db\\u200b`` was a new ledger beside ``L.db``);
     the two joiners only at an end (``end``)."""
     if not c:
         return False
     kind = unicodedata.category(c)
-    return kind in ("Cc", "Zl", "Zp") or (kind == "Cf" and (end or c not in _JOINERS))
+    return kind in ("Cc", "Zl", "Zp") or (kind == "Cf" and (end or c not in "\u200c\u200d"))
 
 
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+)://")  # 2+ letters: C://x is a drive
