@@ -401,9 +401,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     warnings.showwarning = _warn
     try:
         if getattr(args, "ledger", None):  # every command's --ledger, before it is used
-            check_ledger_target(str(args.ledger))
+            _not_written_into(check_ledger_target(str(args.ledger)))
         if getattr(args, "keys", None):  # and the service's key store
-            check_ledger_target(str(args.keys), "--keys")
+            _not_written_into(check_ledger_target(str(args.keys), "--keys"))
         code: int = args.func(args)
     except ReleaseRefused as e:
         if e.verdict is None:
@@ -433,6 +433,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         warnings.showwarning = shown
     return code
+
+
+def _not_written_into(target: str) -> None:
+    """Refuse (InvalidInput) a database file that standard output or error is redirected
+    into (``>> L.db``, ``2>> L.db-wal``): every result or message would be written into
+    the ledger. The stream is pointed at the null device first, so not even the refusal
+    is (review 40)."""
+    if "://" in target:
+        return
+    for fd, stream in ((1, "standard output"), (2, "standard error")):
+        with contextlib.suppress(OSError):
+            out = os.fstat(fd)
+            for name in (target, *(target + s for s in ("-wal", "-shm", "-journal"))):
+                with contextlib.suppress(OSError):
+                    st = os.stat(name)
+                    if (st.st_dev, st.st_ino) == (out.st_dev, out.st_ino):
+                        null = os.open(os.devnull, os.O_WRONLY)
+                        os.dup2(null, fd)
+                        os.close(null)
+                        raise InvalidInput(
+                            f"{stream} is redirected into {name}, the database itself: every "
+                            "result would be written into it (with '>', the shell emptied it "
+                            "before dpledger ran: restore it from a backup); redirect it to "
+                            "another file"
+                        )
 
 
 def _error(args: argparse.Namespace, e: DpLedgerError) -> int:
