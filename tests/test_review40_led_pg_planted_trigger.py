@@ -1,12 +1,10 @@
-"""The PostgreSQL twin of ``test_review40_led_planted_trigger`` (review 40), not fixed.
+"""The PostgreSQL twin of ``test_review40_led_planted_trigger`` (review 40).
 
 A ``BEFORE INSERT OR UPDATE ON dpl_spend … RETURN NULL`` trigger planted in a PostgreSQL
-ledger's schema changes no row, so ``verify`` says ok; every later release skips its
-spend update and is approved past its allocation (three once-per-epoch releases).
-The SQLite store now refuses such a trigger (verify fails, no writer opens); the
-PostgreSQL store needs the same in ``ledger/postgres.py`` (compare ``pg_trigger`` of
-the ledger's tables, and the bodies of the trigger functions, against its own DDL),
-outside this review's modules: strict xfail until then.
+ledger's schema changes no row, so ``verify`` said ok, and every later release skipped its
+spend update and was approved past its allocation (three once-per-epoch releases). Now a
+trigger on the ledger's tables that dpledger did not create — or one of its own changed or
+disabled — fails ``verify``, and no writer opens through it (nothing is written).
 """
 
 from __future__ import annotations
@@ -18,27 +16,46 @@ import pytest
 from factories import SPATIAL
 
 import dpledger as dl
+from dpledger.errors import LedgerCorrupted
 
 pytestmark = pytest.mark.postgres
 
+PLANT = (
+    "CREATE FUNCTION zz() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$",
+    "CREATE TRIGGER zz BEFORE INSERT OR UPDATE ON dpl_spend FOR EACH ROW EXECUTE FUNCTION zz()",
+)
+DISABLE = ("ALTER TABLE dpl_spend DISABLE TRIGGER dpl_spend_no_decrease",)
+REWRITE = (  # dpledger's own guard function, replaced by one that guards nothing
+    "CREATE OR REPLACE FUNCTION dpl_spend_never_decreases() RETURNS trigger "
+    "LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$",
+)
 
-@pytest.mark.xfail(strict=True, reason="PostgreSQL store does not check for foreign triggers")
-def test_a_planted_postgres_trigger_fails_verify(pg_server: Any) -> None:
+
+@pytest.mark.parametrize("change", [PLANT, DISABLE, REWRITE], ids=["plant", "disable", "rewrite"])
+def test_a_planted_or_changed_postgres_trigger_fails_verify_and_stops_writers(
+    pg_server: Any, change: tuple[str, ...]
+) -> None:
     url = pg_server.create_schema()
     policy = dl.Policy.load(str(SPATIAL))
+    req = dl.ReleaseRequest(epoch=0, metric="clipped_mean_loss", region="eu-west", cohort=3000)
     try:
         with dl.Ledger.open(url, policy, mode="create") as ledger:
-            ledger.init()
+            ledger.release(req, 900.0)
+            assert ledger.verify().ok  # dpledger's own triggers pass
         with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(
-                "CREATE FUNCTION zz() RETURNS trigger LANGUAGE plpgsql "
-                "AS $$ BEGIN RETURN NULL; END $$"
-            )
-            conn.execute(
-                "CREATE TRIGGER zz BEFORE INSERT OR UPDATE ON dpl_spend "
-                "FOR EACH ROW EXECUTE FUNCTION zz()"
-            )
+            for statement in change:
+                conn.execute(statement)
         with dl.Ledger.open(url, policy, mode="read") as ledger:
-            assert not ledger.verify().ok
+            report = ledger.verify()
+            assert not report.ok
+            assert any("trigger" in p for p in report.problems)
+            assert len(ledger) == 1
+        with (
+            pytest.raises(LedgerCorrupted, match="trigger"),
+            dl.Ledger.open(url, policy, mode="write") as ledger,
+        ):
+            ledger.release(req.model_copy(update={"epoch": 1}), 900.0)
+        with dl.Ledger.open(url, policy, mode="read") as ledger:
+            assert len(ledger) == 1  # nothing was written
     finally:
         pg_server.drop(url)

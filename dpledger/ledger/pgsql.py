@@ -20,11 +20,14 @@ from dpledger.ledger.schema import (
 __all__ = [
     "APPEND_ONLY",
     "EPOCH_POLICIES",
+    "OWN_TRIGGERS",
     "RELEASES",
     "SCHEMA_1",
     "SCHEMA_3_UPGRADE",
     "SPEND_GUARD",
     "SQL",
+    "TRIGGERS",
+    "foreign_triggers",
 ]
 
 SQL = Statements(
@@ -162,3 +165,52 @@ $dpl$
 """Schema 4: the database refuses to lower, move, delete or truncate a spend total. The
 totals are exact fractions as text (``p`` or ``p/q``), compared exactly as cross-multiplied
 ``numeric`` integers (text comparison would be wrong); any other form is refused."""
+
+
+def _body(ddl: str) -> str:
+    """The function body (between ``$fn$`` quotes) of a guard's DDL, whitespace collapsed."""
+    return " ".join(ddl.split("$fn$")[1].split())
+
+
+_ROW, _BEFORE, _DELETE, _UPDATE, _TRUNCATE = 1, 2, 8, 16, 32  # pg_trigger.tgtype bits
+OWN_TRIGGERS: dict[str, tuple[str, int, str, str]] = {
+    "dpl_entries_no_change": ("dpl_entries", _ROW | _BEFORE | _DELETE | _UPDATE,
+                              "dpl_entries_append_only", _body(APPEND_ONLY)),
+    "dpl_entries_no_truncate": ("dpl_entries", _BEFORE | _TRUNCATE,
+                                "dpl_entries_append_only", _body(APPEND_ONLY)),
+    "dpl_spend_no_decrease": ("dpl_spend", _ROW | _BEFORE | _DELETE | _UPDATE,
+                              "dpl_spend_never_decreases", _body(SPEND_GUARD)),
+    "dpl_spend_no_truncate": ("dpl_spend", _BEFORE | _TRUNCATE,
+                              "dpl_spend_never_decreases", _body(SPEND_GUARD)),
+}  # fmt: skip
+"""dpledger's triggers as it creates them: name → (table, ``tgtype``, function, body)."""
+
+TRIGGERS = """
+SELECT t.tgname, c.relname, t.tgtype, t.tgenabled, p.proname, p.prosrc
+FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_proc p ON p.oid = t.tgfoid
+WHERE NOT t.tgisinternal AND t.tgrelid IN (
+    SELECT to_regclass(name) FROM unnest(ARRAY['dpl_meta', 'dpl_entries', 'dpl_spend',
+                                              'dpl_policies']) AS name)
+ORDER BY t.tgname
+"""
+"""Every user trigger on the ledger's tables (as its unqualified names resolve)."""
+
+
+def foreign_triggers(rows: list[tuple[object, ...]]) -> list[str]:
+    """Problems with the :data:`TRIGGERS` rows: a trigger dpledger did not create, or one
+    of its own changed (table, timing, events, function, body) or disabled. A planted
+    ``BEFORE … ON dpl_spend … RETURN NULL`` skipped every spend update, so later releases
+    were approved past the budget while every row still verified (review 40: the SQLite
+    store's twin)."""
+    odd = []
+    for name, table, kind, enabled, function, body in rows:
+        got = (str(table), int(str(kind)), str(function), " ".join(str(body).split()))
+        if OWN_TRIGGERS.get(str(name)) != got or str(enabled) != "O":
+            odd.append(str(name))
+    if not odd:
+        return []
+    return [
+        f"the ledger's tables have trigger(s) {', '.join(odd)} that dpledger did not create "
+        "(or that were changed or disabled): they run in every write and can skip or alter "
+        "what a release records; drop them (restore dpledger's own from its DDL)"
+    ]
