@@ -40,7 +40,7 @@ from dpledger.errors import (
 )
 from dpledger.ledger import audit
 from dpledger.ledger.lifetime import Lifetime, lifetime_of
-from dpledger.ledger.opening import checked_labels, checked_policy, open_store
+from dpledger.ledger.opening import checked_labels, checked_mode, checked_policy, open_store
 from dpledger.ledger.records import GENESIS, Entry, Release, VerifyReport, is_chain_hash
 from dpledger.ledger.schema import head_of, policy_conflict
 from dpledger.ledger.store import SqlStore
@@ -99,7 +99,8 @@ class Ledger:
         this call creates (e.g. ``{"purpose": "demo"}``). With ``target=None`` the
         ``DPLEDGER_URL`` environment variable is used.
         """
-        policy = checked_policy(policy, mode if mode in ("read", "write", "create") else "write")
+        mode = checked_mode(mode)
+        policy = checked_policy(policy, mode)
         labels = checked_labels(labels)
         store = open_store(target, mode)
         try:

@@ -18,7 +18,7 @@ from dpledger.policy import Policy
 from dpledger.policy.base import RECORDED
 from dpledger.types import Mode
 
-__all__ = ["checked_labels", "checked_policy", "open_store"]
+__all__ = ["checked_labels", "checked_mode", "checked_policy", "open_store"]
 
 
 def checked_labels(labels: object) -> dict[str, str]:
@@ -81,6 +81,20 @@ def checked_policy(policy: object, mode: Mode) -> Policy:
         RECORDED.reset(token)
 
 
+_MODES: tuple[Mode, ...] = ("read", "write", "create")
+
+
+def checked_mode(mode: object) -> Mode:
+    """``mode`` as one of the plain literals: a ``str`` subclass (a ``StrEnum`` member) is
+    read by its text, never by its own ``==``, which may say yes to every mode (review
+    40: one that did got a write handle validated as a reader)."""
+    text = str.__str__(mode) if isinstance(mode, str) else None
+    for m in _MODES:
+        if text == m:
+            return m
+    raise InvalidInput(f"mode must be 'read', 'write' or 'create', got {shown(mode)}")
+
+
 def open_store(target: str | Path | None, mode: Mode) -> SqlStore:
     """The store at a SQLite path or ``postgresql://`` URL (``None``: ``$DPLEDGER_URL``)."""
     target = target if target is not None else os.environ.get("DPLEDGER_URL")
@@ -88,8 +102,7 @@ def open_store(target: str | Path | None, mode: Mode) -> SqlStore:
         raise InvalidInput(
             "no ledger given: pass a SQLite path or postgresql:// URL, or set DPLEDGER_URL"
         )
-    if mode not in ("read", "write", "create"):
-        raise InvalidInput(f"mode must be 'read', 'write' or 'create', got {shown(mode)}")
+    mode = checked_mode(mode)
     if not isinstance(target, str | os.PathLike) or isinstance(target, bytes):
         raise InvalidInput(
             f"a ledger is a SQLite path (str or pathlib.Path) or a postgresql:// URL, "
