@@ -55,6 +55,7 @@ from dpledger.types import IntervalMethod, MechanismKind
 
 __all__ = [
     "FEW_CLASSES",
+    "FLAT",
     "OUTSIDE",
     "TOO_NOISY",
     "UNBOUNDED",
@@ -86,6 +87,9 @@ UNBOUNDED = -4
 TOO_NOISY = -5
 """Code of a macro average at 2–6 classes (or MCC at 2) whose noise is too large for the
 class rule, by a public rule (``_two_class.max_noise``): it reads no released value."""
+FLAT = -6
+"""Code of an interval of zero width (its metric flat at the release: no slope, or redraws
+without spread): it would claim the true value exactly (review 40)."""
 _NOTICE = 0.01  # a widening below 1% of the half-width is not worth naming
 _ONE_SIDED = (
     "an upper bound only, its denominator too near the noise to bound the metric below; "
@@ -263,6 +267,7 @@ def assemble(
             # except a low end of a one-sided metric (R² ≤ high: still a statement)
             ends = np.isfinite(hi) if key in one_sided else np.isfinite(lo) & np.isfinite(hi)
             code = np.where(usable & ~ends, UNBOUNDED, code)
+            code = np.where((code == 0) & ~(hi > lo), FLAT, code)  # zero width: says "exactly"
             usable = code == 0
             upper_only[key] = usable & ~np.isfinite(lo)
             low[key] = np.where(usable, lo, r_lo)
@@ -374,6 +379,13 @@ def _reason(batch: Batch, key: str, row: int) -> str | None:
         return (
             "undefined at the released values: a denominator is 0, negative or too small to "
             "divide by, or no value in the metric's range is consistent with them at this level"
+        )
+    if code == FLAT:
+        return (
+            "the interval has zero width: the metric is flat at the released values (no "
+            "slope, or no spread over the redraws), so no spread of the noise was measured, "
+            "yet the true value may differ; a metric clipped inside f (e.g. min(ratio, 1)) "
+            "past its clip does this: compute it unclipped and pass bounds instead"
         )
     if code == TOO_NOISY:
         from dpledger.metrics._two_class import max_noise  # imports this module
