@@ -59,7 +59,7 @@ def test_an_r2_interval_without_a_lower_bound_is_published_one_sided() -> None:
     truth, batch = _d3_batch()
     usable, one = batch.usable("r2"), batch.one_sided["r2"]
     assert one.sum() > 100
-    assert (usable & ~one).sum() > 100
+    assert (usable & ~one).sum() > 50  # 62 since review 40's Laplace window (was > 100)
     assert not (one & ~usable).any()
     assert np.isneginf(batch.low["r2"][one]).all()
     assert np.isfinite(batch.low["r2"][usable & ~one]).all()
