@@ -78,3 +78,15 @@ def test_pooled_ratio_interval_through_a_codec() -> None:
     assert not flagged.usable
     assert (flagged.low, flagged.high) == (0.0, CLIP)
     assert "ΣΣalong²" in (flagged.reason or "")
+
+
+def test_a_ratio_above_its_clip_is_named_in_the_reason() -> None:
+    """A true ratio above ``clip`` (30 against a clip of 10) made every release unusable
+    with "the noise draw was extreme", even at almost no noise; the reason now also names
+    a clip set too low (review 40, statistics)."""
+    codec = spatial.pooled_ratio_codec(error_bound=10.0, max_samples=20.0, cap=3.0)
+    per = codec.decode(np.ones(3))
+    sums = np.array([900.0 * 2e3, 2e3, 100.0])  # ratio √900 = 30
+    iv = spatial.pooled_ratio_interval(sums / per, codec, 0.01, clip=10.0)
+    assert not iv.usable
+    assert "widen the clip" in (iv.reason or "")

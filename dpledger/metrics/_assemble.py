@@ -366,7 +366,8 @@ def _reason(batch: Batch, key: str, row: int) -> str | None:
         lo, hi = batch.ranges[key]
         return (
             f"the interval lies wholly outside the metric's range [{lo:g}, {hi:g}]: the "
-            f"noise draw was extreme, so this release says nothing about the metric"
+            f"noise draw was extreme, or (where that range is a chosen clip) the true value "
+            f"lies beyond it — then widen the clip; this release says nothing about the metric"
         )
     if code == UNBOUNDED:
         lo, hi = batch.ranges[key]
