@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpledger._bars import mean_half_width
+from dpledger._bars import mean_half_width, sum_half_width
 from dpledger.approval import ReleaseRequest
 from dpledger.mechanisms import ROUNDING, MechanismFacts, bar_factor
 from dpledger.metrics import interval_scales
@@ -493,7 +493,6 @@ def _half_width(
 ) -> float:
     """``factor`` noise scales plus the slack and the rounding of ``n`` values, on a mean
     over ``n`` (:func:`~dpledger.mechanisms.error_bar_for_scale`'s arithmetic, monotone in
-    ``n``) or on each coordinate of a sum."""
-    if kind == "scalar_mean":
-        return mean_half_width(factor, scale, n, slack, rounding)
-    return factor * scale + (slack + n * rounding)
+    ``n``) or on each coordinate of a sum (that over ``n`` never above the mean's)."""
+    mean = mean_half_width(factor, scale, n, slack, rounding)
+    return mean if kind == "scalar_mean" else sum_half_width(mean, n)
