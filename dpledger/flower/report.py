@@ -288,6 +288,8 @@ class RoundReport:
         operator reads, not a log or the stdout ``flwr run`` streams to whoever submitted
         the run; the noisy health release, when the policy has one, is shown either way.
         """
+        if isinstance(derived, str):  # one metric's name, not its letters ("rmse" ∌ "mse")
+            derived = (derived,)
         lines = [f"round {self.server_round} (epoch {self.epoch}, {self.neighbouring})"]
         notes: dict[str, None] = {}  # the derived releases' caveats, each once, at the end
         exact = operator or self.neighbouring == "replace"

@@ -139,7 +139,7 @@ class DerivedRelease:
         """The lines :meth:`table` prints after its rows: the :meth:`caveats`, then how many
         metrics are unusable (and that their values must not be published); ``only``: of
         those metrics (a table showing some of them), default all."""
-        names = [k for k in self.metrics if only is None or k in only]
+        names = self._names(only)
         bad = sum(self.intervals[k].reason is not None for k in names)
         count = (
             [f"  {bad} of {len(names)} metrics are unusable at this noise level: "
@@ -148,11 +148,18 @@ class DerivedRelease:
         )  # fmt: skip
         return [*self.caveats(only), *count]
 
+    def _names(self, only: Collection[str] | None) -> list[str]:
+        """The metrics ``only`` names (one name as a string is that name, not its letters)."""
+        picked = (only,) if isinstance(only, str) else only
+        return [k for k in self.metrics if picked is None or k in picked]
+
     def caveats(self, only: Collection[str] | None = None) -> list[str]:
         """How the estimates were made, and which shown intervals are measured to cover
         rather than proven (selection-adjusted, one-sided); the same for many releases.
-        ``only``: of those metrics, default all."""
-        names = [k for k in self.metrics if only is None or k in only]
+        ``only``: of those metrics, default all (none shown: no caveats)."""
+        names = self._names(only)
+        if not names:  # a table showing none of them says nothing of how they were made
+            return []
         shown = [iv for k in names if (iv := self.intervals[k]).usable]
         tail = [f"  ({self.projection})"]
         if any("selection-adjusted" in iv.method for iv in shown if not iv.one_sided):
