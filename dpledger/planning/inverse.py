@@ -155,7 +155,8 @@ def required_budget(
     """The budget every targeted metric needs per region, and whether the epoch holds it.
 
     ``targets`` overrides (or supplies) a metric's target bar; metrics with none are
-    listed in ``untargeted``. A region fits when ``rounds × Σ required ≤ eval_budget``.
+    listed in ``untargeted``. A region fits when ``rounds × Σ required ≤ eval_budget``,
+    a metric's ``required`` read as its ``policy_budget`` where that is less and enough.
     """
     policy = validated_policy(policy)
     cohort_of = validated_cohorts(policy, cohorts)
