@@ -65,3 +65,20 @@ def test_the_demo_replaces_its_own_charts_and_not_a_copy_of_them(tmp_path: Path)
     assert main(again) == 2  # copies: the user's files now
     assert {n: (copy / n).read_bytes() for n in PLOT_NAMES} == before
     assert ledger.read_bytes() == kept  # refused before any work
+
+
+def test_a_fifo_or_link_under_a_charts_name_is_refused_without_blocking(tmp_path: Path) -> None:
+    """The mark is read through a descriptor that never follows a link nor waits on a FIFO
+    (a chart swapped for a FIFO between the check and the read hung ``--fresh``)."""
+    import os
+
+    from dpledger.sim.plots import _is_chart
+
+    fifo = tmp_path / "ratio_by_region.png"
+    os.mkfifo(fifo)
+    assert not _is_chart(fifo)  # returns at once: nobody writes the FIFO
+    fifo.unlink()
+    real = tmp_path / "elsewhere.png"
+    real.write_bytes(_png({"dpledger": f"demo chart at {str(fifo)!a}"}))
+    fifo.symlink_to(real)
+    assert not _is_chart(fifo)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -273,9 +274,13 @@ def check_plot_targets(directory: Path, *, replace: bool = False) -> list[Path]:
 def _is_chart(p: Path) -> bool:
     """Whether ``p`` is a regular file (not a symlink), a PNG whose text chunks before its
     image data hold the mark the demo writes at that path."""
-    if p.is_symlink() or not p.is_file():
+    try:  # never follows a link, never blocks on a FIFO swapped in after a check
+        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
         return False
-    with open(p, "rb") as f:
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return False
         head = f.read(_TEXT_LIMIT)
     if not head.startswith(_PNG):
         return False
