@@ -138,8 +138,9 @@ def check_unpadded(text: str, what: str = "ledger path") -> str:
     (InvalidInput): ``L.db `` or ``L.db\r`` (a line of an ``.env`` file) names another
     file than ``L.db``, and a release there would start a new, empty budget beside the
     ledger meant."""
-    ends = _invisible(text[:1], True) or _invisible(text[-1:], True)
-    if text != text.strip() or ends or any(_invisible(c) for c in text):
+    seen = _FLAG_TAGS.sub("\U0001f3f4", text)  # a flag's tags are seen as the flag
+    ends = _invisible(seen[:1], True) or _invisible(seen[-1:], True)
+    if text != text.strip() or ends or any(_invisible(c) for c in seen):
         shown = "URL" if "://" in text else repr(text)  # a URL may hold a password: not shown
         raise InvalidInput(
             f"the {what} {shown} begins or ends with whitespace or holds a control character "
@@ -153,12 +154,19 @@ def _invisible(c: str, end: bool = False) -> bool:
     """Whether ``c`` is a character nobody sees in a path: a control (C0 or C1), a line
     or paragraph separator, or a format character (a zero-width space, a byte-order mark,
     a bidirectional override; review 40: ``L.db\\u200b`` was a new ledger beside ``L.db``);
-    the two joiners only at an end (``end``)."""
-    if not c:
+    the two joiners only at an end (``end``). Format characters that are seen are not:
+    the prepended concatenation marks (the Arabic number sign), and the tags of a
+    subdivision flag (🏴 + tags + cancel tag, e.g. England's), which ``check_unpadded``
+    reads as the flag (review 40 diff: such a ledger name was refused as invisible)."""
+    if not c or c in _SEEN_FORMAT:
         return False
     kind = unicodedata.category(c)
     return kind in ("Cc", "Zl", "Zp") or (kind == "Cf" and (end or c not in "\u200c\u200d"))
 
+
+_SEEN_FORMAT = frozenset("\u0600\u0601\u0602\u0603\u0604\u0605\u06dd\u070f\u0890\u0891\u08e2"
+                         "\U000110bd\U000110cd")  # fmt: skip
+_FLAG_TAGS = re.compile("\U0001f3f4[\U000e0030-\U000e0039\U000e0061-\U000e007a]{3,6}\U000e007f")
 
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+)://")  # 2+ letters: C://x is a drive
 _PG_SCHEMES = ("postgresql", "postgres")
