@@ -154,10 +154,8 @@ def _invisible(c: str, end: bool = False) -> bool:
     """Whether ``c`` is a character nobody sees in a path: a control (C0 or C1), a line
     or paragraph separator, or a format character (a zero-width space, a byte-order mark,
     a bidirectional override; review 40: ``L.db\\u200b`` was a new ledger beside ``L.db``);
-    the two joiners only at an end (``end``). Format characters that are seen are not:
-    the prepended concatenation marks (the Arabic number sign), and the tags of a
-    subdivision flag (🏴 + tags + cancel tag, e.g. England's), which ``check_unpadded``
-    reads as the flag (review 40 diff: such a ledger name was refused as invisible)."""
+    the two joiners only at an end (``end``); never one that is seen (the Arabic number
+    sign; a flag's tags are read as the flag, review 40 diff)."""
     if not c or c in _SEEN_FORMAT:
         return False
     kind = unicodedata.category(c)
@@ -167,6 +165,16 @@ def _invisible(c: str, end: bool = False) -> bool:
 _SEEN_FORMAT = frozenset("\u0600\u0601\u0602\u0603\u0604\u0605\u06dd\u070f\u0890\u0891\u08e2"
                          "\U000110bd\U000110cd")  # fmt: skip
 _FLAG_TAGS = re.compile("\U0001f3f4[\U000e0030-\U000e0039\U000e0061-\U000e007a]{3,6}\U000e007f")
+
+_IGNORED = re.compile(  # Unicode's default-ignorable characters that are not Cf: unseen
+    "[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180d\u180f\u3164\ufe00-\ufe0f\uffa0"
+    "\U000e0100-\U000e01ef]"
+)
+
+
+def _skeleton(name: str) -> str:  # ``name`` as it looks
+    return _IGNORED.sub("", unicodedata.normalize("NFC", name))
+
 
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+)://")  # 2+ letters: C://x is a drive
 _PG_SCHEMES = ("postgresql", "postgres")
@@ -277,16 +285,16 @@ def check_sqlite_name(path: str, what: str = "ledger path") -> str:
 def _check_unicode_twin(path: str, what: str) -> None:
     """Refuse a ``path`` that does not exist while a file beside it has the same name in
     another Unicode form (``Lé.db`` composed, NFC, or decomposed, NFD, as macOS writes
-    it): the two look alike, yet are two files on Linux, and a release through the other
-    form would start a new, empty budget beside the ledger meant (review 40)."""
+    it), or but for characters nobody sees that the path check lets through (a variation
+    selector, a combining grapheme joiner, a Hangul filler: ``L.db\ufe0f``): the two look
+    alike, yet are two files on Linux, and a release through the other would start a new,
+    empty budget beside the ledger meant (review 40)."""
     p = Path(path)
-    want = unicodedata.normalize("NFC", p.name)
+    want = _skeleton(p.name)
     try:
         if (p.name == want and want.isascii()) or os.path.lexists(p):
             return
-        twin = next(
-            (n for n in os.listdir(p.parent) if unicodedata.normalize("NFC", n) == want), None
-        )
+        twin = next((n for n in os.listdir(p.parent) if _skeleton(n) == want), None)
     except (OSError, ValueError):
         return  # no directory to look in: whoever opens the path says why
     if twin is not None:
