@@ -1,4 +1,4 @@
-"""Reading user-named files safely, and refusing path texts no store can take.
+"""Reading user-named files safely, and refusing paths no store should take.
 
 Every file a user names (policy, aggregate, request, held-out values, TLS material) is
 read through :func:`read_bounded`: it must be a regular file (after symlinks), and at
@@ -22,12 +22,12 @@ import re
 import stat
 import sys
 import tempfile
-import unicodedata
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
+from dpledger._path_text import check_path_text, check_unpadded, skeleton
 from dpledger._sqlite_files import unheld
 from dpledger.errors import DpLedgerError, InvalidInput
 
@@ -111,69 +111,6 @@ def _read_to(path: str | os.PathLike[str], limit: int, fail: Fail) -> bytes:
     if got > limit:
         raise fail(f"larger than {limit} bytes")
     return b"".join(chunks)
-
-
-def check_path_text(path: str | Path, what: str = "ledger path") -> str:
-    """``path`` as text a database can take: no NUL byte, valid UTF-8; else InvalidInput.
-
-    A name given as bytes that are not UTF-8 reaches Python as lone surrogates, which
-    SQLite cannot encode: refused here, before anything is created.
-    """
-    text = str(path)
-    shown = "URL" if "://" in text else repr(text)  # a URL may hold a password: not shown
-    if "\x00" in text:
-        raise InvalidInput(f"the {what} {shown} contains a NUL byte: name a real file")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInput(
-            f"the {what} {shown} is not valid UTF-8: rename the file or directory to a "
-            "UTF-8 name (a ledger path is stored and opened as UTF-8 text)"
-        ) from None
-    return text
-
-
-def check_unpadded(text: str, what: str = "ledger path") -> str:
-    """``text`` unless it begins or ends with whitespace or holds a control character
-    (InvalidInput): ``L.db `` or ``L.db\r`` (a line of an ``.env`` file) names another
-    file than ``L.db``, and a release there would start a new, empty budget beside the
-    ledger meant."""
-    seen = _FLAG_TAGS.sub("\U0001f3f4", text)  # a flag's tags are seen as the flag
-    ends = _invisible(seen[:1], True) or _invisible(seen[-1:], True)
-    if text != text.strip() or ends or any(_invisible(c) for c in seen):
-        shown = "URL" if "://" in text else repr(text)  # a URL may hold a password: not shown
-        raise InvalidInput(
-            f"the {what} {shown} begins or ends with whitespace or holds a control character "
-            "(or an invisible one): a release there would start a new, empty budget beside "
-            "the ledger meant; remove them (from $DPLEDGER_URL too), or rename such a file"
-        )
-    return text
-
-
-def _invisible(c: str, end: bool = False) -> bool:
-    """Whether ``c`` is a character nobody sees in a path: a control (C0 or C1), a line
-    or paragraph separator, or a format character (a zero-width space, a byte-order mark,
-    a bidirectional override; review 40: ``L.db\\u200b`` was a new ledger beside ``L.db``);
-    the two joiners only at an end (``end``); never one that is seen (the Arabic number
-    sign; a flag's tags are read as the flag, review 40 diff)."""
-    if not c or c in _SEEN_FORMAT:
-        return False
-    kind = unicodedata.category(c)
-    return kind in ("Cc", "Zl", "Zp") or (kind == "Cf" and (end or c not in "\u200c\u200d"))
-
-
-_SEEN_FORMAT = frozenset("\u0600\u0601\u0602\u0603\u0604\u0605\u06dd\u070f\u0890\u0891\u08e2"
-                         "\U000110bd\U000110cd")  # fmt: skip
-_FLAG_TAGS = re.compile("\U0001f3f4[\U000e0030-\U000e0039\U000e0061-\U000e007a]{3,6}\U000e007f")
-
-_IGNORED = re.compile(  # Unicode's default-ignorable characters that are not Cf: unseen
-    "[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180d\u180f\u3164\ufe00-\ufe0f\uffa0"
-    "\U000e0100-\U000e01ef]"
-)
-
-
-def _skeleton(name: str) -> str:  # ``name`` as it looks
-    return _IGNORED.sub("", unicodedata.normalize("NFC", name))
 
 
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+)://")  # 2+ letters: C://x is a drive
@@ -290,11 +227,11 @@ def _check_unicode_twin(path: str, what: str) -> None:
     alike, yet are two files on Linux, and a release through the other would start a new,
     empty budget beside the ledger meant (review 40)."""
     p = Path(path)
-    want = _skeleton(p.name)
+    want = skeleton(p.name)
     try:
         if (p.name == want and want.isascii()) or os.path.lexists(p):
             return
-        twin = next((n for n in os.listdir(p.parent) if _skeleton(n) == want), None)
+        twin = next((n for n in os.listdir(p.parent) if skeleton(n) == want), None)
     except (OSError, ValueError):
         return  # no directory to look in: whoever opens the path says why
     if twin is not None:

@@ -36,6 +36,7 @@ RANK = {
     "_files": 0.25,
     "_npy": 0.25,
     "_pg_schema": 0.25,
+    "_path_text": 0.22,
     "_sqlite_files": 0.2,
     "_creating": 0.15,
     "types": 0.5,
@@ -45,7 +46,7 @@ RANK = {
 """Layer of each top-level module or package: imports go to a lower layer (or stay inside
 their own package). cli → service / flower → sim → ledger / planning → approval →
 accounting → mechanisms → _closed_form → _bars → _sensitivity → _invoke → _opendp →
-policy → _files → _sqlite_files → _creating → errors / types / _shown (how a bad value is
+policy → _files → _path_text → _sqlite_files → _creating → errors / types / _shown (how a bad value is
 printed in a message); metrics imports only errors, types, _shown and numpy. The command line is the
 outermost caller: it starts the service."""
 

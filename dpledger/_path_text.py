@@ -1,0 +1,83 @@
+"""What the text of a path may be: UTF-8 without NUL, no padding, no unseen characters.
+
+A path that differs from the one meant only by what nobody sees (a trailing space or
+``\r``, a zero-width space, a bidirectional override, NFC against NFD) names another file:
+a release there would start a new, empty budget beside the ledger meant (reviews 39, 40).
+:func:`skeleton` is how a name looks, for finding such twins beside an existing file.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from pathlib import Path
+
+from dpledger.errors import InvalidInput
+
+__all__ = ["check_path_text", "check_unpadded", "skeleton"]
+
+
+def check_path_text(path: str | Path, what: str = "ledger path") -> str:
+    """``path`` as text a database can take: no NUL byte, valid UTF-8; else InvalidInput.
+
+    A name given as bytes that are not UTF-8 reaches Python as lone surrogates, which
+    SQLite cannot encode: refused here, before anything is created.
+    """
+    text = str(path)
+    shown = "URL" if "://" in text else repr(text)  # a URL may hold a password: not shown
+    if "\x00" in text:
+        raise InvalidInput(f"the {what} {shown} contains a NUL byte: name a real file")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(
+            f"the {what} {shown} is not valid UTF-8: rename the file or directory to a "
+            "UTF-8 name (a ledger path is stored and opened as UTF-8 text)"
+        ) from None
+    return text
+
+
+def check_unpadded(text: str, what: str = "ledger path") -> str:
+    """``text`` unless it begins or ends with whitespace or holds a control character
+    (InvalidInput): ``L.db `` or ``L.db\r`` (a line of an ``.env`` file) names another
+    file than ``L.db``, and a release there would start a new, empty budget beside the
+    ledger meant."""
+    seen = _FLAG_TAGS.sub("\U0001f3f4", text)  # a flag's tags are seen as the flag
+    ends = _invisible(seen[:1], True) or _invisible(seen[-1:], True)
+    if text != text.strip() or ends or any(_invisible(c) for c in seen):
+        shown = "URL" if "://" in text else repr(text)  # a URL may hold a password: not shown
+        raise InvalidInput(
+            f"the {what} {shown} begins or ends with whitespace or holds a control character "
+            "(or an invisible one): a release there would start a new, empty budget beside "
+            "the ledger meant; remove them (from $DPLEDGER_URL too), or rename such a file"
+        )
+    return text
+
+
+def _invisible(c: str, end: bool = False) -> bool:
+    """Whether ``c`` is a character nobody sees in a path: a control (C0 or C1), a line
+    or paragraph separator, or a format character (a zero-width space, a byte-order mark,
+    a bidirectional override; review 40: ``L.db\\u200b`` was a new ledger beside ``L.db``);
+    the two joiners only at an end (``end``); never one that is seen (the Arabic number
+    sign; a flag's tags are read as the flag, review 40 diff)."""
+    if not c or c in _SEEN_FORMAT:
+        return False
+    kind = unicodedata.category(c)
+    return kind in ("Cc", "Zl", "Zp") or (kind == "Cf" and (end or c not in "\u200c\u200d"))
+
+
+_SEEN_FORMAT = frozenset("\u0600\u0601\u0602\u0603\u0604\u0605\u06dd\u070f\u0890\u0891\u08e2"
+                         "\U000110bd\U000110cd")  # fmt: skip
+_FLAG_TAGS = re.compile("\U0001f3f4[\U000e0030-\U000e0039\U000e0061-\U000e007a]{3,6}\U000e007f")
+
+_IGNORED = re.compile(  # Unicode's default-ignorable characters that are not Cf: unseen
+    "[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180d\u180f\u3164\ufe00-\ufe0f\uffa0"
+    "\U000e0100-\U000e01ef]"
+)
+
+
+def skeleton(name: str) -> str:
+    """``name`` as it looks: NFC, without the unseen characters the path check lets through
+    (variation selectors, a combining grapheme joiner, fillers): two names with one
+    skeleton are twins to a reader."""
+    return _IGNORED.sub("", unicodedata.normalize("NFC", name))
