@@ -58,12 +58,14 @@ def _invisible(c: str, end: bool = False) -> bool:
     """Whether ``c`` is a character nobody sees in a path: a control (C0 or C1), a line
     or paragraph separator, or a format character (a zero-width space, a byte-order mark,
     a bidirectional override; review 40: ``L.db\\u200b`` was a new ledger beside ``L.db``);
-    the two joiners only at an end (``end``); never one that is seen (the Arabic number
-    sign; a flag's tags are read as the flag, review 40 diff)."""
+    the two joiners and the Mongolian vowel separator (used inside words) only at an end
+    (``end``); never one that is seen (the Arabic number sign; a flag's tags are read as
+    the flag, review 40 diff)."""
     if not c or c in _SEEN_FORMAT:
         return False
     kind = unicodedata.category(c)
-    return kind in ("Cc", "Zl", "Zp") or (kind == "Cf" and (end or c not in "\u200c\u200d"))
+    inside = "\u200c\u200d\u180e"  # the joiners, the Mongolian vowel separator: in words
+    return kind in ("Cc", "Zl", "Zp") or (kind == "Cf" and (end or c not in inside))
 
 
 _SEEN_FORMAT = frozenset("\u0600\u0601\u0602\u0603\u0604\u0605\u06dd\u070f\u0890\u0891\u08e2"

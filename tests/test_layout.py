@@ -46,9 +46,9 @@ RANK = {
 """Layer of each top-level module or package: imports go to a lower layer (or stay inside
 their own package). cli → service / flower → sim → ledger / planning → approval →
 accounting → mechanisms → _closed_form → _bars → _sensitivity → _invoke → _opendp →
-policy → _files → _path_text → _sqlite_files → _creating → errors / types / _shown (how a bad value is
-printed in a message); metrics imports only errors, types, _shown and numpy. The command line is the
-outermost caller: it starts the service."""
+policy → _files → _path_text → _sqlite_files → _creating → errors / types / _shown (how a
+bad value is printed in a message); metrics imports only errors, types, _shown and numpy.
+The command line is the outermost caller: it starts the service."""
 
 
 def _modules() -> list[Path]:

@@ -16,6 +16,7 @@ import pytest
 
 import dpledger as dl
 from dpledger._files import check_unpadded
+from dpledger.errors import InvalidInput
 from tests.factories import policy
 
 ENGLAND = "\U0001f3f4\U000e0067\U000e0062\U000e0065\U000e006e\U000e0067\U000e007f"
@@ -51,3 +52,12 @@ def test_format_characters_that_are_seen_are_usable(tmp_path: Path, name: str) -
 def test_invisible_format_characters_stay_refused(text: str) -> None:
     with pytest.raises(dl.InvalidInput, match="invisible"):
         check_unpadded(text)
+
+
+def test_the_mongolian_vowel_separator_is_used_inside_words() -> None:
+    """U+180E (a format character) sits inside Mongolian words, as the joiners do in
+    Persian: refused only at either end of a name."""
+    name = "\u182a\u1822\u180e\u1820.db"  # ᠪᠢ + MVS + ᠠ
+    assert check_unpadded(name) == name
+    with pytest.raises(InvalidInput):
+        check_unpadded("L.db\u180e")

@@ -59,3 +59,19 @@ def test_a_planted_or_changed_postgres_trigger_fails_verify_and_stops_writers(
             assert len(ledger) == 1  # nothing was written
     finally:
         pg_server.drop(url)
+
+
+def test_a_guard_enabled_always_is_still_dpledgers_own(pg_server: Any) -> None:
+    """``ENABLE ALWAYS`` (a logical-replication setup's choice) keeps a guard firing: it is
+    not "changed or disabled" (review 40, diff review)."""
+    url = pg_server.create_schema()
+    policy = dl.Policy.load(str(SPATIAL))
+    try:
+        with dl.Ledger.open(url, policy, mode="create") as ledger:
+            ledger.init()
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("ALTER TABLE dpl_spend ENABLE ALWAYS TRIGGER dpl_spend_no_decrease")
+        with dl.Ledger.open(url, policy, mode="write") as ledger:
+            assert ledger.verify().ok
+    finally:
+        pg_server.drop(url)

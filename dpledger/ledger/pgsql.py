@@ -205,7 +205,7 @@ def foreign_triggers(rows: list[tuple[object, ...]]) -> list[str]:
     odd = []
     for name, table, kind, enabled, function, body in rows:
         got = (str(table), int(str(kind)), str(function), " ".join(str(body).split()))
-        if OWN_TRIGGERS.get(str(name)) != got or str(enabled) != "O":
+        if OWN_TRIGGERS.get(str(name)) != got or str(enabled) not in ("O", "A"):  # A: always
             odd.append(str(name))
     if not odd:
         return []

@@ -131,9 +131,11 @@ class ServiceState:
         try:
             self.auth = Authenticator(self.store)
             for _ in range(settings.connections):
-                ledger = Ledger.open(settings.ledger, settings.policy, mode="write")
+                ledger = Ledger.open(settings.ledger, self.policy, mode="write")
                 self._open.append(ledger)
                 self._pool.put(ledger)
+            # the policy the ledger validated and enforces, for every view (plan, page)
+            self.policy = self._open[0].policy if self._open else self.policy
         except BaseException:
             self.close()
             raise
