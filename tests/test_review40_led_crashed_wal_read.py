@@ -69,3 +69,48 @@ def test_reading_a_crashed_writers_log_changes_no_file(
         _killed_writer(ledger, 3, 4)  # appends to the same log, killed again
         assert len(handle) == 4  # the long-lived handle sees it
         assert handle.verify().ok
+
+
+_HOLDER = """
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1])
+conn.execute("SELECT count(*) FROM dpl_entries").fetchall()  # opens the log and its index
+print("ready", flush=True)
+time.sleep(30)
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the lock probe is Linux's")
+def test_a_copy_raced_by_a_new_connection_is_dropped_for_a_read_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lock probe is asked again after the copy (diff review): a process that opened
+    the crashed ledger while it was copied may have checkpointed and restarted the log
+    within the file times' resolution; the copy is then dropped and the ledger read in
+    place."""
+    import shutil
+
+    from dpledger.ledger import sqlite_copy
+
+    ledger = tmp_path / "L.db"
+    _killed_writer(ledger, 0, 2)
+    holders: list[subprocess.Popen[str]] = []
+    copy = shutil.copyfile
+
+    def copy_while_someone_opens(src: str, dst: str) -> str:
+        if not holders:
+            holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(ledger)],
+                                      stdout=subprocess.PIPE, text=True)  # fmt: skip
+            holders.append(holder)
+            assert holder.stdout is not None
+            assert holder.stdout.readline().strip() == "ready"
+        return copy(src, dst)
+
+    monkeypatch.setattr(sqlite_copy.shutil, "copyfile", copy_while_someone_opens)
+    try:
+        name = str(ledger.resolve())
+        assert sqlite_copy.private_copy(ledger, name, "-wal", crashed=True) is None
+    finally:
+        for holder in holders:
+            holder.kill()
+            holder.wait()

@@ -164,6 +164,9 @@ def private_copy(p: Path, name: str, side: str = "-wal", *, crashed: bool = Fals
                 if not where.is_dir():  # no: the temporary directory itself went away
                     raise
                 continue  # _seen decides again: read in place, or copy again
+            if crashed and not left_by_a_crash(p, name):  # someone opened it meanwhile:
+                drop_copy(where)  # a checkpoint may have raced the copy; read in place
+                return None
             if _seen(name, side, crashed) == before:
                 return copy
     except OSError as e:
