@@ -57,3 +57,28 @@ def test_a_row_below_the_chain_fails_verify_and_answers_no_retry(
     assert "recorded earlier as entry" not in out.out
     assert "0.333333\n" not in out.out  # the planted, un-noised value
     assert code != 0  # the id is taken (by a row off the chain): refused, nothing spent
+
+
+def test_a_row_below_the_chain_binds_no_epoch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An epoch is bound to the policy of its first entry on the chain: a row planted at
+    ``seq = 0`` naming another policy no longer decides it (a later release there was
+    refused for a binding nobody made; diff review)."""
+    ledger = tmp_path / "L.db"
+    agg = tmp_path / "agg.json"
+    agg.write_text("1000.0")
+    at = ["--policy", str(SPATIAL), "--ledger", str(ledger)]
+    release = ["release", *at, "--metric", "clipped_mean_loss"]
+    release += ["--region", "na", "--cohort", "3000", "--aggregate", str(agg)]
+    assert main([*release, "--epoch", "0"]) == 0
+    conn = sqlite3.connect(ledger)
+    cols = [c[1] for c in conn.execute("PRAGMA table_info(dpl_entries)")]
+    row = list(conn.execute("SELECT * FROM dpl_entries WHERE seq = 1").fetchone())
+    row[cols.index("seq")], row[cols.index("epoch")] = 0, 5
+    row[cols.index("policy_hash")], row[cols.index("policy_version")] = "f" * 64, "9"
+    conn.execute(f"INSERT INTO dpl_entries VALUES ({','.join('?' * len(row))})", row)
+    conn.commit()
+    conn.close()
+    capsys.readouterr()
+    assert main([*release, "--epoch", "5"]) == 0, capsys.readouterr().err

@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 SQL = Statements(
-    epoch_policy="SELECT policy_hash, policy_version FROM dpl_entries WHERE epoch = %s "
+    epoch_policy="SELECT policy_hash, policy_version FROM dpl_entries WHERE epoch = %s AND seq > 0 "
     "ORDER BY seq LIMIT 1",
     releases=f"SELECT {COLUMNS} FROM dpl_entries WHERE release_id = ANY(%s::text[])",
     policy_hashes="SELECT hash FROM dpl_policies WHERE version = %s",
@@ -58,7 +58,7 @@ RELEASES = SQL.releases.replace("%s", "$1")
 
 EPOCH_POLICIES = (
     "SELECT DISTINCT ON (epoch) epoch, policy_hash, policy_version FROM dpl_entries "
-    "WHERE epoch = ANY($1::bigint[]) ORDER BY epoch, seq"
+    "WHERE epoch = ANY($1::bigint[]) AND seq > 0 ORDER BY epoch, seq"
 )
 """(epochs as one text-format ``bigint[]``) -> each epoch's policy binding (its first
 entry's policy), for epochs that have entries; in a pipeline."""

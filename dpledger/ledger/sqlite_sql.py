@@ -120,7 +120,7 @@ SCHEMA_3_UPGRADE = (
 )
 
 SQL = Statements(
-    epoch_policy="SELECT policy_hash, policy_version FROM dpl_entries WHERE epoch = ? "
+    epoch_policy="SELECT policy_hash, policy_version FROM dpl_entries WHERE epoch = ? AND seq > 0 "
     "ORDER BY seq LIMIT 1",
     releases=f"SELECT {COLUMNS} FROM dpl_entries "
     "WHERE release_id IN (SELECT value FROM json_each(?))",
