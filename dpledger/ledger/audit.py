@@ -245,8 +245,10 @@ def _check_charge(a: _Audit, e: Entry) -> None:
     if d.region != ALL and not policy.regions.admits(d.region):  # review 40: a str subclass
         a.problems.append(  # passed for a declared region before its request was checked
             f"entry {e.seq}: region {d.region!r} is not a region of its policy "
-            f"{policy.version}: no declared region's budget holds its spend"
-        )
+            f"{policy.version}: "
+            + ("an open region list admits 1–64 letters, digits, '.', '_' and '-' only"
+               if policy.regions.open else "no declared region's budget holds its spend")
+        )  # fmt: skip
     try:
         expected, charge = mech.mechanism_facts(policy, d.metric)
     except DpLedgerError as exc:
