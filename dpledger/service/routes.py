@@ -19,7 +19,8 @@ from pydantic import ValidationError
 
 from dpledger._files import json_numbers, strict_json
 from dpledger.approval import ReleaseRequest, refusal
-from dpledger.errors import InvalidInput
+from dpledger.errors import InvalidInput, NotPermitted
+from dpledger.ledger import Ledger
 from dpledger.planning import plan
 from dpledger.service.app import ACTION_KEY, ANY_KEY, caller
 from dpledger.service.keys import Action, ApiKey
@@ -188,6 +189,32 @@ def _scoped(request: Request, action: Action, req: ReleaseRequest) -> ApiKey:
     return key
 
 
+def _opens(ledger: Ledger, key: ApiKey, action: Action, req: ReleaseRequest) -> None:
+    """A key scoped to some regions or metrics releases in no epoch past the next one:
+    an epoch's first release binds it, for every region and metric, to the policy version
+    served then, so one narrow key releasing once in epoch 5000 decided that epoch's policy
+    for every team (review 40). Opening an epoch further ahead takes a key with every
+    region's and metric's scope; a ledger's first release, and any earlier epoch, are open
+    to any key. The epochs opened are public (``GET /v1/epochs``); ``check`` decides as
+    the release would."""
+    if key.scopes.regions is None and key.scopes.metrics is None:
+        return
+    opened = ledger.epochs()
+    if not opened or req.epoch <= opened[-1] + 1:
+        return
+    raise NotPermitted(
+        f"key {key.key_id} ({key.name}) may not {action} in epoch {req.epoch}: a key scoped "
+        f"to some regions or metrics releases up to the epoch after the newest opened "
+        f"({opened[-1] + 1}); a first release in epoch {req.epoch} would bind it, for every "
+        f"region and metric, to policy version {ledger.policy.version}. Release in an epoch "
+        f"up to {opened[-1] + 1}, or ask a key with every region's and metric's scope to "
+        "open it",
+        key_id=key.key_id,
+        action=action,
+        missing=f"epoch {req.epoch} (opened up to {opened[-1]})",
+    )
+
+
 @router.post(
     "/check",
     response_model=VerdictOut,
@@ -201,6 +228,7 @@ def check(body: CheckBody, request: Request) -> VerdictOut:
     (409 or 422) with the same verdict. Nothing is spent or recorded."""
     key = _scoped(request, "check", body.request)
     with service_state(request).ledger() as ledger:
+        _opens(ledger, key, "check", body.request)
         aggregate = np.asarray(body.aggregate, dtype=np.float64)
         verdict = ledger.check(body.request, aggregate, principal=key.principal)
     if not verdict.approved:
@@ -239,6 +267,7 @@ def release(
         req = ReleaseRequest(**{**req.model_dump(), "release_id": idempotency_key})
     key = _scoped(request, "release", req)
     with service_state(request).ledger() as ledger:
+        _opens(ledger, key, "release", req)
         done = ledger.release(
             req, np.asarray(body.aggregate, dtype=np.float64), principal=key.principal
         )
