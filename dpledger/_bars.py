@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import math
+import struct
 
 from dpledger._search import least_integer
 from dpledger._shown import shown
@@ -104,11 +105,27 @@ def sum_half_width(mean: float, n: int) -> float:
     v = mean * n
     if not math.isfinite(v):
         return v
-    while v / n > mean:
-        v = math.nextafter(v, 0.0)
-    while math.isfinite(up := math.nextafter(v, math.inf)) and up / n <= mean:
-        v = up
-    return v
+    for _ in range(8):  # a normal mean: the answer is within an ulp or two of n · mean
+        if v / n > mean:
+            v = math.nextafter(v, 0.0)
+        elif math.isfinite(up := math.nextafter(v, math.inf)) and up / n <= mean:
+            v = up
+        else:
+            return v
+    # a subnormal mean (or 0) is coarser than n · mean's ulps: the widest v lies up to
+    # 2**51 steps away (review 40 diff: the steps hung a zero-slack release's bar), so
+    # bisect the doubles' bit patterns (in order for v ≥ 0; 0 / n ≤ mean always)
+    lo, hi = 0, _BITS.unpack(_DOUBLE.pack(math.nextafter(math.inf, 0.0)))[0] + 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _DOUBLE.unpack(_BITS.pack(mid))[0] / n <= mean:
+            lo = mid
+        else:
+            hi = mid
+    return float(_DOUBLE.unpack(_BITS.pack(lo))[0])
+
+
+_DOUBLE, _BITS = struct.Struct("<d"), struct.Struct("<Q")
 
 
 @functools.lru_cache(maxsize=4096)
