@@ -228,10 +228,11 @@ def _check_unicode_twin(path: str, what: str) -> None:
     empty budget beside the ledger meant (review 40)."""
     p = Path(path)
     want = skeleton(p.name)
-    try:
-        if (p.name == want and want.isascii()) or os.path.lexists(p):
+    try:  # an ASCII name is a twin too (L.db beside L.db\ufe0f; K.db beside \u212a.db)
+        if os.path.lexists(p):
             return
-        twin = next((n for n in os.listdir(p.parent) if skeleton(n) == want), None)
+        names = os.listdir(p.parent)  # an ASCII name's skeleton is itself: no normalising
+        twin = next((n for n in names if (n if n.isascii() else skeleton(n)) == want), None)
     except (OSError, ValueError):
         return  # no directory to look in: whoever opens the path says why
     if twin is not None:
