@@ -186,26 +186,30 @@ OWN_TRIGGERS: dict[str, tuple[str, int, str, str]] = {
 """dpledger's triggers as it creates them: name → (table, ``tgtype``, function, body)."""
 
 TRIGGERS = """
-SELECT t.tgname, c.relname, t.tgtype, t.tgenabled, p.proname, p.prosrc
+SELECT t.tgname, c.relname, t.tgtype, t.tgenabled, p.proname, p.prosrc,
+       t.tgqual IS NULL AND cardinality(t.tgattr::int2[]) = 0
 FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_proc p ON p.oid = t.tgfoid
 WHERE NOT t.tgisinternal AND t.tgrelid IN (
     SELECT to_regclass(name) FROM unnest(ARRAY['dpl_meta', 'dpl_entries', 'dpl_spend',
                                               'dpl_policies']) AS name)
 ORDER BY t.tgname
 """
-"""Every user trigger on the ledger's tables (as its unqualified names resolve)."""
+"""Every user trigger on the ledger's tables (as its unqualified names resolve), and
+whether it fires on every row its events touch (no ``WHEN`` condition, no ``UPDATE OF``
+column list: either made dpledger's own guard skip a lowered total; review 40 diff 3)."""
 
 
 def foreign_triggers(rows: list[tuple[object, ...]]) -> list[str]:
     """Problems with the :data:`TRIGGERS` rows: a trigger dpledger did not create, or one
-    of its own changed (table, timing, events, function, body) or disabled. A planted
+    of its own changed (table, timing, events, a condition or column list, function, body)
+    or disabled (``A``, enabled always, is still enabled). A planted
     ``BEFORE … ON dpl_spend … RETURN NULL`` skipped every spend update, so later releases
     were approved past the budget while every row still verified (review 40: the SQLite
     store's twin)."""
     odd = []
-    for name, table, kind, enabled, function, body in rows:
+    for name, table, kind, enabled, function, body, plain in rows:
         got = (str(table), int(str(kind)), str(function), " ".join(str(body).split()))
-        if OWN_TRIGGERS.get(str(name)) != got or str(enabled) not in ("O", "A"):  # A: always
+        if OWN_TRIGGERS.get(str(name)) != got or str(enabled) not in ("O", "A") or not plain:
             odd.append(str(name))
     if not odd:
         return []
