@@ -72,14 +72,15 @@ _SEEN_FORMAT = frozenset("\u0600\u0601\u0602\u0603\u0604\u0605\u06dd\u070f\u0890
                          "\U000110bd\U000110cd")  # fmt: skip
 _FLAG_TAGS = re.compile("\U0001f3f4[\U000e0030-\U000e0039\U000e0061-\U000e007a]{3,6}\U000e007f")
 
-_IGNORED = re.compile(  # Unicode's default-ignorable characters that are not Cf: unseen
-    "[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180d\u180f\u3164\ufe00-\ufe0f\uffa0"
+_IGNORED = re.compile(  # Unicode's default-ignorable characters the path check lets through:
+    # not Cf, or the joiners and the Mongolian vowel separator inside a text (L\u200d.db)
+    "[\u200c\u200d\u180e\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180d\u180f\u3164\ufe00-\ufe0f\uffa0"
     "\U000e0100-\U000e01ef]"
 )
 
 
 def skeleton(name: str) -> str:
     """``name`` as it looks: NFC, without the unseen characters the path check lets through
-    (variation selectors, a combining grapheme joiner, fillers): two names with one
+    (variation selectors, a combining grapheme joiner, fillers, the joiners): two names with one
     skeleton are twins to a reader."""
     return _IGNORED.sub("", unicodedata.normalize("NFC", name))
