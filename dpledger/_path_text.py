@@ -88,5 +88,10 @@ to a reader (review 40 diff 3)."""
 def skeleton(name: str) -> str:
     """``name`` as it looks: NFC, without the unseen characters the path check lets through
     (variation selectors, a combining grapheme joiner, fillers, the joiners), every space as
-    U+0020: two names with one skeleton are twins to a reader."""
-    return _SPACES.sub(" ", _IGNORED.sub("", unicodedata.normalize("NFC", name)))
+    U+0020, every hyphen as ``-``: two names with one skeleton are twins to a reader."""
+    seen = _SPACES.sub(" ", _IGNORED.sub("", unicodedata.normalize("NFC", name)))
+    return seen.translate(_HYPHENS)
+
+
+_HYPHENS = {0x2010: "-", 0x2011: "-"}  # HYPHEN, NON-BREAKING HYPHEN: drawn as "-" is
+# (a word processor's or a wiki's copy of my-ledger.db), unlike the longer dashes
