@@ -260,9 +260,7 @@ class Policy(FrozenModel):
         not applied to it, so an older ledger still reads and verifies.
         """
         if not isinstance(data, Mapping):
-            raise PolicyError(
-                f"expected a table of fields, got {type(data).__name__}", source=source
-            )
+            raise PolicyError(f"expected a table, got {type(data).__name__}", source=source)
         if "source" in data:  # the field holds the file name: a written one was dropped unread
             problem = "a policy has no top-level source field (a clip has its own source)"
             raise PolicyError(problem, source=source, field="source")
