@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 from dpledger.ledger import Release
-from dpledger.sim.demo import DemoResult, policy_reference
+from dpledger.sim.demo import DemoResult, policy_reference, share_interval
 
 __all__ = ["as_json", "text_report"]
 
@@ -23,19 +23,27 @@ _KIND_TITLE = {
 }
 
 
+def _why(rel: Release, num: int, den: slice | int, bounds: tuple[float, float], what: str) -> str:
+    """Why a derived share is unusable: its interval's own reason (a total far clear of its
+    guard is also flagged when the interval lies wholly outside the range: review 40)."""
+    return share_interval(rel, num, den, bounds, what).reason or "flagged"
+
+
 def _value_cell(rel: Release, derived: dict[str, float]) -> str:
     if rel.kind == "scalar_mean":
         return f"{float(rel.value):.4f} ± {rel.error_bar:.4f}"
     if rel.request.metric == "error_histogram":
         if not derived["tail_usable"]:
-            return "> 25 m: unusable (the noisy total count is not clearly positive)"
+            return f"> 25 m: unusable ({_why(rel, -1, slice(None), (0.0, 1.0), 'total count')})"
         return (
             f"> 25 m: {derived['tail_share']:.2%} "
             f"[{derived['tail_low']:.2%}, {derived['tail_high']:.2%}]"
         )
     if rel.request.metric == "calibration_gap":
         if not derived["top_usable"]:
-            return "top-bucket gap: unusable (its noisy count is not clearly positive)"
+            k = rel.noisy_sum.shape[0] // 2
+            why = _why(rel, k - 1, -1, (-1.0, 1.0), "top bucket's count")
+            return f"top-bucket gap: unusable ({why})"
         lo, hi = derived["top_low"], derived["top_high"]
         return f"top-bucket gap {derived['top_gap']:+.3f} [{lo:+.3f}, {hi:+.3f}]"
     per = rel.per_client
