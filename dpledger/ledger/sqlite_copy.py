@@ -29,6 +29,7 @@ import sqlite3
 import stat
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
@@ -64,12 +65,20 @@ def hot_journal(name: str) -> bool:
     blocking or writing (the sidecar check already refused anything not SQLite's)."""
     if os.path.lexists(f"{name}-wal"):
         return False
+    return _probe(f"{name}-journal", lambda fd: os.read(fd, 8) == _JOURNAL_MAGIC)
+
+
+def _probe(path: str, test: Callable[[int], bool]) -> bool:
+    """``test`` on a descriptor of ``path`` if it is a regular file, opened without blocking
+    (a FIFO never hangs the read); False if it cannot be opened or read."""
     try:
-        fd = os.open(f"{name}-journal", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return False
     try:
-        return stat.S_ISREG(os.fstat(fd).st_mode) and os.read(fd, 8) == _JOURNAL_MAGIC
+        return stat.S_ISREG(os.fstat(fd).st_mode) and test(fd)
+    except OSError:
+        return False
     finally:
         os.close(fd)
 
@@ -83,16 +92,7 @@ def left_by_a_crash(p: Path, name: str) -> bool:
     the ledger (review 40). Elsewhere (no lock probe): False, read in place."""
     if sys.platform != "linux" or not os.path.lexists(f"{name}-wal") or sqlite_files.held(p):
         return False
-    try:
-        fd = os.open(f"{name}-shm", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        return stat.S_ISREG(os.fstat(fd).st_mode) and not locked(fd, SHM_LOCKS, SHM_LOCK_BYTES)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
+    return _probe(f"{name}-shm", lambda fd: not locked(fd, SHM_LOCKS, SHM_LOCK_BYTES))
 
 
 def read_copy(p: Path, name: str) -> tuple[Path, str] | None:
