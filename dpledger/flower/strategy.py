@@ -356,6 +356,8 @@ class LedgerEvaluation(Strategy):
         if len(rid) > 128:
             digest = hashlib.sha256(f"{region}/{metric}".encode()).hexdigest()[:32]
             rid = f"{run}/r{r}/{digest}"
+        if len(rid) > 128:  # a 64-character prefix and a round of 13+ digits (review 40 flw)
+            rid = f"{run}/{hashlib.sha256(f'r{r}/{region}/{metric}'.encode()).hexdigest()[:32]}"
         spec = self.policy.metric(metric)
         return ReleaseRequest(
             epoch=epoch, metric=metric, region=region, cohort=n,
