@@ -57,9 +57,12 @@ class UnitComparison(FrozenModel):
 def client_twin(policy: Policy, largest_silo: int) -> Policy:
     """The client-level policy a record-level ``policy`` would need to keep every record.
 
-    Each silo is one client; its contribution sums up to ``largest_silo`` records, so a
-    scalar's clip becomes ``largest_silo × clip`` and a vector's ``cap_per_client`` is
-    ``largest_silo × cap_per_record``. Budgets, relation, definition and regions stay.
+    Each silo is one client; its contribution sums 1 to ``largest_silo`` (m) records, so
+    a scalar's clip [low, high] becomes [min(low, m·low), max(high, m·high)] (m × clip
+    when it holds 0; for a clip [1, 5], [1, 5m]: a silo of one record sums 1, which
+    [m, 5m] would clip away, and under ``replace`` its Δ would be understated by
+    (m − 1)·low) and a vector's ``cap_per_client`` is ``largest_silo × cap_per_record``.
+    Budgets, relation, definition and regions stay.
     """
     if policy.privacy_unit != "record":
         raise InvalidInput(
@@ -73,10 +76,11 @@ def client_twin(policy: Policy, largest_silo: int) -> Policy:
     for spec in data["metrics"].values():
         if spec.get("clip") is not None:
             clip = spec["clip"]
-            spec["clip"] = {
-                "low": _times(clip["low"], m),
-                "high": _times(clip["high"], m),
-                "source": f"{m} records × per-record clip ({clip['source']})",
+            low, high = Fraction(clip["low"]), Fraction(clip["high"])
+            spec["clip"] = {  # a silo sums 1..m records: from min(low, m·low) to max(high, m·high)
+                "low": _text(min(low, m * low)),
+                "high": _text(max(high, m * high)),
+                "source": f"1 to {m} records × per-record clip ({clip['source']})",
             }
         if spec.get("cap_per_record") is not None:
             spec["cap_per_client"] = _times(spec.pop("cap_per_record"), m)
@@ -87,7 +91,10 @@ def client_twin(policy: Policy, largest_silo: int) -> Policy:
 
 
 def _times(text: str, m: int) -> str:
-    q = Fraction(text) * m
+    return _text(Fraction(text) * m)
+
+
+def _text(q: Fraction) -> str:
     return f"{q.numerator}/{q.denominator}"
 
 
