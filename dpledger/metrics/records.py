@@ -162,7 +162,9 @@ def _max_records(max_records: int | None) -> int | None:
 
 def _person_ids(persons: npt.ArrayLike) -> npt.NDArray[Any]:
     """``persons`` as an array; a list keeps its objects: ``np.asarray`` would turn
-    ``["p1", nan]`` into the text ``"nan"``, one pseudo-person for every missing id."""
+    ``["p1", nan]`` into the text ``"nan"``, one pseudo-person for every missing id.
+    NumPy's ``StringDType`` text is read as objects too (review 40: it was refused as "not
+    integers or strings"), so an ``na_object`` among the ids is refused as missing."""
     if isinstance(persons, np.ma.MaskedArray) and np.ma.getmaskarray(persons).any():
         raise InvalidInput(  # np.asarray would read each masked id as its hidden value
             f"{int(np.ma.getmaskarray(persons).sum()):,} person id(s) are masked (missing): a "
@@ -171,7 +173,10 @@ def _person_ids(persons: npt.ArrayLike) -> npt.NDArray[Any]:
         )
     if isinstance(persons, list | tuple):
         return np.asarray(persons, dtype=object)
-    return np.asarray(persons)
+    ids = np.asarray(persons)
+    if ids.dtype.kind == "T":  # numpy's variable-width text: as objects, its missing ids seen
+        return ids.astype(object)
+    return ids
 
 
 def keep_per_person(
