@@ -251,9 +251,11 @@ def _within_bounds(
     the check keeps only what any number of clipped clients respects: a scalar's sign
     (``[0, inf)`` for a clip with ``low ≥ 0``, ``(-inf, 0]`` for ``high ≤ 0``) and a
     vector's finiteness (its signs are :func:`each_aggregate_check`'s). That the planned
-    ``n`` bounds the count is the caller's to enforce (truncate to it): it cannot be
-    checked without revealing the count. One exception, at the doubles' limit: ``room``
-    (:func:`noise_room`), which only more clients than declared could pass.
+    ``n`` is at or above the count is the caller's to plan: it cannot be checked without
+    revealing the count, and must never be enforced by truncating to it (where that binds,
+    one client more pushes another out: twice the charged change; docs/privacy-model.md).
+    One exception, at the doubles' limit: ``room`` (:func:`noise_room`), which only more
+    clients than declared could pass.
     """
     lim = limits(spec, n, policy, room)
     if lim.clipped:
@@ -270,7 +272,8 @@ def _room_said(policy: Policy, metric: str, n: int, who: str) -> tuple[str, str]
     return (
         f", |sum| ≤ {room:.4g} (room for its noise below a double's limit)",
         f", or |sum| > {room:.4g} leaves its noise no room below a double's limit (more "
-        f"{who}s than the declared cohort were summed: truncate to it)",
+        f"{who}s than the declared cohort were summed: plan a cohort at or above the count; "
+        "never truncate to it)",
     )
 
 
