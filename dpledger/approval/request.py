@@ -58,7 +58,9 @@ class ReleaseRequest(FrozenModel):
         description="clients summed into the aggregate — under a privacy_unit = 'record' "
         "policy, RECORDS (after each silo's per-person bound) — a public number: under "
         "replace the known cohort; under add_remove the planned cohort fixed before the "
-        "round (the aggregator must sum at most this many), never the count of who reported",
+        "round, at or above the expected count (never truncate the records or clients "
+        "summed to it: where that binds, one more pushes another out, twice the charged "
+        "change), never the count of who reported",
     )
     edges_version: str | None = Field(default=None, min_length=1, max_length=128)
     policy_version: str | None = Field(default=None, min_length=1, max_length=64)

@@ -328,7 +328,8 @@ def _release_args(p: argparse.ArgumentParser, *, release: bool) -> None:
         "--cohort", type=ascii_int,
         help="a public cohort: clients (records under a record-level policy) summed into the "
         "aggregate under replace; under add_remove the planned cohort fixed before the round "
-        "(summed clients at most this many), never the count of who reported",
+        "(at or above the expected count; never truncate to it), never the count of who "
+        "reported",
     )  # fmt: skip
     p.add_argument("--edges-version", dest="edges_version")
     p.add_argument("--policy-version", dest="policy_version")
