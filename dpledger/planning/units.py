@@ -9,11 +9,11 @@ noise shrinks by the ratio of the two bounds.
 
 :func:`compare_units` takes a record-level policy and the silos' record counts, derives
 the client-level twin of the policy (:func:`client_twin`: the same budgets and metrics,
-each bound multiplied by the largest silo's record count so that no record is clipped
-away), and reports, per metric, the noise and the error bar of a release over every
-silo on the same scale — the per-record mean over all records — under each unit.
-Every figure comes from :func:`dpledger.mechanisms.mechanism_facts`, what the ledger
-charges.
+each bound widened to what a silo of 1 up to the largest silo's record count can sum, so
+that no record is clipped away), and reports, per metric, the noise and the error bar
+of a release over every silo on the same scale — the per-record mean over all records —
+under each unit. Every figure comes from :func:`dpledger.mechanisms.mechanism_facts`,
+what the ledger charges.
 """
 
 from __future__ import annotations
