@@ -135,7 +135,7 @@ class ServiceState:
                 self._open.append(ledger)
                 self._pool.put(ledger)
             # the policy the ledger validated and enforces, for every view (plan, page)
-            self.policy = self._open[0].policy if self._open else self.policy
+            self.policy = self._open[0].policy  # Settings holds connections >= 1
         except BaseException:
             self.close()
             raise
