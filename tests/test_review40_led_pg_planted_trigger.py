@@ -5,6 +5,12 @@ ledger's schema changes no row, so ``verify`` said ok, and every later release s
 spend update and was approved past its allocation (three once-per-epoch releases). Now a
 trigger on the ledger's tables that dpledger did not create — or one of its own changed or
 disabled — fails ``verify``, and no writer opens through it (nothing is written).
+
+Diff 3: dpledger's own ``dpl_spend_no_decrease`` re-created ``… WHEN (false) …`` or
+``BEFORE UPDATE OF epoch OR DELETE …`` kept its name, ``tgtype`` bits, function and body,
+so it passed as dpledger's own while it never fired on a lowered total (a hand-lowered
+total went through, and a writer opened against it): the check also reads ``tgqual`` and
+``tgattr``.
 """
 
 from __future__ import annotations
@@ -30,8 +36,27 @@ REWRITE = (  # dpledger's own guard function, replaced by one that guards nothin
     "LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$",
 )
 
+_GUARD = "EXECUTE FUNCTION dpl_spend_never_decreases()"
+_LOWERED = "UPDATE dpl_spend SET total = '0'"  # goes through: the guard does not fire
+WHEN_FALSE = (
+    "DROP TRIGGER dpl_spend_no_decrease ON dpl_spend",
+    "CREATE TRIGGER dpl_spend_no_decrease BEFORE UPDATE OR DELETE ON dpl_spend "
+    f"FOR EACH ROW WHEN (false) {_GUARD}",
+    _LOWERED,
+)
+UPDATE_OF = (
+    "DROP TRIGGER dpl_spend_no_decrease ON dpl_spend",
+    "CREATE TRIGGER dpl_spend_no_decrease BEFORE UPDATE OF epoch OR DELETE ON dpl_spend "
+    f"FOR EACH ROW {_GUARD}",
+    _LOWERED,
+)
 
-@pytest.mark.parametrize("change", [PLANT, DISABLE, REWRITE], ids=["plant", "disable", "rewrite"])
+
+@pytest.mark.parametrize(
+    "change",
+    [PLANT, DISABLE, REWRITE, WHEN_FALSE, UPDATE_OF],
+    ids=["plant", "disable", "rewrite", "when-false", "update-of"],
+)
 def test_a_planted_or_changed_postgres_trigger_fails_verify_and_stops_writers(
     pg_server: Any, change: tuple[str, ...]
 ) -> None:
