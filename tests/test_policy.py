@@ -7,7 +7,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from factories import BASE, SPATIAL, policy, spatial
+from factories import BASE, SPATIAL, policy, policy_text, spatial
 
 from dpledger import Policy, PolicyError, PolicyWarning
 from dpledger.policy import to_fraction
@@ -49,6 +49,26 @@ def test_content_hash_is_stable_and_changes_with_any_field() -> None:
     assert a.content_hash == b.content_hash
     assert hash(a) == hash(b)
     assert policy(scalar_eps="0.2").content_hash != a.content_hash
+
+
+def test_equality_is_equal_content_and_source_as_pydantic_compared_fields() -> None:
+    a, b = policy(), policy()
+    assert a is not b
+    assert a == b
+    assert a != policy(scalar_eps="0.2")  # any field
+    assert a != Policy.from_toml(policy_text(), source="another file")  # source is not hashed
+    same_source = Policy.from_toml(policy_text(), source="test-policy.toml")
+    assert a == same_source
+    assert a != a.model_dump(mode="json")  # another type
+    assert a != a.content_hash
+
+    class Sub(Policy):
+        pass
+
+    sub = Sub.from_toml(policy_text(), source="test-policy.toml")  # same content and source
+    assert a != sub
+    assert sub != a
+    assert {a: 1}[b] == 1  # equal policies are one key (hash is the content hash)
 
 
 @pytest.mark.parametrize(

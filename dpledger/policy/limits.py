@@ -28,7 +28,7 @@ from dpledger.policy.metric import MetricSpec
 if TYPE_CHECKING:
     from dpledger.policy.model import Policy
 
-__all__ = ["budget_limit_problems"]
+__all__ = ["EVAL_FRACTION_ADVISED", "budget_limit_problems", "eval_fraction_note"]
 
 _MAX_DOUBLE = Fraction(sys.float_info.max)
 _BAR_FACTOR = 3
@@ -152,3 +152,22 @@ def _target_problems(
             f"{_remedy(policy, spec)}"
         ]
     return []
+
+
+EVAL_FRACTION_ADVISED = (Fraction(1, 10), Fraction(2, 5))
+"""Outside this range of ``eval_fraction`` the policy loads with a :class:`PolicyWarning`."""
+
+
+def eval_fraction_note(fraction: Fraction) -> str | None:
+    """Why an ``eval_fraction`` outside :data:`EVAL_FRACTION_ADVISED` is unwise, naming
+    the side it falls on; None inside the advised range."""
+    lo, hi = EVAL_FRACTION_ADVISED
+    shown = f"eval_fraction {float(fraction):g} is outside {float(lo):g}–{float(hi):g}"
+    if fraction < lo:
+        return f"{shown}: this little ε per release gives error bars that swallow the signal"
+    if fraction > hi:
+        return (
+            f"{shown}: evaluation takes {float(fraction) * 100:.4g}% of each epoch's ε, leaving "
+            "training less than the advised 60%"
+        )
+    return None

@@ -41,7 +41,11 @@ from dpledger.policy.base import (
     not_underflowed,
 )
 from dpledger.policy.hashing import content_hash
-from dpledger.policy.limits import budget_limit_problems
+from dpledger.policy.limits import (
+    EVAL_FRACTION_ADVISED,
+    budget_limit_problems,
+    eval_fraction_note,
+)
 from dpledger.policy.loading import parse_toml, read_policy_text
 from dpledger.policy.metric import MetricSpec
 from dpledger.policy.regions import Regions
@@ -63,25 +67,6 @@ __all__ = [
     "checked_rounds",
     "eval_fraction_note",
 ]
-
-EVAL_FRACTION_ADVISED = (Fraction(1, 10), Fraction(2, 5))
-"""Outside this range of ``eval_fraction`` the policy loads with a :class:`PolicyWarning`."""
-
-
-def eval_fraction_note(fraction: Fraction) -> str | None:
-    """Why an ``eval_fraction`` outside :data:`EVAL_FRACTION_ADVISED` is unwise, naming
-    the side it falls on; None inside the advised range."""
-    lo, hi = EVAL_FRACTION_ADVISED
-    shown = f"eval_fraction {float(fraction):g} is outside {float(lo):g}–{float(hi):g}"
-    if fraction < lo:
-        return f"{shown}: this little ε per release gives error bars that swallow the signal"
-    if fraction > hi:
-        return (
-            f"{shown}: evaluation takes {float(fraction) * 100:.4g}% of each epoch's ε, leaving "
-            "training less than the advised 60%"
-        )
-    return None
-
 
 MAX_RECORDS_PER_PERSON = 1_000_000
 """The largest ``max_records_per_person`` a policy may declare."""
@@ -497,3 +482,12 @@ class Policy(FrozenModel):
 
     def __hash__(self) -> int:
         return hash(self.content_hash)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal fields, read from the content hash (a hash covers every field but
+        ``source``): pydantic's field-by-field walk cost ~60 µs a verdict-cache lookup."""
+        if self is other:
+            return True
+        if not isinstance(other, Policy) or type(other) is not type(self):
+            return NotImplemented
+        return self.content_hash == other.content_hash and self.source == other.source
