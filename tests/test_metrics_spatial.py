@@ -325,6 +325,10 @@ def test_batch_rows_equal_per_client_results(lengths: list[int], seed: int) -> N
         (lambda: sp.clipped_loss([1.0, 2.0], clip_high=1, offsets=[1]), "start at 0"),
         (lambda: sp.clipped_loss([1.0, 2.0], clip_high=1, offsets=[0, 2, 1]), "sorted"),
         (lambda: sp.clipped_loss([1.0, 2.0], clip_high=1, offsets=[0, 3]), "past the samples"),
+        (  # a uint64 start past 2⁶³ wrapped negative and was called unsorted
+            lambda: sp.clipped_loss([1.0, 2.0], clip_high=1, offsets=np.array([0, 2**63], "u8")),
+            "past the samples: 9223372036854775808 > 2",
+        ),
         (lambda: sp.clipped_loss([1.0], clip_high=1, offsets=[0.0]), "integers"),
         (lambda: sp.clipped_loss([1.0], clip_high=1, offsets=[]), "non-empty"),
         (lambda: sp.error_histogram([1.0], edges=[2.0, 1.0], cap=1), "strictly increasing"),

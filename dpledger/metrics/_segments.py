@@ -292,6 +292,8 @@ def segments_for(offsets: ClientOffsets | None, n_samples: int) -> Segments:
             )
         if arr.dtype.kind not in "iu":  # not bool, nor timedelta64 (an np.integer to numpy)
             raise InvalidInput(f"offsets must hold integers, got dtype {arr.dtype}")
+        if arr.dtype.kind == "u" and int(arr.max()) > n_samples:  # 2⁶³+ would wrap negative
+            raise InvalidInput(f"offsets point past the samples: {int(arr.max())} > {n_samples}")
         starts = arr.astype(np.int64)
         if starts[0] != 0:
             raise InvalidInput(f"offsets must start at 0, got {int(starts[0])}")
