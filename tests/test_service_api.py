@@ -352,6 +352,9 @@ def test_health_and_the_schema_need_no_key_and_every_operation_names_its_action(
     assert set(schema["paths"]["/v1/releases"]["post"]["responses"]) >= {
         "201", "400", "401", "403", "409", "413", "422", "503",
     }  # fmt: skip
+    life = schema["paths"]["/v1/lifetime/{region}"]["get"]  # it answers a person's on records
+    assert "person" in life["summary"]
+    assert "privacy_unit" in life["description"]
 
 
 def test_errors_share_one_shape_and_a_path_under_v1_needs_a_key(app: Any, site: Site) -> None:

@@ -289,14 +289,15 @@ def verify(
     "/lifetime/{region}",
     responses=error_responses(404),
     openapi_extra=needs("read"),
-    summary="A client's total loss over all epochs, with (ε, δ) views",
+    summary="A client's (on a record-level ledger, a person's) total loss over all epochs",
 )
 def lifetime(
     region: Region,
     request: Request,
     delta: Annotated[float | None, Query(gt=0, lt=1, allow_inf_nan=False)] = None,
 ) -> dict[str, Any]:
-    """``region='*'``: the worst client, who may change region between epochs."""
+    """The unit's lifetime loss (``privacy_unit`` in the answer), with (ε, δ) views;
+    ``region='*'``: the worst client or person, who may change region between epochs."""
     state = service_state(request)
     with state.ledger() as ledger:
         try:  # a region a later version removed still has its recorded spend
