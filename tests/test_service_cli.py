@@ -67,6 +67,14 @@ def test_revoke_marks_the_key_and_an_unknown_id_exits_2(
     err = capsys.readouterr().err
     assert "no key with id" in err
     assert "Traceback" not in err
+    main(create(ledger, "--action", "read", "--name", "ops"))
+    other = capsys.readouterr().out.strip().split("_")[1]
+    assert main(["keys", "revoke", "--ledger", ledger, other, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)  # as `keys list --json` shows a key
+    assert (shown["key_id"], shown["name"]) == (other, "ops")
+    assert shown["revoked_at"].startswith("20")
+    assert main(["keys", "revoke", "--ledger", ledger, "abcdefabcdef", "--json"]) == 2
+    assert json.loads(capsys.readouterr().out)["error"] == "unknown_resource"
 
 
 @pytest.mark.parametrize(

@@ -219,6 +219,8 @@ def cmd_keys_revoke(args: argparse.Namespace) -> int:
     with ServiceStore.open(_keys_location(args), ledger=_owner(args)) as store:
         record = store.revoke(args.key_id)
     text = f"revoked {record.key_id} ({record.name}) at {record.revoked_at}"
+    if args.json:
+        text = json_text(record.as_dict())
     try:
         write_out(text)
     except Undelivered as e:
@@ -430,6 +432,7 @@ def register(subparsers: Any) -> None:
         "key_id",
         help="the key's id as `keys list` prints it (the <id> in dpl_<id>_…; never the secret)",
     )
+    r.add_argument("--json", action="store_true", help="machine-readable output")
     r.set_defaults(func=cmd_keys_revoke)
     ls = sub.add_parser("list", help="every key's id, name, scopes and state")
     _store_args(ls)
