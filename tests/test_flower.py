@@ -709,6 +709,36 @@ def test_every_instruction_carries_the_plan_whether_contents_are_shared_or_not(
     assert len({id(m.content) for m in msgs}) == (1 if inner is FedAvg else 5)
 
 
+class _Twice(FedAvg):
+    """FedAvg that sends every instruction twice (a strategy may repeat a node)."""
+
+    def configure_evaluate(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Any
+    ) -> list[Message]:
+        return 2 * list(super().configure_evaluate(server_round, arrays, config, grid))
+
+
+def test_a_node_sent_two_instructions_is_selected_or_unregistered_once() -> None:
+    grid = LocalGrid(lambda m, c: m, 4)
+    grid.activate()
+    try:
+        with Ledger.open(":memory:", exact(), mode="create") as ledger:
+            regions = dict(zip(grid.node_ids, ["north", "south", "*", "north"], strict=True))
+            s = LedgerEvaluation(
+                _Twice(fraction_train=0.0, min_available_nodes=4, min_evaluate_nodes=4),
+                ledger, metrics=METRICS, params=PARAMS, registry=StaticRegistry(regions),
+            )  # fmt: skip
+            msgs = list(s.configure_evaluate(1, ArrayRecord(), ConfigRecord(), grid))
+            s.aggregate_evaluate(1, [])  # nobody answered
+    finally:
+        grid.deactivate()
+    assert len(msgs) == 3  # one instruction per node with a region
+    report = s.rounds[1]
+    assert report.unregistered == (grid.node_ids[2],)  # counted once, not twice
+    assert report.health["north"].selected == 2
+    assert report.health["north"].dropped == 2
+
+
 def test_no_module_outside_dpledger_flower_imports_flwr() -> None:
     import ast
 

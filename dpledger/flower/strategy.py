@@ -294,7 +294,7 @@ class LedgerEvaluation(Strategy):
                          self.plans)  # fmt: skip
         record = plan.record()
         selected: dict[int, str] = {}
-        unregistered: list[int] = []
+        unregistered: dict[int, None] = {}  # each node once, however often it was sent to
         out = []
         planned: set[int] = set()  # ids of the contents given the plan (all alive here)
         for m, node in zip(messages, nodes, strict=True):
@@ -304,7 +304,7 @@ class LedgerEvaluation(Strategy):
                 or region == ALL
                 or not self.policy.regions.admits(region)
             ):
-                unregistered.append(node)
+                unregistered[node] = None
                 continue
             if node in selected:
                 continue
