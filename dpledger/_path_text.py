@@ -1,8 +1,9 @@
 """What the text of a path may be: UTF-8 without NUL, no padding, no unseen characters.
 
-A path that differs from the one meant only by what nobody sees (a trailing space or
-``\r``, a zero-width space, a bidirectional override, NFC against NFD) names another file:
-a release there would start a new, empty budget beside the ledger meant (reviews 39, 40).
+A path that differs from the one meant only in what a reader cannot tell apart (a
+trailing space or ``\r``, a zero-width space, a bidirectional override, NFC against NFD,
+a Cyrillic ``а`` for ``a``) names another file: a release there would start a new, empty
+budget beside the ledger meant (reviews 39, 40).
 :func:`skeleton` is how a name looks, for finding such twins beside an existing file.
 """
 
@@ -88,10 +89,30 @@ to a reader (review 40 diff 3)."""
 def skeleton(name: str) -> str:
     """``name`` as it looks: NFC, without the unseen characters the path check lets through
     (variation selectors, a combining grapheme joiner, fillers, the joiners), every space as
-    U+0020, every hyphen as ``-``: two names with one skeleton are twins to a reader."""
+    U+0020, every hyphen as ``-``, every Cyrillic or Greek letter drawn as a Latin one as
+    that letter: two names with one skeleton are twins to a reader."""
     seen = _SPACES.sub(" ", _IGNORED.sub("", unicodedata.normalize("NFC", name)))
-    return seen.translate(_HYPHENS)
+    return seen.translate(_DRAWN_AS)
 
 
 _HYPHENS = {0x2010: "-", 0x2011: "-"}  # HYPHEN, NON-BREAKING HYPHEN: drawn as "-" is
 # (a word processor's or a wiki's copy of my-ledger.db), unlike the longer dashes
+
+_LATIN_LOOKALIKES = {  # letters Unicode's confusables (TR39) give as one Latin letter
+    "a": "\u0430\u03b1", "c": "\u0441", "d": "\u0501", "e": "\u0435", "h": "\u04bb",
+    "i": "\u0456\u03b9", "j": "\u0458", "l": "\u04cf", "o": "\u043e\u03bf", "p": "\u0440\u03c1",
+    "q": "\u051b", "s": "\u0455", "v": "\u03bd", "w": "\u051d", "x": "\u0445", "y": "\u0443",
+    "A": "\u0410\u0391", "B": "\u0412\u0392", "C": "\u0421", "E": "\u0415\u0395",
+    "H": "\u041d\u0397", "I": "\u0406\u0399", "J": "\u0408", "K": "\u041a\u039a",
+    "M": "\u041c\u039c", "N": "\u039d", "O": "\u041e\u039f", "P": "\u0420\u03a1",
+    "S": "\u0405", "T": "\u0422\u03a4", "X": "\u0425\u03a7", "Y": "\u04ae\u03a5",
+    "Z": "\u0396",
+}  # fmt: skip
+"""Cyrillic and Greek letters drawn as the Latin letter they map to (``lаb.db`` with a
+Cyrillic ``а`` is ``lab.db`` to a reader): a name typed on another keyboard layout, or
+pasted, would start a new budget beside the ledger meant."""
+
+_DRAWN_AS = {
+    **_HYPHENS,
+    **{ord(c): latin for latin, alike in _LATIN_LOOKALIKES.items() for c in alike},
+}

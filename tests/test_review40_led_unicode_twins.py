@@ -13,7 +13,9 @@ again with new noise, saying only "created a new ledger at …":
   ``./\\u200cL.db``, the Mongolian vowel separator; diff 3), a no-break or thin space for
   a space, a hyphen look-alike for ``-`` (diff 3): the same name to a reader;
 - the plain ASCII twin of such a name (``L.db`` beside ``L.db\\ufe0f``, ``K.db`` beside the
-  KELVIN SIGN's): the twin check had an ASCII fast path (diff 3).
+  KELVIN SIGN's): the twin check had an ASCII fast path (diff 3);
+- a Cyrillic or Greek letter drawn as a Latin one (``lаb.db`` with a Cyrillic ``а``;
+  stop 41: left open by review 40).
 
 A new path that looks like an existing file is refused before anything is created (exit
 2); a name where such a character is meant, with no twin beside it, stays usable.
@@ -90,6 +92,9 @@ TWINS = [
     ("my-ledger.db", "my\u2010ledger.db"), ("my-ledger.db", "my\u2011ledger.db"),
     # the plain ASCII twin of an existing look-alike (diff 3)
     ("L.db\ufe0f", "L.db"), ("\u212a.db", "K.db"),
+    # a Cyrillic or Greek letter drawn as the Latin one, both ways (stop 41)
+    ("lab.db", "l\u0430b.db"), ("l\u0430b.db", "lab.db"), ("ops.db", "\u03bfps.db"),
+    ("PROD.db", "\u0420R\u041eD.db"), ("my-eval.db", "my-\u0435v\u0430l.db"),
 ]  # fmt: skip
 
 
@@ -131,6 +136,7 @@ def test_names_that_only_resemble_one_are_other_names(
     assert main(_release(tmp_path, "my-ledger.db")) == 0
     assert main(_release(tmp_path, "my\u2013ledger.db")) == 0  # an en dash, drawn longer
     (tmp_path / "Lé.db").write_bytes(b"")  # another name, not a twin of L.db
+    assert main(_release(tmp_path, "\u043b\u0430\u0431.db")) == 0  # Cyrillic лаб: not lab
     assert main(_release(tmp_path, "L.db")) == 0
     assert (tmp_path / "L.db").exists()
 
