@@ -36,7 +36,7 @@ __all__ = ["PLOT_NAMES", "check_plot_targets", "clearly_positive", "write_plots"
 
 _COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3")
 _GREY = "#c8c8c8"
-_WIDE = 0.5  # a calibration gap whose 95% interval is wider than this is drawn hollow grey
+_WIDE = 0.5  # a calibration gap whose 95% interval is wider (or unusable) is drawn hollow grey
 
 
 def clearly_positive(rel: Release) -> tuple[np.ndarray, float]:
@@ -174,7 +174,8 @@ def _calibration_chart(plt: Any, result: DemoResult, rels: dict[tuple[str, str],
         ivs = {j: share_interval(rel, j, k + j, (-1.0, 1.0), "bucket count") for j in shown}
         gap = np.clip([rel.noisy_sum[j] / rel.noisy_sum[k + j] for j in shown], -1.0, 1.0)
         err = np.array([[g - ivs[j].low, ivs[j].high - g] for g, j in zip(gap, shown, strict=True)])
-        wide = np.array([ivs[j].high - ivs[j].low > _WIDE for j in shown], dtype=bool)
+        wide = np.array([ivs[j].high - ivs[j].low > _WIDE or not ivs[j].usable for j in shown],
+                        dtype=bool)  # fmt: skip
         greyed |= bool(wide.any())
         # markers only: buckets are separate estimates, a line between them would read as a
         # trend that their intervals do not support
@@ -201,7 +202,8 @@ def _calibration_chart(plt: Any, result: DemoResult, rels: dict[tuple[str, str],
             "on the unclamped release).")  # fmt: skip
     if greyed:
         note += (
-            f" Hollow grey: an interval wider than {_WIDE:g} (within the noise: read as unknown)."
+            f" Hollow grey: an interval wider than {_WIDE:g}, or one flagged unusable (within "
+            "the noise: read as unknown)."
         )
     return _save(plt, fig, path, note + drop_note)
 
