@@ -25,16 +25,15 @@ from dpledger.policy.base import (
     describe_validation_error,
     to_fraction,
 )
+from dpledger.policy.limits import EVAL_FRACTION_ADVISED, eval_fraction_note
 from dpledger.policy.loading import MAX_POLICY_BYTES
 from dpledger.policy.metric import Clip, MetricSpec
 from dpledger.policy.model import (
-    EVAL_FRACTION_ADVISED,
     MAX_RECORDS_PER_PERSON,
     MAX_ROUNDS,
     Policy,
     PolicyWarning,
     checked_rounds,
-    eval_fraction_note,
 )
 from dpledger.policy.model import FrozenMetrics as FrozenMetrics  # importable here, as before
 from dpledger.policy.regions import ALL, Regions

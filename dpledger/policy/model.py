@@ -41,11 +41,7 @@ from dpledger.policy.base import (
     not_underflowed,
 )
 from dpledger.policy.hashing import content_hash
-from dpledger.policy.limits import (
-    EVAL_FRACTION_ADVISED,
-    budget_limit_problems,
-    eval_fraction_note,
-)
+from dpledger.policy.limits import budget_limit_problems, eval_fraction_note
 from dpledger.policy.loading import parse_toml, read_policy_text
 from dpledger.policy.metric import MetricSpec
 from dpledger.policy.regions import Regions
@@ -59,13 +55,11 @@ from dpledger.types import (
 )
 
 __all__ = [
-    "EVAL_FRACTION_ADVISED",
     "MAX_RECORDS_PER_PERSON",
     "MAX_ROUNDS",
     "Policy",
     "PolicyWarning",
     "checked_rounds",
-    "eval_fraction_note",
 ]
 
 MAX_RECORDS_PER_PERSON = 1_000_000
