@@ -303,6 +303,14 @@ def release_confusion(
                 "signed metric a negative cell is a valid sum, and refusing it would tell "
                 "its sign; nothing was released or charged"
             )
+        if spec.cap_per_record is not None and spec.cap_per_record < 1:
+            # a record is one count (record_confusion: L1 = 1, never scaled): a smaller
+            # cap would charge half (or less) of what one person moves (review 41 priv)
+            raise InvalidInput(
+                f"metric {request.metric!r} declares cap_per_record = {spec.cap_per_record}, "
+                "but each record of a confusion matrix adds one count (L1 = 1): declare "
+                "cap_per_record ≥ 1; nothing was released or charged"
+            )
     negative = spec is not None and bool((flat < 0).any())  # unknown: the ledger refuses
     if negative:  # it first; nonnegative: no valid sum has a negative cell (never how many)
         raise InvalidInput(
