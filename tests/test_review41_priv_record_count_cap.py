@@ -75,3 +75,39 @@ def test_release_confusion_accepts_a_record_cap_of_one(tmp_path) -> None:
     with dl.Ledger.open(tmp_path / "l.sqlite", _policy("1"), mode="create") as ledger:
         out = dl.release_confusion(ledger, _request(10), total)
     assert out.release.charge.amount == 0.5
+
+
+HISTOGRAM = """
+name = "r41-record-histogram"
+version = "1"
+privacy_unit = "record"
+max_records_per_person = 1
+neighbouring = "add_remove"
+definition = "pure"
+epoch_epsilon = "4"
+[regions]
+open = true
+[metrics.stay]
+kind = "histogram"
+epsilon = "0.5"
+edges = [1.0, 7.0]
+edges_version = "days/v1"
+cap_per_record = "{cap}"
+"""
+
+
+def test_a_record_histogram_cap_below_one_is_refused_at_load() -> None:
+    """record_histogram also adds one count per record, released by a plain ledger.release
+    that cannot tell where the aggregate came from: the policy is the place to refuse
+    (docs/privacy-model.md: a histogram cell moves by one count per record)."""
+    v = np.array([0.5, 3.0, 9.0])
+    moved = float(
+        np.abs(
+            rec.record_histogram(np.append(v, 2.0), edges=[1.0, 7.0]).total()
+            - rec.record_histogram(v, edges=[1.0, 7.0]).total()
+        ).sum()
+    )
+    assert moved == 1.0
+    with pytest.raises(dl.PolicyError, match="cap_per_record must be ≥ 1"):
+        dl.Policy.from_toml(HISTOGRAM.format(cap="0.5"))
+    assert dl.Policy.from_toml(HISTOGRAM.format(cap="1")).metric("stay").cap == 1

@@ -213,6 +213,10 @@ class Policy(FrozenModel):
             if not record and (spec.cap_per_record is not None or spec.y_clip is not None):
                 out.append(f"metric {name!r}: cap_per_record, y_clip and y_pred_clip belong to "
                            "a privacy_unit = 'record' policy")  # fmt: skip
+            small = spec.cap_per_record is not None and spec.cap_per_record < 1
+            if small and spec.kind == "histogram" and not RECORDED.get():  # review 41 priv
+                out.append(f"metric {name!r}: a record adds one count to a histogram (L1 = 1, "
+                           "never scaled): cap_per_record must be ≥ 1")  # fmt: skip
         return out
 
     # -- loading -------------------------------------------------------------------
