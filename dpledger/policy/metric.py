@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from decimal import Decimal, localcontext
 from fractions import Fraction
 
 from pydantic import ConfigDict, Field, StrictBool, StrictFloat, field_validator, model_validator
@@ -20,6 +21,13 @@ from dpledger.policy.base import RECORDED, BoundDecimal, BudgetDecimal, CapDecim
 from dpledger.types import MAX_DIMENSION, BarKind, MechanismKind, MetricKind
 
 __all__ = ["Clip", "MetricSpec"]
+
+
+def _exact(q: Fraction) -> str:
+    """A policy's decimal as it was written (1.00000000000000001, not 100000000000000001/1e17)."""
+    with localcontext() as ctx:
+        ctx.prec = 60
+        return format(Decimal(q.numerator) / Decimal(q.denominator), "f")
 
 
 class Clip(FrozenModel):
@@ -35,6 +43,12 @@ class Clip(FrozenModel):
     def _ordered(self) -> Clip:
         if not self.low < self.high:
             raise ValueError(f"clip low ({self.low}) must be below high ({self.high})")
+        if float(self.low) == float(self.high) and not RECORDED.get():  # review 41 priv
+            raise ValueError(
+                f"clip low ({_exact(self.low)}) and high ({_exact(self.high)}) are the same double "
+                f"({float(self.low)!r}): clients clip to doubles, so every one would send that "
+                "value; widen the clip"
+            )
         return self
 
 
