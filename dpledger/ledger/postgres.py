@@ -84,7 +84,13 @@ from dpledger.ledger.pgsql import (
 )
 from dpledger.ledger.pgsql import SPEND_GUARD as _SPEND_GUARD
 from dpledger.ledger.records import Entry
-from dpledger.ledger.schema import SCHEMA, SCHEMA_VERSION, missing_hint, row_to_entry
+from dpledger.ledger.schema import (
+    SCHEMA,
+    SCHEMA_VERSION,
+    later_schema,
+    missing_hint,
+    row_to_entry,
+)
 from dpledger.ledger.store import SqlStore
 from dpledger.types import Mode
 
@@ -124,6 +130,7 @@ _SESSION_SQL = """SELECT current_setting('synchronous_commit'), current_setting(
   CASE WHEN source = 'client' THEN NULL ELSE set_config('lock_timeout', %s, false) END
 FROM pg_settings WHERE name = 'lock_timeout'"""
 _SCHEMA_GONE = frozenset({"42P01", "42703"})  # undefined table, undefined column
+_VERSION = "SELECT value FROM dpl_meta WHERE key = 'schema_version'"
 
 
 def _bigints(values: Sequence[int]) -> bytes:
@@ -244,9 +251,13 @@ class PostgresStore(PipelinedWrites, SqlStore):
         if self.mode != "read":  # nothing is written through a foreign trigger
             found = foreign_triggers(conn.execute(TRIGGERS).fetchall())
             if found:
+                later = None  # a later schema's triggers are its own: say so (review 41)
+                with contextlib.suppress(psycopg.Error):
+                    rows = conn.execute(_VERSION).fetchall()
+                    later = later_schema(self._location, rows[0][0] if rows else None)
                 with contextlib.suppress(psycopg.Error):
                     conn.close()
-                raise LedgerCorrupted(f"{self._location}: {found[0]}; nothing was written")
+                raise later or LedgerCorrupted(f"{self._location}: {found[0]}; nothing was written")
         if fsync == "off":
             warnings.warn(
                 f"PostgreSQL at {self._location} runs with fsync=off: a server crash can "

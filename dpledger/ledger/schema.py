@@ -18,7 +18,7 @@ from fractions import Fraction
 from typing import Any, cast
 
 from dpledger._shown import shown
-from dpledger.errors import InvalidInput, LedgerCorrupted
+from dpledger.errors import InvalidInput, LedgerCorrupted, LedgerSchemaUnsupported
 from dpledger.ledger.records import GENESIS, Entry, EntryDraft
 from dpledger.mechanisms import MechanismFacts
 from dpledger.types import Budget, Unit
@@ -38,6 +38,7 @@ __all__ = [
     "Statements",
     "checked_head",
     "head_of",
+    "later_schema",
     "missing_hint",
     "policy_conflict",
     "row_to_entry",
@@ -238,6 +239,21 @@ class Schema1:
     spend: str  # () -> epoch, scope, total of the schema-1 spend table
     upgrade: tuple[str, ...]  # DDL run in order inside the upgrade's transaction
     insert_spend: str  # (epoch, scope, metric, total) into the new spend table
+
+
+def later_schema(location: str, version: object) -> LedgerSchemaUnsupported | None:
+    """The refusal of a ledger whose schema ``version`` is a later one than this dpledger
+    reads (a version number above :data:`SCHEMA_VERSION`), or None. A write handle checks
+    the ledger's triggers before its schema: a later schema's own triggers are not
+    foreign ones (review 41: a release on such a ledger said "drop them")."""
+    if not (isinstance(version, str) and re.fullmatch(r"[1-9][0-9]{0,8}", version)):
+        return None
+    if int(version) <= int(SCHEMA_VERSION):
+        return None
+    return LedgerSchemaUnsupported(
+        f"{location}: schema version {version!r}, this dpledger reads "
+        f"{' and '.join(READABLE_VERSIONS)}: upgrade dpledger"
+    )
 
 
 def missing_hint(mode: str) -> str:

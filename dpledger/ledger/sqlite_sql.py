@@ -18,6 +18,7 @@ from dpledger.ledger.schema import (
     SPEND_TABLE,
     Schema1,
     Statements,
+    later_schema,
 )
 
 __all__ = [
@@ -80,7 +81,12 @@ def guard_spend(conn: sqlite3.Connection, where: str = "") -> None:
     conn.execute("PRAGMA trusted_schema=ON")
     found = foreign_triggers(conn.execute(TRIGGERS).fetchall())
     if found:
-        raise LedgerCorrupted(f"{where}: {found[0]}; nothing was written")
+        try:  # a later schema's triggers are its own: say so, not "drop them"
+            row = conn.execute("SELECT value FROM dpl_meta WHERE key = 'schema_version'")
+            later = later_schema(where, next(iter(row.fetchall()), (None,))[0])
+        except sqlite3.Error:
+            later = None
+        raise later or LedgerCorrupted(f"{where}: {found[0]}; nothing was written")
 
 
 TRIGGERS = "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' ORDER BY name"
