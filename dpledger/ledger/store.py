@@ -256,6 +256,11 @@ class SqlStore(ABC):
         with self._lock:
             return self._execute(self.schema_1.spend)
 
+    def schema_1_policies(self) -> list[tuple[Any, ...]]:
+        """The schema-1 recorded policies: ``(hash, body)`` rows, unparsed."""
+        with self._lock:
+            return self._execute("SELECT hash, body FROM dpl_policies ORDER BY hash")
+
     def upgrade_schema_1(
         self, head: tuple[int, str], spend: Sequence[tuple[int, str, str, str]]
     ) -> None:
