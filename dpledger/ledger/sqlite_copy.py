@@ -198,8 +198,11 @@ def lacks_table(p: Path, table: str) -> bool:
 
     A writer asks first: SQLite opening another application's database read-write
     recovers its WAL and, on closing, checkpoints it into that file and deletes its ``-wal``
-    and ``-shm`` (review 39). A ledger's tables are always in its file, whatever its WAL
-    holds: it is built, closed (checkpointed) and only then linked into place. A file
+    and ``-shm`` (review 39). A ledger's tables are in its file, whatever its WAL holds:
+    it is built, closed (checkpointed) and only then linked into place — except one
+    dpledger 0.1 created in place, whose writer was killed (or still runs) before its
+    first checkpoint: its tables are only in its ``-wal``, so a file without ``table`` is
+    read once more with its log, in a private copy (review 41). A file
     with a hot journal is torn until that is rolled back, which the read-write open would
     do in place (rewriting another application's file, deleting its journal): it is read
     in a private copy, rolled back there, as a read does (False when no copy can be made)."""
@@ -213,14 +216,42 @@ def lacks_table(p: Path, table: str) -> bool:
         if copy is not None:  # else the journal is gone: read the file as it is
             target, uri, where = copy, f"file:{quote(str(copy))}?mode=rw", copy.parent
     try:
-        conn = sqlite_files.connect(target, uri)
-        try:
-            return not conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
-            ).fetchall()
-        finally:
-            sqlite_files.close(conn)
+        missing = not _has_table(target, uri, table)
     except sqlite3.Error:
         return False  # whoever opens it next says why
+    finally:
+        drop_copy(where)
+    return missing and not _in_log(p, name, table)
+
+
+def _has_table(target: Path, uri: str, table: str) -> bool:
+    conn = sqlite_files.connect(target, uri)
+    try:
+        return bool(
+            conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+            ).fetchall()
+        )
+    finally:
+        sqlite_files.close(conn)
+
+
+def _in_log(p: Path, name: str, table: str) -> bool:
+    """Whether the database ``p`` (resolved: ``name``) has ``table`` as its ``-wal``
+    leaves it: read in a private copy of both (nothing beside it is opened or made)."""
+    if not os.path.lexists(f"{name}-wal"):
+        return False
+    try:
+        where = Path(tempfile.mkdtemp(prefix="dpledger-read-"))
+    except OSError:
+        return False
+    copy = where / "ledger.db"
+    try:
+        with sqlite_files.unheld(p, lambda: StoreError(f"{p} is open in this process")):
+            shutil.copyfile(name, copy)  # a copy's descriptor drops no lock
+            shutil.copyfile(f"{name}-wal", f"{copy}-wal")
+        return _has_table(copy, f"file:{quote(str(copy))}?mode=ro", table)
+    except (OSError, sqlite3.Error, StoreError):
+        return False  # refused as no ledger, as before
     finally:
         drop_copy(where)
