@@ -10,6 +10,11 @@ on the lowered total, ``verify`` names only the spend rows, never the missing gu
 ``dpledger ledger migrate`` says "already at schema 4: nothing to do", so the tool has no
 way to put the guard back.
 
+privacy-model.md and README concede it ("someone with write access who drops those
+triggers and lowers a total can make later releases overspend until `verify` reports
+it"): this is a design gap rather than a broken promise, kept as a strict xfail because
+review 40's refusal of a disabled or never-firing guard is bypassed by the plainer DROP.
+
 Not fixed here: checking that dpledger's own triggers are present (per schema version)
 changes what ``verify`` reports for every tamper test that drops them first
 (``StoreUnderTest.disable_append_only``, ``factories.drop_spend_guard``; some assert
@@ -29,8 +34,8 @@ LOSS = ReleaseRequest(epoch=0, metric="loss", region="a", cohort=100)
 
 @pytest.mark.xfail(
     strict=True,
-    reason="review 41: a dropped schema-4 guard is not detected (a disabled one is); "
-    "see the module docstring",
+    reason="review 41: a dropped schema-4 guard is not detected (a disabled one is): a "
+    "documented design gap; see the module docstring",
 )
 def test_a_writer_refuses_a_schema_4_ledger_whose_guard_was_dropped(
     store: StoreUnderTest,

@@ -58,7 +58,7 @@ def register(subparsers: Any) -> None:
         ("verify", _cmd_verify, "hash chain, recorded policies, every ε re-derived via OpenDP"),
         ("export", _cmd_export, "entries as JSON lines"),
         ("lifetime", _cmd_lifetime, "a client's total loss over all epochs"),
-        ("migrate", _cmd_migrate, "upgrade a schema-1 or -2 ledger in place (keeps hashes)"),
+        ("migrate", _cmd_migrate, "upgrade a schema-1, -2 or -3 ledger in place (keeps hashes)"),
     ):
         p = actions.add_parser(name, help=help_)
         ledger_args(p)
