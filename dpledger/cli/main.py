@@ -3,7 +3,8 @@
 Exit codes make it a CI gate: 0 approved/ok; 1 refused, failed verification, or the
 result could not be delivered (standard output closed or full after a release was
 committed: standard error says what was committed and how to read it back); 2 usage or
-input error; 3 internal error (a dpledger bug; ``--debug`` shows the traceback).
+input error; 3 internal error (a dpledger bug; ``--debug`` shows the traceback); 130
+interrupted (Ctrl-C: after a release was committed, standard error says what it spent).
 Reading commands (``check``, ``ledger show|verify|export|lifetime``) open an existing
 ledger only; a ledger is created by ``release`` or ``ledger init``.
 """
@@ -50,6 +51,7 @@ from dpledger.types import Mode
 __all__ = [
     "EXIT_ERROR",
     "EXIT_INTERNAL",
+    "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_REFUSED",
     "EXIT_UNDELIVERED",
@@ -65,6 +67,12 @@ __all__ = [
 EXIT_OK, EXIT_REFUSED, EXIT_ERROR, EXIT_INTERNAL = 0, 1, 2, 3
 EXIT_UNDELIVERED = EXIT_REFUSED
 """Committed (or done) but the result could not be written: the same code as a refusal."""
+EXIT_INTERRUPTED = 130
+"""Interrupted (Ctrl-C): the shell's code for SIGINT."""
+_INTERRUPTED_NOTE = (
+    ": it may have been committed: check `dpledger ledger show` (spend) and `ledger export` "
+    "(value) before a rerun (a rerun with the same --release-id never spends twice)"
+)
 MAX_AGGREGATE_VALUES = 100_000
 """An aggregate file may hold at most this many numbers (a policy's largest dimension)."""
 _HINT = "pass one metric's aggregate, its value or its vector of bins or cells"
@@ -264,34 +272,36 @@ def _cmd_release(args: argparse.Namespace) -> int:
     request, aggregate = _request(args), load_aggregate(args.aggregate)
     if not args.aggregate_error >= 0.0:  # checked before anything is spent
         raise InvalidInput(f"--aggregate-error must be >= 0, got {shown(args.aggregate_error)}")
-    with open_ledger(args, "create") as ledger:
-        new = not ledger.exists
-        try:
-            r = ledger.release(request, aggregate).with_aggregate_error(args.aggregate_error)
-        except ReleaseRefused as e:
-            if e.verdict is None:
-                raise
-            emit(e.verdict.as_dict(), args.json, verdict_text(e.verdict))
-            return EXIT_REFUSED
-        if new:  # a mistyped --ledger would start a new budget history: say so
-            say(f"dpledger: created a new ledger at {ledger.location}")
-        where = ledger.location
+    r: Release | None = None
     try:
+        with open_ledger(args, "create") as ledger:
+            new, where = not ledger.exists, ledger.location
+            try:
+                r = ledger.release(request, aggregate)
+            except ReleaseRefused as e:
+                if e.verdict is None:
+                    raise
+                emit(e.verdict.as_dict(), args.json, verdict_text(e.verdict))
+                return EXIT_REFUSED
+            r = r.with_aggregate_error(args.aggregate_error)
+            if new:  # a mistyped --ledger would start a new budget history: say so
+                say(f"dpledger: created a new ledger at {where}")
         emit(r.as_dict(), args.json, release_text(r))
-    except Undelivered as e:  # the ε is spent: the value must not be lost silently
-        retry = (
-            f"; a retry with --release-id {r.release_id} returns the same value"
-            if r.release_id
-            else ""
-        )
-        return committed_but_undelivered(
+    except (Undelivered, KeyboardInterrupt) as e:  # the ε is spent: never lose the value
+        if r is None:
+            raise  # nothing was committed (a Ctrl-C mid-release: main says how to check)
+        undelivered = isinstance(e, Undelivered)  # or Ctrl-C after the commit (review 41)
+        retry = f"; a retry with --release-id {r.release_id} returns the same value"
+        committed_but_undelivered(
             "a release (ε charged)",
-            e.why,
+            e.why if isinstance(e, Undelivered) else "Ctrl-C interrupted it",
             release_text(r),
             f"The ε is spent and the value is recorded in entry {r.entry_id}: read it back "
             f"with `dpledger ledger export {at_args(args.policy, where)}` ({_output_is(r)}; "
-            f"`dpledger ledger show` shows the spend){retry}. Do not release it again.",
+            f"`dpledger ledger show` shows the spend){retry if r.release_id else ''}. Do not "
+            "release it again.",
         )
+        return EXIT_UNDELIVERED if undelivered else EXIT_INTERRUPTED
     return EXIT_OK
 
 
@@ -427,8 +437,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
         return EXIT_OK
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt:  # before a commit, or one whose outcome is unknown
+        say(f"dpledger: interrupted{_INTERRUPTED_NOTE if args.func is _cmd_release else ''}")
+        return EXIT_INTERRUPTED
     except Exception as e:
         return _internal(e, args)
     finally:
