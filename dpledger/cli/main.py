@@ -67,8 +67,7 @@ __all__ = [
 EXIT_OK, EXIT_REFUSED, EXIT_ERROR, EXIT_INTERNAL = 0, 1, 2, 3
 EXIT_UNDELIVERED = EXIT_REFUSED
 """Committed (or done) but the result could not be written: the same code as a refusal."""
-EXIT_INTERRUPTED = 130
-"""Interrupted (Ctrl-C): the shell's code for SIGINT."""
+EXIT_INTERRUPTED = 130  # Ctrl-C: the shell's code for SIGINT
 _INTERRUPTED_NOTE = (
     ": it may have been committed: check `dpledger ledger show` (spend) and `ledger export` "
     "(value) before a rerun (a rerun with the same --release-id never spends twice)"
@@ -277,6 +276,7 @@ def _cmd_release(args: argparse.Namespace) -> int:
         with open_ledger(args, "create") as ledger:
             new, where = not ledger.exists, ledger.location
             try:
+                args.releasing = True  # a Ctrl-C from here on may follow a commit
                 r = ledger.release(request, aggregate)
             except ReleaseRefused as e:
                 if e.verdict is None:
@@ -438,7 +438,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             os.dup2(devnull, sys.stdout.fileno())
         return EXIT_OK
     except KeyboardInterrupt:  # before a commit, or one whose outcome is unknown
-        say(f"dpledger: interrupted{_INTERRUPTED_NOTE if args.func is _cmd_release else ''}")
+        say(f"dpledger: interrupted{_INTERRUPTED_NOTE if getattr(args, 'releasing', 0) else ''}")
         return EXIT_INTERRUPTED
     except Exception as e:
         return _internal(e, args)
