@@ -27,7 +27,9 @@ from pathlib import Path
 
 from dpledger.errors import InvalidInput
 
-__all__ = ["Temp", "check_room", "dead_temps", "hint", "remove_dead", "temp_for"]
+__all__ = [
+    "Temp", "check_room", "dead_temps", "hint", "remove_dead", "temp_for", "unwritable"
+]  # fmt: skip
 
 _UNKNOWN = "0" * 12  # the process space of a host where it cannot be read: never removed
 _FORM = re.compile(r"\.(?P<pid>[1-9][0-9]{0,9})\.(?P<space>[0-9a-f]{12})\.[0-9a-f]{8}\.creating")
@@ -76,6 +78,22 @@ def check_room(target: Path, what: str) -> None:
             f"names up to {_ROOM} bytes longer, and this file system allows {limit} bytes "
             f"a name; choose a name of at most {limit - _ROOM} bytes"
         )
+
+
+def unwritable(target: Path) -> str:
+    """Why no new file can be made beside ``target`` (a missing directory, a read-only
+    file system, no permission), as a clause to append to an error; "" if none is seen."""
+    parent = target.parent
+    try:
+        if not parent.is_dir():
+            return f": the directory {parent} does not exist"
+        if os.statvfs(parent).f_flag & os.ST_RDONLY:
+            return f": {parent} is on a read-only file system; use a writable directory"
+    except OSError:
+        return ""
+    if not os.access(parent, os.W_OK):
+        return f": this user may not create files in {parent}; use a writable directory"
+    return ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -106,9 +106,10 @@ def remove_built(tmp: Path) -> None:
     -wal/-shm/-journal beside it; none there is fine, and so is a ``tmp`` under a regular
     file (``NotADirectoryError``: it was never made), which must not mask why building
     failed."""
-    with contextlib.suppress(NotADirectoryError):
-        for suffix in ("", "-wal", "-shm", "-journal"):
-            Path(f"{tmp}{suffix}").unlink(missing_ok=True)
+    with contextlib.suppress(NotADirectoryError):  # only names that are there: on a read-
+        for suffix in ("", "-wal", "-shm", "-journal"):  # only file system, unlinking a
+            if os.path.lexists(f"{tmp}{suffix}"):  # missing one fails, EROFS (review 41)
+                Path(f"{tmp}{suffix}").unlink(missing_ok=True)
 
 
 def read_header(p: Path, n: int) -> bytes | None:

@@ -45,7 +45,7 @@ from typing import Any
 from urllib.parse import quote
 
 from dpledger import _sqlite_files as sqlite_files
-from dpledger._creating import check_room, remove_dead, temp_for
+from dpledger._creating import check_room, remove_dead, temp_for, unwritable
 from dpledger._files import SQLITE_SIDECARS, check_path_text, check_sidecars, check_sqlite_name
 from dpledger.errors import (
     LedgerChanged,
@@ -283,7 +283,8 @@ class SqliteStore(SqlStore):
             with contextlib.suppress(FileExistsError):  # another creator won: open its ledger
                 os.link(tmp, target)
         except (OSError, sqlite3.Error) as e:
-            raise StoreError(f"cannot create the SQLite ledger {self._path}: {e}") from e
+            why = f"{e}{unwritable(target)}"
+            raise StoreError(f"cannot create the SQLite ledger {self._path}: {why}") from e
         finally:
             sqlite_files.remove_built(tmp)
         self._check_file(target)

@@ -18,7 +18,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from dpledger import _sqlite_files as sqlite_files
-from dpledger._creating import check_room, remove_dead, temp_for
+from dpledger._creating import check_room, remove_dead, temp_for, unwritable
 from dpledger._files import SQLITE_SIDECARS, check_sidecars
 from dpledger._sqlite_files import check_sqlite_file
 from dpledger.errors import StoreError
@@ -109,6 +109,6 @@ def build(target: Path, fill: Callable[[Path], None]) -> None:
         with contextlib.suppress(FileExistsError):  # another creator won: open theirs
             os.link(tmp, target)
     except (OSError, sqlite3.Error, StoreError) as e:
-        raise StoreError(f"cannot create the key store {target}: {e}") from e
+        raise StoreError(f"cannot create the key store {target}: {e}{unwritable(target)}") from e
     finally:
         sqlite_files.remove_built(tmp)
