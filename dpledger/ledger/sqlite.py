@@ -56,7 +56,7 @@ from dpledger.errors import (
 )
 from dpledger.ledger.schema import SCHEMA_VERSION, missing_hint
 from dpledger.ledger.sqlite_copy import drop_copy, lacks_table, read_copy
-from dpledger.ledger.sqlite_errors import is_access, is_damage, not_a_ledger
+from dpledger.ledger.sqlite_errors import is_damage, not_a_ledger, out_of_reach
 from dpledger.ledger.sqlite_fresh import Seen, identity, seen, successor
 from dpledger.ledger.sqlite_sql import (
     INSERT_ENTRY,
@@ -215,11 +215,8 @@ class SqliteStore(SqlStore):
         except sqlite3.DatabaseError as e:
             sqlite_files.close(conn)
             self._drop_copy()
-            if is_access(e):  # the file may be fine
-                raise StoreError(
-                    f"cannot open SQLite ledger {self._path}: {e}: check the permissions of "
-                    f"the file, of its directory and of any -wal/-shm beside it"
-                ) from e
+            if hint := out_of_reach(e):  # the file may be fine
+                raise StoreError(f"cannot open SQLite ledger {self._path}: {e}: {hint}") from e
             raise LedgerCorrupted(f"{self._path} is not a readable SQLite database: {e}") from e
         except BaseException:
             sqlite_files.close(conn)

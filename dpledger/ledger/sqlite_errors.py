@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
-__all__ = ["is_access", "is_damage", "not_a_ledger"]
+__all__ = ["is_damage", "not_a_ledger", "out_of_reach"]
 
 _ACCESS = frozenset({3, 8, 14})  # SQLITE_PERM, SQLITE_READONLY, SQLITE_CANTOPEN
 _DAMAGED = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB: the file, not the moment
@@ -27,9 +27,21 @@ def is_damage(e: BaseException | None) -> bool:
 _MISSING = ("no such table: dpl_", "no such column: ")
 
 
-def is_access(e: sqlite3.Error) -> bool:
-    """Whether SQLite could not open the file for lack of permission (it may be fine)."""
-    return getattr(e, "sqlite_errorcode", 0) & 0xFF in _ACCESS
+def out_of_reach(e: sqlite3.Error) -> str:
+    """What to check when SQLite could not open the file for lack of permission or of
+    disk space, or for an I/O error (the file may be fine); "" for any other error.
+
+    A full disk fails opening a WAL database with SQLITE_IOERR_SHMSIZE (its ``-shm``
+    cannot grow): it was reported as "not a readable SQLite database" (review 41)."""
+    code = getattr(e, "sqlite_errorcode", 0) & 0xFF
+    if code in _ACCESS:
+        return "check the permissions of the file, of its directory and of any -wal/-shm beside it"
+    if code in (10, 13):  # SQLITE_IOERR, SQLITE_FULL
+        return (
+            "SQLite could not read or write it or its -wal/-shm: check the free space and "
+            "health of its file system, then retry (nothing was changed)"
+        )
+    return ""
 
 
 def not_a_ledger(path: str) -> str:
