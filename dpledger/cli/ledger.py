@@ -8,6 +8,7 @@ schema in place, keeping every hash. Exit codes are :mod:`dpledger.cli.main`'s.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
@@ -238,8 +239,13 @@ def _export_target(args: argparse.Namespace) -> Path:
             )
         if _same_file(out, args.policy):
             raise InvalidInput(f"--out {out} is the --policy file: choose another file")
-        if out.is_dir():
-            raise InvalidInput(f"--out {out} is a directory: name a file")
+        if out.is_dir() or args.out.endswith(("/", os.sep)):  # Path drops a trailing slash
+            raise InvalidInput(f"--out {args.out} is a directory: name a file")
+        if out.is_symlink():  # the rename would replace the link, not its file (review 41)
+            raise InvalidInput(
+                f"--out {out} is a symbolic link (to {os.readlink(out)}): it would be replaced "
+                "by a regular file; name the file itself (leave --out out for standard output)"
+            )
         if out.exists() and not out.is_file():
             raise InvalidInput(f"--out {out} is not a regular file: name a file")
         if out.exists() and _is_sqlite(out):
