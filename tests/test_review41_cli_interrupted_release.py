@@ -85,3 +85,24 @@ def test_interrupt_of_a_read_says_interrupted(
     err = capsys.readouterr().err
     assert "interrupted" in err
     assert "committed" not in err  # a read commits nothing: no false alarm
+
+
+def test_interrupt_before_a_new_key_is_shown_revokes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import dpledger.cli.service as cli_service
+
+    assert main(_args(tmp_path)) == 0
+    db = str(tmp_path / "L.db")
+
+    def interrupted(*_: Any, **__: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_service, "write_out", interrupted)
+    create = ["keys", "create", "--ledger", db, "--name", "team", "--action", "read"]
+    assert main(create) == 130
+    err = capsys.readouterr().err
+    assert "revoked at once" in err, err  # a live key nobody was shown: revoked
+    monkeypatch.undo()
+    assert main(["keys", "list", "--ledger", db, "--json"]) == 0
+    assert '"revoked_at": null' not in capsys.readouterr().out

@@ -182,6 +182,9 @@ def cmd_keys_create(args: argparse.Namespace) -> int:
                 write_out(made.token)
         except Undelivered as e:
             return _unshown_key(store, record, e.why)
+        except KeyboardInterrupt:  # a key nobody saw is revoked so too (review 41)
+            _unshown_key(store, record, "Ctrl-C interrupted it")
+            return 130
     say(
         f"dpledger: created key {record.key_id} for {record.name} in {where}:\n  "
         f"{_key_line(record)}\nThis is the only time the key is shown: keep it in a secret "
