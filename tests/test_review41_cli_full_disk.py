@@ -83,3 +83,15 @@ def test_a_full_disk_is_named_and_spends_nothing(small_fs: Path, tmp_path: Path)
     assert _cli(*release).returncode == 0  # retried once space is back: charged once
     shown = _cli("ledger", "show", *at, "--json")
     assert json.loads(shown.stdout)["entries"] == 1
+
+
+def test_a_key_store_on_a_full_disk_says_so(small_fs: Path, tmp_path: Path) -> None:
+    """``keys create`` said only "…creating: OperationalError" (SQLite's message dropped)."""
+    ledger = small_fs / "L.db"
+    assert _cli("ledger", "init", "--policy", str(SPATIAL), "--ledger", str(ledger)).returncode == 0
+    filler = _fill(small_fs, 4096)
+    r = _cli("keys", "create", "--ledger", str(ledger), "--name", "ci", "--action", "read")
+    assert r.returncode == 2, r.stderr
+    assert "full" in r.stderr, r.stderr
+    assert sorted(p.name for p in small_fs.iterdir()) == ["L.db", "filler"]
+    filler.unlink()

@@ -109,6 +109,7 @@ def build(target: Path, fill: Callable[[Path], None]) -> None:
         with contextlib.suppress(FileExistsError):  # another creator won: open theirs
             os.link(tmp, target)
     except (OSError, sqlite3.Error, StoreError) as e:
-        raise StoreError(f"cannot create the key store {target}: {e}{unwritable(target)}") from e
+        why = e.__cause__ if isinstance(e.__cause__, sqlite3.Error) else e  # SQLite's words
+        raise StoreError(f"cannot create the key store {target}: {why}{unwritable(target)}") from e
     finally:
         sqlite_files.remove_built(tmp)
