@@ -42,6 +42,7 @@ def test_interrupt_while_printing_a_committed_release_says_what_was_spent(
     def interrupted(*_: Any, **__: Any) -> None:
         raise KeyboardInterrupt
 
+    cli_main.build_parser()  # its subcommand modules import emit first: never the patch
     monkeypatch.setattr(cli_main, "emit", interrupted)
     assert main(_args(tmp_path, "--release-id", "r-1")) == 130
     err = capsys.readouterr().err

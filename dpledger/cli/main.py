@@ -46,6 +46,7 @@ from dpledger.errors import (
 )
 from dpledger.ledger import Ledger, Release
 from dpledger.policy import ALL, Policy
+from dpledger.service.store import default_location
 from dpledger.types import Mode
 
 __all__ = [
@@ -68,10 +69,8 @@ EXIT_OK, EXIT_REFUSED, EXIT_ERROR, EXIT_INTERNAL = 0, 1, 2, 3
 EXIT_UNDELIVERED = EXIT_REFUSED
 """Committed (or done) but the result could not be written: the same code as a refusal."""
 EXIT_INTERRUPTED = 130  # Ctrl-C: the shell's code for SIGINT
-_INTERRUPTED_NOTE = (
-    ": it may have been committed: check `dpledger ledger show` (spend) and `ledger export` "
-    "(value) before a rerun (a rerun with the same --release-id never spends twice)"
-)
+_INTERRUPTED_NOTE = ": it may have been committed: check `dpledger ledger show` (spend) and \
+`ledger export` (value) before a rerun (a rerun with the same --release-id never spends twice)"
 MAX_AGGREGATE_VALUES = 100_000
 """An aggregate file may hold at most this many numbers (a policy's largest dimension)."""
 _HINT = "pass one metric's aggregate, its value or its vector of bins or cells"
@@ -413,8 +412,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if getattr(args, "ledger", None):  # every command's --ledger, before it is used
             _not_written_into(check_ledger_target(str(args.ledger)))
-        if getattr(args, "keys", None):  # and the service's key store
-            _not_written_into(check_ledger_target(str(args.keys), "--keys"))
+        if hasattr(args, "keys") and (args.keys or args.ledger):  # and the key store, or
+            keys = args.keys or default_location(str(args.ledger))  # the ledger's (review 41)
+            _not_written_into(check_ledger_target(str(keys), "--keys"))
         code: int = args.func(args)
     except ReleaseRefused as e:
         if e.verdict is None:
