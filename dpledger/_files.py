@@ -363,6 +363,8 @@ def check_new(path: str | os.PathLike[str], what: str) -> Path:
     before any work whose output goes there; :func:`write_new` checks again as it creates."""
     if not os.fspath(path):
         raise InvalidInput(f"{what} needs a file name, got an empty one")
+    if str(os.fspath(path)).endswith(("/", os.sep)):  # Path() drops it: "out/" wrote "out"
+        raise InvalidInput(f"{what} {os.fspath(path)!s} names a directory: name a new file")
     p = Path(path)
     if os.path.lexists(p):
         raise InvalidInput(
