@@ -2,6 +2,6 @@
 
 import sys
 
-from dpledger.cli.main import main
+from dpledger.cli import run
 
-sys.exit(main())
+sys.exit(run())
