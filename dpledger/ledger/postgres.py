@@ -71,7 +71,7 @@ from typing import TYPE_CHECKING, Any
 
 from dpledger._files import redact_url
 from dpledger._pg_schema import found_sql, in_own_schema
-from dpledger.errors import LedgerCorrupted, LedgerNotFound, StoreError
+from dpledger.errors import LedgerChanged, LedgerCorrupted, LedgerNotFound, StoreError
 from dpledger.ledger.pgsql import APPEND_ONLY as _APPEND_ONLY
 from dpledger.ledger.pgsql import (
     EPOCH_POLICIES,
@@ -437,8 +437,21 @@ class PostgresStore(PipelinedWrites, SqlStore):
     @contextmanager
     def _read_transaction(self) -> Iterator[None]:
         # one snapshot for every read inside (verify), without taking the write lock
-        with self._transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", lock=False):
-            yield
+        try:
+            with self._transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", lock=False):
+                yield
+        except StoreError as e:
+            # the session failed, not the ledger (killed, failover, a timeout): a read to
+            # do again, never a verdict on the ledger (review 41)
+            cause = e.__cause__
+            lost = isinstance(cause, psycopg.OperationalError) or self._conn.broken
+            if self._closed or isinstance(e, LedgerChanged) or not (lost or self._conn.closed):
+                raise
+            said = self._clean(cause) if cause is not None else str(e)
+            raise LedgerChanged(
+                f"PostgreSQL ledger {self._location}: the session reading it failed ({said}): "
+                "nothing is wrong with the ledger and nothing was written; read again"
+            ) from e
 
     @contextmanager
     def _transaction(
