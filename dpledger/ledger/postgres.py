@@ -129,6 +129,8 @@ _SESSION_SQL = """SELECT current_setting('synchronous_commit'), current_setting(
   CASE WHEN source = 'client' THEN setting || COALESCE(unit, '') END,
   CASE WHEN source = 'client' THEN NULL ELSE set_config('lock_timeout', %s, false) END
 FROM pg_settings WHERE name = 'lock_timeout'"""
+_IN_TEMP = "SELECT 1 FROM pg_class WHERE oid = to_regclass('dpl_meta') AND relpersistence = 't'"
+"""A row when the ledger's tables were just created as temporary tables (pg_temp first)."""
 _SCHEMA_GONE = frozenset({"42P01", "42703"})  # undefined table, undefined column
 _VERSION = "SELECT value FROM dpl_meta WHERE key = 'schema_version'"
 
@@ -360,6 +362,13 @@ class PostgresStore(PipelinedWrites, SqlStore):
         with self._lock, self._write_transaction():
             for statement in (*SCHEMA, _APPEND_ONLY, _SPEND_GUARD):
                 self._execute(statement)
+            if self._execute(_IN_TEMP):  # they would vanish with the session (review 41)
+                raise StoreError(
+                    f"{self._location}: the session's search_path creates tables in its "
+                    "temporary schema (pg_temp), which vanish when the session ends: each run "
+                    "would spend from a fresh budget; name the ledger's schema first "
+                    "(?options=-c%20search_path%3DNAME); nothing was created"
+                )
             if not self._execute("SELECT 1 FROM dpl_meta LIMIT 1"):  # a racing creator's
                 self._set_meta(("schema_version", SCHEMA_VERSION), *meta.items())
         self._exists = True
