@@ -56,7 +56,7 @@ from dpledger.errors import (
 )
 from dpledger.ledger.schema import SCHEMA_VERSION, missing_hint
 from dpledger.ledger.sqlite_copy import drop_copy, lacks_table, read_copy
-from dpledger.ledger.sqlite_errors import is_damage, not_a_ledger, out_of_reach
+from dpledger.ledger.sqlite_errors import is_damage, not_a_ledger, out_of_reach, unrecorded
 from dpledger.ledger.sqlite_fresh import Seen, identity, seen, successor
 from dpledger.ledger.sqlite_sql import (
     INSERT_ENTRY,
@@ -393,9 +393,9 @@ class SqliteStore(SqlStore):
         del epochs  # an in-process read costs no round trip: loaded as usual
         if meanwhile is not None:
             meanwhile()
-        self._execute("BEGIN IMMEDIATE")
         kept, self._kept, self._pending = self._kept, None, None
         try:
+            self._execute("BEGIN IMMEDIATE")
             # read under the write lock: equal to the kept state's version only if no
             # other connection committed since this one's last write transaction began
             (version,) = self._execute("PRAGMA data_version")[0]
@@ -403,20 +403,20 @@ class SqliteStore(SqlStore):
             if kept is not None and kept.version == self._version:
                 self._kept = kept
             yield
-        except BaseException:
+        except BaseException as e:
             self._kept = self._pending = self._version = None
             # a failed rollback must not mask the original error
             with contextlib.suppress(sqlite3.Error):
                 self._connection().rollback()
-            raise
+            unrecorded(e, self._timeout_s)  # raises e, a store's failure saying what became of it
         pending, self._pending, self._kept, self._version = self._pending, None, None, None
         try:
             self._execute("COMMIT")
-        except StoreError:
+        except StoreError as e:
             # leave no half-open transaction behind: every later BEGIN would fail
             with contextlib.suppress(sqlite3.Error):
                 self._connection().rollback()
-            raise
+            unrecorded(e, self._timeout_s, commit=True)
         sqlite_files.save_if_moved(self._connection())  # renamed meanwhile: keep its commits
         self._kept = pending  # only a committed flush is kept; any other write drops it
 

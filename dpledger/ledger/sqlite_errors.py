@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import sqlite3
+from typing import NoReturn
 
-__all__ = ["is_damage", "not_a_ledger", "out_of_reach"]
+from dpledger.errors import StoreError
+
+__all__ = ["is_damage", "not_a_ledger", "out_of_reach", "unrecorded"]
 
 _ACCESS = frozenset({3, 8, 14})  # SQLITE_PERM, SQLITE_READONLY, SQLITE_CANTOPEN
+_BUSY = frozenset({5, 6})  # SQLITE_BUSY, SQLITE_LOCKED: another writer holds the lock
 _DAMAGED = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB: the file, not the moment
 
 
@@ -50,3 +54,23 @@ def not_a_ledger(path: str) -> str:
         f"{path} is an SQLite database but not a dpledger ledger (no dpl_meta table); use "
         "another path for a new ledger"
     )
+
+
+def unrecorded(e: BaseException, wait_s: float, *, commit: bool = False) -> NoReturn:
+    """Raise ``e``, an SQLite write transaction's failure, saying what became of the write
+    and what to do (review 41: "database or disk is full" alone said neither). Only a
+    plain :class:`StoreError` is reworded; anything else (a refusal, a missing ledger, an
+    interrupt) is raised as it is."""
+    if type(e) is not StoreError:
+        raise e
+    code = getattr(e.__cause__, "sqlite_errorcode", 0) & 0xFF
+    if code in _BUSY:
+        said = f"another writer held the ledger's write lock for over {wait_s:g} s; nothing "
+        raise StoreError(f"{e}: {said}was recorded, retry") from e
+    if commit:
+        raise StoreError(
+            f"{e}: COMMIT failed, its outcome is unknown and no value was returned (the spend "
+            "may have been recorded: over-counted, never under-counted); check the ledger's "
+            "entries: a retry under the same release_id returns a recorded release"
+        ) from e
+    raise StoreError(f"{e}; nothing was recorded (rolled back): fix the cause, then retry") from e
