@@ -15,7 +15,10 @@ from typing import Any
 
 from dpledger.errors import StoreError
 
-__all__ = ["found_sql", "in_own_schema"]
+__all__ = ["IN_TEMP", "found_sql", "in_own_schema", "in_temp", "moved"]
+
+IN_TEMP = "SELECT 1 FROM pg_class WHERE oid = to_regclass('dpl_meta') AND relpersistence = 't'"
+"""A row when the ledger's tables were just created as temporary tables (pg_temp first)."""
 
 
 def found_sql(table: str) -> str:
@@ -51,3 +54,24 @@ def in_own_schema(
             "(?options=-c%20search_path%3DNAME in the URL) or keep it in a database of its own"
         )
     return True
+
+
+def in_temp(location: str) -> StoreError:
+    """Why a ledger is not created in the session's temporary schema (review 41)."""
+    return StoreError(
+        f"{location}: the session's search_path creates tables in its temporary schema "
+        "(pg_temp), which vanish when the session ends: each run would spend from a fresh "
+        "budget; name the ledger's schema first (?options=-c%20search_path%3DNAME); nothing "
+        "was created"
+    )
+
+
+def moved(was: Sequence[Sequence[Any]], now: Sequence[Sequence[Any]], location: str) -> StoreError:
+    """Why a new session that finds the ledger's tables elsewhere (:func:`found_sql`'s rows
+    then and now) is not used: its search_path changed (review 41)."""
+    where = f"schema {now[0][0]!r}" if now else "no schema"
+    return StoreError(
+        f"a new session on {location} finds the ledger's tables in {where}, not in schema "
+        f"{was[0][0]!r} where this handle opened the ledger (its search_path changed): "
+        "nothing was recorded; open the ledger again"
+    )

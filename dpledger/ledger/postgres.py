@@ -70,7 +70,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from dpledger._files import redact_url
-from dpledger._pg_schema import found_sql, in_own_schema
+from dpledger._pg_schema import IN_TEMP, found_sql, in_own_schema, in_temp, moved
 from dpledger.errors import LedgerChanged, LedgerCorrupted, LedgerNotFound, StoreError
 from dpledger.ledger.pgsql import APPEND_ONLY as _APPEND_ONLY
 from dpledger.ledger.pgsql import (
@@ -129,8 +129,6 @@ _SESSION_SQL = """SELECT current_setting('synchronous_commit'), current_setting(
   CASE WHEN source = 'client' THEN setting || COALESCE(unit, '') END,
   CASE WHEN source = 'client' THEN NULL ELSE set_config('lock_timeout', %s, false) END
 FROM pg_settings WHERE name = 'lock_timeout'"""
-_IN_TEMP = "SELECT 1 FROM pg_class WHERE oid = to_regclass('dpl_meta') AND relpersistence = 't'"
-"""A row when the ledger's tables were just created as temporary tables (pg_temp first)."""
 _SCHEMA_GONE = frozenset({"42P01", "42703"})  # undefined table, undefined column
 _VERSION = "SELECT value FROM dpl_meta WHERE key = 'schema_version'"
 
@@ -282,6 +280,12 @@ class PostgresStore(PipelinedWrites, SqlStore):
             self._conn.close()
         self._pipeline.forget()  # prepared statements live and die with their session
         self._conn = self._connect()
+        if not self._exists:  # a new session reads the search_path as it is now (review 41)
+            return
+        now = self._conn.execute(found_sql("dpl_meta")).fetchall()
+        if [r[0] for r in now] != [r[0] for r in self._found]:
+            self._conn.close()  # so that every later call meets this again
+            raise moved(self._found, now, self._location)
 
     def _lock_wait_text(self) -> str:
         """How long a writer waits for the ledger lock, for an error message."""
@@ -362,16 +366,12 @@ class PostgresStore(PipelinedWrites, SqlStore):
         with self._lock, self._write_transaction():
             for statement in (*SCHEMA, _APPEND_ONLY, _SPEND_GUARD):
                 self._execute(statement)
-            if self._execute(_IN_TEMP):  # they would vanish with the session (review 41)
-                raise StoreError(
-                    f"{self._location}: the session's search_path creates tables in its "
-                    "temporary schema (pg_temp), which vanish when the session ends: each run "
-                    "would spend from a fresh budget; name the ledger's schema first "
-                    "(?options=-c%20search_path%3DNAME); nothing was created"
-                )
+            if self._execute(IN_TEMP):  # they would vanish with the session (review 41)
+                raise in_temp(self._location)
             if not self._execute("SELECT 1 FROM dpl_meta LIMIT 1"):  # a racing creator's
                 self._set_meta(("schema_version", SCHEMA_VERSION), *meta.items())
-        self._exists = True
+        self._exists = False
+        self.exists()  # where it now is, for a session opened again later
 
     @contextmanager
     def _begin_write(
