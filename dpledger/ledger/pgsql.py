@@ -18,6 +18,7 @@ from dpledger.ledger.schema import (
 )
 
 __all__ = [
+    "ADVICE",
     "APPEND_ONLY",
     "EPOCH_POLICIES",
     "OWN_TRIGGERS",
@@ -52,6 +53,14 @@ SQL = Statements(
     **PARAMETERLESS,
 )
 """The store's statements, in PostgreSQL's dialect (``%s`` parameters, arrays for lists)."""
+
+ADVICE = {
+    "25006": "the session is read-only (a hot standby, or default_transaction_read_only set "
+    "for the role or database): point the URL at the primary, with a role that may write",
+    "42501": "the role may not write the ledger's tables: GRANT it SELECT, INSERT and UPDATE "
+    "on dpl_meta, dpl_entries, dpl_spend and dpl_policies, or use the ledger's writer role",
+}
+"""What to do about a refusal a retry would meet again (by SQLSTATE; review 41)."""
 
 RELEASES = SQL.releases.replace("%s", "$1")
 """(release ids as one text-format ``text[]``) -> their entries' rows, in a pipeline."""

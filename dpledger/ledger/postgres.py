@@ -72,8 +72,8 @@ from typing import TYPE_CHECKING, Any
 from dpledger._files import redact_url
 from dpledger._pg_schema import IN_TEMP, found_sql, in_own_schema, in_temp, moved
 from dpledger.errors import LedgerChanged, LedgerCorrupted, LedgerNotFound, StoreError
-from dpledger.ledger.pgsql import APPEND_ONLY as _APPEND_ONLY
 from dpledger.ledger.pgsql import (
+    ADVICE,
     EPOCH_POLICIES,
     RELEASES,
     SCHEMA_1,
@@ -82,6 +82,7 @@ from dpledger.ledger.pgsql import (
     TRIGGERS,
     foreign_triggers,
 )
+from dpledger.ledger.pgsql import APPEND_ONLY as _APPEND_ONLY
 from dpledger.ledger.pgsql import SPEND_GUARD as _SPEND_GUARD
 from dpledger.ledger.records import Entry
 from dpledger.ledger.schema import (
@@ -304,9 +305,10 @@ class PostgresStore(PipelinedWrites, SqlStore):
                 f"PostgreSQL ledger {self._location} is damaged: {self._clean(e)}; it fails "
                 "`dpledger ledger verify`: restore it from a backup"
             )
+        advice = ADVICE.get(str(getattr(e, "sqlstate", "")), "retry, or check the server log")
         return StoreError(
             f"PostgreSQL ledger {self._location}: {type(e).__name__}: {self._clean(e)}; "
-            "nothing was recorded by this statement; retry, or check the server log"
+            f"nothing was recorded by this statement; {advice}"
         )
 
     # -- SqlStore ---------------------------------------------------------------------
