@@ -57,8 +57,9 @@ SQL = Statements(
 ADVICE = {
     "25006": "the session is read-only (a hot standby, or default_transaction_read_only set "
     "for the role or database): point the URL at the primary, with a role that may write",
-    "42501": "the role may not write the ledger's tables: GRANT it SELECT, INSERT and UPDATE "
-    "on dpl_meta, dpl_entries, dpl_spend and dpl_policies, or use the ledger's writer role",
+    "42501": "the role lacks a privilege on the ledger's tables dpl_meta, dpl_entries, "
+    "dpl_spend and dpl_policies: GRANT a writer SELECT, INSERT and UPDATE on them (a "
+    "reader SELECT), or use the ledger's own roles",
 }
 """What to do about a refusal a retry would meet again (by SQLSTATE; review 41)."""
 
