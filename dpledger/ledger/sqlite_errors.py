@@ -63,14 +63,16 @@ def unrecorded(e: BaseException, wait_s: float, *, commit: bool = False) -> NoRe
     interrupt) is raised as it is."""
     if type(e) is not StoreError:
         raise e
-    code = getattr(e.__cause__, "sqlite_errorcode", 0) & 0xFF
+    cause = e.__cause__ or e  # the database's own error stays the cause (the stores' contract)
+    code = getattr(cause, "sqlite_errorcode", 0) & 0xFF
     if code in _BUSY:
         said = f"another writer held the ledger's write lock for over {wait_s:g} s; nothing "
-        raise StoreError(f"{e}: {said}was recorded, retry") from e
+        raise StoreError(f"{e}: {said}was recorded, retry") from cause
     if commit:
         raise StoreError(
             f"{e}: COMMIT failed, its outcome is unknown and no value was returned (the spend "
             "may have been recorded: over-counted, never under-counted); check the ledger's "
             "entries: a retry under the same release_id returns a recorded release"
-        ) from e
-    raise StoreError(f"{e}; nothing was recorded (rolled back): fix the cause, then retry") from e
+        ) from cause
+    said = "nothing was recorded (rolled back): fix the cause, then retry"
+    raise StoreError(f"{e}; {said}") from cause
