@@ -462,7 +462,7 @@ class PostgresStore(PipelinedWrites, SqlStore):
             raise LedgerChanged(
                 f"PostgreSQL ledger {self._location}: the session reading it failed ({said}): "
                 "nothing is wrong with the ledger and nothing was written; read again"
-            ) from e
+            ) from cause or e
 
     @contextmanager
     def _transaction(
