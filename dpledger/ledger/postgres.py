@@ -455,8 +455,10 @@ class PostgresStore(PipelinedWrites, SqlStore):
             # the session failed, not the ledger (killed, failover, a timeout): a read to
             # do again, never a verdict on the ledger (review 41)
             cause = e.__cause__
-            lost = isinstance(cause, psycopg.OperationalError) or self._conn.broken
-            if self._closed or isinstance(e, LedgerChanged) or not (lost or self._conn.closed):
+            lost = isinstance(cause, psycopg.Error) and (
+                isinstance(cause, psycopg.OperationalError) or self._conn.broken
+            )
+            if self._closed or isinstance(e, LedgerChanged) or not lost:
                 raise
             said = self._clean(cause) if cause is not None else str(e)
             raise LedgerChanged(
