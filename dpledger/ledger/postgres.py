@@ -451,20 +451,16 @@ class PostgresStore(PipelinedWrites, SqlStore):
         try:
             with self._transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", lock=False):
                 yield
-        except StoreError as e:
-            # the session failed, not the ledger (killed, failover, a timeout): a read to
-            # do again, never a verdict on the ledger (review 41)
-            cause = e.__cause__
-            lost = isinstance(cause, psycopg.Error) and (
-                isinstance(cause, psycopg.OperationalError) or self._conn.broken
-            )
-            if self._closed or isinstance(e, LedgerChanged) or not lost:
+        except StoreError as e:  # the session failed (killed, failover, a timeout), not the
+            cause = e.__cause__  # ledger: a read to do again, never a verdict (review 41)
+            lost = isinstance(cause, psycopg.OperationalError) or self._conn.broken
+            if not isinstance(cause, psycopg.Error) or self._closed or not lost:
                 raise
-            said = self._clean(cause) if cause is not None else str(e)
             raise LedgerChanged(
-                f"PostgreSQL ledger {self._location}: the session reading it failed ({said}): "
-                "nothing is wrong with the ledger and nothing was written; read again"
-            ) from cause or e
+                f"PostgreSQL ledger {self._location}: the session reading it failed "
+                f"({self._clean(cause)}): nothing is wrong with the ledger and nothing was "
+                "written; read again"
+            ) from cause
 
     @contextmanager
     def _transaction(
