@@ -230,8 +230,8 @@ class PostgresStore(PipelinedWrites, SqlStore):
         except psycopg.Error as e:
             raise StoreError(
                 f"cannot connect to the PostgreSQL ledger {self._location}: {self._clean(e)}; "
-                "check that the server is running and that the URL (or DPLEDGER_URL) names "
-                "the right host, port, database and user"
+                "nothing was recorded: check that the server is running and that the URL (or "
+                "DPLEDGER_URL) names the right host, port, database and user"
             ) from e
         try:
             sync, fsync, client_wait, _ = conn.execute(
