@@ -7,6 +7,10 @@ use ``$n`` (:mod:`~dpledger.ledger.pgwrite`). Kept apart from the store's logic
 
 from __future__ import annotations
 
+import contextlib
+from typing import Any
+
+from dpledger.errors import DpLedgerError, LedgerCorrupted
 from dpledger.ledger.schema import (
     COLUMNS,
     EPOCH_INDEX,
@@ -15,6 +19,7 @@ from dpledger.ledger.schema import (
     SPEND_TABLE,
     Schema1,
     Statements,
+    later_schema,
 )
 
 __all__ = [
@@ -29,6 +34,7 @@ __all__ = [
     "SQL",
     "TRIGGERS",
     "foreign_triggers",
+    "trigger_refusal",
 ]
 
 SQL = Statements(
@@ -228,3 +234,17 @@ def foreign_triggers(rows: list[tuple[object, ...]]) -> list[str]:
         "(or that were changed or disabled): they run in every write and can skip or alter "
         "what a release records; drop them (restore dpledger's own from its DDL)"
     ]
+
+
+def trigger_refusal(conn: Any, location: str) -> DpLedgerError | None:
+    """Why a writer must not use the ledger on ``conn`` (a psycopg connection) for its
+    triggers (:func:`foreign_triggers`), or None: nothing is written through them. A later
+    schema's triggers are its own: that says "upgrade dpledger", not "drop them" (review 41)."""
+    found = foreign_triggers(conn.execute(TRIGGERS).fetchall())
+    if not found:
+        return None
+    later = None
+    with contextlib.suppress(Exception):  # the refusal below stands whatever this read meets
+        rows = conn.execute("SELECT value FROM dpl_meta WHERE key = 'schema_version'").fetchall()
+        later = later_schema(location, rows[0][0] if rows else None)
+    return later or LedgerCorrupted(f"{location}: {found[0]}; nothing was written")

@@ -71,7 +71,7 @@ from typing import TYPE_CHECKING, Any
 
 from dpledger._files import redact_url
 from dpledger._pg_schema import IN_TEMP, found_sql, in_own_schema, in_temp, moved
-from dpledger.errors import LedgerChanged, LedgerCorrupted, LedgerNotFound, StoreError
+from dpledger.errors import LedgerChanged, LedgerNotFound, StoreError
 from dpledger.ledger.pgsql import (
     ADVICE,
     EPOCH_POLICIES,
@@ -81,17 +81,12 @@ from dpledger.ledger.pgsql import (
     SQL,
     TRIGGERS,
     foreign_triggers,
+    trigger_refusal,
 )
 from dpledger.ledger.pgsql import APPEND_ONLY as _APPEND_ONLY
 from dpledger.ledger.pgsql import SPEND_GUARD as _SPEND_GUARD
 from dpledger.ledger.records import Entry
-from dpledger.ledger.schema import (
-    SCHEMA,
-    SCHEMA_VERSION,
-    later_schema,
-    missing_hint,
-    row_to_entry,
-)
+from dpledger.ledger.schema import SCHEMA, SCHEMA_VERSION, missing_hint, row_to_entry
 from dpledger.ledger.store import SqlStore
 from dpledger.types import Mode
 
@@ -131,7 +126,6 @@ _SESSION_SQL = """SELECT current_setting('synchronous_commit'), current_setting(
   CASE WHEN source = 'client' THEN NULL ELSE set_config('lock_timeout', %s, false) END
 FROM pg_settings WHERE name = 'lock_timeout'"""
 _SCHEMA_GONE = frozenset({"42P01", "42703"})  # undefined table, undefined column
-_VERSION = "SELECT value FROM dpl_meta WHERE key = 'schema_version'"
 
 
 def _bigints(values: Sequence[int]) -> bytes:
@@ -250,15 +244,11 @@ class PostgresStore(PipelinedWrites, SqlStore):
                 f"{self._clean(e)}; check the server log"
             ) from e
         if self.mode != "read":  # nothing is written through a foreign trigger
-            found = foreign_triggers(conn.execute(TRIGGERS).fetchall())
-            if found:
-                later = None  # a later schema's triggers are its own: say so (review 41)
-                with contextlib.suppress(psycopg.Error):
-                    rows = conn.execute(_VERSION).fetchall()
-                    later = later_schema(self._location, rows[0][0] if rows else None)
+            refused = trigger_refusal(conn, self._location)
+            if refused is not None:
                 with contextlib.suppress(psycopg.Error):
                     conn.close()
-                raise later or LedgerCorrupted(f"{self._location}: {found[0]}; nothing was written")
+                raise refused
         if fsync == "off":
             warnings.warn(
                 f"PostgreSQL at {self._location} runs with fsync=off: a server crash can "
@@ -453,14 +443,13 @@ class PostgresStore(PipelinedWrites, SqlStore):
                 yield
         except StoreError as e:  # the session failed (killed, failover, a timeout), not the
             cause = e.__cause__  # ledger: a read to do again, never a verdict (review 41)
-            lost = isinstance(cause, psycopg.OperationalError) or self._conn.broken
+            conn, lost = self._conn, isinstance(cause, psycopg.OperationalError)
+            lost = lost or conn is None or conn.broken
             if not isinstance(cause, psycopg.Error) or self._closed or not lost:
                 raise
-            raise LedgerChanged(
-                f"PostgreSQL ledger {self._location}: the session reading it failed "
-                f"({self._clean(cause)}): nothing is wrong with the ledger and nothing was "
-                "written; read again"
-            ) from cause
+            raise LedgerChanged(f"PostgreSQL ledger {self._location}: the session reading it "
+                                f"failed ({self._clean(cause)}): nothing is wrong with the "
+                                "ledger, nothing was written; read again") from cause  # fmt: skip
 
     @contextmanager
     def _transaction(
