@@ -18,7 +18,7 @@ import pytest
 import dpledger as dl
 from dpledger.metrics import records as rec
 
-POLICY = """
+HEAD = """
 name = "r41-record-cap"
 version = "1"
 privacy_unit = "record"
@@ -28,6 +28,10 @@ definition = "pure"
 epoch_epsilon = "4"
 [regions]
 open = true
+"""
+POLICY = (
+    HEAD
+    + """
 [metrics.confusion]
 kind = "vector_sum"
 epsilon = "0.5"
@@ -35,6 +39,7 @@ dimension = 4
 cap_per_record = "{cap}"
 nonnegative = true
 """
+)
 
 
 def _policy(cap: str) -> dl.Policy:
@@ -77,16 +82,9 @@ def test_release_confusion_accepts_a_record_cap_of_one(tmp_path) -> None:
     assert out.release.charge.amount == 0.5
 
 
-HISTOGRAM = """
-name = "r41-record-histogram"
-version = "1"
-privacy_unit = "record"
-max_records_per_person = 1
-neighbouring = "add_remove"
-definition = "pure"
-epoch_epsilon = "4"
-[regions]
-open = true
+HISTOGRAM = (
+    HEAD
+    + """
 [metrics.stay]
 kind = "histogram"
 epsilon = "0.5"
@@ -94,6 +92,7 @@ edges = [1.0, 7.0]
 edges_version = "days/v1"
 cap_per_record = "{cap}"
 """
+)
 
 
 def test_a_record_histogram_cap_below_one_is_refused_at_load() -> None:
