@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import dpledger as dl
+from dpledger.planning.definitions import compare_definitions
 from tests.factories import policy
 
 
@@ -103,3 +104,23 @@ def test_a_policy_subclass_is_enforced_as_the_policy_it_declares(tmp_path: Path)
                 break
         assert spent == 1
         assert type(ledger.policy) is dl.Policy
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda p: dl.plan(p, {"north": 100}),
+        lambda p: dl.required_budget(p, {"north": 100}, {"loss": 0.5}),
+        lambda p: dl.budget_for_target(p, "loss", 0.5, 100),
+        lambda p: compare_definitions(p, {"north": 100}),
+    ],
+    ids=["plan", "required_budget", "budget_for_target", "compare_definitions"],
+)
+def test_a_planner_validates_its_policy_as_a_ledger_does(call: object) -> None:
+    """Stop 41 (left open by review 40): a plan of an unvalidated policy printed budgets and
+    bars for an ``eval_fraction`` of 1000 that no ledger would ever open with."""
+    assert callable(call)
+    bad = dl.Policy.model_construct(**{**_fields(_quiet_policy()), "eval_fraction": Fraction(1000)})
+    with pytest.raises(dl.PolicyError, match="a planner validates its policy again"):
+        call(bad)
+    assert call(_quiet_policy()) is not None  # a valid one plans as before

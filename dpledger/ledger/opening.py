@@ -12,10 +12,10 @@ from pathlib import Path
 
 from dpledger._files import check_path_text, check_unpadded, postgres_url
 from dpledger._shown import shown
-from dpledger.errors import InvalidInput, PolicyError
+from dpledger.errors import InvalidInput
 from dpledger.ledger.store import SqlStore
 from dpledger.policy import Policy
-from dpledger.policy.base import RECORDED
+from dpledger.policy.checked import validated_copy
 from dpledger.types import Mode
 
 __all__ = ["checked_labels", "checked_mode", "checked_policy", "open_store"]
@@ -53,32 +53,11 @@ def _unencodable(text: str) -> bool:
 
 
 def checked_policy(policy: object, mode: Mode) -> Policy:
-    """``policy`` validated again from its fields: the copy a ledger records and enforces.
-
-    A ``Policy`` need not have been validated: pydantic's ``model_construct`` skips every
-    check, and ``object.__setattr__`` changes a field under the cached budgets and hash
-    derived from it (review 40: an ``eval_fraction`` of 1000 was enforced and recorded).
-    About a millisecond per open. Opened to read (nothing is spent), a policy is checked
-    as one read back from a ledger is (:data:`RECORDED`): one an earlier dpledger recorded
-    still opens its ledger to audit.
-    """
-    if not isinstance(policy, Policy):
-        raise InvalidInput(f"policy must be a dpledger Policy, got {type(policy).__name__}")
-    fields = {k: v for k, v in vars(policy).items() if k in Policy.model_fields}
-    token = RECORDED.set(mode == "read")
-    try:
-        return Policy.model_validate(fields)
-    except PolicyError as e:
-        raise PolicyError(
-            f"{e.problem} (a ledger validates its policy again, as loading does: this one "
-            "was built without validation (model_construct), changed after it, or read back "
-            "from a ledger under rules since tightened; build it with Policy.load, from_toml "
-            "or model_validate)",
-            source=str(fields.get("source", "<policy>")),
-            field=e.field,
-        ) from None
-    finally:
-        RECORDED.reset(token)
+    """``policy`` validated again from its fields: the copy a ledger records and enforces
+    (:func:`~dpledger.policy.checked.validated_copy`). Opened to read (nothing is spent),
+    by the rules a recorded policy is read with: one an earlier dpledger recorded still
+    opens its ledger to audit."""
+    return validated_copy(policy, recorded=mode == "read")
 
 
 _MODES: tuple[Mode, ...] = ("read", "write", "create")

@@ -16,6 +16,7 @@ from dpledger import mechanisms as mech
 from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.policy import ALL, Policy, checked_rounds
+from dpledger.policy.checked import validated_copy
 from dpledger.types import cohort_size
 
 __all__ = [
@@ -77,13 +78,15 @@ def positive_int(value: object, what: str) -> int:
 
 
 def validated_policy(policy: object) -> Policy:
-    """``policy`` if it is a :class:`Policy`; else :class:`InvalidInput` saying how to get one."""
+    """``policy`` validated again from its fields, as a ledger validates it (a plan of one
+    built with ``model_construct`` would print numbers no ledger approves); not a
+    :class:`Policy`: :class:`InvalidInput` saying how to get one."""
     if not isinstance(policy, Policy):
         raise InvalidInput(
             f"expected a dpledger.Policy, got {type(policy).__name__} {shown(policy, 60)}: "
             "load a policy file with dl.Policy.load(path)"
         )
-    return policy
+    return validated_copy(policy, by="a planner")
 
 
 def validated_cohorts(policy: Policy, cohorts: Mapping[str, int]) -> dict[str, int]:

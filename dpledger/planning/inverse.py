@@ -100,7 +100,12 @@ def budget_for_target(policy: Policy, metric: str, target: float | None, cohort:
     is the smallest such decimal whose cohort floor at the calibrated noise scale (the
     approval check's, :func:`~dpledger.mechanisms.cohort_floor_of`) is ≤ ``cohort``.
     """
-    spec = validated_policy(policy).metric(metric)
+    return _budget_for_target(validated_policy(policy), metric, target, cohort)
+
+
+def _budget_for_target(policy: Policy, metric: str, target: float | None, cohort: int) -> Budget:
+    """:func:`budget_for_target` of a policy validated already (a planner's loop)."""
+    spec = policy.metric(metric)
     goal = spec.target if target is None else target
     if goal is None:
         raise InvalidInput(f"metric {metric!r} has no target in the policy: pass target=...")
@@ -190,7 +195,7 @@ def required_budget(
         for name in policy.metrics:
             if name not in goals:
                 continue
-            need = budget_for_target(policy, name, goals[name], n)
+            need = _budget_for_target(policy, name, goals[name], n)
             have = Budget(policy.release_budget(name, rounds), policy.unit)
             # enough: the policy's own budget meets the target at n, as the approval check
             # reads it; need is rounded up to 4 digits, so ε = 1/3 at its own floor read
