@@ -62,6 +62,7 @@ _SCHEMA_VERSION = "1"
 _PRUNE_EVERY = 500
 _OWNER = "ledger_file"  # the ledger whose default location made a SQLite store
 _PG_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('dpledger-service', 0))"
+_IN_TEMP = "SELECT 1 FROM pg_class WHERE oid = to_regclass('dpl_svc_meta') AND relpersistence = 't'"
 
 
 def _now() -> str:
@@ -139,6 +140,8 @@ class ServiceStore:
         self._copy: Path | None = None  # the private copy read instead (sqlite_copy)
         self._sql = _PG if pg else _SQLITE
         self._lock = threading.Lock()
+        self._schema: list[Any] | None = None  # PostgreSQL: where the tables were found
+        self._moved: str | None = None  # why no later call may use this store (moved)
 
     # -- opening ----------------------------------------------------------------------
 
@@ -184,6 +187,7 @@ class ServiceStore:
                 if not create:
                     raise LedgerNotFound(_missing(store.location))
                 store._create()
+            store._schema = [r[0] for r in store._run(found_sql("dpl_svc_meta"))]
         except BaseException:
             store.close()
             raise
@@ -290,6 +294,13 @@ class ServiceStore:
             ident = "BIGSERIAL PRIMARY KEY" if self._pg else "INTEGER PRIMARY KEY AUTOINCREMENT"
             for statement in TABLES:
                 self._run(statement.format(id=ident))
+            if self._pg and self._run(_IN_TEMP):  # pg_temp first: gone with the session
+                raise StoreError(
+                    f"{self.location}: the session's search_path creates tables in its "
+                    "temporary schema (pg_temp), which vanish when the session ends, with "
+                    "every key; name the store's schema first (?options=-c%20search_path%3D"
+                    "NAME); nothing was created"
+                )
             secret = secrets.token_hex(32)
             self._run(self._sql["set_meta"], ("schema_version", _SCHEMA_VERSION))
             self._run(self._sql["set_meta"], ("session_secret", secret))
@@ -297,6 +308,8 @@ class ServiceStore:
     # -- plumbing ---------------------------------------------------------------------
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        if self._moved is not None:  # every later call meets it again
+            raise StoreError(self._moved)
         try:
             try:
                 return self._once(sql, params)
@@ -310,11 +323,25 @@ class ServiceStore:
                 self._conn = psycopg.connect(
                     self._url, autocommit=True, application_name="dpledger-service"
                 )
+                self._same_schema()
                 return self._once(sql, params)
         except Exception as e:
             if isinstance(e, sqlite3.Error) or type(e).__module__.startswith("psycopg"):
                 raise StoreError(f"key store {self.location}: {type(e).__name__}") from e
             raise
+
+    def _same_schema(self) -> None:
+        """A new session reads the role's search_path as it is now: one that finds the
+        store's tables in another schema is not used (another deployment's keys)."""
+        now = [r[0] for r in self._once(found_sql("dpl_svc_meta"), ())]
+        if self._schema is not None and now != self._schema:
+            self._conn.close()
+            self._moved = (
+                f"a new session on {self.location} finds the key store's tables in "
+                f"{now or 'no schema'}, not in {self._schema} where it was opened (its "
+                "search_path changed): nothing was read or written; open it again"
+            )
+            raise StoreError(self._moved)
 
     def _once(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         cur = self._conn.execute(sql, tuple(params))
