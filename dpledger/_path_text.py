@@ -90,22 +90,27 @@ def skeleton(name: str) -> str:
     """``name`` as it looks: NFC, without the unseen characters the path check lets through
     (variation selectors, a combining grapheme joiner, fillers, the joiners), every space as
     U+0020, every hyphen as ``-``, every Cyrillic or Greek letter drawn as a Latin one as
-    that letter: two names with one skeleton are twins to a reader."""
-    seen = _SPACES.sub(" ", _IGNORED.sub("", unicodedata.normalize("NFC", name)))
-    return seen.translate(_DRAWN_AS)
+    that letter: two names with one skeleton are twins to a reader. Folded decomposed (NFD,
+    as TR39's skeleton is), then composed: a letter with a mark is its base letter's look-
+    alike with that mark (Cyrillic ``ё`` is ``ë``, Greek ``ά`` is ``á``)."""
+    seen = _SPACES.sub(" ", _IGNORED.sub("", unicodedata.normalize("NFD", name)))
+    return unicodedata.normalize("NFC", seen.translate(_DRAWN_AS))
 
 
 _HYPHENS = {0x2010: "-", 0x2011: "-"}  # HYPHEN, NON-BREAKING HYPHEN: drawn as "-" is
 # (a word processor's or a wiki's copy of my-ledger.db), unlike the longer dashes
 
 _LATIN_LOOKALIKES = {  # letters Unicode's confusables (TR39) give as one Latin letter
-    "a": "\u0430\u03b1", "c": "\u0441", "d": "\u0501", "e": "\u0435", "h": "\u04bb",
-    "i": "\u0456\u03b9", "j": "\u0458", "l": "\u04cf", "o": "\u043e\u03bf", "p": "\u0440\u03c1",
-    "q": "\u051b", "s": "\u0455", "v": "\u03bd", "w": "\u051d", "x": "\u0445", "y": "\u0443",
-    "A": "\u0410\u0391", "B": "\u0412\u0392", "C": "\u0421", "E": "\u0415\u0395",
-    "H": "\u041d\u0397", "I": "\u0406\u0399", "J": "\u0408", "K": "\u041a\u039a",
-    "M": "\u041c\u039c", "N": "\u039d", "O": "\u041e\u039f", "P": "\u0420\u03a1",
-    "S": "\u0405", "T": "\u0422\u03a4", "X": "\u0425\u03a7", "Y": "\u04ae\u03a5",
+    "a": "\u0430\u03b1", "b": "\u042c", "c": "\u0441\u03f2", "d": "\u0501",
+    "e": "\u0435\u04bd", "h": "\u04bb", "i": "\u0456\u03b9\u037a\ua647", "j": "\u0458\u03f3",
+    "l": "\u04cf", "o": "\u043e\u03bf\u03c3", "p": "\u0440\u03c1\u03f1", "q": "\u051b",
+    "r": "\u0433\u1d26", "s": "\u0455", "u": "\u03c5", "v": "\u03bd\u0475",
+    "w": "\u051d\u0461", "x": "\u0445", "y": "\u0443\u03b3\u04af",
+    "A": "\u0410\u0391", "B": "\u0412\u0392", "C": "\u0421\u03f9", "E": "\u0415\u0395",
+    "F": "\u03dc", "G": "\u050c", "H": "\u041d\u0397", "I": "\u0406\u0399\u04c0",
+    "J": "\u0408\u037f", "K": "\u041a\u039a", "M": "\u041c\u039c\u03fa", "N": "\u039d",
+    "O": "\u041e\u039f", "P": "\u0420\u03a1", "S": "\u0405", "T": "\u0422\u03a4",
+    "V": "\u0474", "W": "\u051c", "X": "\u0425\u03a7", "Y": "\u04ae\u03a5\u0423\u03d2",
     "Z": "\u0396",
 }  # fmt: skip
 """Cyrillic and Greek letters drawn as the Latin letter they map to (``lаb.db`` with a
