@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from decimal import Decimal, localcontext
+from decimal import Decimal
 from fractions import Fraction
 
 from pydantic import ConfigDict, Field, StrictBool, StrictFloat, field_validator, model_validator
@@ -24,10 +24,20 @@ __all__ = ["Clip", "MetricSpec"]
 
 
 def _exact(q: Fraction) -> str:
-    """A policy's decimal as it was written (1.00000000000000001, not 100000000000000001/1e17)."""
-    with localcontext() as ctx:
-        ctx.prec = 60
-        return format(Decimal(q.numerator) / Decimal(q.denominator), "f")
+    """A policy's number as it was written: its decimal (1.00000000000000001, 1e-300, not
+    100000000000000001/1e17 nor 300 zeros), or ``p/q`` where no decimal ends (1/3)."""
+    twos = fives = 0
+    rest = q.denominator
+    while rest % 2 == 0:
+        rest, twos = rest // 2, twos + 1
+    while rest % 5 == 0:
+        rest, fives = rest // 5, fives + 1
+    if rest != 1:
+        return f"{q.numerator}/{q.denominator}"
+    places = max(twos, fives)  # q · 10^places is an integer: exact, no context rounding
+    digits = abs(q.numerator * 10**places // q.denominator)
+    exact = Decimal((int(q < 0), tuple(int(c) for c in str(digits)), -places))
+    return format(exact, "g")
 
 
 class Clip(FrozenModel):
