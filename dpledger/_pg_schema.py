@@ -67,11 +67,18 @@ def in_temp(location: str) -> StoreError:
 
 
 def moved(was: Sequence[Sequence[Any]], now: Sequence[Sequence[Any]], location: str) -> StoreError:
-    """Why a new session that finds the ledger's tables elsewhere (:func:`found_sql`'s rows
-    then and now) is not used: its search_path changed (review 41)."""
-    where = f"schema {now[0][0]!r}" if now else "no schema"
+    """Why a new session that finds the ledger's tables elsewhere, or nowhere
+    (:func:`found_sql`'s rows then and now), is not used (review 41)."""
+    if not now:  # the URL may name the schema: then its search_path cannot have changed
+        return StoreError(
+            f"a new session on {location} finds no ledger (no dpl_meta table) through its "
+            f"search_path, where this handle opened it in schema {was[0][0]!r}: the ledger "
+            "was dropped, or the session's search_path changed; nothing was recorded; do not "
+            "create a new one in its place (a fresh budget): find the ledger, or restore it "
+            "from a backup"
+        )
     return StoreError(
-        f"a new session on {location} finds the ledger's tables in {where}, not in schema "
-        f"{was[0][0]!r} where this handle opened the ledger (its search_path changed): "
-        "nothing was recorded; open the ledger again"
+        f"a new session on {location} finds the ledger's tables in schema {now[0][0]!r}, not "
+        f"in schema {was[0][0]!r} where this handle opened the ledger (its search_path "
+        "changed): nothing was recorded; open the ledger again"
     )

@@ -119,8 +119,7 @@ LOCK_KEY = int.from_bytes(hashlib.sha256(b"dpledger").digest()[:8], "big", signe
 """The ledger-wide advisory lock key: the first 8 bytes of SHA-256("dpledger"), signed."""
 
 _LOCK_NOT_AVAILABLE = "55P03"
-# one round trip: the durability settings, and the lock wait — the client's own
-# lock_timeout (a startup option: source 'client') is kept, anything else gets ours
+# one round trip: durability settings, the lock wait (a client's own lock_timeout kept)
 _SESSION_SQL = """SELECT current_setting('synchronous_commit'), current_setting('fsync'),
   CASE WHEN source = 'client' THEN setting || COALESCE(unit, '') END,
   CASE WHEN source = 'client' THEN NULL ELSE set_config('lock_timeout', %s, false) END
@@ -271,10 +270,11 @@ class PostgresStore(PipelinedWrites, SqlStore):
             self._conn.close()
         self._pipeline.forget()  # prepared statements live and die with their session
         self._conn = self._connect()
-        if not self._exists:  # a new session reads the search_path as it is now (review 41)
-            return
-        now = self._conn.execute(found_sql("dpl_meta")).fetchall()
-        if [r[0] for r in now] != [r[0] for r in self._found]:
+        try:  # a new session reads the search_path as it is now (review 41)
+            now = self._conn.execute(found_sql("dpl_meta")).fetchall() if self._exists else []
+        except psycopg.Error as e:  # it failed too (a failover under way): a session's failure
+            raise self._error(e) from e
+        if self._exists and [r[0] for r in now] != [r[0] for r in self._found]:
             self._conn.close()  # so that every later call meets this again
             raise moved(self._found, now, self._location)
 
