@@ -1,0 +1,53 @@
+"""Review 41 diff (dB): a PostgreSQL ledger whose storage fails verify's read is a failed
+verification, not "nothing is wrong with the ledger; read again".
+
+Review 41 made a session lost part way through ``verify`` a :class:`LedgerChanged` (read
+again, no verdict) — but it took every ``psycopg.OperationalError`` for a lost session.
+PostgreSQL's class 58 (system error) is one too: a ledger table whose data file is gone
+(or unreadable: EIO) fails every read with ``could not open file "base/…"`` (58P01).
+``verify`` read it five times, then raised "nothing is wrong with the ledger, nothing was
+written; read again" (``ledger verify``: exit 2, no verdict); before, it failed the
+verification ("store unreadable"), as it must: the ledger's own storage is damaged.
+Only a connection failure (class 08), an operator's intervention (class 57: killed,
+shut down, a timeout) or a session that broke is a read to do again.
+"""
+
+from __future__ import annotations
+
+import os
+
+import psycopg
+import pytest
+
+from dpledger.approval import ReleaseRequest
+from dpledger.ledger import Ledger, audit
+
+try:
+    from ._stores import CONTRACT
+except ImportError:  # pytest's rootdir-relative import mode
+    from _stores import CONTRACT
+
+pytestmark = pytest.mark.postgres
+
+
+def test_a_ledger_table_whose_file_is_gone_fails_verification(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Ledger.open(pg_url, CONTRACT, mode="create") as ledger:
+        for epoch in range(2):
+            request = ReleaseRequest(epoch=epoch, metric="loss", region="a", cohort=1000)
+            ledger.release(request, 30.0)
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        data, rel = admin.execute(
+            "SELECT current_setting('data_directory'), pg_relation_filepath('dpl_entries')"
+        ).fetchall()[0]
+    path = os.path.join(str(data), str(rel))
+    try:
+        os.remove(path)  # the entries' storage is lost (a session opening it anew: 58P01)
+    except OSError as e:
+        pytest.skip(f"the server's data directory is not ours to change here: {e}")
+    monkeypatch.setattr(audit.time, "sleep", lambda s: None)
+    with Ledger.open(pg_url, CONTRACT, mode="read") as ledger:
+        report = ledger.verify()
+    assert not report.ok
+    assert any("could not open file" in p for p in report.problems), report.problems
