@@ -356,10 +356,9 @@ class PostgresStore(PipelinedWrites, SqlStore):
         if self.mode != "create":
             raise StoreError(f"{self._location} was not opened for creation (mode='create')")
         with self._lock, self._write_transaction():
-            for statement in (*SCHEMA, _APPEND_ONLY, _SPEND_GUARD):
-                self._execute(statement)
-            if self._execute(IN_TEMP):  # they would vanish with the session (review 41)
-                raise in_temp(self._location)
+            for statement in (SCHEMA[0], IN_TEMP, *SCHEMA[1:], _APPEND_ONLY, _SPEND_GUARD):
+                if self._execute(statement) and statement == IN_TEMP:  # dpl_meta is temporary:
+                    raise in_temp(self._location)  # gone with the session (review 41), refused
             if not self._execute("SELECT 1 FROM dpl_meta LIMIT 1"):  # a racing creator's
                 self._set_meta(("schema_version", SCHEMA_VERSION), *meta.items())
         self._exists = False
