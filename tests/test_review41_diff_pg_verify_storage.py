@@ -15,17 +15,19 @@ shut down, a timeout) or a session that broke is a read to do again.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import psycopg
 import pytest
 
 from dpledger.approval import ReleaseRequest
+from dpledger.errors import LedgerChanged
 from dpledger.ledger import Ledger, audit
 
 try:
-    from ._stores import CONTRACT
+    from ._stores import CONTRACT, closed_port
 except ImportError:  # pytest's rootdir-relative import mode
-    from _stores import CONTRACT
+    from _stores import CONTRACT, closed_port
 
 pytestmark = pytest.mark.postgres
 
@@ -51,3 +53,24 @@ def test_a_ledger_table_whose_file_is_gone_fails_verification(
         report = ledger.verify()
     assert not report.ok
     assert any("could not open file" in p for p in report.problems), report.problems
+
+
+def test_a_server_that_cannot_be_reached_again_is_no_verdict(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other side of the line: a session lost and a server that refuses the new one
+    (a client-side error, no SQLSTATE) is still a read to do again, never "FAILED"."""
+    with Ledger.open(pg_url, CONTRACT, mode="create") as ledger:
+        ledger.release(ReleaseRequest(epoch=0, metric="loss", region="a", cohort=1000), 30.0)
+    monkeypatch.setattr(audit.time, "sleep", lambda s: None)
+    with Ledger.open(pg_url, CONTRACT, mode="read") as ledger:
+        store: Any = ledger._store
+        real = store._url
+        host = pg_url.split("@", 1)[1].split("/", 1)[0]
+        store._url = real.replace(host, f"127.0.0.1:{closed_port()}", 1)  # the server is gone
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s, 60000)", (store._conn.info.backend_pid,))
+        with pytest.raises(LedgerChanged, match="nothing is wrong with the ledger"):
+            ledger.verify()
+        store._url = real  # it is back
+        assert ledger.verify().ok
