@@ -93,3 +93,22 @@ def test_a_new_session_that_fails_at_once_is_read_again_not_a_psycopg_error(
     assert not doomed
     assert report.ok, report.problems
     assert report.entries_checked == 2
+
+
+def test_a_session_lost_at_the_writer_s_trigger_check_is_a_store_error(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer's trigger check (now ``pgsql.trigger_refusal``) read through the bare
+    connection, outside the session setup's error handling: a session lost there (a
+    failover as the writer opens, or opens again) was a bare psycopg error (exit 3)."""
+    with Ledger.open(pg_url, CONTRACT, mode="create") as ledger:
+        ledger.init()
+    refusal = pg_store.trigger_refusal
+
+    def lost_first(conn: Any, location: str) -> Any:
+        _kill(pg_url, conn.info.backend_pid)
+        return refusal(conn, location)
+
+    monkeypatch.setattr(pg_store, "trigger_refusal", lost_first)
+    with pytest.raises(StoreError, match="cannot set up the PostgreSQL ledger session"):
+        Ledger.open(pg_url, CONTRACT, mode="write")

@@ -235,6 +235,7 @@ class PostgresStore(PipelinedWrites, SqlStore):
                 conn.execute("SELECT set_config('synchronous_commit', 'on', false)")
             if self.mode == "read":
                 conn.execute("SELECT set_config('default_transaction_read_only', 'on', false)")
+            refused = None if self.mode == "read" else trigger_refusal(conn, self._location)
         except psycopg.Error as e:
             with contextlib.suppress(psycopg.Error):
                 conn.close()
@@ -242,12 +243,10 @@ class PostgresStore(PipelinedWrites, SqlStore):
                 f"cannot set up the PostgreSQL ledger session on {self._location}: "
                 f"{self._clean(e)}; check the server log"
             ) from e
-        if self.mode != "read":  # nothing is written through a foreign trigger
-            refused = trigger_refusal(conn, self._location)
-            if refused is not None:
-                with contextlib.suppress(psycopg.Error):
-                    conn.close()
-                raise refused
+        if refused is not None:  # nothing is written through a foreign trigger
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+            raise refused
         if fsync == "off":
             warnings.warn(
                 f"PostgreSQL at {self._location} runs with fsync=off: a server crash can "
