@@ -34,6 +34,7 @@ schema-1 rule and every later one by the current rule.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -99,15 +100,10 @@ def migrate(target: str | Path) -> Migration:
         if version == "1":
             _, spend = _verified_schema_1(store, head)
             store.upgrade_schema_1(head, spend)
-        # a schema-2 or -3 ledger takes releases: one may land between the steps, which
-        # change no row (review 41: it refused the next step, "nothing was changed",
-        # after the first had committed)
         if version in ("1", "2"):
-            head = head_of(store.meta(), store.location)
-            store.upgrade_schema_2(head)
+            head = _step(store, "2", store.upgrade_schema_2)
         if version in ("1", "2", "3"):
-            head = head_of(store.meta(), store.location)
-            store.upgrade_schema_3(head)
+            head = _step(store, "3", store.upgrade_schema_3)
         return Migration(store.location, version, SCHEMA_VERSION, store.count(), head)
     finally:
         store.close()
@@ -159,6 +155,22 @@ def _verified_schema_1(
         )
     rows = [(ep, rg, m, fraction_text(v)) for (ep, rg, m), v in sorted(per_metric.items())]
     return count, rows
+
+
+def _step(store: SqlStore, old: str, upgrade: Callable[[tuple[int, str]], None]) -> tuple[int, str]:
+    """Upgrade the ledger from schema ``old`` as it is when the step starts; its head.
+
+    A schema-2 or -3 ledger takes releases: one may land between the steps, which change
+    no row (review 41: it refused the next step, "nothing was changed", after the first
+    had committed). Another migration of the same ledger may have taken it past ``old``
+    meanwhile: this step is then done (it said "nothing was changed; migrate again" after
+    this migration's first step had committed, of a ledger left at schema 4)."""
+    meta = store.meta()
+    head = head_of(meta, store.location)
+    later = [str(v) for v in range(int(old) + 1, int(SCHEMA_VERSION) + 1)]
+    if meta.get("schema_version") not in later:  # else done: anything else is refused
+        upgrade(head)
+    return head
 
 
 def _unnamed_policies(store: SqlStore) -> list[str]:
