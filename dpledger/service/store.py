@@ -336,10 +336,11 @@ class ServiceStore:
         now = [r[0] for r in self._once(found_sql("dpl_svc_meta"), ())]
         if self._schema is not None and now != self._schema:
             self._conn.close()
+            why = "its search_path changed" if now else "it was dropped or its search_path changed"
             self._moved = (
                 f"a new session on {self.location} finds the key store's tables in "
-                f"{now or 'no schema'}, not in {self._schema} where it was opened (its "
-                "search_path changed): nothing was read or written; open it again"
+                f"{now or 'no schema'}, not in {self._schema} where it was opened ({why}): "
+                "nothing was read or written; find the key store and open it again"
             )
             raise StoreError(self._moved)
 
