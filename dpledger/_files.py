@@ -39,6 +39,7 @@ __all__ = [
     "check_sidecars",
     "check_sqlite_name",
     "check_unpadded",
+    "names_directory",
     "postgres_url",
     "read_bounded",
     "redact_url",
@@ -357,13 +358,20 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def names_directory(text: str) -> bool:
+    """Whether a path's text ends in a slash, ``.`` or ``..``: :class:`Path` drops the
+    first two (``out/`` and ``out/.`` are ``out``), so a file would be written where the
+    text named a directory (review 41)."""
+    return text.endswith(("/", os.sep)) or os.path.basename(text) in (".", "..")
+
+
 def check_new(path: str | os.PathLike[str], what: str) -> Path:
     """``path`` as a :class:`Path` if a new file may be created there: nothing by that name
     (no file, directory or symlink, even a dangling one) and its directory exists. Run it
     before any work whose output goes there; :func:`write_new` checks again as it creates."""
     if not os.fspath(path):
         raise InvalidInput(f"{what} needs a file name, got an empty one")
-    if str(os.fspath(path)).endswith(("/", os.sep)):  # Path() drops it: "out/" wrote "out"
+    if names_directory(str(os.fspath(path))):  # Path() drops it: "out/" wrote "out"
         raise InvalidInput(f"{what} {os.fspath(path)!s} names a directory: name a new file")
     p = Path(path)
     if os.path.lexists(p):

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from dpledger import _sqlite_files as sqlite_files
-from dpledger._files import SQLITE_SIDECARS, write_replacing
+from dpledger._files import SQLITE_SIDECARS, names_directory, write_replacing
 from dpledger.accounting import PLD_MAX_EPSILON, PLD_MIN_EPSILON, pld_installed
 from dpledger.cli.argtypes import ascii_fraction
 from dpledger.cli.main import (
@@ -239,7 +239,7 @@ def _export_target(args: argparse.Namespace) -> Path:
             )
         if _same_file(out, args.policy):
             raise InvalidInput(f"--out {out} is the --policy file: choose another file")
-        if out.is_dir() or args.out.endswith(("/", os.sep)):  # Path drops a trailing slash
+        if out.is_dir() or names_directory(args.out):  # Path drops a trailing slash or /.
             raise InvalidInput(f"--out {args.out} is a directory: name a file")
         if out.is_symlink():  # the rename would replace the link, not its file (review 41)
             raise InvalidInput(
