@@ -28,7 +28,8 @@ from pathlib import Path
 from dpledger.errors import InvalidInput
 
 __all__ = [
-    "Temp", "check_room", "dead_temps", "hint", "remove_dead", "temp_for", "unwritable"
+    "Temp", "check_room", "dead_temps", "hint", "read_only_fs", "remove_dead", "temp_for",
+    "unwritable",
 ]  # fmt: skip
 
 _UNKNOWN = "0" * 12  # the process space of a host where it cannot be read: never removed
@@ -80,6 +81,14 @@ def check_room(target: Path, what: str) -> None:
         )
 
 
+def read_only_fs(directory: str | os.PathLike[str]) -> bool:
+    """Whether ``directory`` is on a file system mounted read-only (False if unknown)."""
+    try:
+        return bool(os.statvfs(directory).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 def unwritable(target: Path) -> str:
     """Why no new file can be made beside ``target`` (a missing directory, a read-only
     file system, no permission), as a clause to append to an error; "" if none is seen."""
@@ -87,10 +96,10 @@ def unwritable(target: Path) -> str:
     try:
         if not parent.is_dir():
             return f": the directory {parent} does not exist"
-        if os.statvfs(parent).f_flag & os.ST_RDONLY:
-            return f": {parent} is on a read-only file system; use a writable directory"
     except OSError:
         return ""
+    if read_only_fs(parent):
+        return f": {parent} is on a read-only file system; use a writable directory"
     if not os.access(parent, os.W_OK):
         return f": this user may not create files in {parent}; use a writable directory"
     return ""

@@ -455,6 +455,11 @@ def check_writable(p: Path, what: str) -> None:
         f"run as a user who may write them, grant that permission, or open the {what} for "
         "reading only; nothing was opened or changed"
     )
+    if creating.read_only_fs(where):  # not a permission a user could be granted (review 41)
+        raise StoreError(
+            f"{what} {p} is on a read-only file system ({where}): remount it read-write "
+            "to write it (reading needs no change); nothing was opened or changed"
+        )
     if not os.access(name, os.W_OK, effective_ids=effective):
         raise StoreError(
             f"{what} {p} is not writable by this user (uid {os.geteuid()}): writing needs "
