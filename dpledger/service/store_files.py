@@ -23,6 +23,7 @@ from dpledger._files import SQLITE_SIDECARS, check_sidecars
 from dpledger._sqlite_files import check_sqlite_file
 from dpledger.errors import StoreError
 from dpledger.ledger.sqlite_copy import drop_copy, read_copy
+from dpledger.ledger.sqlite_errors import out_of_reach
 
 __all__ = ["build", "check_file", "connect"]
 
@@ -74,7 +75,7 @@ def connect(
         conn = sqlite_files.connect(target, uri, isolation_level=None, check_same_thread=False)
     except sqlite3.Error as e:
         drop_copy(where)
-        raise StoreError(f"cannot open the key store {p}: {e}") from e
+        raise _unopened(p, e) from e
     try:
         conn.execute("PRAGMA busy_timeout=30000")
         if read_only:
@@ -84,8 +85,15 @@ def connect(
     except sqlite3.Error as e:
         sqlite_files.close(conn)
         drop_copy(where)
-        raise StoreError(f"cannot open the key store {p}: {e}") from e
+        raise _unopened(p, e) from e
     return conn, where
+
+
+def _unopened(p: Path, e: sqlite3.Error) -> StoreError:
+    """Why the key store ``p`` could not be opened: SQLite's words, and what to check when
+    it is only out of reach (a full disk: "disk I/O error" alone, review 41)."""
+    hint = out_of_reach(e)
+    return StoreError(f"cannot open the key store {p}: {e}" + (f": {hint}" if hint else ""))
 
 
 def build(target: Path, fill: Callable[[Path], None]) -> None:
