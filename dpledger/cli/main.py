@@ -275,7 +275,7 @@ def _cmd_release(args: argparse.Namespace) -> int:
         with open_ledger(args, "create") as ledger:
             new, where = not ledger.exists, ledger.location
             try:
-                args.releasing = True  # a Ctrl-C from here on may follow a commit
+                args.interrupted = _INTERRUPTED_NOTE  # a Ctrl-C from here may follow a commit
                 r = ledger.release(request, aggregate)
             except ReleaseRefused as e:
                 if e.verdict is None:
@@ -438,7 +438,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             os.dup2(devnull, sys.stdout.fileno())
         return EXIT_OK
     except KeyboardInterrupt:  # before a commit, or one whose outcome is unknown
-        say(f"dpledger: interrupted{_INTERRUPTED_NOTE if getattr(args, 'releasing', 0) else ''}")
+        say(f"dpledger: interrupted{getattr(args, 'interrupted', '')}")  # what may be committed
         return EXIT_INTERRUPTED
     except Exception as e:
         return _internal(e, args)

@@ -172,6 +172,10 @@ def cmd_keys_create(args: argparse.Namespace) -> int:
     location = _keys_location(args)  # no --ledger: named before anything reads it
     _check_names(scopes, args.policy, args.ledger)
     with ServiceStore.open(location, create=True, ledger=_owner(args)) as store:
+        args.interrupted = (  # a Ctrl-C from here on may follow the key's commit (main says)
+            f": a key named {args.name!r} may have been created and never shown: find it with "
+            "`dpledger keys list` and revoke it with `dpledger keys revoke KEY_ID`"
+        )
         made, record = store.create_key(args.name, scopes)
         where = store.location
         try:
@@ -183,8 +187,9 @@ def cmd_keys_create(args: argparse.Namespace) -> int:
         except Undelivered as e:
             return _unshown_key(store, record, e.why)
         except KeyboardInterrupt:  # a key nobody saw is revoked so too (review 41)
-            _unshown_key(store, record, "Ctrl-C interrupted it")
+            _unshown_key(store, record, "Ctrl-C interrupted it", "create another if needed")
             return 130
+        args.interrupted = ""  # shown: nothing left to warn of
     say(
         f"dpledger: created key {record.key_id} for {record.name} in {where}:\n  "
         f"{_key_line(record)}\nThis is the only time the key is shown: keep it in a secret "
@@ -193,7 +198,12 @@ def cmd_keys_create(args: argparse.Namespace) -> int:
     return 0
 
 
-def _unshown_key(store: ServiceStore, record: ApiKey, why: str) -> int:
+def _unshown_key(
+    store: ServiceStore,
+    record: ApiKey,
+    why: str,
+    then: str = "create another with standard output writable",
+) -> int:
     """The new key could not be written, and it is never shown again: nobody can hold it,
     so it is revoked at once (a live secret no one has is only a risk); exit 1.
 
@@ -205,14 +215,13 @@ def _unshown_key(store: ServiceStore, record: ApiKey, why: str) -> int:
         say(
             f"dpledger: created key {record.key_id} for {record.name} in {store.location}, "
             f"but it could not be written to standard output ({why}), and revoking it failed "
-            f"({e}): revoke it with `dpledger keys revoke {record.key_id}`, then create "
-            "another with standard output writable"
+            f"({e}): revoke it with `dpledger keys revoke {record.key_id}`, then {then}"
         )
         return EXIT_UNDELIVERED
     say(
         f"dpledger: created key {record.key_id} for {record.name} in {store.location}, but it "
         f"could not be written to standard output ({why}); it is shown only once, so it was "
-        "revoked at once (it works nowhere): create another with standard output writable"
+        f"revoked at once (it works nowhere): {then}"
     )
     return EXIT_UNDELIVERED
 
