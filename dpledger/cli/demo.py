@@ -45,6 +45,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
                 f"--plots {args.plots} would be the ledger {args.ledger} or under it: choose "
                 "another ledger path or --plots directory"
             )
+    args.interrupted = (  # main says so on a Ctrl-C from here on (review 41)
+        f": the demo may have committed releases to {args.ledger} before it stopped: see them "
+        f"with `dpledger ledger export {at_args(str(DEFAULT_POLICY), args.ledger)}` (if it "
+        "exists, a rerun there needs --fresh, which replaces it)"
+    )
     result = run_demo(
         n_clients=args.clients,
         seed=args.seed,
@@ -74,6 +79,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         if not result.releases:
             raise  # nothing was committed: only the report is lost
         return _undelivered(result, e.why)
+    args.interrupted = ""  # the report, values and all, is out
     if failed is not None:
         say(
             f"dpledger: the releases above are committed to {result.ledger_path}, but the "
