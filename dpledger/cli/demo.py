@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from dpledger._creating import unwritable
 from dpledger.cli.argtypes import ascii_int
 from dpledger.cli.main import (
     EXIT_OK,
@@ -40,6 +41,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
                     f"--ledger {args.ledger} is the chart {chart} that --plots writes: "
                     "choose another ledger path or --plots directory"
                 )
+        above = Path(where)  # the charts' directory, or the ancestor mkdir creates it in
+        while not above.exists() and above != above.parent:
+            above = above.parent
+        if why := unwritable(above / "chart.png"):  # found before the spend, not after it
+            raise InvalidInput(f"--plots {args.plots}: the charts cannot be written{why}")
         if where == ledger or where.startswith(ledger.rstrip(os.sep) + os.sep):
             raise InvalidInput(  # the ledger file would stand where the directory must be
                 f"--plots {args.plots} would be the ledger {args.ledger} or under it: choose "
