@@ -11,6 +11,9 @@ find out before retrying. Exit 130 either way (the shell's code for Ctrl-C).
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,7 @@ from factories import SPATIAL, spatial
 
 import dpledger.cli.main as cli_main
 from dpledger import Ledger
+from dpledger.cli import run
 from dpledger.cli.main import main
 
 RELEASE = ["--metric", "clipped_mean_loss", "--region", "eu-west", "--cohort", "2400"]
@@ -107,3 +111,26 @@ def test_interrupt_before_a_new_key_is_shown_revokes_it(
     monkeypatch.undo()
     assert main(["keys", "list", "--ledger", db, "--json"]) == 0
     assert '"revoked_at": null' not in capsys.readouterr().out
+
+
+def test_sigterm_while_printing_a_committed_release_says_what_was_spent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Stop 41: SIGTERM (``timeout``, a CI cancel) after the commit killed the process by
+    the default handler, the value unseen and nothing said, as kill -9 does. The console
+    script takes it as a Ctrl-C: the same report, exit 143; its own handler is put back."""
+    before = signal.getsignal(signal.SIGTERM)
+
+    def terminated(*_: Any, **__: Any) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)  # a real signal, to this process
+        time.sleep(5)  # the handler raises at the next bytecode, long before this ends
+
+    cli_main.build_parser()
+    monkeypatch.setattr(cli_main, "emit", terminated)
+    assert run(_args(tmp_path, "--release-id", "r-1")) == 143
+    err = capsys.readouterr().err
+    assert _entries(tmp_path) == 1
+    assert "committed a release (ε charged)" in err, err
+    assert "it was terminated" in err, err
+    assert "--release-id r-1" in err, err
+    assert signal.getsignal(signal.SIGTERM) == before

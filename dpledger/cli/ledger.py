@@ -58,7 +58,7 @@ def register(subparsers: Any) -> None:
         ("show", _cmd_show, "spend and remaining budget per epoch and region"),
         ("verify", _cmd_verify, "hash chain, recorded policies, every ε re-derived via OpenDP"),
         ("export", _cmd_export, "entries as JSON lines"),
-        ("lifetime", _cmd_lifetime, "a client's total loss over all epochs"),
+        ("lifetime", _cmd_lifetime, "a client's (record-level: a person's) loss over all epochs"),
         ("migrate", _cmd_migrate, "upgrade a schema-1, -2 or -3 ledger in place (keeps hashes)"),
     ):
         p = actions.add_parser(name, help=help_)

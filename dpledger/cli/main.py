@@ -4,7 +4,7 @@ Exit codes make it a CI gate: 0 approved/ok; 1 refused, failed verification, or 
 result could not be delivered (standard output closed or full after a release was
 committed: standard error says what was committed and how to read it back); 2 usage or
 input error; 3 internal error (a dpledger bug; ``--debug`` shows the traceback); 130
-interrupted (Ctrl-C: after a release was committed, standard error says what it spent).
+interrupted (Ctrl-C; 143 SIGTERM: after a release was committed, stderr says what it spent).
 Reading commands (``check``, ``ledger show|verify|export|lifetime``) open an existing
 ledger only; a ledger is created by ``release`` or ``ledger init``.
 """
@@ -35,6 +35,7 @@ from dpledger._files import (
 from dpledger._npy import TooManyValues, load_npy
 from dpledger._shown import shown
 from dpledger.approval import ReleaseRequest, Verdict
+from dpledger.cli import interruption
 from dpledger.cli.argtypes import Parser, UsageError, ascii_float, ascii_int, join_negative_numbers
 from dpledger.cli.output import Undelivered, json_text, say, write_out
 from dpledger.errors import (
@@ -52,7 +53,6 @@ from dpledger.types import Mode
 __all__ = [
     "EXIT_ERROR",
     "EXIT_INTERNAL",
-    "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_REFUSED",
     "EXIT_UNDELIVERED",
@@ -68,7 +68,6 @@ __all__ = [
 EXIT_OK, EXIT_REFUSED, EXIT_ERROR, EXIT_INTERNAL = 0, 1, 2, 3
 EXIT_UNDELIVERED = EXIT_REFUSED
 """Committed (or done) but the result could not be written: the same code as a refusal."""
-EXIT_INTERRUPTED = 130  # Ctrl-C: the shell's code for SIGINT
 _INTERRUPTED_NOTE = ": it may have been committed: check `dpledger ledger show` (spend) and \
 `ledger export` (value) before a rerun (a rerun with the same --release-id never spends twice)"
 MAX_AGGREGATE_VALUES = 100_000
@@ -293,14 +292,14 @@ def _cmd_release(args: argparse.Namespace) -> int:
         retry = f"; a retry with --release-id {r.release_id} returns the same value"
         committed_but_undelivered(
             "a release (ε charged)",
-            e.why if isinstance(e, Undelivered) else "Ctrl-C interrupted it",
+            e.why if isinstance(e, Undelivered) else f"it was {interruption(e)[0]}",
             release_text(r),
             f"The ε is spent and the value is recorded in entry {r.entry_id}: read it back "
             f"with `dpledger ledger export {at_args(args.policy, where)}` ({_output_is(r)}; "
             f"`dpledger ledger show` shows the spend){retry if r.release_id else ''}. Do not "
             "release it again.",
         )
-        return EXIT_UNDELIVERED if undelivered else EXIT_INTERRUPTED
+        return EXIT_UNDELIVERED if undelivered else interruption(e)[1]
     return EXIT_OK
 
 
@@ -396,7 +395,7 @@ def _warn(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the exit code (0 ok, 1 refused or undelivered, 2 input error,
-    3 internal)."""
+    3 internal, 130 Ctrl-C, 143 SIGTERM)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv  # accepted anywhere on the line
     try:
@@ -437,9 +436,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
         return EXIT_OK
-    except KeyboardInterrupt:  # before a commit, or one whose outcome is unknown
-        say(f"dpledger: interrupted{getattr(args, 'interrupted', '')}")  # what may be committed
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as e:  # before a commit, or one whose outcome is unknown
+        say(f"dpledger: {interruption(e)[0]}{getattr(args, 'interrupted', '')}")  # may commit
+        return interruption(e)[1]
     except Exception as e:
         return _internal(e, args)
     finally:

@@ -22,6 +22,7 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from dpledger._files import check_regular_file, postgres_url, shown_location
+from dpledger.cli import interruption
 from dpledger.cli.argtypes import ascii_int
 from dpledger.cli.main import EXIT_UNDELIVERED, committed_but_undelivered
 from dpledger.cli.output import Undelivered, json_text, say, write_out
@@ -186,9 +187,10 @@ def cmd_keys_create(args: argparse.Namespace) -> int:
                 write_out(made.token)
         except Undelivered as e:
             return _unshown_key(store, record, e.why)
-        except KeyboardInterrupt:  # a key nobody saw is revoked so too (review 41)
-            _unshown_key(store, record, "Ctrl-C interrupted it", "create another if needed")
-            return 130
+        except KeyboardInterrupt as e:  # a key nobody saw is revoked so too (review 41)
+            word, code = interruption(e)
+            _unshown_key(store, record, f"it was {word}", "create another if needed")
+            return code
         args.interrupted = ""  # shown: nothing left to warn of
     say(
         f"dpledger: created key {record.key_id} for {record.name} in {where}:\n  "
