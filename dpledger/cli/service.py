@@ -379,12 +379,32 @@ def cmd_serve(args: argparse.Namespace) -> int:
         ssl_keyfile_password=passphrase,
         timeout_graceful_shutdown=10,
     )
+    quiet = _CutShort()
+    logging.getLogger("uvicorn.error").addFilter(quiet)
     try:
         uvicorn.Server(config).run(sockets=[sock])
     finally:
+        logging.getLogger("uvicorn.error").removeFilter(quiet)
         sock.close()
         app.state.service.close()
     return 0
+
+
+class _CutShort(logging.Filter):
+    """uvicorn logs a shutdown cut short by a second Ctrl-C with the Python traceback of
+    the lifespan's CancelledError: one line instead (the CLI shows no traceback)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if text.startswith("Traceback") and text.rstrip().endswith("CancelledError"):
+            record.msg, record.args, record.exc_info = _CUT_SHORT, (), None
+        return True
+
+
+_CUT_SHORT = (
+    "shutdown cut short by a second Ctrl-C: requests still open were dropped (a release "
+    "retried with its release_id never spends twice)"
+)
 
 
 def _store_args(p: argparse.ArgumentParser) -> None:
