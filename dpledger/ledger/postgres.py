@@ -441,9 +441,9 @@ class PostgresStore(PipelinedWrites, SqlStore):
                 yield
         except StoreError as e:  # the session failed (killed, failover, a timeout), not the
             cause = e.__cause__  # ledger: a read to do again, never a verdict (review 41)
-            state = str(getattr(cause, "sqlstate", None) or "")[:2]  # the client's, connection,
-            lost = isinstance(cause, psycopg.OperationalError) and state in ("", "08", "57")
-            lost = lost or self._conn is None or self._conn.broken  # operator; not 58: damage
+            state = str(getattr(cause, "sqlstate", None) or "")[:2]  # any operational error
+            lost = isinstance(cause, psycopg.OperationalError) and state != "58"  # (a lock or
+            lost = lost or self._conn is None or self._conn.broken  # standby's wait) but storage
             if not isinstance(cause, psycopg.Error) or self._closed or not lost:
                 raise
             raise LedgerChanged(f"PostgreSQL ledger {self._location}: the session reading it "
