@@ -40,7 +40,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from dpledger.errors import DpLedgerError, MigrationRefused
+from dpledger.errors import DpLedgerError, MigrationRefused, StoreError
 from dpledger.ledger.opening import open_store
 from dpledger.ledger.records import GENESIS, chain_hash_v1
 from dpledger.ledger.schema import SCHEMA_VERSION, head_of, row_to_entry, stored_amount
@@ -50,6 +50,7 @@ from dpledger.types import fraction_text
 __all__ = ["Migration", "migrate"]
 
 _BATCH = 2000
+_STEP_TRIES = 5  # a step refused because releases or another migration moved the ledger
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,13 +165,23 @@ def _step(store: SqlStore, old: str, upgrade: Callable[[tuple[int, str]], None])
     no row (review 41: it refused the next step, "nothing was changed", after the first
     had committed). Another migration of the same ledger may have taken it past ``old``
     meanwhile: this step is then done (it said "nothing was changed; migrate again" after
-    this migration's first step had committed, of a ledger left at schema 4)."""
-    meta = store.meta()
-    head = head_of(meta, store.location)
+    this migration's first step had committed, of a ledger left at schema 4). Either may
+    happen while the step waits for the lock, after it read the ledger: the step refused
+    is then done again as the ledger now is (review 41 diff 2), a few times at most."""
     later = [str(v) for v in range(int(old) + 1, int(SCHEMA_VERSION) + 1)]
-    if meta.get("schema_version") not in later:  # else done: anything else is refused
-        upgrade(head)
-    return head
+    attempt = 1
+    while True:
+        meta = store.meta()
+        head = head_of(meta, store.location)
+        if meta.get("schema_version") in later:  # done; anything else is refused
+            return head
+        try:
+            upgrade(head)
+            return head
+        except StoreError:  # refused: the ledger changed meanwhile, or the store failed
+            if attempt == _STEP_TRIES or store.meta() == meta:
+                raise
+            attempt += 1
 
 
 def _unnamed_policies(store: SqlStore) -> list[str]:
