@@ -36,6 +36,8 @@ def _exact(q: Fraction) -> str:
         return f"{q.numerator}/{q.denominator}"
     places = max(twos, fives)  # q · 10^places is an integer: exact, no context rounding
     digits = abs(q.numerator * 10**places // q.denominator)
+    if digits.bit_length() > 14_000:  # over 4,000 digits, more than str() of an int shows
+        return f"{q.numerator}/{q.denominator}"  # (p/q of a bound written shorter: as read)
     exact = Decimal((int(q < 0), tuple(int(c) for c in str(digits)), -places))
     return format(exact, "g")
 
@@ -51,8 +53,9 @@ class Clip(FrozenModel):
 
     @model_validator(mode="after")
     def _ordered(self) -> Clip:
-        if not self.low < self.high:
-            raise ValueError(f"clip low ({self.low}) must be below high ({self.high})")
+        if not self.low < self.high:  # a new policy's bounds as written (review 41 diff 2)
+            low, high = (str(b) if RECORDED.get() else _exact(b) for b in (self.low, self.high))
+            raise ValueError(f"clip low ({low}) must be below high ({high})")
         # recorded first: a recorded bound is read unbounded, and float() of one past the
         # doubles raises (review 41 diff: verify of an edited body ended as exit 3)
         if not RECORDED.get() and float(self.low) == float(self.high):  # review 41 priv
