@@ -272,6 +272,7 @@ class PostgresStore(PipelinedWrites, SqlStore):
         try:  # a new session reads the search_path as it is now (review 41)
             now = self._conn.execute(found_sql("dpl_meta")).fetchall() if self._exists else []
         except psycopg.Error as e:  # it failed too (a failover under way): a session's failure
+            self._conn.close()  # so that the next call asks again (review 41 diff 2)
             raise self._error(e) from e
         if self._exists and [r[0] for r in now] != [r[0] for r in self._found]:
             self._conn.close()  # so that every later call meets this again
