@@ -10,8 +10,9 @@ releases overspend until ``verify`` reports it. No row changes.
 refused, and it cost most of a round's commit), and the epoch index is ordered by ``seq``.
 Every entry keeps its values and hash; on SQLite the entries table is rebuilt with the
 same columns (SQLite cannot drop a column's unique index) and ``seq`` becomes its rowid.
-One transaction under the write lock, refused (nothing changed) if a writer appended
-meanwhile. dpledger reads and writes a schema-2 ledger as it is: only this upgrades it.
+One transaction under the write lock, done again as the ledger then is if a release (or
+another migration) moved it while this one waited for the lock. dpledger reads and writes
+a schema-2 ledger as it is: only this upgrades it.
 
 **Schema 1 to 2** (dpledger 0.1) adds a release id, a request fingerprint and a
 principal to entries, a name to recorded policies, and keeps spend per (epoch, region,
