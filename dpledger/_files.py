@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
-from dpledger._path_text import check_path_text, check_unpadded, skeleton
+from dpledger._path_text import check_path_text, check_unpadded, look_alike, skeleton
 from dpledger._sqlite_files import unheld
 from dpledger.errors import DpLedgerError, InvalidInput
 
@@ -233,7 +233,8 @@ def _check_unicode_twin(path: str, what: str) -> None:
         if os.path.lexists(p):
             return
         names = os.listdir(p.parent)  # an ASCII name's skeleton is itself: no normalising
-        twin = next((n for n in names if (n if n.isascii() else skeleton(n)) == want), None)
+        twin = next((n for n in names if (n if n.isascii() else skeleton(n)) == want
+                     and look_alike(p.name, n)), None)  # fmt: skip
     except (OSError, ValueError):
         return  # no directory to look in: whoever opens the path says why
     if twin is not None:

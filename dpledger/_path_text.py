@@ -15,7 +15,7 @@ from pathlib import Path
 
 from dpledger.errors import InvalidInput
 
-__all__ = ["check_path_text", "check_unpadded", "skeleton"]
+__all__ = ["check_path_text", "check_unpadded", "look_alike", "skeleton"]
 
 
 def check_path_text(path: str | Path, what: str = "ledger path") -> str:
@@ -93,8 +93,29 @@ def skeleton(name: str) -> str:
     that letter: two names with one skeleton are twins to a reader. Folded decomposed (NFD,
     as TR39's skeleton is), then composed: a letter with a mark is its base letter's look-
     alike with that mark (Cyrillic ``ё`` is ``ë``, Greek ``ά`` is ``á``)."""
+    return _folded(name, _DRAWN_AS)
+
+
+def look_alike(name: str, other: str) -> bool:
+    """Whether two names of one :func:`skeleton` are twins to a reader: they differ only in
+    what nobody sees (the Unicode form, unseen characters, spaces, hyphens), or their
+    letters come from other scripts (``lаb`` with a Cyrillic ``а``). Two words of one
+    alphabet are two names even where the fold makes two of its letters one (Kyrgyz
+    ``кун`` and ``күн``: ``у`` and ``ү`` both fold to ``y``; review 41 diff 2)."""
+    if skeleton(name) != skeleton(other):
+        return False
+    return _folded(name, _HYPHENS) == _folded(other, _HYPHENS) or _scripts(name) != _scripts(other)
+
+
+def _folded(name: str, table: dict[int, str]) -> str:
     seen = _SPACES.sub(" ", _IGNORED.sub("", unicodedata.normalize("NFD", name)))
-    return unicodedata.normalize("NFC", seen.translate(_DRAWN_AS))
+    return unicodedata.normalize("NFC", seen.translate(table))
+
+
+def _scripts(name: str) -> frozenset[str]:
+    """The scripts of ``name``'s letters, by their Unicode names' first word (LATIN,
+    CYRILLIC, GREEK, …)."""
+    return frozenset(unicodedata.name(c, "?").split(" ", 1)[0] for c in name if c.isalpha())
 
 
 _HYPHENS = {0x2010: "-", 0x2011: "-"}  # HYPHEN, NON-BREAKING HYPHEN: drawn as "-" is

@@ -12,7 +12,9 @@ only way on is to rename a ledger. A fold is an equivalence (``у`` ~ ``y`` ~ ``
 one skeleton per name cannot keep these apart while folding both onto Latin ``y``: a
 twin would have to be decided per pair (the names differ only in letters of one script:
 no twin), in ``dpledger/_files.py``'s twin check, or ``ү`` not folded (review 41 diff's
-``daү.db`` case). A design decision: xfail.
+``daү.db`` case). Decided per pair (stop 41): names whose letters come from one set of
+scripts are two names, whatever the fold says of two of their letters
+(:func:`dpledger._path_text.look_alike`); ``daү.db`` beside ``day.db`` is still a twin.
 """
 
 from __future__ import annotations
@@ -33,11 +35,6 @@ def _release(tmp_path: Path, ledger: str) -> list[str]:
             "--aggregate", str(agg)]  # fmt: skip
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review 41 diff 2: the TR39 fold makes у/ү (and ο/σ, е/ҽ) one letter; a "
-    "per-pair same-script rule or a narrower table is a design decision",
-)
 @pytest.mark.parametrize(
     ("existing", "other"),
     [("\u043a\u0443\u043d.db", "\u043a\u04af\u043d.db"),  # Kyrgyz кун / күн
@@ -49,3 +46,15 @@ def test_two_words_of_one_alphabet_are_two_ledgers(
     monkeypatch.chdir(tmp_path)
     assert main(_release(tmp_path, existing)) == 0
     assert main(_release(tmp_path, other)) == 0
+    assert (tmp_path / other).exists()
+
+
+def test_a_letter_of_another_script_still_makes_a_twin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(_release(tmp_path, "day.db")) == 0
+    assert main(_release(tmp_path, "da\u04af.db")) == 2  # a Cyrillic ү among Latin letters
+    assert main(_release(tmp_path, "\u043a\u0443\u043d.db")) == 0
+    assert main(_release(tmp_path, "kyn.db")) == 0  # Latin k, y, n: not drawn as кун
+    assert not (tmp_path / "da\u04af.db").exists()
