@@ -8,7 +8,8 @@ dpledger imports this package.
 loading numpy, OpenDP and the ledger is most of a short command's run, and a Ctrl-C
 then printed Python's traceback (review 41). It also takes SIGTERM (``timeout``, a CI
 cancel, ``kill``) as a Ctrl-C (:class:`Terminated`): a release committed before it is
-said on standard error, not lost silently as the default handler lost it.
+said on standard error, not lost silently as the default handler lost it. A SIGTERM the
+parent set to be ignored stays ignored.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ def run(argv: Sequence[str] | None = None) -> int:
     no traceback."""
     before = None
     with contextlib.suppress(ValueError, OSError):  # the main thread only (a console script)
-        before = signal.signal(signal.SIGTERM, _terminate)
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN:  # `trap '' TERM` holds
+            before = signal.signal(signal.SIGTERM, _terminate)
     try:
         from dpledger.cli.main import main
 
