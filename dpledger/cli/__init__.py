@@ -9,18 +9,30 @@ loading numpy, OpenDP and the ledger is most of a short command's run, and a Ctr
 then printed Python's traceback (review 41). It also takes SIGTERM (``timeout``, a CI
 cancel, ``kill``) as a Ctrl-C (:class:`Terminated`): a release committed before it is
 said on standard error, not lost silently as the default handler lost it. A SIGTERM the
-parent set to be ignored stays ignored.
+parent set to be ignored stays ignored. The handler runs only between bytecodes: a command
+waiting in C (SQLite's lock wait: up to a minute) that has not taken a SIGTERM after
+:data:`GRACE_S` is ended by a watching thread, exit 143, as the default handler ended it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 from types import FrameType
 
-__all__ = ["Terminated", "interruption", "run"]
+__all__ = ["GRACE_S", "Terminated", "interruption", "run"]
+
+GRACE_S = 2.0
+"""How long a SIGTERM may wait for the command to take it before it ends the process."""
+_TAKEN = threading.Event()  # the handler ran: the command unwinds by itself
+_BLOCKED = (
+    b"dpledger: terminated while waiting in SQLite or the file system (a lock held by "
+    b"another writer?): if it was releasing, check `dpledger ledger show` before a rerun\n"
+)
 
 
 class Terminated(KeyboardInterrupt):
@@ -33,16 +45,52 @@ def interruption(e: BaseException) -> tuple[str, int]:
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
+    _TAKEN.set()
     raise Terminated
+
+
+def _watch(fd: int) -> None:
+    """Read the signals written to the wakeup ``fd``; end the process when a SIGTERM for
+    :func:`_terminate` is not taken within :data:`GRACE_S` (the main thread is in C)."""
+    while data := os.read(fd, 64):
+        ours = signal.getsignal(signal.SIGTERM) is _terminate  # not uvicorn's (serve)
+        if signal.SIGTERM in data and ours and not _TAKEN.wait(GRACE_S):
+            with contextlib.suppress(OSError):
+                os.write(2, _BLOCKED)
+            os._exit(143)
+    os.close(fd)  # the write end was closed: run is done
+
+
+def _watching() -> tuple[int, int, int] | None:
+    """Start :func:`_watch` on a new wakeup fd: (read end, write end, the fd it replaced)."""
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    try:
+        old = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+    except (ValueError, OSError):
+        os.close(r)
+        os.close(w)
+        return None
+    threading.Thread(target=_watch, args=(r,), name="dpledger-sigterm", daemon=True).start()
+    return r, w, old
+
+
+def _unwatch(watch: tuple[int, int, int] | None) -> None:
+    if watch is not None:
+        _, w, old = watch
+        signal.set_wakeup_fd(old)
+        os.close(w)  # the thread reads end of file, closes r and returns
 
 
 def run(argv: Sequence[str] | None = None) -> int:
     """Load and run the command; a Ctrl-C (or SIGTERM) while it loads is exit 130 (143),
     no traceback."""
-    before = None
+    before = watch = None
     with contextlib.suppress(ValueError, OSError):  # the main thread only (a console script)
         if signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN:  # `trap '' TERM` holds
             before = signal.signal(signal.SIGTERM, _terminate)
+            _TAKEN.clear()
+            watch = _watching()
     try:
         from dpledger.cli.main import main
 
@@ -58,4 +106,5 @@ def run(argv: Sequence[str] | None = None) -> int:
         return code
     finally:  # a caller in-process (a test) keeps its own handler
         if before is not None:
+            _unwatch(watch)
             signal.signal(signal.SIGTERM, before)
