@@ -31,7 +31,8 @@ GRACE_S = 2.0
 _TAKEN = threading.Event()  # the handler ran: the command unwinds by itself
 _BLOCKED = (
     b"dpledger: terminated while waiting in SQLite or the file system (a lock held by "
-    b"another writer?): if it was releasing, check `dpledger ledger show` before a rerun\n"
+    b"another writer?): what it was writing may have been committed: check `dpledger ledger "
+    b"show` (a release) or `dpledger keys list` (a key) before a rerun\n"
 )
 
 
