@@ -102,7 +102,7 @@ def look_alike(name: str, other: str) -> bool:
     letters come from other scripts (``lаb`` with a Cyrillic ``а``). Two words of one
     alphabet are two names even where the fold makes two of its letters one (Kyrgyz
     ``кун`` and ``күн``: ``у`` and ``ү`` both fold to ``y``; review 41 diff 2)."""
-    if skeleton(name) != skeleton(other):
+    if name == other or skeleton(name) != skeleton(other):  # itself: made meanwhile
         return False
     return _folded(name, _HYPHENS) == _folded(other, _HYPHENS) or _scripts(name) != _scripts(other)
 

@@ -58,3 +58,17 @@ def test_a_letter_of_another_script_still_makes_a_twin(
     assert main(_release(tmp_path, "\u043a\u0443\u043d.db")) == 0
     assert main(_release(tmp_path, "kyn.db")) == 0  # Latin k, y, n: not drawn as кун
     assert not (tmp_path / "da\u04af.db").exists()
+
+
+def test_a_ledger_created_meanwhile_is_not_its_own_twin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stop 41 (the store contract's 8 concurrent first opens, ~1 run in 30): a file made
+    by another opener between the twin check's "does it exist" and its directory listing
+    was listed as a twin of itself, and that opener was refused."""
+    from dpledger import _files
+
+    path = tmp_path / "ledger-2d82be8c.db"
+    path.write_bytes(b"")  # made by the other opener, after the existence check said no
+    monkeypatch.setattr(_files.os.path, "lexists", lambda p: False)
+    _files._check_unicode_twin(str(path), "ledger path")  # no twin: its own name
