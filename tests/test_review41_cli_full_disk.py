@@ -11,19 +11,17 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sqlite3
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _mounts import cli as _cli
+from _mounts import small_tmpfs
 from factories import SPATIAL
 
 from dpledger.ledger.sqlite_errors import out_of_reach
 
-REPO = Path(__file__).resolve().parents[1]
 RELEASE = ["--metric", "clipped_mean_loss", "--region", "eu-west", "--cohort", "2400"]
 
 
@@ -38,23 +36,7 @@ def test_an_io_error_opening_is_not_damage() -> None:
 @pytest.fixture
 def small_fs(tmp_path: Path) -> Iterator[Path]:
     """A 256 KiB tmpfs (root and ``mount`` only; else skipped)."""
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("needs root to mount a small tmpfs")
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    cmd = ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)]
-    if subprocess.run(cmd, check=False).returncode:
-        pytest.skip("cannot mount a tmpfs here")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", str(mnt)], check=False)
-
-
-def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    cmd = [sys.executable, "-m", "dpledger.cli", *argv]
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, check=False, timeout=120)
+    yield from small_tmpfs(tmp_path)
 
 
 def _fill(where: Path, leave: int) -> Path:

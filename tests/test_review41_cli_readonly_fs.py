@@ -13,19 +13,16 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _mounts import cli as _cli
+from _mounts import read_only_bind
 from factories import SPATIAL
 
 from dpledger import _sqlite_files
 from dpledger._creating import unwritable
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def test_removing_a_never_built_temporary_on_a_read_only_fs_is_quiet(
@@ -46,26 +43,8 @@ def test_why_a_directory_cannot_take_a_new_file(tmp_path: Path) -> None:
 @pytest.fixture
 def read_only_dir(tmp_path: Path) -> Iterator[Path]:
     """A read-only bind mount of a directory (root and ``mount`` only; else skipped)."""
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("needs root to make a read-only bind mount")
-    src, mnt = tmp_path / "src", tmp_path / "ro"
-    src.mkdir()
-    mnt.mkdir()
-    if subprocess.run(["mount", "--bind", str(src), str(mnt)], check=False).returncode:
-        pytest.skip("cannot bind-mount here")
-    try:
-        ro = ["mount", "-o", "remount,bind,ro", str(mnt)]
-        if subprocess.run(ro, check=False).returncode:
-            pytest.skip("cannot remount read-only here")
+    for _, mnt in read_only_bind(tmp_path):
         yield mnt
-    finally:
-        subprocess.run(["umount", str(mnt)], check=False)
-
-
-def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    cmd = [sys.executable, "-m", "dpledger.cli", *argv]
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, check=False, timeout=120)
 
 
 @pytest.mark.parametrize("command", ["init", "keys"])

@@ -11,27 +11,18 @@ file system's free space and retry.
 from __future__ import annotations
 
 import os
-import shutil
 import sqlite3
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _mounts import cli as _cli
+from _mounts import small_tmpfs
 from factories import SPATIAL
 
 from dpledger.errors import StoreError
 from dpledger.service import store_files
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    cmd = [sys.executable, "-m", "dpledger.cli", *argv]
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, check=False, timeout=120)
 
 
 def test_an_io_error_opening_the_key_store_says_what_to_check(
@@ -56,17 +47,7 @@ def test_an_io_error_opening_the_key_store_says_what_to_check(
 @pytest.fixture
 def small_fs(tmp_path: Path) -> Iterator[Path]:
     """A 256 KiB tmpfs (root and ``mount`` only; else skipped)."""
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("needs root to mount a small tmpfs")
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    cmd = ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)]
-    if subprocess.run(cmd, check=False).returncode:
-        pytest.skip("cannot mount a tmpfs here")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", str(mnt)], check=False)
+    yield from small_tmpfs(tmp_path)
 
 
 def test_keys_create_with_an_existing_store_on_a_full_disk(small_fs: Path) -> None:

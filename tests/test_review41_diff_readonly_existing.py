@@ -12,20 +12,17 @@ opened or changed); reading it is unaffected.
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from _mounts import cli as _cli
+from _mounts import read_only_bind
 from factories import SPATIAL
 
 from dpledger import _creating, _sqlite_files
 from dpledger.errors import StoreError
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def test_check_writable_names_a_read_only_file_system(
@@ -48,26 +45,7 @@ def test_check_writable_names_a_read_only_file_system(
 @pytest.fixture
 def read_only_dir(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     """(a writable directory, a read-only bind mount of it); root and ``mount`` only."""
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("needs root to make a read-only bind mount")
-    src, mnt = tmp_path / "src", tmp_path / "ro"
-    src.mkdir()
-    mnt.mkdir()
-    if subprocess.run(["mount", "--bind", str(src), str(mnt)], check=False).returncode:
-        pytest.skip("cannot bind-mount here")
-    try:
-        ro = ["mount", "-o", "remount,bind,ro", str(mnt)]
-        if subprocess.run(ro, check=False).returncode:
-            pytest.skip("cannot remount read-only here")
-        yield src, mnt
-    finally:
-        subprocess.run(["umount", str(mnt)], check=False)
-
-
-def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    cmd = [sys.executable, "-m", "dpledger.cli", *argv]
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, check=False, timeout=120)
+    yield from read_only_bind(tmp_path)
 
 
 def test_writing_an_existing_ledger_on_a_read_only_fs(
