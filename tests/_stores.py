@@ -7,9 +7,10 @@ one per store. ``CONTRACT`` is the small policy most contract tests release unde
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -138,6 +139,24 @@ def closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def server_gone(ledger: Ledger, pg_url: str) -> Iterator[None]:
+    """``ledger``'s PostgreSQL server gone: its session killed, a new one pointed at a
+    closed port; the server is back on exit."""
+    import psycopg
+
+    store: Any = ledger._store
+    real = store._url
+    host = pg_url.split("@", 1)[1].split("/", 1)[0]
+    store._url = real.replace(host, f"127.0.0.1:{closed_port()}", 1)
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s, 60000)", (store._conn.info.backend_pid,))
+    try:
+        yield
+    finally:
+        store._url = real
 
 
 ONE_REGION_HEAD = """

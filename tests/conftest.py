@@ -138,6 +138,19 @@ def pg_url(pg_server: PgServer) -> Iterator[str]:
     pg_server.drop(url)
 
 
+@pytest.fixture
+def pg_role(pg_url: str) -> Iterator[str]:
+    """A new login role (superuser) on ``pg_url``'s server: its own ``search_path`` to set."""
+    import psycopg
+
+    name = f"r_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute(f'CREATE ROLE "{name}" LOGIN SUPERUSER')
+    yield name
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute(f'DROP ROLE IF EXISTS "{name}"')
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreUnderTest]:
     made: list[str] = []

@@ -15,8 +15,6 @@ shut down, a timeout) or a session that broke is a read to do again.
 
 from __future__ import annotations
 
-from typing import Any
-
 import psycopg
 import pytest
 
@@ -25,9 +23,9 @@ from dpledger.errors import LedgerChanged
 from dpledger.ledger import Ledger, audit
 
 try:
-    from ._stores import CONTRACT, closed_port
+    from ._stores import CONTRACT, server_gone
 except ImportError:  # pytest's rootdir-relative import mode
-    from _stores import CONTRACT, closed_port
+    from _stores import CONTRACT, server_gone
 
 pytestmark = pytest.mark.postgres
 
@@ -71,13 +69,6 @@ def test_a_server_that_cannot_be_reached_again_is_no_verdict(
         ledger.release(ReleaseRequest(epoch=0, metric="loss", region="a", cohort=1000), 30.0)
     monkeypatch.setattr(audit.time, "sleep", lambda s: None)
     with Ledger.open(pg_url, CONTRACT, mode="read") as ledger:
-        store: Any = ledger._store
-        real = store._url
-        host = pg_url.split("@", 1)[1].split("/", 1)[0]
-        store._url = real.replace(host, f"127.0.0.1:{closed_port()}", 1)  # the server is gone
-        with psycopg.connect(pg_url, autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(%s, 60000)", (store._conn.info.backend_pid,))
-        with pytest.raises(LedgerChanged, match="nothing is wrong with the ledger"):
+        with server_gone(ledger, pg_url), pytest.raises(LedgerChanged, match="nothing is wrong"):
             ledger.verify()
-        store._url = real  # it is back
-        assert ledger.verify().ok
+        assert ledger.verify().ok  # it is back

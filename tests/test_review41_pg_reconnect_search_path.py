@@ -12,8 +12,6 @@ another schema than the handle opened is a StoreError, and nothing is recorded.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from urllib.parse import parse_qsl, urlsplit
 
 import psycopg
@@ -39,18 +37,8 @@ def _loss(epoch: int = 0) -> ReleaseRequest:
     return ReleaseRequest(epoch=epoch, metric="loss", region="a", cohort=1000)
 
 
-@pytest.fixture
-def role(pg_url: str) -> Iterator[str]:
-    name = f"r_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_url, autocommit=True) as admin:
-        admin.execute(f'CREATE ROLE "{name}" LOGIN SUPERUSER')
-    yield name
-    with psycopg.connect(pg_url, autocommit=True) as admin:
-        admin.execute(f'DROP ROLE IF EXISTS "{name}"')
-
-
 def test_a_new_session_that_finds_another_ledger_writes_nothing(
-    pg_url: str, pg_server: object, role: str
+    pg_url: str, pg_server: object, pg_role: str
 ) -> None:
     other_url = pg_server.create_schema()  # type: ignore[attr-defined]
     try:
@@ -60,13 +48,13 @@ def test_a_new_session_that_finds_another_ledger_writes_nothing(
         with Ledger.open(other_url, CONTRACT, mode="create") as ledger:
             ledger.release(_loss(5), 30.0)
         with psycopg.connect(pg_url, autocommit=True) as admin:
-            admin.execute(f'ALTER ROLE "{role}" SET search_path = "{mine}"')
-        url = f"postgresql://{role}@{pg_url.split('@', 1)[1].split('?')[0]}"
+            admin.execute(f'ALTER ROLE "{pg_role}" SET search_path = "{mine}"')
+        url = f"postgresql://{pg_role}@{pg_url.split('@', 1)[1].split('?')[0]}"
         with Ledger.open(url, CONTRACT) as ledger:
             assert len(ledger) == 1
             pid = ledger._store._conn.info.backend_pid  # type: ignore[attr-defined]
             with psycopg.connect(pg_url, autocommit=True) as admin:
-                admin.execute(f'ALTER ROLE "{role}" SET search_path = "{other}"')
+                admin.execute(f'ALTER ROLE "{pg_role}" SET search_path = "{other}"')
                 admin.execute("SELECT pg_terminate_backend(%s, 60000)", (pid,))
             with pytest.raises(StoreError, match="schema"):
                 ledger.release(_loss(), 30.0)

@@ -10,15 +10,12 @@ once.
 
 from __future__ import annotations
 
-from typing import Any
-
-import psycopg
 import pytest
 
 try:
-    from ._stores import CONTRACT, closed_port
+    from ._stores import CONTRACT, server_gone
 except ImportError:  # pytest's rootdir-relative import mode
-    from _stores import CONTRACT, closed_port
+    from _stores import CONTRACT, server_gone
 
 from dpledger.approval import ReleaseRequest
 from dpledger.errors import StoreError
@@ -37,16 +34,9 @@ def _round() -> list[tuple[ReleaseRequest, object]]:
 def test_a_round_whose_server_is_gone_says_nothing_was_recorded(pg_url: str) -> None:
     with Ledger.open(pg_url, CONTRACT, mode="create") as ledger:
         ledger.init()
-        store: Any = ledger._store
-        real = store._url
-        host = pg_url.split("@", 1)[1].split("/", 1)[0]
-        store._url = real.replace(host, f"127.0.0.1:{closed_port()}", 1)  # the server is gone
-        with psycopg.connect(pg_url, autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(%s, 60000)", (store._conn.info.backend_pid,))
-        with pytest.raises(StoreError, match="cannot connect") as failed:
+        with server_gone(ledger, pg_url), pytest.raises(StoreError, match="cannot connect") as e:
             ledger.release_round(_round())
-        assert "nothing was recorded" in str(failed.value)
-        store._url = real  # it is back
+        assert "nothing was recorded" in str(e.value)
         result = ledger.release_round(_round())
         assert [r.retried for r in result.releases] == [False, False]
         assert len(ledger) == 2

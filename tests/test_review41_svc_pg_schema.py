@@ -10,12 +10,11 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
-from urllib.parse import parse_qsl, quote, urlsplit
+from urllib.parse import quote
 
 import psycopg
 import pytest
+from test_review41_pg_reconnect_search_path import _schema
 
 from dpledger.errors import StoreError
 from dpledger.service.keys import Scopes
@@ -24,20 +23,6 @@ from dpledger.service.store import ServiceStore
 pytestmark = pytest.mark.postgres
 
 READ = Scopes(("read",), None, None)
-
-
-def _schema(url: str) -> str:
-    return dict(parse_qsl(urlsplit(url).query))["options"].split("=", 1)[1]
-
-
-@pytest.fixture
-def role(pg_url: str) -> Iterator[str]:
-    name = f"r_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_url, autocommit=True) as admin:
-        admin.execute(f'CREATE ROLE "{name}" LOGIN SUPERUSER')
-    yield name
-    with psycopg.connect(pg_url, autocommit=True) as admin:
-        admin.execute(f'DROP ROLE IF EXISTS "{name}"')
 
 
 def test_a_key_store_is_never_created_in_the_session_s_temporary_schema(pg_url: str) -> None:
@@ -51,7 +36,7 @@ def test_a_key_store_is_never_created_in_the_session_s_temporary_schema(pg_url: 
 
 
 def test_a_new_session_that_finds_another_key_store_reads_nothing(
-    pg_url: str, pg_server: object, role: str
+    pg_url: str, pg_server: object, pg_role: str
 ) -> None:
     other_url = pg_server.create_schema()  # type: ignore[attr-defined]
     try:
@@ -60,13 +45,13 @@ def test_a_new_session_that_finds_another_key_store_reads_nothing(
         with ServiceStore.open(other_url, create=True) as other:
             _, theirs = other.create_key("theirs", READ)
         with psycopg.connect(pg_url, autocommit=True) as admin:
-            admin.execute(f'ALTER ROLE "{role}" SET search_path = "{_schema(pg_url)}"')
-        url = f"postgresql://{role}@{pg_url.split('@', 1)[1].split('?')[0]}"
+            admin.execute(f'ALTER ROLE "{pg_role}" SET search_path = "{_schema(pg_url)}"')
+        url = f"postgresql://{pg_role}@{pg_url.split('@', 1)[1].split('?')[0]}"
         with ServiceStore.open(url) as store:
             assert [k.name for k in store.list_keys()] == ["mine"]
             pid = store._conn.info.backend_pid  # type: ignore[attr-defined]
             with psycopg.connect(pg_url, autocommit=True) as admin:
-                admin.execute(f'ALTER ROLE "{role}" SET search_path = "{_schema(other_url)}"')
+                admin.execute(f'ALTER ROLE "{pg_role}" SET search_path = "{_schema(other_url)}"')
                 admin.execute("SELECT pg_terminate_backend(%s, 60000)", (pid,))
             with pytest.raises(StoreError, match="search_path changed"):
                 store.key(theirs.key_id)
