@@ -95,6 +95,8 @@ TWINS = [
     # a Cyrillic or Greek letter drawn as the Latin one, both ways (stop 41)
     ("lab.db", "l\u0430b.db"), ("l\u0430b.db", "lab.db"), ("ops.db", "\u03bfps.db"),
     ("PROD.db", "\u0420R\u041eD.db"), ("my-eval.db", "my-\u0435v\u0430l.db"),
+    # a capital the first table missed, and a letter with a mark (review 41 diff)
+    ("Wards.db", "\u051cards.db"), ("Zo\u00eb.db", "Zo\u0451.db"),
 ]  # fmt: skip
 
 

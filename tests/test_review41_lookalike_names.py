@@ -48,22 +48,6 @@ def test_the_skeletons_of_look_alikes_are_one(existing: str, twin: str) -> None:
     assert skeleton(twin) == skeleton(existing)
 
 
-@pytest.mark.parametrize(("existing", "twin"), [TWINS[0], TWINS[9]])
-def test_a_release_to_such_a_twin_is_refused(
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-    existing: str,
-    twin: str,
-) -> None:
-    monkeypatch.chdir(tmp_path)
-    assert main(_release(tmp_path, existing)) == 0
-    capsys.readouterr()
-    assert main(_release(tmp_path, twin)) == 2
-    assert "other Unicode characters" in capsys.readouterr().err
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([existing, "agg.json"])
-
-
 @pytest.mark.parametrize(
     "name",
     ["\u043b\u0430\u0431.db",  # Cyrillic лаб: not lab
