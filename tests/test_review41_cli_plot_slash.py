@@ -24,11 +24,12 @@ def test_check_new_refuses_a_trailing_slash(tmp_path: Path) -> None:
     assert check_new(tmp_path / "chart.png", "--plot") == tmp_path / "chart.png"
 
 
-def test_calibrate_plot_with_a_trailing_slash_writes_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("tail", ["/", "/.", "/.."])  # "." and "..": review 41 diff
+def test_calibrate_plot_naming_a_directory_writes_nothing(tmp_path: Path, tail: str) -> None:
     pytest.importorskip("matplotlib")
     held = tmp_path / "held.npy"
     np.save(held, np.random.default_rng(0).uniform(0, 3, 500))
     before = sorted(p.name for p in tmp_path.iterdir())
     argv = ["calibrate", "--held-out", str(held), "--epsilon", "1", "--cohort", "2000"]
-    assert main([*argv, "--plot", f"{tmp_path}/charts/"]) == 2
+    assert main([*argv, "--plot", f"{tmp_path}/charts{tail}"]) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == before

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 from factories import SPATIAL
 
@@ -41,13 +40,3 @@ def test_export_out_ending_in_dot_writes_no_file(tmp_path: Path) -> None:
     assert main(["ledger", "export", *at, "--out", f"{notes}/.", "--force"]) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     assert notes.read_text() == "keep"
-
-
-def test_calibrate_plot_ending_in_dot_writes_nothing(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
-    held = tmp_path / "held.npy"
-    np.save(held, np.random.default_rng(0).uniform(0, 3, 500))
-    before = sorted(p.name for p in tmp_path.iterdir())
-    argv = ["calibrate", "--held-out", str(held), "--epsilon", "1", "--cohort", "2000"]
-    assert main([*argv, "--plot", f"{tmp_path}/charts/."]) == 2
-    assert sorted(p.name for p in tmp_path.iterdir()) == before
