@@ -11,7 +11,9 @@ cancel, ``kill``) as a Ctrl-C (:class:`Terminated`): a release committed before 
 said on standard error, not lost silently as the default handler lost it. A SIGTERM the
 parent set to be ignored stays ignored. The handler runs only between bytecodes: a command
 waiting in C (SQLite's lock wait: up to a minute) that has not taken a SIGTERM after
-:data:`GRACE_S` is ended by a watching thread, exit 143, as the default handler ended it.
+:data:`GRACE_S`, or has taken it but not ended :data:`GRACE_S` later (its unwinding waits in C:
+``demo``'s thread pool joins workers in NumPy), is ended by a watching thread, exit 143,
+as the default handler ended it.
 """
 
 from __future__ import annotations
@@ -29,10 +31,11 @@ __all__ = ["GRACE_S", "Terminated", "interruption", "run"]
 GRACE_S = 2.0
 """How long a SIGTERM may wait for the command to take it before it ends the process."""
 _TAKEN = threading.Event()  # the handler ran: the command unwinds by itself
+_DONE = threading.Event()  # run is returning: the watcher lets the process end
 _BLOCKED = (
-    b"dpledger: terminated while waiting in SQLite or the file system (a lock held by "
-    b"another writer?): what it was writing may have been committed: check `dpledger ledger "
-    b"show` (a release) or `dpledger keys list` (a key) before a rerun\n"
+    b"dpledger: terminated while waiting in C (a lock another writer holds, the file "
+    b"system, a long computation): what it was writing may have been committed: check "
+    b"`dpledger ledger show` (a release) or `dpledger keys list` (a key) before a rerun\n"
 )
 
 
@@ -52,10 +55,11 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
 
 def _watch(fd: int) -> None:
     """Read the signals written to the wakeup ``fd``; end the process when a SIGTERM for
-    :func:`_terminate` is not taken within :data:`GRACE_S` (the main thread is in C)."""
+    :func:`_terminate` is not taken within :data:`GRACE_S` (the main thread is in C), or
+    is taken but :func:`run` has not returned :data:`GRACE_S` later (it unwinds in C)."""
     while data := os.read(fd, 64):
         ours = signal.getsignal(signal.SIGTERM) is _terminate  # not uvicorn's (serve)
-        if signal.SIGTERM in data and ours and not _TAKEN.wait(GRACE_S):
+        if signal.SIGTERM in data and ours and not (_TAKEN.wait(GRACE_S) and _DONE.wait(GRACE_S)):
             with contextlib.suppress(OSError):
                 os.write(2, _BLOCKED)
             os._exit(143)
@@ -79,6 +83,7 @@ def _watching() -> tuple[int, int, int] | None:
 def _unwatch(watch: tuple[int, int, int] | None) -> None:
     if watch is not None:
         _, w, old = watch
+        _DONE.set()
         signal.set_wakeup_fd(old)
         os.close(w)  # the thread reads end of file, closes r and returns
 
@@ -91,6 +96,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         if signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN:  # `trap '' TERM` holds
             before = signal.signal(signal.SIGTERM, _terminate)
             _TAKEN.clear()
+            _DONE.clear()
             watch = _watching()
     try:
         from dpledger.cli.main import main
