@@ -92,8 +92,12 @@ def run(argv: Sequence[str] | None = None) -> int:
     """Load and run the command; a Ctrl-C (or SIGTERM) while it loads is exit 130 (143),
     no traceback."""
     before = watch = None
+    words = list(sys.argv[1:] if argv is None else argv)
+    serving = next((w for w in words if not w.startswith("-")), None) == "serve"
     with contextlib.suppress(ValueError, OSError):  # the main thread only (a console script)
-        if signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN:  # `trap '' TERM` holds
+        # `trap '' TERM` holds; `serve` is stopped by SIGTERM and ends by it, as a service
+        # does (exit 143 is a failed unit to systemd): uvicorn's, from its start on
+        if not serving and signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN:
             before = signal.signal(signal.SIGTERM, _terminate)
             _TAKEN.clear()
             _DONE.clear()
