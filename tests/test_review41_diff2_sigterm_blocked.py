@@ -14,18 +14,14 @@ has ended: without the grace, the child would end only by the guard's kill.
 from __future__ import annotations
 
 import os
-import signal
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _signals import sigterm_child
 from factories import SPATIAL
 
 from dpledger.cli.main import main
-
-REPO = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs Linux /proc")
 
@@ -53,35 +49,12 @@ def test_sigterm_during_a_lock_wait_ends_the_command(tmp_path: Path) -> None:
     release += ["--region", "eu-west", "--cohort", "2400", "--aggregate", str(agg)]
     holder = sqlite3.connect(db, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")  # another writer holds the ledger
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, *release],
-        env=env,
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert proc.stderr is not None
-        assert proc.stderr.readline().strip() == "waiting"
-        # its imports done, the handler is in place: wait until it sleeps in SQLite's busy
-        # handler with the ledger open (no other sleep follows opening it)
-        while proc.poll() is None and not _waiting(proc.pid):
-            pass
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            code = proc.wait(timeout=60)  # a guard: the fixed command ends in seconds
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            raise AssertionError("SIGTERM did not end a command waiting for a lock") from None
+    try:  # the child's imports done, the handler in place: wait until it sleeps in
+        # SQLite's busy handler with the ledger open (no other sleep follows opening it)
+        code, err = sigterm_child(CHILD, release, "waiting", _waiting)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
         holder.execute("ROLLBACK")
         holder.close()
-    err = proc.stderr.read()
     assert code == 143, err
     assert "terminated" in err, err
     assert "Traceback" not in err, err

@@ -11,18 +11,14 @@ The console script leaves SIGTERM to ``serve`` from its start (stop 41): it ends
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _signals import sigterm_child
 from factories import SPATIAL
 
 from dpledger.cli.main import main
-
-REPO = Path(__file__).resolve().parents[1]
 
 pytest.importorskip("uvicorn")
 
@@ -41,24 +37,7 @@ sys.exit(run(sys.argv[1:]))
 def test_sigterm_while_serve_starts_ends_by_the_signal(tmp_path: Path) -> None:
     ledger = str(tmp_path / "L.db")
     assert main(["ledger", "init", "--policy", str(SPATIAL), "--ledger", ledger]) == 0
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
     argv = ["serve", "--policy", str(SPATIAL), "--ledger", ledger, "--port", "0"]
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, *argv],
-        env=env,
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert proc.stderr is not None
-        assert proc.stderr.readline().strip() == "starting"
-        os.kill(proc.pid, signal.SIGTERM)
-        code = proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    err = proc.stderr.read()
+    code, err = sigterm_child(CHILD, argv, "starting")
     assert code == -signal.SIGTERM, (code, err)
     assert "terminated" not in err, err

@@ -12,13 +12,9 @@ in Python and then joins a worker that sleeps for an hour (as make_fleet's pool 
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from _signals import sigterm_child
 
 CHILD = """
 import sys, time
@@ -39,27 +35,7 @@ os._exit(rc)  # the worker is not joined at exit: only run is measured
 
 
 def test_sigterm_taken_but_unwinding_in_c_still_ends(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, "demo"],
-        env=env,
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert proc.stderr is not None
-        assert proc.stderr.readline().strip() == "working"
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            code = proc.wait(timeout=60)  # a guard: the fixed command ends in seconds
-        except subprocess.TimeoutExpired:
-            raise AssertionError("a SIGTERM taken did not end a command joining C") from None
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    err = proc.stderr.read()
+    code, err = sigterm_child(CHILD, ["demo"], "working")
     assert code == 143, err
     assert "terminated" in err, err
     assert "Traceback" not in err, err
