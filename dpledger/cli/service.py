@@ -15,7 +15,6 @@ import ipaddress
 import json
 import logging
 import os
-import signal
 import socket
 import ssl
 import sys
@@ -23,7 +22,7 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from dpledger._files import check_regular_file, postgres_url, shown_location
-from dpledger.cli import Terminated, interruption
+from dpledger.cli import interruption
 from dpledger.cli.argtypes import ascii_int
 from dpledger.cli.main import EXIT_UNDELIVERED, committed_but_undelivered
 from dpledger.cli.output import Undelivered, json_text, say, write_out
@@ -380,20 +379,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         ssl_keyfile_password=passphrase,
         timeout_graceful_shutdown=10,
     )
-    quiet, stopped = _CutShort(), False
+    quiet = _CutShort()  # SIGTERM is uvicorn's: the console script leaves serve's alone
     logging.getLogger("uvicorn.error").addFilter(quiet)
     try:
         uvicorn.Server(config).run(sockets=[sock])
-    except Terminated:  # uvicorn shut down on a SIGTERM, then raised it again
-        stopped = True
     finally:
         logging.getLogger("uvicorn.error").removeFilter(quiet)
         sock.close()
         app.state.service.close()
-    if stopped:  # a service manager's normal stop: end by the signal, as a service does
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # (exit 143 is a failed unit to systemd)
-        signal.raise_signal(signal.SIGTERM)
-        return 143  # not reached where the signal ends the process
     return 0
 
 
