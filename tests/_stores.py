@@ -109,6 +109,29 @@ class StoreUnderTest:
                                 ("dpl_spend", "dpl_spend_no_truncate")):  # fmt: skip
                 self.raw(f"DROP TRIGGER {name} ON {table}")
 
+    def restore_guards(self) -> None:
+        """Re-create dpledger's own triggers after a tamper (a writer refuses a schema-4
+        ledger without them): the test goes on to what it checks about the rows."""
+        if self.kind == "sqlite":
+            from dpledger.ledger.sqlite_sql import GUARDS
+
+            for ddl in GUARDS:
+                self.raw(ddl)
+        else:
+            from dpledger.ledger.pgsql import APPEND_ONLY, SPEND_GUARD
+
+            self.raw(APPEND_ONLY)
+            self.raw(SPEND_GUARD)
+
+    @contextlib.contextmanager
+    def tampering(self) -> Iterator[None]:
+        """The triggers dropped for the block's raw edits, then restored."""
+        self.disable_append_only()
+        try:
+            yield
+        finally:
+            self.restore_guards()
+
     def fail_inserts(self, on: bool) -> None:
         """Make every INSERT into dpl_entries fail (a database fault mid-release), or stop."""
         if self.kind == "sqlite":

@@ -7,6 +7,7 @@ import struct
 from pathlib import Path
 
 from dpledger import Policy
+from dpledger.ledger.sqlite_sql import GUARDS
 
 ROOT = Path(__file__).resolve().parent.parent
 SPATIAL = ROOT / "policies" / "spatial-eval.toml"
@@ -69,6 +70,13 @@ def drop_spend_guard(conn: sqlite3.Connection) -> None:
     """What someone editing an SQLite ledger's spend totals by hand does first."""
     for name in SPEND_GUARD:
         conn.execute(f"DROP TRIGGER IF EXISTS {name}")
+
+
+def restore_guards(conn: sqlite3.Connection) -> None:
+    """Put dpledger's own triggers back after a tamper (a writer refuses a schema-4 ledger
+    without them), so a test goes on to what it checks about the tampered rows."""
+    for ddl in GUARDS:
+        conn.execute(ddl)
 
 
 def policy_text(

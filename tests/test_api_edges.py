@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from factories import drop_spend_guard
+from factories import drop_spend_guard, restore_guards
 
 from dpledger import Ledger, Policy, ReleaseRequest
 from dpledger.errors import (
@@ -50,6 +50,7 @@ def _tamper(path: Path, sql: str) -> bytes:
         with conn:
             drop_spend_guard(conn)
             conn.execute(sql)
+            restore_guards(conn)  # a writer refuses a ledger without them
     finally:
         conn.close()
     return path.read_bytes()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from factories import drop_spend_guard, policy, spatial
+from factories import drop_spend_guard, policy, restore_guards, spatial
 
 from dpledger import (
     ALL,
@@ -175,6 +175,7 @@ def test_verify_checks_each_epoch_against_the_policy_it_was_opened_under(tmp_pat
     v2 = policy(epoch_epsilon="40", version="2")
     con.execute("DROP TRIGGER dpl_entries_no_update")
     con.execute("UPDATE dpl_entries SET policy_hash = ? WHERE seq = 5", (v2.content_hash,))
+    restore_guards(con)  # a writer refuses a ledger without them
     con.commit()
     con.close()
     with Ledger.open(tmp_path / "l.db", v2) as b:
@@ -233,6 +234,7 @@ def test_verify_reports_an_unreadable_row_instead_of_raising(tmp_path: Path) -> 
     con = sqlite3.connect(tmp_path / "l.db")
     con.execute("DROP TRIGGER dpl_entries_no_update")
     con.execute("UPDATE dpl_entries SET charge = 'one tenth' WHERE seq = 1")
+    restore_guards(con)  # a writer refuses a ledger without them
     con.commit()
     con.close()
     with Ledger.open(tmp_path / "l.db", policy()) as b:
@@ -257,6 +259,7 @@ def test_an_anchored_head_catches_a_truncation_that_rewrote_head_and_spend(
     con.execute("UPDATE dpl_spend SET total = '1/10'")
     con.execute("UPDATE dpl_meta SET value = '1' WHERE key = 'head_seq'")
     con.execute("UPDATE dpl_meta SET value = ? WHERE key = 'head_hash'", (first_hash,))
+    restore_guards(con)  # and puts the triggers back
     con.commit()
     con.close()
     with Ledger.open(tmp_path / "l.db", policy()) as b:

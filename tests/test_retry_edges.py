@@ -93,8 +93,8 @@ def test_the_dry_run_of_a_retry_reads_the_recorded_policy_as_a_release_does(
     store: StoreUnderTest,
 ) -> None:
     first_releases(store)
-    store.disable_append_only()
-    store.raw("UPDATE dpl_policies SET body = 'not json'")
+    with store.tampering():
+        store.raw("UPDATE dpl_policies SET body = 'not json'")
     ledger = store.open(V2)
     with pytest.raises(LedgerCorrupted, match="unreadable"):
         ledger.check(hist(), np.full(5, 12.0))
@@ -201,8 +201,8 @@ def test_a_dry_run_that_is_no_retry_reads_no_recorded_policy(store: StoreUnderTe
     """Another request under a recorded id is the conflict it is, in the dry run as in the
     release, even when the recorded policy cannot be read (only a retry reads it)."""
     first_releases(store)
-    store.disable_append_only()
-    store.raw("UPDATE dpl_policies SET body = 'not json'")
+    with store.tampering():
+        store.raw("UPDATE dpl_policies SET body = 'not json'")
     ledger = store.open(V2)
     other = hist().model_copy(update={"region": "b", "edges_version": "h5/v2"})
     verdict = ledger.check(other, np.full(5, 12.0))

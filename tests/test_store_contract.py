@@ -528,10 +528,11 @@ class TestStoreContract:
     ) -> None:
         # an earlier calibration may have recorded a few ulps more noise: still sound
         ledger = self._five_entries(store)
-        store.disable_append_only()
-        self._rewrite_scale(store, ledger, 1 + 1e-12)
+        with store.tampering():
+            self._rewrite_scale(store, ledger, 1 + 1e-12)
         assert ledger.verify().ok
-        self._rewrite_scale(store, ledger, 0.5 / (1 + 1e-12))
+        with store.tampering():
+            self._rewrite_scale(store, ledger, 0.5 / (1 + 1e-12))
         report = ledger.verify()
         assert _named_entries(report.problems) == {3}
         assert any("differ from what its policy calibrates" in p for p in report.problems)

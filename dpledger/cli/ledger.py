@@ -111,7 +111,11 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
         f"migrated {done.location} from schema {done.from_version} to {done.to_version}: "
         f"{done.entries} entries kept, chain head {head} unchanged (recorded anchors stay "
         "valid); check it with `dpledger ledger verify`"
-        if done.changed
+        if done.from_version != done.to_version
+        else f"re-created dpledger's own trigger(s) {', '.join(done.restored)} in "
+        f"{done.location} (it verified without them: {done.entries} entries, chain head "
+        f"{head}); writers open it again"
+        if done.restored
         else f"{done.location} is already at schema {done.to_version}: nothing to do"
     )
     try:

@@ -32,6 +32,7 @@ from typing import Any
 from dpledger import mechanisms as mech
 from dpledger.accounting import EpochSpend, binding_loss
 from dpledger.errors import DpLedgerError, LedgerChanged, StoreError
+from dpledger.ledger.guards import guard_problems
 from dpledger.ledger.records import GENESIS, Entry, VerifyReport, chain_hash, chain_hash_v1
 from dpledger.ledger.schema import CHAIN_V1_THROUGH, row_to_entry, stored_amount
 from dpledger.ledger.store import SqlStore
@@ -63,9 +64,10 @@ class _Audit:
 
 
 def verify(
-    store: SqlStore, current: Policy, expected_head: tuple[int, str] | None = None
+    store: SqlStore, current: Policy | None, expected_head: tuple[int, str] | None = None
 ) -> VerifyReport:
     """Verify the ledger in ``store`` (opened with ``current``); see the module docstring.
+    ``current`` None: the policy binding is not checked (``migrate`` restoring triggers).
 
     A read handle that reads without SQLite's locks reads again, after a short pause,
     when another process changed the ledger meanwhile (:class:`LedgerChanged`); after
@@ -81,7 +83,7 @@ def verify(
 
 
 def _verify(
-    store: SqlStore, current: Policy, expected_head: tuple[int, str] | None
+    store: SqlStore, current: Policy | None, expected_head: tuple[int, str] | None
 ) -> VerifyReport:
     """One read of the ledger, verified (:class:`LedgerChanged` propagates)."""
     a = _Audit()
@@ -98,7 +100,7 @@ def _verify(
                 after = batch[-1][0]
             rows = store.count()  # the chain is read from entry 1 on: a row below is
             spend = store.audit_rows("spend")  # off it, yet a retry or binding reads it
-            a.problems.extend(store.integrity_problems())
+            a.problems.extend(store.integrity_problems() + guard_problems(store))
     except StoreError as e:
         if isinstance(e, LedgerChanged):
             raise
@@ -286,7 +288,10 @@ def _unit_text(unit: str, records: int) -> str:
 
 
 def _check_meta(
-    a: _Audit, rows: Iterable[tuple[Any, ...]], current: Policy, anchor: tuple[int, str] | None
+    a: _Audit,
+    rows: Iterable[tuple[Any, ...]],
+    current: Policy | None,
+    anchor: tuple[int, str] | None,
 ) -> None:
     meta = {str(k): v for k, v in rows}
     head_seq, head_hash = meta.get("head_seq", "0"), meta.get("head_hash", GENESIS)
@@ -310,7 +315,8 @@ def _check_meta(
             f"meta {CHAIN_V1_THROUGH} names entry {a.v1_through}, past the last entry "
             f"{a.prev_seq}: the meta table was edited"
         )
-    for key, want in (("policy_name", current.name), ("unit", current.unit)):
+    binding = () if current is None else (("policy_name", current.name), ("unit", current.unit))
+    for key, want in binding:
         if meta.get(key) != want:
             a.problems.append(f"meta {key} is {meta.get(key)!r}, expected {want!r}")
     if anchor is not None and anchor[0] == 0:  # the empty ledger's head, (0, GENESIS):

@@ -39,6 +39,7 @@ from dpledger.errors import (
     PolicyMismatch,
 )
 from dpledger.ledger import audit
+from dpledger.ledger.guards import check_guards
 from dpledger.ledger.lifetime import Lifetime, lifetime_of
 from dpledger.ledger.opening import checked_labels, checked_mode, checked_policy, open_store
 from dpledger.ledger.records import GENESIS, Entry, Release, VerifyReport, is_chain_hash
@@ -128,6 +129,8 @@ class Ledger:
             return False
         if not self._checked:
             self._store.check_schema()  # another schema cannot even be audited: always fatal
+            if self._store.mode != "read":  # dropped guards: no write (read: the audit says)
+                check_guards(self._store)
             try:
                 self._check_existing()
             except (LedgerCorrupted, PolicyMismatch) as e:

@@ -3,7 +3,10 @@
 **Schema 3 to 4** adds the spend guard: triggers refusing any UPDATE that lowers a spend
 total (or moves it to another epoch, scope or metric) and any DELETE of one (and TRUNCATE
 on PostgreSQL), so a hand-lowered total fails at the UPDATE instead of letting later
-releases overspend until ``verify`` reports it. No row changes.
+releases overspend until ``verify`` reports it. No row changes. A schema-4 ledger that
+lacks any of these triggers (or the entries' append-only ones: dropped by hand) has them
+re-created once the rest of it verifies (:mod:`.guards`); one that does not verify is
+refused with nothing changed.
 
 **Schema 2 to 3** changes indexes only: the entries' unique ``hash`` index goes (the
 ``seq`` primary key and :func:`~dpledger.ledger.audit.verify` already refuse what it
@@ -42,6 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from dpledger.errors import DpLedgerError, MigrationRefused, StoreError
+from dpledger.ledger import audit
+from dpledger.ledger.guards import GUARDS_MISSING, missing_guards
 from dpledger.ledger.opening import open_store
 from dpledger.ledger.records import GENESIS, chain_hash_v1
 from dpledger.ledger.schema import SCHEMA_VERSION, head_of, row_to_entry, stored_amount
@@ -63,11 +68,12 @@ class Migration:
     to_version: str
     entries: int
     head: tuple[int, str]  # (entry id, hash) as the last step left it: no step moves it
+    restored: tuple[str, ...] = ()  # dpledger's own triggers re-created (they were missing)
 
     @property
     def changed(self) -> bool:
-        """False when the ledger was already at the current schema."""
-        return self.from_version != self.to_version
+        """False when the ledger was already at the current schema, its triggers in place."""
+        return self.from_version != self.to_version or bool(self.restored)
 
     def as_dict(self) -> dict[str, object]:
         """JSON-ready form for the CLI."""
@@ -77,6 +83,7 @@ class Migration:
             "to": self.to_version,
             "entries": self.entries,
             "head": f"{self.head[0]}:{self.head[1]}",
+            "restored_triggers": list(self.restored),
         }
 
 
@@ -99,6 +106,9 @@ def migrate(target: str | Path) -> Migration:
                 f"{store.location}: schema version {version!r} is not one this dpledger "
                 f"upgrades (it upgrades 1, 2 and 3 to {SCHEMA_VERSION})"
             )
+        if version == SCHEMA_VERSION:
+            restored = _restored_guards(store, head)
+            return Migration(store.location, version, version, store.count(), head, restored)
         if version == "1":
             _, spend = _verified_schema_1(store, head)
             store.upgrade_schema_1(head, spend)
@@ -109,6 +119,24 @@ def migrate(target: str | Path) -> Migration:
         return Migration(store.location, version, SCHEMA_VERSION, store.count(), head)
     finally:
         store.close()
+
+
+def _restored_guards(store: SqlStore, head: tuple[int, str]) -> tuple[str, ...]:
+    """Re-create the triggers a schema-4 ledger lacks, if the rest of it verifies (the
+    chain, the head, every spend total against its entries, the policies' budgets)."""
+    missing = missing_guards(store)
+    if not missing:
+        return ()
+    report = audit.verify(store, None)
+    problems = [p for p in report.problems if not p.startswith(GUARDS_MISSING)]
+    if problems:
+        raise MigrationRefused(
+            f"{store.location} lacks {GUARDS_MISSING} {', '.join(missing)} and does not "
+            f"verify: {'; '.join(problems[:5])}: nothing was changed; restore the ledger "
+            "from a backup"
+        )
+    store.restore_guards(head)  # refused if a release landed since the head was read
+    return tuple(missing)
 
 
 def _verified_schema_1(

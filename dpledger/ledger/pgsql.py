@@ -56,6 +56,11 @@ SQL = Statements(
     entries=f"SELECT {COLUMNS} FROM dpl_entries WHERE seq > %s "
     "AND (%s::bigint IS NULL OR epoch = %s) AND (%s::text IS NULL OR scope = %s) "
     "AND (%s::text IS NULL OR metric = %s) ORDER BY seq LIMIT %s",
+    missing_guards="SELECT own.tg FROM unnest(ARRAY['dpl_entries_no_change', "
+    "'dpl_entries_no_truncate', 'dpl_spend_no_decrease', 'dpl_spend_no_truncate']) AS own(tg) "
+    "WHERE NOT EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgname = own.tg AND NOT "
+    "t.tgisinternal AND t.tgrelid IN (to_regclass('dpl_entries'), to_regclass('dpl_spend'))) "
+    "ORDER BY own.tg",
     **PARAMETERLESS,
 )
 """The store's statements, in PostgreSQL's dialect (``%s`` parameters, arrays for lists)."""

@@ -157,7 +157,7 @@ class PostgresStore(PipelinedWrites, SqlStore):
     sql = SQL
     schema_1 = SCHEMA_1
     schema_3_upgrade = SCHEMA_3_UPGRADE
-    schema_4_upgrade = (_SPEND_GUARD,)
+    schema_4_upgrade, guards = (_SPEND_GUARD,), (_APPEND_ONLY, _SPEND_GUARD)
     lock_key = LOCK_KEY
     state_sql = SQL.state.replace("%s", "$1")
 

@@ -215,6 +215,7 @@ class Statements:
     audit_meta: str  # () -> key, value ordered by key
     audit_policies: str  # () -> hash, name, version, body ordered by hash
     audit_spend: str  # () -> epoch, scope, metric, total ordered by the key
+    missing_guards: str  # () -> the name of each of dpledger's own triggers the tables lack
 
 
 PARAMETERLESS = {

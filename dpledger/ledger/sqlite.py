@@ -59,6 +59,7 @@ from dpledger.ledger.sqlite_copy import drop_copy, lacks_table, read_copy
 from dpledger.ledger.sqlite_errors import is_damage, not_a_ledger, out_of_reach, unrecorded
 from dpledger.ledger.sqlite_fresh import Seen, identity, seen, successor
 from dpledger.ledger.sqlite_sql import (
+    GUARDS,
     INSERT_ENTRY,
     SCHEMA_1,
     SCHEMA_3_UPGRADE,
@@ -100,7 +101,7 @@ class SqliteStore(SqlStore):
     schema_1 = SCHEMA_1
     schema_3_upgrade = SCHEMA_3_UPGRADE
     schema_3_refuses = "SELECT seq FROM dpl_entries WHERE typeof(seq) != 'integer' LIMIT 5"
-    schema_4_upgrade = SPEND_GUARD
+    schema_4_upgrade, guards = SPEND_GUARD, GUARDS
 
     def __init__(self, path: str | Path, mode: Mode = "write", *, timeout_s: float = 60.0) -> None:
         super().__init__(mode)

@@ -22,6 +22,7 @@ from dpledger.ledger.schema import (
 )
 
 __all__ = [
+    "GUARDS",
     "INSERT_ENTRY",
     "SCHEMA_1",
     "SCHEMA_3_UPGRADE",
@@ -59,6 +60,7 @@ compare two fractions of up to 4,300 digits a side exactly (SQLite's integers ar
 so the comparison is :func:`guard_spend`'s function, which every writing connection of
 dpledger registers; any other connection's write to ``dpl_spend`` fails to prepare (no
 such function), which refuses it too."""
+_OWN_NAMES = sorted(t.split()[5] for t in (*_TRIGGERS, *SPEND_GUARD))
 
 
 def _lowered(old: object, new: object) -> int:
@@ -144,6 +146,10 @@ SQL = Statements(
     entries=f"SELECT {COLUMNS} FROM dpl_entries WHERE seq > ? "
     "AND (? IS NULL OR epoch = ?) AND (? IS NULL OR scope = ?) AND (? IS NULL OR metric = ?) "
     "ORDER BY seq LIMIT ?",
+    missing_guards="SELECT column1 FROM (VALUES "
+    + ", ".join(f"('{name}')" for name in _OWN_NAMES)
+    + ") WHERE column1 NOT IN (SELECT name FROM sqlite_master WHERE type = 'trigger') "
+    "ORDER BY column1",
     **PARAMETERLESS,
 )
 """The store's statements, in SQLite's dialect (``?`` parameters, JSON arrays for lists)."""
@@ -170,6 +176,8 @@ UPSERT_SPEND = (
 )
 TABLES = (*_SCHEMA, *_TRIGGERS, *SPEND_GUARD)
 """What a new ledger is built with."""
+GUARDS = (*_TRIGGERS, *SPEND_GUARD)
+"""dpledger's own triggers, created where missing (``ledger migrate`` restores dropped ones)."""
 _OWN = {
     t.split()[5]: " ".join(t.replace("IF NOT EXISTS ", "", 1).split())
     for t in (*_TRIGGERS, *SPEND_GUARD)

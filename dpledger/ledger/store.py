@@ -37,6 +37,7 @@ from dpledger.ledger.records import Entry
 from dpledger.ledger.schema import (
     CHAIN_V1_THROUGH,
     READABLE_VERSIONS,
+    SCHEMA_VERSION,
     Schema1,
     Statements,
     checked_head,
@@ -67,6 +68,7 @@ class SqlStore(ABC):
     schema_3_upgrade: tuple[str, ...]  # DDL from schema 2 to 3, run in order in one txn
     schema_3_refuses: str = ""  # () -> seqs the schema-3 table could not hold, if any
     schema_4_upgrade: tuple[str, ...]  # DDL from schema 3 to 4 (the spend guard)
+    guards: tuple[str, ...]  # DDL creating dpledger's own triggers where they are missing
 
     def __init__(self, mode: Mode) -> None:
         if mode not in ("read", "write", "create"):
@@ -177,10 +179,8 @@ class SqlStore(ABC):
         spend: dict[int, dict[tuple[str, str], Fraction]],
         scopes: dict[int, dict[str, Fraction]],
     ) -> None:
-        """The state a write transaction leaves if it commits: its head and the full spend
-        of the epochs it loaded (per (scope, metric), and summed per scope). A store may
-        keep it for its next transaction (SQLite does, while no other connection has
-        committed); by default it is not kept."""
+        """The state a write transaction leaves if it commits (head, the loaded epochs' full
+        spend), which a store may keep for its next one (SQLite does); by default not."""
         del head, spend, scopes
 
     def _load_state(self, epochs: Sequence[int], release_ids: Sequence[str]) -> TxnState:
@@ -264,23 +264,17 @@ class SqlStore(ABC):
     def upgrade_schema_1(
         self, head: tuple[int, str], spend: Sequence[tuple[int, str, str, str]]
     ) -> None:
-        """Upgrade schema 1 to 2 in one transaction under the write lock; entries untouched.
-
-        ``head`` is the chain head the caller verified: if a writer appended since, the
-        upgrade is refused and nothing changes. ``spend`` is the exact spend per (epoch,
-        region, metric) the caller recomputed from the verified entries.
-        """
+        """Upgrade schema 1 to 2 in one transaction under the write lock, entries untouched:
+        refused if a writer appended since the verified ``head``; ``spend`` is the exact
+        spend per (epoch, region, metric) recomputed from the verified entries."""
         inserts = [(self.schema_1.insert_spend, row) for row in spend]
         marker = (CHAIN_V1_THROUGH, str(head[0]))
         self._upgrade("1", "2", head, [*((s, ()) for s in self.schema_1.upgrade), *inserts], marker)
 
     def upgrade_schema_2(self, head: tuple[int, str]) -> None:
-        """Upgrade schema 2 to 3 (:data:`SCHEMA`'s indexes) in one transaction, under the lock.
-
-        Every entry keeps its values and hash; only indexes change (SQLite rebuilds the
-        table to drop one). Refused, changing nothing, if a writer appended since ``head``,
-        or if an entry's ``seq`` is not an integer (schema 3's SQLite table cannot hold it).
-        """
+        """Upgrade schema 2 to 3 (:data:`SCHEMA`'s indexes) in one transaction under the
+        lock; only indexes change (SQLite rebuilds the table to drop one). Refused if a
+        writer appended since ``head``, or an entry's ``seq`` is not an integer."""
         if self.schema_3_refuses:
             with self._lock:
                 bad = self._execute(self.schema_3_refuses)
@@ -296,6 +290,10 @@ class SqlStore(ABC):
         """Upgrade schema 3 to 4 (the spend guard's triggers) in one transaction, under the
         lock; no row changes. Refused, changing nothing, if a writer appended since ``head``."""
         self._upgrade("3", "4", head, [(s, ()) for s in self.schema_4_upgrade])
+
+    def restore_guards(self, head: tuple[int, str]) -> None:
+        """Re-create the own triggers a schema-4 ledger lacks (:mod:`.guards`), as above."""
+        self._upgrade(SCHEMA_VERSION, SCHEMA_VERSION, head, [(s, ()) for s in self.guards])
 
     def _upgrade(
         self,
@@ -443,11 +441,13 @@ class SqlStore(ABC):
             return {str(k): str(v) for k, v in self._execute(self.sql.meta)}
 
     def audit_rows(self, table: str) -> list[tuple[Any, ...]]:
-        """Every row of ``"meta"``, ``"policies"`` or ``"spend"``, unparsed (for the audit)."""
+        """Every row of ``"meta"``, ``"policies"`` or ``"spend"``, unparsed (for the audit);
+        ``"guards"``: the name of each of dpledger's own triggers the tables lack."""
         statement = {
             "meta": self.sql.audit_meta,
             "policies": self.sql.audit_policies,
             "spend": self.sql.audit_spend,
+            "guards": self.sql.missing_guards,
         }.get(table)
         if statement is None:
             raise StoreError(f"not a ledger table: {table!r}")
