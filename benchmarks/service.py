@@ -58,12 +58,13 @@ def _http(url: str, token: str, n: int, epoch: int) -> tuple[float, list[float]]
 
     def client(c: int) -> None:
         with httpx2.Client(base_url=url, headers=headers, timeout=120) as http:
-            bodies = [
-                {"request": request(i, f"r{c}").model_dump(), "aggregate": list(AGGREGATE)}
+            bodies: list[dict[str, object]] = [
+                {
+                    "request": {**request(i, f"r{c}").model_dump(), "epoch": epoch},
+                    "aggregate": list(AGGREGATE),
+                }
                 for i in range(n)
             ]
-            for b in bodies:
-                b["request"]["epoch"] = epoch
             barrier.wait()
             for i, b in enumerate(bodies):
                 t0 = time.perf_counter()
