@@ -85,8 +85,9 @@ def as_labels(values: npt.ArrayLike, name: str, n_classes: int) -> IntArray:
         raise InvalidInput(f"{name} must hold integer class labels, got dtype {arr.dtype}")
     if arr.ndim != 1:
         raise InvalidInput(f"{name} must be 1-dimensional, got shape {arr.shape}")
-    # One reduction: read as unsigned, a negative label is larger than any class index.
-    unsigned = arr.view(np.dtype(f"u{arr.dtype.itemsize}")) if arr.dtype.kind == "i" else arr
+    # One reduction: read as unsigned, a negative label is larger than any class index
+    # (in the array's own byte order: a big-endian -256 read as native was 255; review 42).
+    unsigned = arr.view(arr.dtype.str.replace("i", "u")) if arr.dtype.kind == "i" else arr
     if int(unsigned.max()) < n_classes:
         return arr.astype(np.int64, copy=False)
     bad = (arr < 0) | (arr >= n_classes)
