@@ -482,8 +482,11 @@ def group_sums(
     float sums for an evaluation without noise (not exact: never release them).
     ``workers``: threads, as in :func:`sums_in_blocks` (bit-identical results).
     """
-    arrs = [np.asarray(a) for a in arrays]
-    n = int(arrs[0].shape[0]) if arrs and arrs[0].ndim else 0
+    # by type: np.asarray unmasked a masked array, ValueError on ragged rows (review 42)
+    arrs = [read_plain(a, f"per-sample array {i} must be one array") for i, a in enumerate(arrays)]
+    if not arrs or any(a.ndim == 0 for a in arrs):
+        raise InvalidInput(f"group_sums needs per-sample arrays, got {[a.shape for a in arrs]}")
+    n = int(arrs[0].shape[0])
     seg = segments_for(offsets, n)
 
     def compute(views: Arrays, part: Segments) -> npt.NDArray[Any]:
