@@ -56,7 +56,7 @@ import numpy.typing as npt
 
 from dpledger._shown import shown
 from dpledger.errors import InvalidInput
-from dpledger.metrics._reading import FloatArray, as_real, check_positive, read_array
+from dpledger.metrics._reading import FloatArray, as_real, check_positive, read_plain
 from dpledger.metrics._segments import IntArray, as_finite
 from dpledger.types import MAX_COHORT
 
@@ -213,7 +213,9 @@ class FixedPoint:
 
     def decode(self, units: npt.ArrayLike) -> FloatArray:
         """Server side: summed integer units → the exact sum as doubles (refuses |units| > 2⁵³)."""
-        u = read_array(units, "units must be one array of integers")
+        # by type (review 42): np.asarray read a bool as a unit, raw bytes as units, and
+        # a masked array's hidden values
+        u = read_plain(units, "units must be one array of integers")
         if u.dtype.kind not in "iu" and not (
             u.dtype.kind == "O"
             and all(
