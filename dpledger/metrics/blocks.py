@@ -98,8 +98,8 @@ def client_segments(offsets: npt.ArrayLike | Segments, n_samples: int) -> Segmen
     """
     if isinstance(n_samples, bool) or not isinstance(n_samples, int | np.integer):
         raise InvalidInput(f"n_samples must be an integer, got {shown(n_samples)}")
-    if n_samples < 0:
-        raise InvalidInput(f"n_samples must be ≥ 0, got {n_samples}")
+    if not 0 <= n_samples < 2**63:  # past int64, the lengths became objects or floats
+        raise InvalidInput(f"n_samples must be in [0, 2**63), got {shown(n_samples)}")
     return segments_for(offsets, int(n_samples))
 
 
