@@ -138,7 +138,7 @@ def along_across_ratio(
     these per-client ratios. ≈ 1 is isotropic; large means sideways drift. An
     along-track RMSE ≤ :data:`ALONG_RMSE_FLOOR` (1e-9 m) pins the ratio at ``clip``
     (even if across is also 0); a client with no samples contributes min(1, clip). Errors are
-    signed, in metres. When any error exceeds 1e100 m, each client's errors are first
+    signed, in metres. A client with an error beyond 1e100 m has its errors first
     divided by a power of two near their largest magnitude (exact; the ratio is
     scale-free), so huge values neither overflow nor become NaN.
     """
@@ -178,17 +178,17 @@ def _ratio_sums_extreme(
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Σalong², Σacross² and the scale per client when some error is NaN, inf or > 1e100.
 
-    NaN and inf are refused here, naming the first; otherwise, when an error exceeds
-    1e100 m, each client's errors are divided by a power of two near their largest
+    NaN and inf are refused here, naming the first; otherwise each client with an error
+    beyond 1e100 m has its errors divided by a power of two near their largest
     magnitude first (exact), so huge values neither overflow nor become NaN.
     """
     a, b = as_finite(along, "along"), as_finite(across, "across")
     n = a.shape[0]
     peak = max(float(a.max()), -float(a.min()), float(b.max()), -float(b.min())) if n else 0.0
     if peak > _SQUARE_SAFE:
-        # Power-of-two scale: dividing by it is exact, so ordinary clients keep textbook values.
+        # a power of two (exact), only for a client past 1e100: rows are own-data (review 42)
         scale = seg.max(np.maximum(np.abs(a), np.abs(b)))
-        per_client = np.ldexp(1.0, np.frexp(np.where(scale > 0, scale, 1.0))[1] - 1)
+        per_client = np.where(scale > _SQUARE_SAFE, np.ldexp(1.0, np.frexp(scale)[1] - 1), 1.0)
         per = seg.per_sample(per_client)
         a, b = a / per, b / per
     else:
