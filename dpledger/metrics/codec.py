@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -33,6 +34,24 @@ def _check_names(names: object) -> None:
             f"names must be a tuple of measure names (text), got {type(names).__name__} "
             f"{shown(names, 40)}"
         )
+
+
+def _check_scales(
+    names: tuple[str, ...], bounds: tuple[float, ...], weights: tuple[float, ...], cap: float
+) -> None:
+    """Each coordinate's share ``weight·cap`` and factor ``share / bound`` a normal double:
+    an infinite factor encoded a zero measure as NaN (0·inf), one that underflowed encoded
+    every measure as 0 (review 42)."""
+    with np.errstate(over="ignore", under="ignore"):
+        share = np.asarray(weights, dtype=np.float64) * cap
+        factors = share / np.asarray(bounds)
+    for k, name in enumerate(names):
+        if not all(sys.float_info.min <= float(v[k]) < math.inf for v in (share, factors)):
+            raise InvalidInput(
+                f"the codec's scale of {name} (cap {cap:g} × its weight {weights[k]:g} / its "
+                f"bound {bounds[k]:g}) is not a finite, normal double (2.2e-308 to 1.8e308): "
+                "state the bounds and the cap in units that keep it there"
+            )
 
 
 def _vector(x: object) -> bool:
@@ -77,10 +96,12 @@ class VectorSumCodec:
         )
         if abs(math.fsum(weights) - 1.0) > 1e-12:
             raise InvalidInput(f"codec weights must sum to 1, got {math.fsum(weights)!r}")
+        cap = check_positive(self.cap, "cap")
+        _check_scales(names, bounds, weights, cap)
         # kept as the checked floats, in tuples: a list given here, changed after, changed
         # the codec (a zero bound made release_regression raise after its spend; review 40)
         for field, value in (("names", names), ("bounds", bounds), ("weights", weights),
-                             ("cap", check_positive(self.cap, "cap"))):  # fmt: skip
+                             ("cap", cap)):  # fmt: skip
             object.__setattr__(self, field, value)
 
     @staticmethod
