@@ -198,7 +198,7 @@ def keep_per_person(
     ids = _person_ids(persons)
     if ids.ndim != 1:
         raise InvalidInput(f"persons must be 1-dimensional, got shape {ids.shape}")
-    if ids.dtype.kind not in "iuUSO":
+    if ids.size and ids.dtype.kind not in "iuUSO":  # np.array([]) is float64: no ids
         raise InvalidInput(f"person ids must be integers or strings, got dtype {ids.dtype}")
     if ids.dtype.kind == "O":  # e.g. a text column with missing ids (None, NaN)
         odd = sum(1 for v in ids.tolist() if not _person_id(v))
