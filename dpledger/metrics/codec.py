@@ -199,4 +199,6 @@ class VectorSumCodec:
                 f"scale must be one number or one per coordinate ({self.dimension}), "
                 f"got shape {b.shape}"
             )
+        if not bool(np.all((b >= 0) & np.isfinite(b))):  # NaN, inf, negative: no noise scale
+            raise InvalidInput(f"scale must be finite and ≥ 0, got {shown(b.tolist(), 60)}")
         return np.broadcast_to(b, (self.dimension,)) / self._factors()
