@@ -177,10 +177,14 @@ def encode(grid: FixedPoint, rows: FloatArray) -> IntArray:
     reductions, False for NaN), trunc(x / quantum) is already inside the grid's integer
     range — for x ≥ 0 it is floor(x/q) ≤ floor(high/q), for x < 0 it is ceil(x/q) ≥
     ceil(low/q) — so the clamp is the identity, and a float-to-int64 cast is trunc.
-    Otherwise (NaN, a value outside, an interval away from 0) the grid's own encode runs,
-    which refuses NaN and values outside beyond float rounding.
+    Otherwise (NaN, a value outside, an interval away from 0, not a float64 array: flags,
+    a masked array; review 42) the grid's own encode runs, which refuses NaN, values
+    outside beyond float rounding, and what it does not read as numbers.
     """
-    return _encode(grid, rows, owned=False)
+    if not isinstance(grid, FixedPoint):
+        raise InvalidInput(f"grid must be a FixedPoint, got {type(grid).__name__}")
+    plain = type(rows) is np.ndarray and rows.dtype == np.float64
+    return _encode(grid, rows, owned=False) if plain else grid.encode(rows)
 
 
 def _encode(
@@ -189,13 +193,8 @@ def _encode(
     """:func:`encode`; ``owned`` rows (a temporary of the caller) are scaled in place, and
     cast into ``out`` (same shape) when given."""
     inverse = 1.0 / grid.quantum  # a power of two: multiplying by it is exact
-    if (
-        rows.size
-        and math.isfinite(inverse)
-        and grid.low <= 0.0 <= grid.high
-        and float(rows.min()) >= grid.low
-        and float(rows.max()) <= grid.high
-    ):
+    if (rows.size and math.isfinite(inverse) and grid.low <= 0.0 <= grid.high
+            and float(rows.min()) >= grid.low and float(rows.max()) <= grid.high):  # fmt: skip
         if owned:
             rows *= inverse
             if out is not None:
@@ -234,6 +233,10 @@ def capped_units(grid: FixedPoint, counts: IntArray, factor: FloatArray) -> IntA
     units in place. (A table of the encoded fl(k·f) per distinct factor and count, read
     by index, was measured slower: building the index costs a pass of its own.)
     """
+    if not (isinstance(grid, FixedPoint) and type(counts) is type(factor) is np.ndarray
+            and counts.dtype.kind in "iu" and counts.ndim == 2 and factor.dtype == np.float64
+            and factor.shape == counts.shape[:1]):  # fmt: skip
+        raise InvalidInput("capped_units: a FixedPoint, int counts (rows, cells), a factor each")
     return _encode(grid, counts * factor[:, None], owned=True)
 
 
@@ -355,11 +358,8 @@ _MAX_GROUPS = 2**31 - 1  # a group count (regions): labels stay far inside int64
 def _group_index(groups: npt.ArrayLike | None, n_clients: int, n_groups: int | None) -> IntArray:
     """Validated group label of every client (all 0 without ``groups``), read by type: a
     masked label would be its hidden value, a timedelta no integer (review 39)."""
-    if n_groups is not None and (
-        isinstance(n_groups, bool)
-        or not isinstance(n_groups, int | np.integer)
-        or not 1 <= n_groups <= _MAX_GROUPS
-    ):
+    if n_groups is not None and (isinstance(n_groups, bool) or not isinstance(
+            n_groups, int | np.integer) or not 1 <= n_groups <= _MAX_GROUPS):  # fmt: skip
         raise InvalidInput(f"n_groups must be an integer in [1, 2**31 - 1], got {shown(n_groups)}")
     if groups is None:
         if n_groups not in (None, 1):
@@ -482,7 +482,6 @@ def group_sums(
     float sums for an evaluation without noise (not exact: never release them).
     ``workers``: threads, as in :func:`sums_in_blocks` (bit-identical results).
     """
-    # by type: np.asarray unmasked a masked array, ValueError on ragged rows (review 42)
     arrs = [read_plain(a, f"per-sample array {i} must be one array") for i, a in enumerate(arrays)]
     if not arrs or any(a.ndim == 0 for a in arrs):
         raise InvalidInput(f"group_sums needs per-sample arrays, got {[a.shape for a in arrs]}")
