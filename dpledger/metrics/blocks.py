@@ -233,8 +233,9 @@ def capped_units(grid: FixedPoint, counts: IntArray, factor: FloatArray) -> IntA
     units in place. (A table of the encoded fl(k·f) per distinct factor and count, read
     by index, was measured slower: building the index costs a pass of its own.)
     """
-    if not (isinstance(grid, FixedPoint) and type(counts) is type(factor) is np.ndarray
-            and counts.dtype.kind in "iu" and counts.ndim == 2 and factor.dtype == np.float64
+    arrays = type(counts) is np.ndarray and type(factor) is np.ndarray
+    if not (isinstance(grid, FixedPoint) and arrays and counts.dtype.kind in "iu"
+            and counts.ndim == 2 and factor.dtype == np.float64
             and factor.shape == counts.shape[:1]):  # fmt: skip
         raise InvalidInput("capped_units: a FixedPoint, int counts (rows, cells), a factor each")
     return _encode(grid, counts * factor[:, None], owned=True)
