@@ -76,6 +76,8 @@ class Bounds:
             check_positive(self.cap, "bound cap")
         if self.edges is not None:
             edges_array(self.edges, "bound edges")
+            # kept as a tuple: a list given here, changed after, changed the bounds (review 42)
+            object.__setattr__(self, "edges", tuple(np.asarray(self.edges).tolist()))
         d = self.dimension
         if d is not None and (isinstance(d, bool) or not isinstance(d, int | np.integer) or d < 1):
             raise InvalidInput(f"bound dimension must be an integer ≥ 1, got {shown(d)}")
