@@ -215,7 +215,7 @@ class FixedPoint:
         """Server side: summed integer units → the exact sum as doubles (refuses |units| > 2⁵³)."""
         # by type (review 42): np.asarray read a bool as a unit, raw bytes as units, and
         # a masked array's hidden values
-        u = read_plain(units, "units must be one array of integers")
+        u = read_plain(units, "units must be integers: summed grid units, one array of integers")
         if u.dtype.kind not in "iu" and not (
             u.dtype.kind == "O"
             and all(
