@@ -114,7 +114,8 @@ class SiloSums:
         total is the exact sum of every kept record's bounded row.
         """
         rows = self.units if silos is None else self.units[self._chosen(silos)]
-        return self._decode(rows.sum(axis=0, dtype=np.int64))
+        # as Python integers: an int64 sum wrapped (four silos of 2**62 units summed to 0)
+        return self._decode(np.asarray(rows, dtype=np.int64).astype(object).sum(axis=0))
 
     def _chosen(self, silos: npt.ArrayLike) -> npt.NDArray[np.bool_]:
         """``silos`` as a mask over the silos: each silo once (one listed twice would be
