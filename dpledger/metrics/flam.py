@@ -191,6 +191,12 @@ def project_confusion(noisy: npt.ArrayLike) -> FloatArray:
     return np.maximum(m, 0.0)
 
 
+def _check_labels(labels: object) -> None:
+    """``labels`` is 'present' or 'all' (anything else was read as 'all' by the rows)."""
+    if not isinstance(labels, str) or labels not in ("present", "all"):
+        raise InvalidInput(f"labels must be 'present' or 'all', got {shown(labels)}")
+
+
 def _div0(num: FloatArray, den: FloatArray) -> FloatArray:
     """num/den with 0.0 where den == 0 (scikit-learn's zero_division='warn' value)."""
     safe = np.where(den == 0, 1.0, den)
@@ -268,8 +274,7 @@ def classification_metrics(
     ``labels="all"`` is the stable, data-independent choice. A 1-D input of length
     C² is read as :func:`flatten_confusion` output.
     """
-    if not isinstance(labels, str) or labels not in ("present", "all"):
-        raise InvalidInput(f"labels must be 'present' or 'all', got {shown(labels)}")
+    _check_labels(labels)
     m = as_real(confusion, "confusion")
     if m.ndim == 1:
         m = unflatten_confusion(m)
@@ -373,6 +378,7 @@ def participant_weighted_classification(
     would on that client's data alone.
     """
     _need_offsets(offsets)
+    _check_labels(labels)  # review 42: "bogus" was averaged as "all"
     rows = confusion_matrix(y_true, y_pred, n_classes=n_classes, offsets=offsets)
     per_client = classification_metrics_rows(rows, labels=labels)
     return participant_weighted_average(per_client, rows.sum(axis=(1, 2)))
