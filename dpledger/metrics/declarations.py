@@ -264,10 +264,18 @@ def sum_contributions(
             "no metrics given: pass a mapping name -> Contribution with at least one metric"
         )
     for name, job in jobs.items():
-        if not isinstance(job, Contribution):
+        if not (  # its fields too: a dict of bounds raised AttributeError (review 42)
+            isinstance(job, Contribution)
+            and isinstance(job.declaration, MetricDeclaration)
+            and isinstance(job.bounds, Bounds)
+            and isinstance(job.settings, Mapping)
+            and isinstance(job.grid, FixedPoint | None)
+        ):
+            given = [job] if not isinstance(job, Contribution) else list(vars(job).values())
             raise InvalidInput(
-                f"metric {name!r}: expected a Contribution(declaration, bounds, settings), "
-                f"got {type(job).__name__}"
+                f"metric {name!r}: expected a Contribution(declaration, bounds, settings) of a "
+                "MetricDeclaration, a Bounds and a mapping (a FixedPoint grid or None), got "
+                + ", ".join(type(v).__name__ for v in given)
             )
     gathered = {name: job.declaration._arrays(data) for name, job in jobs.items()}
     names = sorted({k for arrays in gathered.values() for k in arrays})
