@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
+from decimal import ROUND_CEILING, ROUND_FLOOR, Context, Decimal
 from types import MappingProxyType
 
 import numpy as np
@@ -120,7 +121,8 @@ class DerivedRelease:
                 rows.append(f"  {k:<{width}}  <= {iv.high:g}  (one-sided, the whole range: "
                             f"no information)  {iv.method}")  # fmt: skip
             elif iv.one_sided:  # no lower end: the bound is the statement, not the value
-                rows.append(f"  {k:<{width}}  <= {iv.high:.4f}  (one-sided)  {iv.method}")
+                bound = _outward(iv.high, ".4f", True)  # up: a bound rounded down is not one
+                rows.append(f"  {k:<{width}}  <= {bound}  (one-sided)  {iv.method}")
             elif iv.usable:
                 value, low, high = _shown_triple(v, iv.low, iv.high)
                 rows.append(f"  {k:<{width}}  {value}  [{low}, {high}]  {iv.method}")
@@ -181,20 +183,48 @@ def _shown_triple(value: float, low: float, high: float) -> tuple[str, str, str]
     """A row's value and interval as text: 4 decimals where they show it (a [0, 1] metric,
     MSE in large units), else enough significant digits that a nonzero number is not
     printed as 0.0000 and an interval of nonzero width not as [x, x] (MSE in small units
-    printed ``0.0000  [0.0000, 0.0000]`` for 2.9e-7 [2.6e-7, 3.3e-7]; review 39)."""
+    printed ``0.0000  [0.0000, 0.0000]`` for 2.9e-7 [2.6e-7, 3.3e-7]; review 39).
+
+    The ends are rounded outward (the low end down, the high end up), so the printed
+    interval contains the computed one: rounded to nearest, an interval about one printed
+    unit wide lost up to half a unit at each end, and among releases of a 10⁷-sample
+    2-class matrix (Gaussian noise σ = 200) the printed f1_macro covered 0.897 and MCC
+    0.861 where the computed intervals covered 0.951 (review 42)."""
     nums = (value, low, high)
     # each number on its own: a small end does not cost a large value its decimals
-    first = tuple(
-        f"{x: .4g}" if math.isfinite(x) and x != 0.0 and abs(x) < 0.01 else f"{x: .4f}"
-        for x in nums
+    specs = tuple(
+        " .4g" if math.isfinite(x) and x != 0.0 and abs(x) < 0.01 else " .4f" for x in nums
     )
-    if low == high or first[1] != first[2]:
-        return first[0], first[1], first[2]
-    for digits in range(4, 18):
-        text = tuple(f"{x: .{digits}g}" for x in nums)
-        if low == high or text[1] != text[2]:
-            break
-    return text[0], text[1], text[2]
+    first = tuple(format(x, s) for x, s in zip(nums, specs, strict=True))
+    if not (low == high or first[1] != first[2]):
+        for digits in range(4, 18):
+            specs = (f" .{digits}g",) * 3
+            text = tuple(format(x, s) for x, s in zip(nums, specs, strict=True))
+            if text[1] != text[2]:
+                break
+    return format(value, specs[0]), _outward(low, specs[1], False), _outward(high, specs[2], True)
+
+
+_EXACT = Context(prec=1100)  # every double's exact decimal (≤ 767 significant digits) fits
+
+
+def _outward(x: float, spec: str, up: bool) -> str:
+    """``format(x, spec)`` (``spec`` ``" .Nf"`` or ``" .Ng"``) with ``x`` rounded toward
+    +∞ (``up``) or −∞ at that precision instead of to the nearest: the printed number is
+    never inside the interval it ends (text that reads back as ``x`` itself, as ``0.4000``
+    for the double nearest 0.4, stays as it is)."""
+    nearest = format(x, spec)
+    if not math.isfinite(x) or float(nearest) == x:  # the text reads back as x itself
+        return nearest
+    exact = Decimal(x)
+    digits = int(spec[spec.index(".") + 1 : -1])
+    shift = -digits if spec.endswith("f") else exact.adjusted() - (digits - 1)
+    rounded = exact.quantize(
+        Decimal(1).scaleb(shift), rounding=ROUND_CEILING if up else ROUND_FLOOR, context=_EXACT
+    )
+    text = format(float(rounded), spec)  # as a double, the value's exponent style
+    # a double carries ~16 digits: at 16-17 its nearest text may fall back inside
+    return text if (Decimal(text) >= exact) is up else format(rounded, spec)
 
 
 def _unpickled(
