@@ -75,3 +75,13 @@ def test_printed_intervals_cover_as_the_computed_ones() -> None:
         assert computed.mean() >= 0.93, (k, computed.mean())
         assert (printed | ~computed).all(), k  # printed ⊇ computed, release by release
         assert printed.mean() >= computed.mean(), (k, printed.mean(), computed.mean())
+
+
+def test_reporter_mean_line_holds_its_interval() -> None:
+    from dpledger.flower.means import ReporterMean
+
+    iv = Interval(0.499951, 0.500139, 0.95, "fieller")
+    line = ReporterMean(0.50004, iv, 1e6).describe()
+    low, high = line.split("[")[1].split("]")[0].split(", ")
+    assert float(low) <= iv.low  # was 0.5: above the interval's low end
+    assert float(high) >= iv.high  # was 0.5001: below its high end

@@ -31,6 +31,7 @@ import numpy as np
 from dpledger.errors import DpLedgerError
 from dpledger.flower.wire import MetricPlan
 from dpledger.ledger import Release
+from dpledger.ledger.derived import _outward
 from dpledger.metrics import Interval, mean_over_noisy_count
 from dpledger.metrics._ratio import MEAN
 from dpledger.metrics._slack import interval_scales, widened
@@ -72,7 +73,8 @@ class ReporterMean:
         if not iv.usable:
             return f"mean over reporters UNUSABLE: {iv.reason}"
         return (
-            f"{self.estimate:.4g} [{iv.low:.4g}, {iv.high:.4g}] mean over reporters "
+            f"{self.estimate:.4g} [{_outward(iv.low, '.4g', False)}, "  # ends outward: the
+            f"{_outward(iv.high, '.4g', True)}] mean over reporters "  # text holds the interval
             f"(÷ noisy reported {self.noisy_reported:.4g})"
         )
 
