@@ -33,6 +33,7 @@ from dpledger._files import (
     strict_json,
 )
 from dpledger._npy import TooManyValues, load_npy
+from dpledger._printed import value_with_bar
 from dpledger._shown import shown
 from dpledger.approval import ReleaseRequest, Verdict
 from dpledger.cli import interruption
@@ -232,10 +233,15 @@ def verdict_text(v: Verdict) -> str:
 def release_text(r: Release) -> str:
     """The released value with its bar and charge."""
     v = r.value  # every value, never numpy's "..." summary past 1,000 of them: ε was spent
+    value, bar = value_with_bar(v if isinstance(v, float) else 0.0, r.error_bar, 6, 6)
     shown = (
-        f"{v:.6g}"
+        value  # to a unit its bar can see, the bar up (review 42: .6g rounded more than it)
         if isinstance(v, float)
-        else np.array2string(v, precision=4, threshold=sys.maxsize)
+        else np.array2string(
+            v,
+            threshold=sys.maxsize,
+            formatter={"float_kind": lambda x: value_with_bar(float(x), r.error_bar)[0]},
+        )
     )
     where = (
         f"on the sum; the value is the sum / {r.request.cohort}"
@@ -252,7 +258,7 @@ def release_text(r: Release) -> str:
     return (
         f"entry {r.entry_id}: {r.request.metric} (epoch {r.request.epoch}, "
         f"region {r.request.region}, n={r.request.cohort}{rid})\n"
-        f"  value     {shown}\n  ± {r.bar:<7} {r.error_bar:.6g}\n"
+        f"  value     {shown}\n  ± {r.bar:<7} {bar}\n"
         f"  scale     {r.scale:.6g} ({r.facts.mechanism} noise {where})\n{charged}"
     )
 

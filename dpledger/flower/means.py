@@ -28,10 +28,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dpledger._printed import outward
 from dpledger.errors import DpLedgerError
 from dpledger.flower.wire import MetricPlan
 from dpledger.ledger import Release
-from dpledger.ledger.derived import _outward
 from dpledger.metrics import Interval, mean_over_noisy_count
 from dpledger.metrics._ratio import MEAN
 from dpledger.metrics._slack import interval_scales, widened
@@ -73,8 +73,8 @@ class ReporterMean:
         if not iv.usable:
             return f"mean over reporters UNUSABLE: {iv.reason}"
         return (
-            f"{self.estimate:.4g} [{_outward(iv.low, '.4g', False)}, "  # ends outward: the
-            f"{_outward(iv.high, '.4g', True)}] mean over reporters "  # text holds the interval
+            f"{self.estimate:.4g} [{outward(iv.low, '.4g', False)}, "  # ends outward: the
+            f"{outward(iv.high, '.4g', True)}] mean over reporters "  # text holds the interval
             f"(÷ noisy reported {self.noisy_reported:.4g})"
         )
 

@@ -62,6 +62,7 @@ from typing import Literal, overload
 import numpy as np
 import numpy.typing as npt
 
+from dpledger._printed import value_with_bar
 from dpledger.approval import Verdict
 from dpledger.flower.means import ReporterMean
 from dpledger.ledger import Release
@@ -329,14 +330,14 @@ class RoundReport:
 
 def _describe(out: Outcome) -> str:
     if isinstance(out, Release):
-        v = out.value
+        v, bar = out.value, ci95(out)  # the value to a unit its bar can see, the bar up
         if isinstance(v, float):
-            shown = f"{v:.4g}"
+            shown = value_with_bar(v, bar)[0]
         elif v.size <= 8:
-            shown = "[" + ", ".join(f"{x:.4g}" for x in v) + "]"
+            shown = "[" + ", ".join(value_with_bar(float(x), bar)[0] for x in v) + "]"
         else:
             shown = f"[{v.size} noisy sums]"
-        return f"{shown} ± {ci95(out):.3g} ({out.charge.unit} {out.charge.text})"
+        return f"{shown} ± {value_with_bar(0.0, bar)[1]} ({out.charge.unit} {out.charge.text})"
     if isinstance(out, Verdict):
         first = out.failures[0] if out.failures else None
         return "REFUSED: " + (f"{first.name}: {first.reason}" if first else out.summary())

@@ -23,12 +23,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from decimal import ROUND_CEILING, ROUND_FLOOR, Context, Decimal
 from types import MappingProxyType
 
 import numpy as np
 import numpy.typing as npt
 
+from dpledger._printed import outward
 from dpledger.approval import ReleaseRequest
 from dpledger.approval.request import well_formed
 from dpledger.errors import InvalidInput
@@ -121,7 +121,7 @@ class DerivedRelease:
                 rows.append(f"  {k:<{width}}  <= {iv.high:g}  (one-sided, the whole range: "
                             f"no information)  {iv.method}")  # fmt: skip
             elif iv.one_sided:  # no lower end: the bound is the statement, not the value
-                bound = _outward(iv.high, ".4f", True)  # up: a bound rounded down is not one
+                bound = outward(iv.high, ".4f", True)  # up: a bound rounded down is not one
                 rows.append(f"  {k:<{width}}  <= {bound}  (one-sided)  {iv.method}")
             elif iv.usable:
                 value, low, high = _shown_triple(v, iv.low, iv.high)
@@ -202,29 +202,7 @@ def _shown_triple(value: float, low: float, high: float) -> tuple[str, str, str]
             text = tuple(format(x, s) for x, s in zip(nums, specs, strict=True))
             if text[1] != text[2]:
                 break
-    return format(value, specs[0]), _outward(low, specs[1], False), _outward(high, specs[2], True)
-
-
-_EXACT = Context(prec=1100)  # every double's exact decimal (≤ 767 significant digits) fits
-
-
-def _outward(x: float, spec: str, up: bool) -> str:
-    """``format(x, spec)`` (``spec`` ``" .Nf"`` or ``" .Ng"``) with ``x`` rounded toward
-    +∞ (``up``) or −∞ at that precision instead of to the nearest: the printed number is
-    never inside the interval it ends (text that reads back as ``x`` itself, as ``0.4000``
-    for the double nearest 0.4, stays as it is)."""
-    nearest = format(x, spec)
-    if not math.isfinite(x) or float(nearest) == x:  # the text reads back as x itself
-        return nearest
-    exact = Decimal(x)
-    digits = int(spec[spec.index(".") + 1 : -1])
-    shift = -digits if spec.endswith("f") else exact.adjusted() - (digits - 1)
-    rounded = exact.quantize(
-        Decimal(1).scaleb(shift), rounding=ROUND_CEILING if up else ROUND_FLOOR, context=_EXACT
-    )
-    text = format(float(rounded), spec)  # as a double, the value's exponent style
-    # a double carries ~16 digits: at 16-17 its nearest text may fall back inside
-    return text if (Decimal(text) >= exact) is up else format(rounded, spec)
+    return format(value, specs[0]), outward(low, specs[1], False), outward(high, specs[2], True)
 
 
 def _unpickled(
