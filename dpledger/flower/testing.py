@@ -17,7 +17,10 @@ Flower internals, checked against flwr 1.42 (:data:`CHECKED_FLWR`; other version
   :attr:`LocalGrid.dropped` — the server then has no reply from that node;
 - isolation: each message is copied through Flower's own wire format (deflate/inflate),
   so clients cannot touch the server's objects (FedAvg sends one shared RecordDict to all
-  nodes) and unserialisable values fail as they would in a deployment;
+  nodes) and unserialisable values fail as they would in a deployment: a reply the wire
+  format cannot carry (a MetricRecord int beyond 64 bits), or anything a ClientApp returns
+  that is not a Message, never leaves its node — no reply, kept in ``dropped`` — rather
+  than ending the run;
 - node contexts: as in simulation, ``node_config`` holds ``partition-id`` and
   ``num-partitions`` (plus what ``node_configs`` adds) and ``state`` persists per node.
 
@@ -123,7 +126,8 @@ class LocalGrid(Grid):
         self.sent: list[Message] = []
         """Every instruction pushed, for assertions."""
         self.dropped: list[tuple[Message, list[str]]] = []
-        """Replies a SuperLink would drop, with the validator's reasons."""
+        """Replies a SuperLink would drop (or that never left their node: not serialisable,
+        not a Message — then the instruction), with the reasons."""
 
     def activate(self) -> None:
         """Set the process-global run identity, as a Flower runtime does."""
@@ -200,6 +204,9 @@ class LocalGrid(Grid):
             reply = Message(
                 Error(code=ErrorCode.CLIENT_APP_RAISED_EXCEPTION, reason=reason), reply_to=msg
             )
+        if not isinstance(reply, Message):  # no reply leaves the node: none comes
+            self.dropped.append((msg, [f"the ClientApp returned a {type(reply).__name__}"]))
+            return None
         reply.metadata.__dict__["_message_id"] = str(uuid4())
         errors = validate_message(reply, is_reply_message=True)
         if reply.metadata.reply_to_message_id != msg.metadata.message_id:
@@ -209,7 +216,13 @@ class LocalGrid(Grid):
         if errors:
             self.dropped.append((reply, errors))
             return None
-        return wire_copy(reply) if self._serialize else reply
+        if not self._serialize:
+            return reply
+        try:  # a reply Flower's wire format cannot carry never leaves the node (review 42)
+            return wire_copy(reply)
+        except Exception as e:
+            self.dropped.append((reply, [f"not serialisable ({type(e).__name__}: {e})"]))
+            return None
 
     def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
         """Run each pending instruction's ClientApp and return the replies."""
