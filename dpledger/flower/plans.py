@@ -145,10 +145,10 @@ def metric_plan(
 ) -> MetricPlan:
     """The plan clients follow for ``metric``, after every check its releases rely on."""
     spec = policy.metric(metric)
-    declared = DECLARATIONS.get(declaration)
-    if declared is None:
+    declared = DECLARATIONS.get(declaration) if isinstance(declaration, str) else None
+    if declared is None:  # a list or dict is no name either (review 42 flw: TypeError)
         raise InvalidInput(
-            f"{metric}: {declaration!r} is not a declared contribution; "
+            f"{metric}: {shown(declaration)} is not a declared contribution; "
             f"choose from {sorted(DECLARATIONS)}"
         )
     scalar = declared.kind == "scalar_mean"
