@@ -12,6 +12,7 @@ Server::
     from dpledger.flower import LedgerEvaluation
 
     strategy = LedgerEvaluation(FedAvg(fraction_train=0.0), ledger,
+                                metrics={"confusion": "confusion_matrix"},
                                 params={"confusion": {"n_classes": 10}})
     result = strategy.start(grid=grid, initial_arrays=arrays, num_rounds=3)
     strategy.rounds[1].table()      # the operator's report: every Release and Verdict
