@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
-from flwr.app import ConfigRecord, Context, Message, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.app.typing import ConfigRecordValues
 from flwr.clientapp import ClientApp
 
@@ -59,6 +59,7 @@ QUERY_RECORD = "dpledger.query"
 NODE_RECORD = "dpledger.node"
 _LOG = logging.getLogger("dpledger.flower.client")  # not the server's logger (review s35 F5)
 BadData = Literal["substitute", "raise"]
+_OWN = "dpledger."  # the namespace of the plan, query and reply records
 
 
 def contributions(
@@ -228,7 +229,8 @@ def contribution_reply(
     """The evaluate reply to ``msg``: this client's contributions (see :func:`contributions`).
 
     ``extra`` adds the app's own records (name → ArrayRecord/MetricRecord/ConfigRecord);
-    the wrapper ignores them and never publishes them.
+    the wrapper ignores them and never publishes them. Names starting ``dpledger.`` are
+    the wrapper's own and raise (such a record would replace the contribution).
     """
     plan = RoundPlan.from_content(msg.content)
     content = contributions(
@@ -241,6 +243,16 @@ def contribution_reply(
         on_bad_data=on_bad_data,
     )
     for name, record in (extra or {}).items():
+        if not isinstance(name, str) or name.startswith(_OWN):
+            raise InvalidInput(
+                f"extra record {shown(name)}: the names starting {_OWN!r} are the wrapper's "
+                "(it would read that record as this client's contribution); name it otherwise"
+            )
+        if not isinstance(record, ArrayRecord | MetricRecord | ConfigRecord):
+            raise InvalidInput(
+                f"extra record {name!r} must be an ArrayRecord, MetricRecord or ConfigRecord, "
+                f"got {type(record).__name__}"
+            )
         content[name] = record
     return Message(content, reply_to=msg)
 
