@@ -47,7 +47,8 @@ Keys of the published record (Flower's ``Result.evaluate_metrics_clientapp[round
   ``add_remove`` noisy counts released through the ledger (with ``REGION/health/ci95``, the
   half-width of each of the three released counts; ``dropped``, the planned cohort minus
   their total, carries all three counts' noise and has its own, wider
-  ``REGION/health/dropped/ci95``), or absent when the operator keeps them (no health
+  ``REGION/health/dropped/ci95``; ``REGION/health/refused`` 1 and no counts when the
+  ledger refused the health release), or absent when the operator keeps them (no health
   metric configured).
 """
 
