@@ -35,6 +35,7 @@ from typing import Any, Protocol
 from flwr.app import ConfigRecord, Message, RecordDict
 from flwr.app.user_config import UserConfigValue
 from flwr.serverapp import Grid
+from flwr.serverapp.strategy import Strategy
 
 from dpledger._shown import shown
 from dpledger.errors import InvalidInput
@@ -45,6 +46,7 @@ __all__ = [
     "QueryRegistry",
     "Roster",
     "StaticRegistry",
+    "check_loop",
     "check_sampling",
     "region_map",
     "run_lookup",
@@ -251,6 +253,21 @@ def check_sampling(strategy: object) -> None:
                 f"{type(s).__name__}.fraction_evaluate is {value!r}: it must be in "
                 "[0, 1] (above 1 Flower samples more nodes than connect and waits forever)"
             )
+
+
+def check_loop(strategy: object) -> None:
+    """Warn when ``strategy`` overrides ``start()``: the wrapper runs Flower's own round loop
+    (``Strategy.start``, calling ``strategy``'s configure and aggregate methods), never
+    ``strategy.start`` — which would evaluate around the ledger — so whatever that loop
+    adds (checkpoints, early stopping, schedules) does not run (review 42 flw)."""
+    own = getattr(type(strategy), "start", None)
+    if own is not None and own is not Strategy.start:
+        _LOG.warning(
+            "%s overrides start(); LedgerEvaluation runs Flower's round loop "
+            "(Strategy.start) with its configure/aggregate methods, so its own start() does "
+            "not run: move what it adds into those methods or around strategy.start(...)",
+            type(strategy).__name__,
+        )
 
 
 def _minimum(strategy: object) -> int:

@@ -61,6 +61,7 @@ from dpledger.flower.plans import (
 from dpledger.flower.registry import (
     NodeRegistry,
     QueryRegistry,
+    check_loop,
     check_sampling,
     region_map,
     run_lookup,
@@ -137,6 +138,7 @@ class LedgerEvaluation(Strategy):
         if not isinstance(strategy, Strategy):
             raise InvalidInput(f"strategy must be a Flower Strategy, got {type(strategy).__name__}")
         check_sampling(strategy)
+        check_loop(strategy)  # its own start() is not the loop that runs: warned
         if not isinstance(ledger, Ledger):
             raise InvalidInput(f"ledger must be a dpledger Ledger, got {type(ledger).__name__}")
         if ledger.mode == "read":
