@@ -99,9 +99,16 @@ def contributions(
     """
     if on_bad_data not in ("substitute", "raise"):
         raise InvalidInput(f"on_bad_data is 'substitute' or 'raise', got {shown(on_bad_data)}")
-    pinned = dict(bounds or {})
-    versions = dict(edges_versions or {})
-    own = dict(data_for or {})
+    if not isinstance(plan, RoundPlan):
+        raise InvalidInput(f"plan must be a RoundPlan (RoundPlan.from_content), got {shown(plan)}")
+    if not isinstance(packed, bool):  # strict, as the ledger's flags: "yes" is not True
+        raise InvalidInput(f"packed must be True or False, got {shown(packed)}")
+    if not isinstance(data, Mapping):
+        raise InvalidInput(f"data must map input names to per-sample arrays, got {shown(data)}")
+    _mapping("data", data, object, "per-sample arrays")
+    pinned = _mapping("bounds", bounds, object, "Bounds")  # each a Bounds: _within says
+    versions = _mapping("edges_versions", edges_versions, str, "edges versions (str)")
+    own = _mapping("data_for", data_for, Mapping, "mappings of per-sample arrays")
     unknown = (set(pinned) | set(versions) | set(own)) - set(plan.metrics)
     if unknown:
         raise InvalidInput(f"data or bounds for metrics the plan does not ask for: {unknown}")
@@ -139,6 +146,19 @@ def contributions(
             rows[name] = empty
         used[name] = versions.get(name, m.edges_version)
     return (pack_packed if packed else pack)(plan, rows, used)
+
+
+def _mapping(name: str, given: object, kind: type[Any], what: str) -> dict[str, Any]:
+    """``given`` (None: empty) as a dict of metric or array names to ``kind`` values, or
+    :class:`InvalidInput` naming what it must be (review 42 flw: a list or text reached
+    ``dict()`` or ``**``, an untyped error in every evaluate handler)."""
+    if given is None:
+        return {}
+    if not isinstance(given, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, kind) for k, v in given.items()
+    ):
+        raise InvalidInput(f"{name} must map names (str) to {what}, got {shown(given)}")
+    return dict(given)
 
 
 def _no_samples(values: object) -> bool:
@@ -232,6 +252,8 @@ def contribution_reply(
     the wrapper ignores them and never publishes them. Names starting ``dpledger.`` are
     the wrapper's own and raise (such a record would replace the contribution).
     """
+    if not isinstance(msg, Message):
+        raise InvalidInput(f"msg must be the evaluate instruction (a Message), got {shown(msg)}")
     plan = RoundPlan.from_content(msg.content)
     content = contributions(
         plan,
