@@ -19,7 +19,7 @@ from factories import SPATIAL
 from dpledger import Ledger, LedgerCorrupted, Policy, ReleaseRequest
 from dpledger.cli.main import main
 from dpledger.ledger.migrate import migrate
-from dpledger.ledger.postgres import _APPEND_ONLY
+from dpledger.ledger.pgsql import APPEND_ONLY as _APPEND_ONLY
 from dpledger.types import Budget
 
 FIXTURE = Path(__file__).parent / "data" / "ledger-v1.db"

@@ -59,7 +59,12 @@ def register(subparsers: Any) -> None:
         ("verify", _cmd_verify, "hash chain, recorded policies, every ε re-derived via OpenDP"),
         ("export", _cmd_export, "entries as JSON lines"),
         ("lifetime", _cmd_lifetime, "a client's (record-level: a person's) loss over all epochs"),
-        ("migrate", _cmd_migrate, "upgrade a schema-1, -2 or -3 ledger in place (keeps hashes)"),
+        (
+            "migrate",
+            _cmd_migrate,
+            "upgrade a schema-1, -2 or -3 ledger in place (keeps hashes) or re-create its "
+            "dropped triggers",
+        ),
     ):
         p = actions.add_parser(name, help=help_)
         ledger_args(p)
@@ -106,13 +111,15 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
         if args.json:
             json_error(e, EXIT_REFUSED)
         return EXIT_REFUSED
-    head = f"{done.head[0]}:{done.head[1]}"
+    head, restored = f"{done.head[0]}:{done.head[1]}", ", ".join(done.restored)
     text = (
         f"migrated {done.location} from schema {done.from_version} to {done.to_version}: "
         f"{done.entries} entries kept, chain head {head} unchanged (recorded anchors stay "
-        "valid); check it with `dpledger ledger verify`"
+        "valid)"
+        + (f"; dpledger's own trigger(s) {restored} re-created (missing)" if restored else "")
+        + "; check it with `dpledger ledger verify`"
         if done.from_version != done.to_version
-        else f"re-created dpledger's own trigger(s) {', '.join(done.restored)} in "
+        else f"re-created dpledger's own trigger(s) {restored} in "
         f"{done.location} (it verified without them: {done.entries} entries, chain head "
         f"{head}); writers open it again"
         if done.restored

@@ -26,8 +26,10 @@ __all__ = [
     "ADVICE",
     "APPEND_ONLY",
     "EPOCH_POLICIES",
+    "GUARDS",
     "OWN_TRIGGERS",
     "RELEASES",
+    "RESTORE",
     "SCHEMA_1",
     "SCHEMA_3_UPGRADE",
     "SPEND_GUARD",
@@ -186,6 +188,25 @@ $dpl$
 """Schema 4: the database refuses to lower, move, delete or truncate a spend total. The
 totals are exact fractions as text (``p`` or ``p/q``), compared exactly as cross-multiplied
 ``numeric`` integers (text comparison would be wrong); any other form is refused."""
+
+
+def _replacing(ddl: str, function: str) -> str:
+    """``ddl`` re-creating dpledger's ``function`` whatever body it was left with."""
+    kept = f"IF to_regprocedure('{function}()') IS NULL THEN\n        CREATE FUNCTION"
+    assert ddl.count(kept) == 1, function
+    return ddl.replace(kept, "IF true THEN\n        CREATE OR REPLACE FUNCTION")
+
+
+GUARDS = (APPEND_ONLY, SPEND_GUARD)
+"""dpledger's own triggers (and their functions) as a new ledger is built with them."""
+RESTORE = (
+    _replacing(APPEND_ONLY, "dpl_entries_append_only"),
+    _replacing(SPEND_GUARD, "dpl_spend_never_decreases"),
+)
+"""dpledger's own triggers created where missing, their functions re-created as dpledger
+writes them (``ledger migrate``, review 42): a function left with another body while its
+triggers were dropped is reported by nothing, and kept, it made every re-created trigger
+foreign, so writers refused the ledger migrate had just repaired."""
 
 
 def _body(ddl: str) -> str:

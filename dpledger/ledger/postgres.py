@@ -75,7 +75,9 @@ from dpledger.errors import LedgerChanged, LedgerNotFound, StoreError
 from dpledger.ledger.pgsql import (
     ADVICE,
     EPOCH_POLICIES,
+    GUARDS,
     RELEASES,
+    RESTORE,
     SCHEMA_1,
     SCHEMA_3_UPGRADE,
     SQL,
@@ -83,8 +85,6 @@ from dpledger.ledger.pgsql import (
     foreign_triggers,
     trigger_refusal,
 )
-from dpledger.ledger.pgsql import APPEND_ONLY as _APPEND_ONLY
-from dpledger.ledger.pgsql import SPEND_GUARD as _SPEND_GUARD
 from dpledger.ledger.records import Entry
 from dpledger.ledger.schema import SCHEMA, SCHEMA_VERSION, missing_hint, row_to_entry
 from dpledger.ledger.store import SqlStore
@@ -157,7 +157,7 @@ class PostgresStore(PipelinedWrites, SqlStore):
     sql = SQL
     schema_1 = SCHEMA_1
     schema_3_upgrade = SCHEMA_3_UPGRADE
-    schema_4_upgrade, guards = (_SPEND_GUARD,), (_APPEND_ONLY, _SPEND_GUARD)
+    guards = RESTORE
     lock_key = LOCK_KEY
     state_sql = SQL.state.replace("%s", "$1")
 
@@ -356,7 +356,7 @@ class PostgresStore(PipelinedWrites, SqlStore):
         if self.mode != "create":
             raise StoreError(f"{self._location} was not opened for creation (mode='create')")
         with self._lock, self._write_transaction():
-            for statement in (SCHEMA[0], IN_TEMP, *SCHEMA[1:], _APPEND_ONLY, _SPEND_GUARD):
+            for statement in (SCHEMA[0], IN_TEMP, *SCHEMA[1:], *GUARDS):
                 if self._execute(statement) and statement == IN_TEMP:  # dpl_meta is temporary:
                     raise in_temp(self._location)  # gone with the session (review 41), refused
             if not self._execute("SELECT 1 FROM dpl_meta LIMIT 1"):  # a racing creator's

@@ -63,7 +63,6 @@ from dpledger.ledger.sqlite_sql import (
     INSERT_ENTRY,
     SCHEMA_1,
     SCHEMA_3_UPGRADE,
-    SPEND_GUARD,
     SQL,
     TABLES,
     TRIGGERS,
@@ -101,7 +100,7 @@ class SqliteStore(SqlStore):
     schema_1 = SCHEMA_1
     schema_3_upgrade = SCHEMA_3_UPGRADE
     schema_3_refuses = "SELECT seq FROM dpl_entries WHERE typeof(seq) != 'integer' LIMIT 5"
-    schema_4_upgrade, guards = SPEND_GUARD, GUARDS
+    guards = GUARDS
 
     def __init__(self, path: str | Path, mode: Mode = "write", *, timeout_s: float = 60.0) -> None:
         super().__init__(mode)

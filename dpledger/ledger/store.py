@@ -67,8 +67,7 @@ class SqlStore(ABC):
     schema_1: Schema1
     schema_3_upgrade: tuple[str, ...]  # DDL from schema 2 to 3, run in order in one txn
     schema_3_refuses: str = ""  # () -> seqs the schema-3 table could not hold, if any
-    schema_4_upgrade: tuple[str, ...]  # DDL from schema 3 to 4 (the spend guard)
-    guards: tuple[str, ...]  # DDL creating dpledger's own triggers where they are missing
+    guards: tuple[str, ...]  # DDL creating dpledger's own triggers where missing (3 to 4)
 
     def __init__(self, mode: Mode) -> None:
         if mode not in ("read", "write", "create"):
@@ -287,9 +286,10 @@ class SqlStore(ABC):
         self._upgrade("2", "3", head, [(s, ()) for s in self.schema_3_upgrade])
 
     def upgrade_schema_3(self, head: tuple[int, str]) -> None:
-        """Upgrade schema 3 to 4 (the spend guard's triggers) in one transaction, under the
-        lock; no row changes. Refused, changing nothing, if a writer appended since ``head``."""
-        self._upgrade("3", "4", head, [(s, ()) for s in self.schema_4_upgrade])
+        """Upgrade schema 3 to 4 (the spend guard's triggers, and any own one missing) in one
+        transaction, under the lock; no row changes. Refused, changing nothing, if a writer
+        appended since ``head``."""
+        self._upgrade("3", "4", head, [(s, ()) for s in self.guards])
 
     def restore_guards(self, head: tuple[int, str]) -> None:
         """Re-create the own triggers a schema-4 ledger lacks (:mod:`.guards`), as above."""
