@@ -57,6 +57,7 @@ from dpledger.errors import (
     LedgerCorrupted,
     ReleaseIdConflict,
 )
+from dpledger.ledger.guards import check_guards
 from dpledger.ledger.records import Entry, EntryDraft, Release
 from dpledger.ledger.released import draft_of, to_release
 from dpledger.ledger.retries import close, is_retry, repeats, retries_record
@@ -136,6 +137,8 @@ class Writer:
         if not self._exists():
             return evaluate(self.policy, request, aggregate, EpochSpend.empty(), None)
         self._store.check_as_writer()  # a dry run reads what the release would write
+        if self._store.mode == "read":  # and meets its refusal (a writer checked as it opened)
+            check_guards(self._store)
         epoch = request.epoch
         found = evaluate(
             self.policy,
