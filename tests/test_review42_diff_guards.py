@@ -55,6 +55,18 @@ def test_the_repair_re_creates_a_guard_function_left_with_another_body(
 
 
 @pytest.mark.parametrize("store", ["postgres"], indirect=True)
+def test_the_repair_keeps_an_intact_guard_function(store: StoreUnderTest) -> None:
+    """Replacing a function needs its owner: one as dpledger wrote it is left alone."""
+    with store.open() as ledger:
+        ledger.release(LOSS, 30.0)
+    row = "SELECT xmin::text FROM pg_proc WHERE proname = 'dpl_spend_never_decreases'"
+    before = store.raw(row)
+    store.raw("DROP TRIGGER dpl_spend_no_truncate ON dpl_spend")
+    assert migrate(store.target).restored == ("dpl_spend_no_truncate",)
+    assert store.raw(row) == before
+
+
+@pytest.mark.parametrize("store", ["postgres"], indirect=True)
 def test_the_3_to_4_step_re_creates_a_guard_function_left_with_another_body(
     store: StoreUnderTest,
 ) -> None:

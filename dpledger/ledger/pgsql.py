@@ -190,11 +190,24 @@ totals are exact fractions as text (``p`` or ``p/q``), compared exactly as cross
 ``numeric`` integers (text comparison would be wrong); any other form is refused."""
 
 
+def _body(ddl: str) -> str:
+    """The function body (between ``$fn$`` quotes) of a guard's DDL, whitespace collapsed."""
+    return " ".join(ddl.split("$fn$")[1].split())
+
+
 def _replacing(ddl: str, function: str) -> str:
-    """``ddl`` re-creating dpledger's ``function`` whatever body it was left with."""
+    """``ddl`` re-creating dpledger's ``function`` when it is missing or was left with
+    another body (whitespace aside, as :func:`foreign_triggers` compares it); an intact
+    one is kept (replacing it needs its owner)."""
     kept = f"IF to_regprocedure('{function}()') IS NULL THEN\n        CREATE FUNCTION"
-    assert ddl.count(kept) == 1, function
-    return ddl.replace(kept, "IF true THEN\n        CREATE OR REPLACE FUNCTION")
+    if ddl.count(kept) != 1:
+        raise RuntimeError(f"the DDL of {function} changed: {_replacing.__name__} needs it")
+    differs = (
+        f"IF to_regprocedure('{function}()') IS NULL OR (SELECT btrim(regexp_replace(prosrc, "
+        f"'\\s+', ' ', 'g')) FROM pg_proc WHERE oid = to_regprocedure('{function}()')) "
+        f"IS DISTINCT FROM $body${_body(ddl)}$body$ THEN\n        CREATE OR REPLACE FUNCTION"
+    )
+    return ddl.replace(kept, differs)
 
 
 GUARDS = (APPEND_ONLY, SPEND_GUARD)
@@ -203,15 +216,10 @@ RESTORE = (
     _replacing(APPEND_ONLY, "dpl_entries_append_only"),
     _replacing(SPEND_GUARD, "dpl_spend_never_decreases"),
 )
-"""dpledger's own triggers created where missing, their functions re-created as dpledger
-writes them (``ledger migrate``, review 42): a function left with another body while its
-triggers were dropped is reported by nothing, and kept, it made every re-created trigger
-foreign, so writers refused the ledger migrate had just repaired."""
-
-
-def _body(ddl: str) -> str:
-    """The function body (between ``$fn$`` quotes) of a guard's DDL, whitespace collapsed."""
-    return " ".join(ddl.split("$fn$")[1].split())
+"""dpledger's own triggers created where missing, their functions re-created where they
+differ from dpledger's (``ledger migrate``, review 42): a function left with another body
+while its triggers were dropped is reported by nothing, and kept, it made every
+re-created trigger foreign, so writers refused the ledger migrate had just repaired."""
 
 
 _ROW, _BEFORE, _DELETE, _UPDATE, _TRUNCATE = 1, 2, 8, 16, 32  # pg_trigger.tgtype bits
