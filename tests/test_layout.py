@@ -41,6 +41,7 @@ RANK = {
     "_creating": 0.15,
     "types": 0.5,
     "_shown": 0.1,
+    "_printed": 0.1,
     "errors": 0,
 }
 """Layer of each top-level module or package: imports go to a lower layer (or stay inside

@@ -1,13 +1,11 @@
 """The ``dpledger`` command: check, release, audit the ledger; plan, calibrate, demo.
 
-Exit codes make it a CI gate: 0 approved/ok; 1 refused, failed verification, or the
-result could not be delivered (standard output closed or full after a release was
-committed: standard error says what was committed and how to read it back); 2 usage or
-input error; 3 internal error (a dpledger bug; ``--debug`` shows the traceback); 130
-interrupted (Ctrl-C; 143 SIGTERM: after a release was committed, stderr says what it spent).
-Reading commands (``check``, ``ledger show|verify|export|lifetime``) open an existing
-ledger only; a ledger is created by ``release`` or ``ledger init``.
-"""
+Exit codes make it a CI gate: 0 approved/ok; 1 refused, failed verification, or a committed
+result not delivered (standard output closed or full: standard error says what was committed
+and how to read it back); 2 usage or input error; 3 internal error (a dpledger bug;
+``--debug`` shows the traceback); 130 Ctrl-C, 143 SIGTERM (after a commit, standard error
+says what it spent). Reading commands (``check``, ``ledger show|verify|export|lifetime``)
+open an existing ledger only; a ledger is created by ``release`` or ``ledger init``."""
 
 from __future__ import annotations
 
@@ -225,24 +223,21 @@ def _request(args: argparse.Namespace) -> ReleaseRequest:
 def verdict_text(v: Verdict) -> str:
     """An aligned table of checks, ready to paste into a review."""
     width = max(len(c.name) for c in v.checks)
-    lines = [v.summary(), ""]
-    lines += [f"  {c.status:<7} {c.name:<{width}}  {c.reason}" for c in v.checks]
-    return "\n".join(lines)
+    rows = [f"  {c.status:<7} {c.name:<{width}}  {c.reason}" for c in v.checks]
+    return "\n".join([v.summary(), "", *rows])
 
 
 def release_text(r: Release) -> str:
     """The released value with its bar and charge."""
     v = r.value  # every value, never numpy's "..." summary past 1,000 of them: ε was spent
+    # to a unit its bar can see, the bar rounded up (review 42: .6g rounded more than it)
     value, bar = value_with_bar(v if isinstance(v, float) else 0.0, r.error_bar, 6, 6)
-    shown = (
-        value  # to a unit its bar can see, the bar up (review 42: .6g rounded more than it)
-        if isinstance(v, float)
-        else np.array2string(
+    if not isinstance(v, float):
+        value = np.array2string(
             v,
             threshold=sys.maxsize,
             formatter={"float_kind": lambda x: value_with_bar(float(x), r.error_bar)[0]},
         )
-    )
     where = (
         f"on the sum; the value is the sum / {r.request.cohort}"
         if r.kind == "scalar_mean"
@@ -258,7 +253,7 @@ def release_text(r: Release) -> str:
     return (
         f"entry {r.entry_id}: {r.request.metric} (epoch {r.request.epoch}, "
         f"region {r.request.region}, n={r.request.cohort}{rid})\n"
-        f"  value     {shown}\n  ± {r.bar:<7} {bar}\n"
+        f"  value     {value}\n  ± {r.bar:<7} {bar}\n"
         f"  scale     {r.scale:.6g} ({r.facts.mechanism} noise {where})\n{charged}"
     )
 
