@@ -138,10 +138,7 @@ class MetricDeclaration:
         workers. ``workers=1`` runs in the calling thread only.
         """
         check_workers(workers)
-        if not isinstance(bounds, Bounds):
-            raise InvalidInput(
-                f"{self.metric}: bounds must be a Bounds, got {type(bounds).__name__}"
-            )
+        self._check_bounds(bounds)
         arrays = self._arrays(data)
         if offsets is None:  # one client: a scalar or a vector
             return self._rows(arrays, bounds, None, params).reshape(1, -1)
@@ -180,6 +177,7 @@ class MetricDeclaration:
         without it, the one total). ``grid`` defaults to :meth:`grid`. Shape (groups, d),
         or (d,) without ``groups``. ``workers``: threads, as in :func:`sum_contributions`.
         """
+        self._check_bounds(bounds, grid)  # named as given here, not as a Contribution's
         job = Contribution(self, bounds, params, grid)
         sums = sum_contributions({self.metric: job}, data, offsets=offsets, groups=groups,
                                  n_groups=n_groups, workers=workers)  # fmt: skip
@@ -191,10 +189,18 @@ class MetricDeclaration:
         A scalar's clip ``[low, high]``, or ``[−cap, cap]`` for an L1-capped vector
         (every coordinate of a capped row lies there).
         """
+        self._check_bounds(bounds)  # a dict of bounds raised AttributeError (review 42 d2)
         if self.norm == "absolute":
             return FixedPoint(float(bounds.need("low", self.metric)),
                               float(bounds.need("high", self.metric)))  # fmt: skip
         return FixedPoint.for_cap(float(bounds.need("cap", self.metric)))
+
+    def _check_bounds(self, bounds: object, grid: object = None) -> None:
+        """InvalidInput unless ``bounds`` is a Bounds and ``grid`` a FixedPoint or None."""
+        for what, value, want in (("bounds", bounds, "a Bounds"), ("grid", grid, "a FixedPoint")):
+            if not isinstance(value, Bounds if what == "bounds" else FixedPoint | None):
+                got = type(value).__name__
+                raise InvalidInput(f"{self.metric}: {what} must be {want}, got {got}")
 
     def _arrays(self, data: Mapping[str, npt.ArrayLike]) -> dict[str, npt.NDArray[Any]]:
         if not isinstance(data, Mapping):
