@@ -209,8 +209,10 @@ def classification_metrics_rows(
     """Every classification metric for each matrix of a (…, C, C) stack (vectorised).
 
     Same conventions as :func:`classification_metrics`; a matrix with no mass gives
-    NaN everywhere instead of an error. Inputs are not validated here.
+    NaN everywhere instead of an error. The matrices are not validated here; ``labels``
+    is (any other text was read as 'all': review 42 d2M).
     """
+    _check_labels(labels)
     m = np.asarray(confusion, dtype=np.float64)
     tp = np.diagonal(m, axis1=-2, axis2=-1)
     true_sum = m.sum(axis=-1)
