@@ -113,9 +113,11 @@ class SiloSums:
         Integer units are added before decoding, as a secure aggregator would, so the
         total is the exact sum of every kept record's bounded row.
         """
-        rows = self.units if silos is None else self.units[self._chosen(silos)]
+        rows = np.asarray(self.units if silos is None else self.units[self._chosen(silos)])
+        if rows.dtype.kind not in "iu":  # a cast to int64 truncated floats, wrapped uint64
+            raise InvalidInput(f"SiloSums units must be integer grid units, got {rows.dtype}")
         # as Python integers: an int64 sum wrapped (four silos of 2**62 units summed to 0)
-        return self._decode(np.asarray(rows, dtype=np.int64).astype(object).sum(axis=0))
+        return self._decode(rows.astype(object).sum(axis=0))
 
     def _chosen(self, silos: npt.ArrayLike) -> npt.NDArray[np.bool_]:
         """``silos`` as a mask over the silos: each silo once (one listed twice would be
