@@ -138,9 +138,9 @@ class QueryRegistry:
                 continue
             if reply.has_error():
                 _LOG.warning(
-                    "node %s did not answer the region query (%s); register "
+                    "node %s did not answer the region query (%.200r); register "
                     "dpledger.flower.answer_region_queries(app) on its ClientApp",
-                    node, str(reply.error.reason)[:200],
+                    node, str(reply.error.reason),  # quoted: a node's text forges no line
                 )  # fmt: skip
                 continue
             try:
@@ -148,12 +148,14 @@ class QueryRegistry:
                 answer = {str(k): v for k, v in (record or {}).items()}
                 region = self._to_region(answer)  # type: ignore[arg-type]
             except Exception as e:  # a node's answer is untrusted: it never ends the run
-                _LOG.warning("node %s answered no region (%s: %s)", node, type(e).__name__, e)
+                _LOG.warning(
+                    "node %s answered no region (%s: %.200r)", node, type(e).__name__, str(e)
+                )
                 continue
             if isinstance(region, str):
                 answered[node] = region
             else:
-                _LOG.warning("node %s: to_region gave %r, not a region name", node, region)
+                _LOG.warning("node %s: to_region gave %.200r, not a region name", node, region)
         self._known.update({n: r for n, r in answered.items() if r is not None})
 
 

@@ -65,7 +65,7 @@ class EntryDraft:
     cohort: int
     output: tuple[float, ...]
     release_id: str | None = None  # the caller's idempotency key, unique per ledger
-    request_hash: str | None = None  # fingerprint of the request and aggregate it answered
+    request_hash: str | None = None  # fingerprint of the request (fields, principal) answered
     principal: str | None = None  # who spent (e.g. the service's authenticated key), if known
 
 
