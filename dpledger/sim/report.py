@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from dpledger._printed import outward, value_with_bar
 from dpledger.ledger import Release
 from dpledger.sim.demo import DemoResult, policy_reference, share_interval
 
@@ -30,14 +31,16 @@ def _why(rel: Release, num: int, den: slice | int, bounds: tuple[float, float], 
 
 
 def _value_cell(rel: Release, derived: dict[str, float]) -> str:
-    if rel.kind == "scalar_mean":
-        return f"{float(rel.value):.4f} ± {rel.error_bar:.4f}"
+    if rel.kind == "scalar_mean":  # values to a unit their bar sees, bars and ends outward
+        value, bar = value_with_bar(float(rel.value), rel.error_bar)  # (review 42 diff2: .2f
+        return f"{value} ± {bar}"  # shares ± a 0.0045 bar covered 0.52 of the truths printed)
     if rel.request.metric == "error_histogram":
         if not derived["tail_usable"]:
             return f"> 25 m: unusable ({_why(rel, -1, slice(None), (0.0, 1.0), 'total count')})"
         return (
             f"> 25 m: {derived['tail_share']:.2%} "
-            f"[{derived['tail_low']:.2%}, {derived['tail_high']:.2%}]"
+            f"[{outward(100 * derived['tail_low'], '.2f', False)}%, "
+            f"{outward(100 * derived['tail_high'], '.2f', True)}%]"
         )
     if rel.request.metric == "calibration_gap":
         if not derived["top_usable"]:
@@ -45,11 +48,13 @@ def _value_cell(rel: Release, derived: dict[str, float]) -> str:
             why = _why(rel, k - 1, -1, (-1.0, 1.0), "top bucket's count")
             return f"top-bucket gap: unusable ({why})"
         lo, hi = derived["top_low"], derived["top_high"]
-        return f"top-bucket gap {derived['top_gap']:+.3f} [{lo:+.3f}, {hi:+.3f}]"
-    per = rel.per_client
-    return (
-        "[" + ", ".join(f"{x:.2f}" for x in per) + f"] ± {rel.error_bar / rel.request.cohort:.3f}"
-    )
+        return (
+            f"top-bucket gap {derived['top_gap']:+.3f} "
+            f"[{outward(lo, '+.3f', False)}, {outward(hi, '+.3f', True)}]"
+        )
+    half = rel.error_bar / rel.request.cohort
+    shares = ", ".join(value_with_bar(float(x), half, least=2)[0] for x in rel.per_client)
+    return f"[{shares}] ± {value_with_bar(0.0, half)[1]}"
 
 
 def text_report(result: DemoResult) -> str:
