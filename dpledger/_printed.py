@@ -27,21 +27,28 @@ def outward(x: float, spec: str, up: bool) -> str:
     rounded = exact.quantize(
         Decimal(1).scaleb(shift), rounding=ROUND_CEILING if up else ROUND_FLOOR, context=_EXACT
     )
+    if not math.isfinite(float(rounded)):  # past the largest double: not "inf" (diff2)
+        return format(rounded.normalize(_EXACT), spec)  # "1.8e+308", not "1.80e+308"
     text = format(float(rounded), spec)  # as a double, the value's exponent style
     # a double carries ~16 digits: at 16-17 its nearest text may fall back inside
     return text if (Decimal(text) >= exact) is up else format(rounded, spec)
 
 
-def value_with_bar(value: float, bar: float, digits: int = 3, least: int = 4) -> tuple[str, str]:
+def value_with_bar(
+    value: float, bar: float, digits: int = 3, least: int = 4, decimals: int = 0
+) -> tuple[str, str]:
     """``value`` and its half-width ``bar`` as text for ``value ± bar``: the bar to
     ``digits`` significant digits rounded up, the value to at least ``least`` significant digits
+    (and ``decimals`` decimal places: the CLI's former vector text, numpy's precision 4),
     and to a unit of at most a hundredth of the bar. To 4 significant digits alone a mean
     over 10⁵ clients printed ``0.5124 ± 3e-05`` for 0.512346 ± 0.00003: the value's
     rounding (up to 5e-5) exceeded the bar, and the printed interval missed the truth in
     every release where the computed one covered 95% (review 42)."""
     shown_bar = outward(bar, f".{digits}g", True)
-    if not (math.isfinite(value) and math.isfinite(bar) and bar > 0.0 and value != 0.0):
+    seen = math.isfinite(bar) and bar > 0.0
+    if not (math.isfinite(value) and value != 0.0 and (seen or decimals > 0)):
         return f"{value:.{least}g}", shown_bar
-    unit = math.floor(math.log10(bar)) - 2  # the value's last digit: ≤ bar / 100
+    unit = math.floor(math.log10(bar)) - 2 if seen else -decimals  # the value's last digit:
+    unit = min(unit, -decimals)  # ≤ bar / 100, and ≤ 10^-decimals
     sig = min(17, max(least, math.floor(math.log10(abs(value))) - unit + 1))
     return f"{value:.{sig}g}", shown_bar

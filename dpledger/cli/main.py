@@ -236,7 +236,7 @@ def release_text(r: Release) -> str:
         value = np.array2string(
             v,
             threshold=sys.maxsize,
-            formatter={"float_kind": lambda x: value_with_bar(float(x), r.error_bar)[0]},
+            formatter={"float_kind": lambda x: value_with_bar(float(x), r.error_bar, 6, 6, 4)[0]},
         )
     where = (
         f"on the sum; the value is the sum / {r.request.cohort}"

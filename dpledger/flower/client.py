@@ -254,6 +254,8 @@ def contribution_reply(
     """
     if not isinstance(msg, Message):
         raise InvalidInput(f"msg must be the evaluate instruction (a Message), got {shown(msg)}")
+    if extra is not None and not isinstance(extra, Mapping):  # a list: AttributeError (diff2)
+        raise InvalidInput(f"extra must map record names to records, got {shown(extra)}")
     plan = RoundPlan.from_content(msg.content)
     content = contributions(
         plan,
