@@ -128,7 +128,8 @@ class DerivedRelease:
                 rows.append(f"  {k:<{width}}  {value}  [{low}, {high}]  {iv.method}")
             else:
                 rows.append(
-                    f"  {k:<{width}}  UNUSABLE  [{iv.low:g}, {iv.high:g}] (the whole range): "
+                    f"  {k:<{width}}  UNUSABLE  [{outward(iv.low, '.6g', False)}, "  # :g outward
+                    f"{outward(iv.high, '.6g', True)}] (the whole range): "
                     f"{iv.reason}"
                 )
         return rows
