@@ -71,7 +71,7 @@ from typing import TYPE_CHECKING, Any
 
 from dpledger._files import redact_url
 from dpledger._pg_schema import IN_TEMP, found_sql, in_own_schema, in_temp, moved
-from dpledger.errors import LedgerChanged, LedgerNotFound, StoreError
+from dpledger.errors import LedgerChanged, LedgerCorrupted, LedgerNotFound, StoreError
 from dpledger.ledger.pgsql import (
     ADVICE,
     EPOCH_POLICIES,
@@ -146,12 +146,11 @@ def _url_secrets(url: str) -> list[str]:
 class PostgresStore(PipelinedWrites, SqlStore):
     """A ledger in a PostgreSQL database, shared by writers on any number of hosts.
 
-    ``url`` is a libpq URL (``postgresql://user@host:port/dbname?...``). ``timeout_s``
-    bounds the wait for the ledger lock (PostgreSQL ``lock_timeout``) and the connect.
-    A ``lock_timeout`` the client set at connection start (the URL's
-    ``options=-c lock_timeout=250``, or ``PGOPTIONS`` when the URL has no ``options``:
-    ``pg_settings.source`` is ``client``) is kept and bounds that wait instead; one from
-    the server's configuration, the role or the database is replaced by ``timeout_s``.
+    ``url`` is a libpq URL (``postgresql://user@host:port/dbname?...``). ``timeout_s`` bounds
+    the wait for the ledger lock (``lock_timeout``) and the connect. A ``lock_timeout`` the
+    client set at connection start (the URL's ``options=-c lock_timeout=250``, or
+    ``PGOPTIONS`` when the URL has no ``options``: ``pg_settings.source`` is ``client``) is
+    kept and bounds that wait; one from the server's configuration, role or database is not.
     """
 
     sql = SQL
@@ -344,10 +343,12 @@ class PostgresStore(PipelinedWrites, SqlStore):
         return self._exists
 
     def check_as_writer(self) -> None:
-        """A dry run (``check``) decides as the release would: a ledger a reader found
-        further down its search_path is the writer's StoreError (:mod:`dpledger._pg_schema`)."""
+        """A dry run (``check``) decides as the release would: a ledger found further down
+        the search_path (:mod:`dpledger._pg_schema`), or a foreign trigger (review 42), refused."""
         if self.exists():
             in_own_schema(self._found, "ledger", self._location)
+        if self.mode == "read" and (found := self.integrity_problems()):
+            raise LedgerCorrupted(f"{self._location}: {found[0]}; nothing was written")
 
     def create(self, meta: dict[str, str]) -> None:
         """Create tables, append-only triggers and ``meta`` under the ledger lock."""
@@ -429,8 +430,7 @@ class PostgresStore(PipelinedWrites, SqlStore):
         return {rid: e for e in entries if (rid := e.draft.release_id) in wanted and e.seq > 0}
 
     def integrity_problems(self) -> list[str]:
-        """Triggers on the ledger's tables that dpledger did not create, or changed ones
-        (:func:`~dpledger.ledger.pgsql.foreign_triggers`), for the audit."""
+        """Foreign or changed triggers on the ledger's tables (:func:`foreign_triggers`)."""
         with self._lock:
             return foreign_triggers(self._execute(TRIGGERS))
 

@@ -112,8 +112,7 @@ class SqliteStore(SqlStore):
         self._kept: _Kept | None = None
         self._version: int | None = None  # data_version read under the current write lock
         self._pending: _Kept | None = None  # what the current transaction leaves if it commits
-        # removes the private copy read instead of the file, if any (sqlite_copy)
-        self._copy_gone: weakref.finalize[[Path], SqliteStore] | None = None
+        self._copy_gone: weakref.finalize[[Path], SqliteStore] | None = None  # sqlite_copy's
         # a read without SQLite's locks (immutable, or a private copy): the file as it was
         # then (sqlite_fresh); a statement reconnects when it differs
         self._seen: Seen | None = None
@@ -252,11 +251,9 @@ class SqliteStore(SqlStore):
         return self._conn is not None
 
     def create(self, meta: dict[str, str]) -> None:
-        """Build the ledger in a temporary file, then link it into place atomically.
-
-        ``os.link`` refuses to replace an existing file: a concurrent creator that won
-        the race keeps its ledger, and this store opens that one instead.
-        """
+        """Build the ledger in a temporary file, then link it into place atomically:
+        ``os.link`` refuses to replace an existing file, so a concurrent creator that won
+        the race keeps its ledger, and this store opens that one instead."""
         with self._lock:  # threads sharing this store create (and connect) once
             if self._conn is None:
                 self._create(meta)
@@ -452,6 +449,11 @@ class SqliteStore(SqlStore):
         spend = {e: dict(kept.spend[e]) for e in epochs}
         scopes = {e: dict(kept.scopes[e]) for e in epochs}
         return TxnState(spend, kept.head, self._find_releases(release_ids), scopes)
+
+    def check_as_writer(self) -> None:
+        """A read handle's dry run meets a writer's refusal of a foreign trigger (review 42)."""
+        if self.mode == "read" and (found := foreign_triggers(self._execute(TRIGGERS))):
+            raise LedgerCorrupted(f"{self._path}: {found[0]}; nothing was written")
 
     def integrity_problems(self) -> list[str]:
         """SQLite's ``PRAGMA quick_check``: damaged pages or indexes the chain never reads
