@@ -98,28 +98,58 @@ def migrate(target: str | Path) -> Migration:
     """
     store = open_store(target, "write")
     try:
-        meta = store.meta()
-        version = meta.get("schema_version", "?")
-        head = head_of(meta, store.location)
-        if version not in ("1", "2", "3", SCHEMA_VERSION):
-            raise MigrationRefused(
-                f"{store.location}: schema version {version!r} is not one this dpledger "
-                f"upgrades (it upgrades 1, 2 and 3 to {SCHEMA_VERSION})"
-            )
-        if version == SCHEMA_VERSION:
-            restored = _restored_guards(store, head)
-            return Migration(store.location, version, version, store.count(), head, restored)
-        restored = _missing_entries_guards(store)  # the last step creates them (review 42)
-        if version == "1":
-            _, spend = _verified_schema_1(store, head)
-            store.upgrade_schema_1(head, spend)
-        if version in ("1", "2"):
-            head = _step(store, "2", store.upgrade_schema_2)
-        if version in ("1", "2", "3"):
-            head = _step(store, "3", store.upgrade_schema_3)
-        return Migration(store.location, version, SCHEMA_VERSION, store.count(), head, restored)
+        return _migrated(store)
+    except StoreError as e:
+        if (found := _not_owner(store, e)) is None:
+            raise
+        raise found from e.__cause__
     finally:
         store.close()
+
+
+def _not_owner(store: SqlStore, e: StoreError) -> StoreError | None:
+    """Why a role that may write the ledger cannot migrate it (PostgreSQL's SQLSTATE 42501:
+    ``ALTER TABLE``, ``CREATE TRIGGER`` and ``CREATE OR REPLACE FUNCTION`` need the
+    owner), or None. Its error said "GRANT a writer SELECT, INSERT and UPDATE", after the
+    DDL of the statement that failed, to a role that had them (review 42 diff 2)."""
+    cause = e.__cause__
+    if getattr(cause, "sqlstate", None) != "42501":
+        return None
+    said = getattr(getattr(cause, "diag", None), "message_primary", None) or "permission denied"
+    try:
+        now = f"schema {store.meta().get('schema_version', '?')}"
+    except StoreError:
+        now = "the schema it was at when that step began"
+    return StoreError(
+        f"{store.location}: {said}: `dpledger ledger migrate` changes the ledger's tables "
+        "and dpledger's trigger functions, which PostgreSQL lets only their owner do: run it "
+        "as the role that owns them (the one that created the ledger, or a superuser); "
+        f"nothing was changed by the step that failed (the ledger is at {now})"
+    )
+
+
+def _migrated(store: SqlStore) -> Migration:
+    """:func:`migrate` on the ledger ``store`` opened to write."""
+    meta = store.meta()
+    version = meta.get("schema_version", "?")
+    head = head_of(meta, store.location)
+    if version not in ("1", "2", "3", SCHEMA_VERSION):
+        raise MigrationRefused(
+            f"{store.location}: schema version {version!r} is not one this dpledger "
+            f"upgrades (it upgrades 1, 2 and 3 to {SCHEMA_VERSION})"
+        )
+    if version == SCHEMA_VERSION:
+        restored = _restored_guards(store, head)
+        return Migration(store.location, version, version, store.count(), head, restored)
+    restored = _missing_entries_guards(store)  # the last step creates them (review 42)
+    if version == "1":
+        _, spend = _verified_schema_1(store, head)
+        store.upgrade_schema_1(head, spend)
+    if version in ("1", "2"):
+        head = _step(store, "2", store.upgrade_schema_2)
+    if version in ("1", "2", "3"):
+        head = _step(store, "3", store.upgrade_schema_3)
+    return Migration(store.location, version, SCHEMA_VERSION, store.count(), head, restored)
 
 
 def _missing_entries_guards(store: SqlStore) -> tuple[str, ...]:
