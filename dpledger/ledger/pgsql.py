@@ -198,13 +198,14 @@ def _body(ddl: str) -> str:
 def _replacing(ddl: str, function: str) -> str:
     """``ddl`` re-creating dpledger's ``function`` when it is missing or was left with
     another body (whitespace aside, as :func:`foreign_triggers` compares it); an intact
-    one is kept (replacing it needs its owner)."""
+    one is kept (replacing it needs its owner). No backslash in the pattern: ``'\\s+'`` read
+    ``'s+'`` under ``standard_conforming_strings = off`` (review 42 diff 2)."""
     kept = f"IF to_regprocedure('{function}()') IS NULL THEN\n        CREATE FUNCTION"
     if ddl.count(kept) != 1:
         raise RuntimeError(f"the DDL of {function} changed: {_replacing.__name__} needs it")
     differs = (
         f"IF to_regprocedure('{function}()') IS NULL OR (SELECT btrim(regexp_replace(prosrc, "
-        f"'\\s+', ' ', 'g')) FROM pg_proc WHERE oid = to_regprocedure('{function}()')) "
+        f"'[[:space:]]+', ' ', 'g')) FROM pg_proc WHERE oid = to_regprocedure('{function}()')) "
         f"IS DISTINCT FROM $body${_body(ddl)}$body$ THEN\n        CREATE OR REPLACE FUNCTION"
     )
     return ddl.replace(kept, differs)
