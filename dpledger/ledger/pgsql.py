@@ -26,7 +26,6 @@ __all__ = [
     "ADVICE",
     "APPEND_ONLY",
     "EPOCH_POLICIES",
-    "GUARDS",
     "OWN_TRIGGERS",
     "RELEASES",
     "RESTORE",
@@ -211,16 +210,15 @@ def _replacing(ddl: str, function: str) -> str:
     return ddl.replace(kept, differs)
 
 
-GUARDS = (APPEND_ONLY, SPEND_GUARD)
-"""dpledger's own triggers (and their functions) as a new ledger is built with them."""
 RESTORE = (
     _replacing(APPEND_ONLY, "dpl_entries_append_only"),
     _replacing(SPEND_GUARD, "dpl_spend_never_decreases"),
 )
 """dpledger's own triggers created where missing, their functions re-created where they
-differ from dpledger's (``ledger migrate``, review 42): a function left with another body
-while its triggers were dropped is reported by nothing, and kept, it made every
-re-created trigger foreign, so writers refused the ledger migrate had just repaired."""
+differ from dpledger's (``ledger migrate``, and ``create``: review 42): a function left
+with another body while its triggers were dropped is reported by nothing, and kept, it
+made every re-created trigger foreign, so writers refused the ledger migrate had just
+repaired (and a new ledger's creator released through a guard that guarded nothing)."""
 
 
 _ROW, _BEFORE, _DELETE, _UPDATE, _TRUNCATE = 1, 2, 8, 16, 32  # pg_trigger.tgtype bits

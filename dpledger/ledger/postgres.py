@@ -75,7 +75,6 @@ from dpledger.errors import LedgerChanged, LedgerCorrupted, LedgerNotFound, Stor
 from dpledger.ledger.pgsql import (
     ADVICE,
     EPOCH_POLICIES,
-    GUARDS,
     RELEASES,
     RESTORE,
     SCHEMA_1,
@@ -357,7 +356,7 @@ class PostgresStore(PipelinedWrites, SqlStore):
         if self.mode != "create":
             raise StoreError(f"{self._location} was not opened for creation (mode='create')")
         with self._lock, self._write_transaction():
-            for statement in (SCHEMA[0], IN_TEMP, *SCHEMA[1:], *GUARDS):
+            for statement in (SCHEMA[0], IN_TEMP, *SCHEMA[1:], *RESTORE):  # not a foreign body
                 if self._execute(statement) and statement == IN_TEMP:  # dpl_meta is temporary:
                     raise in_temp(self._location)  # gone with the session (review 41), refused
             if not self._execute("SELECT 1 FROM dpl_meta LIMIT 1"):  # a racing creator's
