@@ -198,14 +198,19 @@ def _replacing(ddl: str, function: str) -> str:
     """``ddl`` re-creating dpledger's ``function`` when it is missing or was left with
     another body (whitespace aside, as :func:`foreign_triggers` compares it); an intact
     one is kept (replacing it needs its owner). No backslash in the pattern: ``'\\s+'`` read
-    ``'s+'`` under ``standard_conforming_strings = off`` (review 42 diff 2)."""
+    ``'s+'`` under ``standard_conforming_strings = off``. One found in another schema further
+    down the search_path is not the ledger's: its own is created in the ledger's schema
+    (the session's first), else the triggers ran whatever that schema's owner made of it
+    (review 42 diff 2)."""
     kept = f"IF to_regprocedure('{function}()') IS NULL THEN\n        CREATE FUNCTION"
     if ddl.count(kept) != 1:
         raise RuntimeError(f"the DDL of {function} changed: {_replacing.__name__} needs it")
+    found = f"FROM pg_proc WHERE oid = to_regprocedure('{function}()')"
     differs = (
         f"IF to_regprocedure('{function}()') IS NULL OR (SELECT btrim(regexp_replace(prosrc, "
-        f"'[[:space:]]+', ' ', 'g')) FROM pg_proc WHERE oid = to_regprocedure('{function}()')) "
-        f"IS DISTINCT FROM $body${_body(ddl)}$body$ THEN\n        CREATE OR REPLACE FUNCTION"
+        f"'[[:space:]]+', ' ', 'g')) {found}) IS DISTINCT FROM $body${_body(ddl)}$body$ "
+        f"OR (SELECT pronamespace {found}) IS DISTINCT FROM (SELECT oid FROM pg_namespace "
+        "WHERE nspname = current_schema()) THEN\n        CREATE OR REPLACE FUNCTION"
     )
     return ddl.replace(kept, differs)
 
