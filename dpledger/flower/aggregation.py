@@ -149,9 +149,10 @@ class PlainSum:
         :meth:`FixedPoint.sum_error` (the grid truncates each value by < one quantum).
 
         Refuses a cohort beyond the grid's exact range (:attr:`FixedPoint.max_clients`)
-        here, on the public cohort, before any reply is read: :func:`exact_sum` refuses
-        more *rows* than that, and under ``add_remove`` the number of rows (reporters) is
-        private, so that refusal would tell one reporter more from fewer (review priv)."""
+        here, on the public cohort (never the number of rows that arrived):
+        :func:`exact_sum` refuses more *rows* than that, and under ``add_remove`` the number
+        of rows (reporters) is private, so that refusal would tell one reporter more from
+        fewer (review priv)."""
         grid = self.grid(metric)
         if cohort > grid.max_clients:
             raise InvalidInput(

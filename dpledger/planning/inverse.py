@@ -25,7 +25,7 @@ from dpledger.planning._common import (
     validated_rounds,
 )
 from dpledger.policy import BudgetValue, ExactDecimal, FrozenModel, Policy
-from dpledger.policy.base import MIN_NORMAL
+from dpledger.policy.base import MAX_BUDGET, MIN_NORMAL
 from dpledger.types import BarKind, Budget, MechanismKind, Unit, cohort_size, positive_real
 
 __all__ = [
@@ -99,8 +99,18 @@ def budget_for_target(policy: Policy, metric: str, target: float | None, cohort:
     the closed form's decade (5 digits where the search crosses a decade), and
     is the smallest such decimal whose cohort floor at the calibrated noise scale (the
     approval check's, :func:`~dpledger.mechanisms.cohort_floor_of`) is ≤ ``cohort``.
+    A budget beyond the 1e9 a policy may declare is refused (:func:`required_budget`
+    reports it, with ``enough`` false).
     """
-    return _budget_for_target(validated_policy(policy), metric, target, cohort)
+    need = _budget_for_target(validated_policy(policy), metric, target, cohort)
+    if need.amount > MAX_BUDGET:  # review 42: returned as if a policy could declare it
+        unit = "ε" if need.unit == "epsilon" else "ρ"
+        raise InvalidInput(
+            f"the target for {metric!r} at n={cohort} needs {unit} ≈ {float(need.amount):.4g} "
+            "per release, beyond the 1e9 a policy may declare: use a larger cohort or a looser "
+            "target (required_budget reports the figure)"
+        )
+    return need
 
 
 def _budget_for_target(policy: Policy, metric: str, target: float | None, cohort: int) -> Budget:
