@@ -23,6 +23,7 @@ from typing import TextIO
 import numpy as np
 import numpy.typing as npt
 
+from dpledger._printed import outward, value_with_bar
 from dpledger._shown import shown
 from dpledger.approval import ReleaseRequest, Verdict
 from dpledger.errors import InvalidInput, ReleaseRefused
@@ -365,28 +366,33 @@ def _findings(result: DemoResult) -> tuple[Finding, ...]:
         lo, hi = (float(x) for x in ratio.interval) if ratio is not None else (0.0, 0.0)
         drift = ratio is not None and lo > threshold  # judged on the ratio alone
         if tail and tail["tail_usable"] and tail["tail_low"] > TAIL_SHARE:
+            at = value_with_bar(float(ratio.value), ratio.error_bar) if ratio else ("", "")
             also = "" if ratio is None else (
-                f", with the ratio at {float(ratio.value):.2f} ± {ratio.error_bar:.2f}"
+                f", with the ratio at {at[0]} ± {at[1]}"  # the bar up (review 42 diff3)
                 + (f" (past the drift threshold {threshold:.2f} too, explained by these "
                    "gross errors)" if drift else "")
             )  # fmt: skip
             out.append(Finding(region, "crs_mismatch", (
                 f"{tail['tail_share']:.1%} of position errors exceed 25 m (a client with "
                 f"more than cap_per_client errors weighs as that many; 95% interval "
-                f"{tail['tail_low']:.1%}–{tail['tail_high']:.1%}; rule: {rule['crs_mismatch']})"
+                f"{outward(100 * tail['tail_low'], '.1f', False)}%–"  # ends outward (review
+                f"{outward(100 * tail['tail_high'], '.1f', True)}%; "  # 42 diff3: 9.8%–10.9%
+                f"rule: {rule['crs_mismatch']})"  # for [9.84%, 10.91%])
                 f"{also}: a subset of devices with a wrong coordinate frame (CRS mismatch) — "
                 "check their projection handling"
             )))  # fmt: skip
         elif drift and ratio is not None:
             out.append(Finding(region, "lateral_drift", (
-                f"across/along ratio {float(ratio.value):.2f} (95% interval {lo:.2f}–{hi:.2f}; "
+                f"across/along ratio {float(ratio.value):.2f} (95% interval "
+                f"{outward(lo, '.2f', False)}–{outward(hi, '.2f', True)}; "
                 f"rule: {rule['lateral_drift']}): the model drifts sideways, which a scalar "
                 "RMSE would hide"
             )))  # fmt: skip
         if gap and gap["top_usable"] and gap["top_low"] > OVERCONFIDENT_GAP:
             out.append(Finding(region, "overconfident", (
                 f"top confidence bucket: predicted − observed = {gap['top_gap']:.2f} (95% "
-                f"interval {gap['top_low']:.2f}–{gap['top_high']:.2f}; rule: "
+                f"interval {outward(gap['top_low'], '.2f', False)}–"
+                f"{outward(gap['top_high'], '.2f', True)}; rule: "
                 f"{rule['overconfident']}): over-confident"
             )))  # fmt: skip
     for region, n in result.cohorts.items():
