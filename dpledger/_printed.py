@@ -27,6 +27,7 @@ def outward(x: float, spec: str, up: bool) -> str:
     rounded = exact.quantize(
         Decimal(1).scaleb(shift), rounding=ROUND_CEILING if up else ROUND_FLOOR, context=_EXACT
     )
+    rounded = rounded.copy_abs() if rounded.is_zero() else rounded  # "+0.000", not "-0.000"
     if not math.isfinite(float(rounded)):  # past the largest double: not "inf" (diff2)
         return format(rounded.normalize(_EXACT), spec)  # "1.8e+308", not "1.80e+308"
     text = format(float(rounded), spec)  # as a double, the value's exponent style
