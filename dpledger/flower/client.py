@@ -267,15 +267,17 @@ def contribution_reply(
         on_bad_data=on_bad_data,
     )
     for name, record in (extra or {}).items():
-        if not isinstance(name, str) or name.startswith(_OWN):
+        if not isinstance(name, str):  # was told it started 'dpledger.' (review 42 diff3)
+            raise InvalidInput(f"extra record names are text, got {shown(name)}")
+        if name.startswith(_OWN):
             raise InvalidInput(
                 f"extra record {shown(name)}: the names starting {_OWN!r} are the wrapper's "
                 "(it would read that record as this client's contribution); name it otherwise"
             )
         if not isinstance(record, ArrayRecord | MetricRecord | ConfigRecord):
-            raise InvalidInput(
-                f"extra record {name!r} must be an ArrayRecord, MetricRecord or ConfigRecord, "
-                f"got {type(record).__name__}"
+            raise InvalidInput(  # the name bounded: a megabyte name made a megabyte message
+                f"extra record {shown(name)} must be an ArrayRecord, MetricRecord or "
+                f"ConfigRecord, got {type(record).__name__}"
             )
         content[name] = record
     return Message(content, reply_to=msg)
