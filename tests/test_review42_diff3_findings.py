@@ -7,7 +7,9 @@ at 200,000 clients the report printed ``top-bucket gap +0.423 [+0.422, +0.425]``
 table and ``predicted − observed = 0.42 (95% interval 0.42–0.42 ...)`` below it, and at
 the default 20,000 clients ``[9.84%, 10.91%]`` beside ``95% interval 9.8%–10.9%``: the
 finding's interval missed the computed one. The ratio's bar, ``± 0.02`` for 0.0227, was
-rounded down. Now the ends round outward and the ratio prints as the table does.
+rounded down. Now the ends round outward, to the table's precision (.3f, .2f%: a low end
+floored to .2f could print a band of 0.01 under the rule's printed threshold), and the
+ratio prints as the table does.
 """
 
 from __future__ import annotations

@@ -375,24 +375,24 @@ def _findings(result: DemoResult) -> tuple[Finding, ...]:
             out.append(Finding(region, "crs_mismatch", (
                 f"{tail['tail_share']:.1%} of position errors exceed 25 m (a client with "
                 f"more than cap_per_client errors weighs as that many; 95% interval "
-                f"{outward(100 * tail['tail_low'], '.1f', False)}%–"  # ends outward (review
-                f"{outward(100 * tail['tail_high'], '.1f', True)}%; "  # 42 diff3: 9.8%–10.9%
-                f"rule: {rule['crs_mismatch']})"  # for [9.84%, 10.91%])
+                f"{outward(100 * tail['tail_low'], '.2f', False)}%–"  # ends outward, as the
+                f"{outward(100 * tail['tail_high'], '.2f', True)}%; "  # table (review 42 diff3:
+                f"rule: {rule['crs_mismatch']})"  # 9.8%–10.9% for [9.84%, 10.91%])
                 f"{also}: a subset of devices with a wrong coordinate frame (CRS mismatch) — "
                 "check their projection handling"
             )))  # fmt: skip
         elif drift and ratio is not None:
             out.append(Finding(region, "lateral_drift", (
                 f"across/along ratio {float(ratio.value):.2f} (95% interval "
-                f"{outward(lo, '.2f', False)}–{outward(hi, '.2f', True)}; "
+                f"{outward(lo, '.3f', False)}–{outward(hi, '.3f', True)}; "
                 f"rule: {rule['lateral_drift']}): the model drifts sideways, which a scalar "
                 "RMSE would hide"
             )))  # fmt: skip
         if gap and gap["top_usable"] and gap["top_low"] > OVERCONFIDENT_GAP:
             out.append(Finding(region, "overconfident", (
                 f"top confidence bucket: predicted − observed = {gap['top_gap']:.2f} (95% "
-                f"interval {outward(gap['top_low'], '.2f', False)}–"
-                f"{outward(gap['top_high'], '.2f', True)}; rule: "
+                f"interval {outward(gap['top_low'], '.3f', False)}–"
+                f"{outward(gap['top_high'], '.3f', True)}; rule: "
                 f"{rule['overconfident']}): over-confident"
             )))  # fmt: skip
     for region, n in result.cohorts.items():
