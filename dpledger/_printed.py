@@ -50,6 +50,7 @@ def value_with_bar(
     if not (math.isfinite(value) and value != 0.0 and (seen or decimals > 0)):
         return f"{value:.{least}g}", shown_bar
     unit = math.floor(math.log10(bar)) - 2 if seen else -decimals  # the value's last digit:
-    unit = min(unit, -decimals)  # ≤ bar / 100, and ≤ 10^-decimals
+    unit = min(unit, -decimals) if decimals else unit  # ≤ bar / 100, and ≤ 10^-decimals
+    # (decimals=0 capped the unit at 1: 17 digits for 5.1234e20 ± 1e19; review 42 diff3)
     sig = min(17, max(least, math.floor(math.log10(abs(value))) - unit + 1))
     return f"{value:.{sig}g}", shown_bar
