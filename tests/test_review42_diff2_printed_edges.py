@@ -17,9 +17,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import warnings
-from collections.abc import Iterator
 from decimal import Decimal
-from typing import Any
 
 import numpy as np
 import pytest
@@ -73,42 +71,3 @@ def test_cli_vector_keeps_its_former_digits(sums: list[float]) -> None:
     value = np.asarray(rel.value)
     assert (np.abs(shown - value) <= np.abs(former - value)).all(), line  # never coarser
     assert (np.abs(shown - value) <= rel.error_bar / 100).all()
-
-
-pytest.importorskip("flwr", reason="the flower extra is not installed")
-
-from flwr.app import Message, MetricRecord, RecordDict  # noqa: E402
-from test_flower import METRICS, exact  # noqa: E402
-from test_flower_runs import wrapper  # noqa: E402
-
-from dpledger.errors import InvalidInput  # noqa: E402
-from dpledger.flower import contribution_reply  # noqa: E402
-from dpledger.flower.testing import LocalGrid  # noqa: E402
-from dpledger.flower.wire import PLAN_RECORD, RoundPlan  # noqa: E402
-
-DATA = {"loss": np.array([0.2, 0.4]), "along": np.array([0.1, 0.2]),
-        "across": np.array([0.3, 0.1]), "y_true": np.array([0, 1]),
-        "y_pred": np.array([0, 2])}  # fmt: skip
-REG = {"regression": {"y_true": np.array([50.0, 60.0]), "y_pred": np.array([55.0, 58.0])}}
-
-
-@pytest.fixture
-def instruction() -> Iterator[Message]:
-    grid = LocalGrid(lambda m, c: m, 1)
-    grid.activate()
-    try:
-        with dl.Ledger.open(":memory:", exact(), mode="create") as ledger:
-            plans = wrapper(ledger, {}, metrics=METRICS).plans
-        plan = RoundPlan(1, 0, exact().version, plans)
-        msg = Message(RecordDict({PLAN_RECORD: plan.record()}), dst_node_id=grid.node_ids[0],
-                      message_type="evaluate")  # fmt: skip
-        msg.metadata.__dict__["_message_id"] = "m1"
-        yield msg
-    finally:
-        grid.deactivate()
-
-
-@pytest.mark.parametrize("extra", [[("mine", MetricRecord({"raw": 1.0}))], "mine", 5])
-def test_extra_that_is_not_a_mapping_is_refused_typed(instruction: Message, extra: Any) -> None:
-    with pytest.raises(InvalidInput, match="extra must map record names to records"):
-        contribution_reply(instruction, DATA, data_for=REG, extra=extra)

@@ -18,11 +18,11 @@ from typing import Any
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 
-import numpy as np
 import pytest
 
 pytest.importorskip("flwr", reason="the flower extra is not installed")
 
+import test_review42_flw_extra_records as flw
 from flwr.app import RecordDict
 from test_flower import METRICS, exact
 from test_flower_runs import wrapper
@@ -34,10 +34,7 @@ from dpledger.flower.testing import LocalGrid
 from dpledger.flower.wire import PLAN_RECORD, RoundPlan
 from dpledger.metrics.declarations import Bounds
 
-DATA = {"loss": np.array([0.2, 0.4]), "along": np.array([0.1, 0.2]),
-        "across": np.array([0.3, 0.1]), "y_true": np.array([0, 1]),
-        "y_pred": np.array([0, 2])}  # fmt: skip
-REG = {"regression": {"y_true": np.array([50.0, 60.0]), "y_pred": np.array([55.0, 58.0])}}
+DATA, REG = flw.DATA, flw.REG  # a client's evaluation data and its regression pairs
 
 
 @pytest.fixture(scope="module")

@@ -83,3 +83,10 @@ def test_an_extra_value_that_is_not_a_record_is_refused_typed(
 ) -> None:
     with pytest.raises(InvalidInput, match="must be an ArrayRecord, MetricRecord or ConfigRecord"):
         contribution_reply(instruction, DATA, data_for=REG, extra={"mine": record})
+
+
+# review 42 diff 2: an extra that is no mapping (a list of pairs, text, a number)
+@pytest.mark.parametrize("extra", [[("mine", MetricRecord({"raw": 1.0}))], "mine", 5])
+def test_extra_that_is_not_a_mapping_is_refused_typed(instruction: Message, extra: Any) -> None:
+    with pytest.raises(InvalidInput, match="extra must map record names to records"):
+        contribution_reply(instruction, DATA, data_for=REG, extra=extra)
