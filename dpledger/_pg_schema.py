@@ -10,12 +10,13 @@ by a writer; a reader reads what its search_path finds.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from dpledger.errors import StoreError
 
-__all__ = ["IN_TEMP", "found_sql", "in_own_schema", "in_temp", "moved"]
+__all__ = ["IN_TEMP", "creating", "found_sql", "in_own_schema", "in_temp", "moved"]
 
 IN_TEMP = "SELECT 1 FROM pg_class WHERE oid = to_regclass('dpl_meta') AND relpersistence = 't'"
 """A row when the ledger's tables were just created as temporary tables (pg_temp first)."""
@@ -64,6 +65,29 @@ def in_temp(location: str) -> StoreError:
         "budget; name the ledger's schema first (?options=-c%20search_path%3DNAME); nothing "
         "was created"
     )
+
+
+@contextmanager
+def creating(location: str) -> Iterator[None]:
+    """Creating the ledger at ``location``: a privilege PostgreSQL refused (SQLSTATE 42501)
+    is told as what creating needs. ``create`` replaces a guard function of dpledger's name
+    left in the schema with another body (review 42 diff 2), which needs that function's
+    owner: the store's error said "GRANT a writer SELECT, INSERT and UPDATE" on tables not
+    created yet, after the function's whole DDL (review 42 diff 3)."""
+    try:
+        yield
+    except StoreError as e:
+        cause = e.__cause__
+        if getattr(cause, "sqlstate", None) != "42501":
+            raise
+        said = getattr(getattr(cause, "diag", None), "message_primary", None)
+        raise StoreError(
+            f"{location}: {said or 'permission denied'}: creating a ledger creates its tables "
+            "and dpledger's trigger functions in the first schema of the session's search_path: "
+            "the role needs CREATE on that schema, and a function of dpledger's name already "
+            "there with another body must be dropped by its owner (or create the ledger in "
+            "another schema); nothing was created"
+        ) from cause
 
 
 def moved(was: Sequence[Sequence[Any]], now: Sequence[Sequence[Any]], location: str) -> StoreError:

@@ -70,7 +70,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from dpledger._files import redact_url
-from dpledger._pg_schema import IN_TEMP, found_sql, in_own_schema, in_temp, moved
+from dpledger._pg_schema import IN_TEMP, creating, found_sql, in_own_schema, in_temp, moved
 from dpledger.errors import LedgerChanged, LedgerCorrupted, LedgerNotFound, StoreError
 from dpledger.ledger.pgsql import (
     ADVICE,
@@ -355,7 +355,7 @@ class PostgresStore(PipelinedWrites, SqlStore):
             return
         if self.mode != "create":
             raise StoreError(f"{self._location} was not opened for creation (mode='create')")
-        with self._lock, self._write_transaction():
+        with self._lock, creating(self._location), self._write_transaction():
             for statement in (SCHEMA[0], IN_TEMP, *SCHEMA[1:], *RESTORE):  # not a foreign body
                 if self._execute(statement) and statement == IN_TEMP:  # dpl_meta is temporary:
                     raise in_temp(self._location)  # gone with the session (review 41), refused
