@@ -111,7 +111,8 @@ def _not_owner(store: SqlStore, e: StoreError) -> StoreError | None:
     """Why a role that may write the ledger cannot migrate it (PostgreSQL's SQLSTATE 42501:
     ``ALTER TABLE``, ``CREATE TRIGGER`` and ``CREATE OR REPLACE FUNCTION`` need the
     owner), or None. Its error said "GRANT a writer SELECT, INSERT and UPDATE", after the
-    DDL of the statement that failed, to a role that had them (review 42 diff 2)."""
+    DDL of the statement that failed, to a role that had them (review 42 diff 2); a guard
+    function another role owns refused the ledger's own creator too (review 42 diff 3)."""
     cause = e.__cause__
     if getattr(cause, "sqlstate", None) != "42501":
         return None
@@ -123,7 +124,9 @@ def _not_owner(store: SqlStore, e: StoreError) -> StoreError | None:
     return StoreError(
         f"{store.location}: {said}: `dpledger ledger migrate` changes the ledger's tables "
         "and dpledger's trigger functions, which PostgreSQL lets only their owner do: run it "
-        "as the role that owns them (the one that created the ledger, or a superuser); "
+        "as the role that owns them (the one that created the ledger, or a superuser); a "
+        "function of dpledger's name another role owns (left in the ledger's schema, or "
+        "planted there) is not the ledger's: have its owner drop it, then migrate again; "
         f"nothing was changed by the step that failed (the ledger is at {now})"
     )
 
