@@ -82,11 +82,13 @@ def creating(location: str) -> Iterator[None]:
             raise
         said = getattr(getattr(cause, "diag", None), "message_primary", None)
         raise StoreError(
-            f"{location}: {said or 'permission denied'}: creating a ledger creates its tables "
-            "and dpledger's trigger functions in the first schema of the session's search_path: "
-            "the role needs CREATE on that schema, and a function of dpledger's name already "
-            "there with another body must be dropped by its owner (or create the ledger in "
-            "another schema); nothing was created"
+            f"{location}: {said or 'permission denied'}: creating a ledger creates its tables, "
+            "indexes and dpledger's trigger functions in the first schema of the session's "
+            "search_path, which PostgreSQL lets a role do only with CREATE on that schema, and "
+            "only as their owner where they exist already: if another role created the ledger "
+            "meanwhile, open it again; a function of dpledger's name with another body left "
+            "there must be dropped by its owner (or create the ledger in another schema); "
+            "nothing was created"
         ) from cause
 
 

@@ -22,6 +22,7 @@ from _stores import CONTRACT, CONTRACT_POLICY
 from dpledger import Ledger
 from dpledger.cli.main import main
 from dpledger.errors import StoreError
+from dpledger.ledger.postgres import PostgresStore
 
 pytestmark = pytest.mark.postgres
 
@@ -69,3 +70,20 @@ def test_create_over_another_roles_guard_function_says_what_to_do(
     err = capsys.readouterr().err
     assert "GRANT a writer" not in err
     assert "owner" in err
+
+
+def test_a_creator_racing_another_roles_creator_is_told_to_open_it_again(
+    pg_url: str, creator_role: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = pg_url.replace("postgres@", f"{creator_role}@", 1)
+    late = PostgresStore(url, "create")  # found no ledger as it opened
+    try:
+        PostgresStore(pg_url, "create").create({})  # another role's creator, meanwhile
+        seen = iter([False])  # the late creator checked just before the other committed
+        real = late.exists
+        monkeypatch.setattr(late, "exists", lambda: next(seen, True) and real())
+        with pytest.raises(StoreError, match="must be owner of table") as failed:
+            late.create({})
+        assert "if another role created the ledger meanwhile, open it again" in str(failed.value)
+    finally:
+        late.close()

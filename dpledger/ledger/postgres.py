@@ -355,10 +355,11 @@ class PostgresStore(PipelinedWrites, SqlStore):
             return
         if self.mode != "create":
             raise StoreError(f"{self._location} was not opened for creation (mode='create')")
-        with self._lock, creating(self._location), self._write_transaction():
-            for statement in (SCHEMA[0], IN_TEMP, *SCHEMA[1:], *RESTORE):  # not a foreign body
-                if self._execute(statement) and statement == IN_TEMP:  # dpl_meta is temporary:
-                    raise in_temp(self._location)  # gone with the session (review 41), refused
+        with self._lock, self._write_transaction():
+            with creating(self._location):  # the DDL's refusal: what creating needs
+                for statement in (SCHEMA[0], IN_TEMP, *SCHEMA[1:], *RESTORE):  # not foreign
+                    if self._execute(statement) and statement == IN_TEMP:  # dpl_meta is temp:
+                        raise in_temp(self._location)  # gone with the session (review 41)
             if not self._execute("SELECT 1 FROM dpl_meta LIMIT 1"):  # a racing creator's
                 self._set_meta(("schema_version", SCHEMA_VERSION), *meta.items())
         self._exists = False
