@@ -8,9 +8,10 @@ use ``$n`` (:mod:`~dpledger.ledger.pgwrite`). Kept apart from the store's logic
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
-from dpledger.errors import DpLedgerError, LedgerCorrupted
+from dpledger.errors import DpLedgerError, LedgerCorrupted, StoreError
 from dpledger.ledger.schema import (
     COLUMNS,
     EPOCH_INDEX,
@@ -36,6 +37,7 @@ __all__ = [
     "TRIGGERS",
     "foreign_triggers",
     "trigger_refusal",
+    "triggers_read",
 ]
 
 SQL = Statements(
@@ -272,6 +274,26 @@ def foreign_triggers(rows: list[tuple[object, ...]]) -> list[str]:
         "(or that were changed or disabled): they run in every write and can skip or alter "
         "what a release records; drop them (restore dpledger's own from its DDL)"
     ]
+
+
+def triggers_read(execute: Callable[[str], list[tuple[Any, ...]]], location: str) -> list[str]:
+    """:func:`foreign_triggers` of the :data:`TRIGGERS` rows ``execute`` reads (the store's).
+    A role PostgreSQL does not let read its catalogs (``pg_proc`` revoked from PUBLIC on a
+    hardened server) got the advice for the ledger's tables, which it could read: a
+    reader's dry run reads them since review 42 diff 2 (review 42 diff 3)."""
+    try:
+        return foreign_triggers(execute(TRIGGERS))
+    except StoreError as e:
+        cause = e.__cause__
+        if getattr(cause, "sqlstate", None) != "42501":
+            raise
+        said = getattr(getattr(cause, "diag", None), "message_primary", None)
+        raise StoreError(
+            f"PostgreSQL ledger {location}: {said or 'permission denied'}: the role cannot read "
+            "PostgreSQL's catalogs pg_trigger, pg_class and pg_proc, where the ledger's "
+            "triggers are checked as a release would check them (PostgreSQL lets every role "
+            "read them unless revoked): GRANT the role SELECT on them, or use a role that may"
+        ) from cause
 
 
 def trigger_refusal(conn: Any, location: str) -> DpLedgerError | None:

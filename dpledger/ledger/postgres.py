@@ -80,9 +80,8 @@ from dpledger.ledger.pgsql import (
     SCHEMA_1,
     SCHEMA_3_UPGRADE,
     SQL,
-    TRIGGERS,
-    foreign_triggers,
     trigger_refusal,
+    triggers_read,
 )
 from dpledger.ledger.records import Entry
 from dpledger.ledger.schema import SCHEMA, SCHEMA_VERSION, missing_hint, row_to_entry
@@ -432,7 +431,7 @@ class PostgresStore(PipelinedWrites, SqlStore):
     def integrity_problems(self) -> list[str]:
         """Foreign or changed triggers on the ledger's tables (:func:`foreign_triggers`)."""
         with self._lock:
-            return foreign_triggers(self._execute(TRIGGERS))
+            return triggers_read(self._execute, self._location)
 
     @contextmanager
     def _read_transaction(self) -> Iterator[None]:
