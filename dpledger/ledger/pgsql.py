@@ -244,6 +244,7 @@ OWN_TRIGGERS: dict[str, tuple[str, int, str, str]] = {
 TRIGGERS = """
 SELECT t.tgname, c.relname, t.tgtype, t.tgenabled, p.proname, p.prosrc,
        t.tgqual IS NULL AND cardinality(t.tgattr::int2[]) = 0
+       AND p.pronamespace = c.relnamespace
 FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_proc p ON p.oid = t.tgfoid
 WHERE NOT t.tgisinternal AND t.tgrelid IN (
     SELECT to_regclass(name) FROM unnest(ARRAY['dpl_meta', 'dpl_entries', 'dpl_spend',
@@ -252,7 +253,9 @@ ORDER BY t.tgname
 """
 """Every user trigger on the ledger's tables (as its unqualified names resolve), and
 whether it fires on every row its events touch (no ``WHEN`` condition, no ``UPDATE OF``
-column list: either made dpledger's own guard skip a lowered total; review 40 diff 3)."""
+column list: either made dpledger's own guard skip a lowered total; review 40 diff 3) and
+runs a function of the table's own schema (another schema's owner could change it at will:
+review 42 diff 3, as ``RESTORE`` never reuses one)."""
 
 
 def foreign_triggers(rows: list[tuple[object, ...]]) -> list[str]:
@@ -271,8 +274,9 @@ def foreign_triggers(rows: list[tuple[object, ...]]) -> list[str]:
         return []
     return [
         f"the ledger's tables have trigger(s) {', '.join(odd)} that dpledger did not create "
-        "(or that were changed or disabled): they run in every write and can skip or alter "
-        "what a release records; drop them (restore dpledger's own from its DDL)"
+        "(or that were changed, disabled or bound to another schema's function): they run in "
+        "every write and can skip or alter what a release records; drop them (`dpledger "
+        "ledger migrate` re-creates dpledger's own)"
     ]
 
 
