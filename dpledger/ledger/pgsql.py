@@ -196,14 +196,16 @@ def _body(ddl: str) -> str:
     return " ".join(ddl.split("$fn$")[1].split())
 
 
-def _replacing(ddl: str, function: str) -> str:
+def _replacing(ddl: str, function: str, table: str) -> str:
     """``ddl`` re-creating dpledger's ``function`` when it is missing or was left with
     another body (whitespace aside, as :func:`foreign_triggers` compares it); an intact
     one is kept (replacing it needs its owner). No backslash in the pattern: ``'\\s+'`` read
     ``'s+'`` under ``standard_conforming_strings = off``. One found in another schema further
     down the search_path is not the ledger's: its own is created in the ledger's schema
     (the session's first), else the triggers ran whatever that schema's owner made of it
-    (review 42 diff 2)."""
+    (review 42 diff 2). One another role owns is not kept either (review 42 diff 3: that
+    role may replace it at will): replacing it needs its owner, so a creator or a migration
+    that is not its owner is refused, saying to have it dropped."""
     kept = f"IF to_regprocedure('{function}()') IS NULL THEN\n        CREATE FUNCTION"
     if ddl.count(kept) != 1:
         raise RuntimeError(f"the DDL of {function} changed: {_replacing.__name__} needs it")
@@ -212,14 +214,16 @@ def _replacing(ddl: str, function: str) -> str:
         f"IF to_regprocedure('{function}()') IS NULL OR (SELECT btrim(regexp_replace(prosrc, "
         f"'[[:space:]]+', ' ', 'g')) {found}) IS DISTINCT FROM $body${_body(ddl)}$body$ "
         f"OR (SELECT pronamespace {found}) IS DISTINCT FROM (SELECT oid FROM pg_namespace "
-        "WHERE nspname = current_schema()) THEN\n        CREATE OR REPLACE FUNCTION"
+        f"WHERE nspname = current_schema()) OR (SELECT proowner {found}) IS DISTINCT FROM "
+        f"(SELECT relowner FROM pg_class WHERE oid = '{table}'::regclass) THEN\n"
+        "        CREATE OR REPLACE FUNCTION"
     )
     return ddl.replace(kept, differs)
 
 
 RESTORE = (
-    _replacing(APPEND_ONLY, "dpl_entries_append_only"),
-    _replacing(SPEND_GUARD, "dpl_spend_never_decreases"),
+    _replacing(APPEND_ONLY, "dpl_entries_append_only", "dpl_entries"),
+    _replacing(SPEND_GUARD, "dpl_spend_never_decreases", "dpl_spend"),
 )
 """dpledger's own triggers created where missing, their functions re-created where they
 differ from dpledger's (``ledger migrate``, and ``create``: review 42): a function left
@@ -244,7 +248,7 @@ OWN_TRIGGERS: dict[str, tuple[str, int, str, str]] = {
 TRIGGERS = """
 SELECT t.tgname, c.relname, t.tgtype, t.tgenabled, p.proname, p.prosrc,
        t.tgqual IS NULL AND cardinality(t.tgattr::int2[]) = 0
-       AND p.pronamespace = c.relnamespace
+       AND p.pronamespace = c.relnamespace AND p.proowner = c.relowner
 FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_proc p ON p.oid = t.tgfoid
 WHERE NOT t.tgisinternal AND t.tgrelid IN (
     SELECT to_regclass(name) FROM unnest(ARRAY['dpl_meta', 'dpl_entries', 'dpl_spend',
@@ -254,8 +258,8 @@ ORDER BY t.tgname
 """Every user trigger on the ledger's tables (as its unqualified names resolve), and
 whether it fires on every row its events touch (no ``WHEN`` condition, no ``UPDATE OF``
 column list: either made dpledger's own guard skip a lowered total; review 40 diff 3) and
-runs a function of the table's own schema (another schema's owner could change it at will:
-review 42 diff 3, as ``RESTORE`` never reuses one)."""
+runs a function of the table's own schema and owner (another schema's owner, or another
+role, could change it at will: review 42 diff 3, as ``RESTORE`` never reuses one)."""
 
 
 def foreign_triggers(rows: list[tuple[object, ...]]) -> list[str]:
@@ -274,7 +278,8 @@ def foreign_triggers(rows: list[tuple[object, ...]]) -> list[str]:
         return []
     return [
         f"the ledger's tables have trigger(s) {', '.join(odd)} that dpledger did not create "
-        "(or that were changed, disabled or bound to another schema's function): they run in "
+        "(or that were changed, disabled or bound to another schema's or owner's function): "
+        "they run in "
         "every write and can skip or alter what a release records; drop them (`dpledger "
         "ledger migrate` re-creates dpledger's own)"
     ]
