@@ -393,6 +393,7 @@ class SqliteStore(SqlStore):
         kept, self._kept, self._pending = self._kept, None, None
         try:
             self._execute("BEGIN IMMEDIATE")
+            sqlite_files.unless_removed(self._connection(), f"SQLite ledger {self._path}")
             # read under the write lock: equal to the kept state's version only if no
             # other connection committed since this one's last write transaction began
             (version,) = self._execute("PRAGMA data_version")[0]
