@@ -55,12 +55,14 @@ from dpledger.errors import (
     InternalError,
     InvalidInput,
     LedgerCorrupted,
+    PolicyMismatch,
     ReleaseIdConflict,
 )
 from dpledger.ledger.guards import check_guards
 from dpledger.ledger.records import Entry, EntryDraft, Release
 from dpledger.ledger.released import draft_of, to_release
 from dpledger.ledger.retries import close, is_retry, repeats, retries_record
+from dpledger.ledger.schema import policy_conflict
 from dpledger.ledger.staged import separated
 from dpledger.ledger.store import SqlStore
 from dpledger.policy import Policy
@@ -150,6 +152,13 @@ class Writer:
         rid = request.release_id
         hit = self._store.find_releases([rid]).get(rid) if rid is not None else None
         if hit is None:
+            p = self.policy  # an approved release records the policy: its conflict, too
+            if found.verdict.approved and any(
+                h != p.content_hash for h in self._store.recorded_policy_hashes(p.version)
+            ):
+                raise PolicyMismatch(
+                    message=policy_conflict(self._store.location, p.name, p.version)
+                )
             return found
         return self._as_retry(request, aggregate, found, hit, principal)
 

@@ -399,7 +399,10 @@ def _handlers(app: FastAPI, state: ServiceState) -> None:
                 await run_in_threadpool(state.log_refusal, key, action, req, exc, status)
             except DpLedgerError as e:  # the refusal stands; only its log line is lost
                 log.error("could not log a refusal of %s: %s", key.principal, e)
-        return _json(status, error_body(exc, status))  # a 503 gets its Retry-After
+        body = error_body(exc, status)
+        for where in {state.location, state.settings.ledger}:  # the server's path or URL: a
+            body["message"] = body["message"].replace(where, "the ledger")  # 4xx says "the ledger"
+        return _json(status, body)  # a 503 gets its Retry-After
 
     async def invalid(request: Request, exc: Exception) -> JSONResponse:
         if not isinstance(exc, RequestValidationError):
