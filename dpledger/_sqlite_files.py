@@ -58,12 +58,12 @@ __all__ = [
     "close",
     "connect",
     "held",
+    "opened_as",
     "read_header",
     "remove_built",
     "save_if_moved",
     "unheld",
     "unless_held",
-    "unless_removed",
 ]
 
 _Key = tuple[int, int]  # (st_dev, st_ino)
@@ -347,28 +347,9 @@ def save_if_moved(conn: sqlite3.Connection, *, wait: bool = False) -> None:
             conn.execute(f"PRAGMA busy_timeout={int(waits)}")
 
 
-def unless_removed(conn: sqlite3.Connection, what: str) -> None:
-    """Refuse (:class:`StoreError`) to write through ``conn`` once its file has no name left
-    (removed, or another file moved over its name: a restore by ``mv``). SQLite writes on
-    into the unlinked file, and every commit would vanish with it, its spend with it (review
-    42: a long-lived ``serve`` answered 201 for each). A renamed file keeps its commits and
-    passes. One ``stat`` while the file is at its name; then Linux's ``/proc/self/fd``
-    tells its link count (elsewhere it cannot be told, and passes)."""
-    where = _WHERE.get(id(conn))
-    if where is None or _key(where[1]) == where[0]:
-        return
-    with contextlib.suppress(OSError):
-        for fd in os.listdir("/proc/self/fd"):
-            with contextlib.suppress(OSError):
-                st = os.stat(f"/proc/self/fd/{fd}")
-                if (st.st_dev, st.st_ino) == where[0] and st.st_nlink == 0:
-                    raise StoreError(
-                        f"{what}: the file this process opened was removed (deleted, or "
-                        f"another moved over its name) while it held it, and a write now "
-                        "would be lost with it; stop every process using it, put the ledger "
-                        "back at its name, verify it against the last head kept outside it, "
-                        "and start them again"
-                    )
+def opened_as(conn: sqlite3.Connection) -> tuple[_Key, str] | None:
+    """The file (device, inode) and the resolved name :func:`connect` opened ``conn`` at."""
+    return _WHERE.get(id(conn))
 
 
 def _gone(ident: int, key: _Key, name: str) -> None:

@@ -47,6 +47,7 @@ from urllib.parse import quote
 from dpledger import _sqlite_files as sqlite_files
 from dpledger._creating import check_room, remove_dead, temp_for, unwritable
 from dpledger._files import SQLITE_SIDECARS, check_path_text, check_sidecars, check_sqlite_name
+from dpledger._sqlite_removed import unless_removed
 from dpledger.errors import (
     LedgerChanged,
     LedgerCorrupted,
@@ -393,7 +394,7 @@ class SqliteStore(SqlStore):
         kept, self._kept, self._pending = self._kept, None, None
         try:
             self._execute("BEGIN IMMEDIATE")
-            sqlite_files.unless_removed(self._connection(), f"SQLite ledger {self._path}")
+            unless_removed(self._connection(), f"SQLite ledger {self._path}")
             # read under the write lock: equal to the kept state's version only if no
             # other connection committed since this one's last write transaction began
             (version,) = self._execute("PRAGMA data_version")[0]

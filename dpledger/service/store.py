@@ -42,6 +42,7 @@ from typing import Any, cast
 from dpledger import _sqlite_files as sqlite_files
 from dpledger._files import check_path_text, check_sqlite_name, postgres_url, redact_url
 from dpledger._pg_schema import found_sql, in_own_schema
+from dpledger._sqlite_removed import unless_removed
 from dpledger.errors import (
     InvalidInput,
     LedgerCorrupted,
@@ -310,6 +311,8 @@ class ServiceStore:
     def _run(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         if self._moved is not None:  # every later call meets it again
             raise StoreError(self._moved)
+        if not self._pg:  # a store removed or restored over by mv: never its stale keys
+            unless_removed(self._conn, f"key store {self.location}")
         try:
             try:
                 return self._once(sql, params)
