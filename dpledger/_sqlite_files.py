@@ -1,31 +1,27 @@
 """SQLite files this process holds open: read a header without dropping their locks.
 
 POSIX advisory locks belong to a (process, file) pair: closing *any* descriptor of a file
-releases every lock the process holds on it (sqlite.org/howtocorrupt.html, §2.2). SQLite
-defers closing its own descriptors while another connection of the process holds a lock,
-but a plain ``open()``/``close()`` of the database file does not: the process's write
-connection then loses the SHARED lock it keeps in WAL mode, another process takes itself
-for the last user, checkpoints and deletes the live WAL, and both approve the same
-allocation (one of the two entries is later lost).
+releases every lock the process holds on it (sqlite.org/howtocorrupt.html, §2.2). A plain
+``open()``/``close()`` of a database file (SQLite defers its own) drops the SHARED lock a
+WAL connection keeps: another process takes itself for the last user, checkpoints and
+deletes the live WAL, and both approve the same allocation (one entry is later lost).
 
-So dpledger opens every SQLite ledger and key store connection through :func:`connect`
-and closes it through :func:`close`, which count the connections per file (device,
-inode); :func:`read_header` reads a file's first bytes, :func:`unheld` guards any other
-read of a user-named file (a policy or aggregate file named by mistake may be a ledger
-the process holds), and :func:`unless_held` runs a
-check that opens the files beside it (its ``-shm`` holds the WAL locks), only when no
-connection of this process has it open (one that has is an SQLite database already, and
-the files beside it are SQLite's own). SQLite names those files after the path, so a
-path another file was renamed or moved over while a process holds the previous one is
-refused (:class:`StoreError`): its ``-wal``/``-shm`` are the held file's (copying into
-the held file itself writes the same inode and cannot be seen). This process
-knows what it holds; another process is seen on Linux, by ``F_GETLK`` probes of SQLite's
-locks (its ``-shm`` in use while nobody holds the file now at the path; or the file held
-while no ``-shm`` is beside this name: it was opened by another name). A holder
-killed meanwhile leaves no lock: its ``-wal`` beside the path cannot be told from the
-file's own. :func:`check_sqlite_file` is the check before a ledger or key store file is
-opened, :func:`check_writable` the one before it is opened for writing (SQLite would
-create the ``-wal``/``-shm`` as a user who cannot write the file).
+So dpledger opens and closes every SQLite ledger and key store connection through
+:func:`connect` and :func:`close`, which count connections per file (device, inode);
+:func:`read_header` reads a file's first bytes, :func:`unheld` guards any other read of a
+user-named file (one named by mistake may be a ledger the process holds), and
+:func:`unless_held` runs a check that opens the files beside it (its ``-shm`` holds the
+WAL locks) only when no connection of this process has it open (then they are SQLite's).
+SQLite names those files after the path, so a path another file was renamed or moved over
+while a process holds the previous one is refused (:class:`StoreError`): its
+``-wal``/``-shm`` are the held file's (copying into the held file itself writes the same
+inode and cannot be seen). This process knows what it holds; another process is seen on
+Linux, by ``F_GETLK`` probes of SQLite's locks (its ``-shm`` in use while nobody holds the
+file now at the path; or the file held while no ``-shm`` is beside this name: it was
+opened by another name). A holder killed meanwhile leaves no lock: its ``-wal`` beside the
+path cannot be told from the file's own. :func:`check_sqlite_file` is the check before a
+ledger or key store file is opened, :func:`check_writable` the one before it is opened for
+writing (SQLite would create the ``-wal``/``-shm`` as a user who cannot write the file).
 """
 
 from __future__ import annotations
@@ -116,10 +112,8 @@ def remove_built(tmp: Path) -> None:
 def read_header(p: Path, n: int) -> bytes | None:
     """The first ``n`` bytes of the regular file at ``p``; None when a connection of this
     process has it open (closing a descriptor would drop that connection's locks; it is
-    SQLite's). Opened without blocking (a FIFO swapped in is refused, not waited on).
-
-    OSError propagates (the caller names the file).
-    """
+    SQLite's). Opened without blocking (a FIFO swapped in is refused, not waited on);
+    OSError propagates (the caller names the file)."""
     key = _key(p)
     with _LOCK:  # no connection of this process opens the file meanwhile
         _drain()
@@ -144,8 +138,7 @@ def unless_held(p: Path, check: Callable[[], None]) -> None:
     another file than the one this process opened there (renamed or copied over since: its
     sidecars are the held file's), a file this process holds under another name, and, seen
     in another process (:func:`_other_process_problem`), a file held there under another
-    name or one put over the file that process holds under this name.
-    """
+    name or one put over the file that process holds under this name."""
     key, name = _key(p), _name(p)
     with _LOCK:  # no connection of this process opens the file meanwhile
         _drain()

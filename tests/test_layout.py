@@ -38,6 +38,7 @@ RANK = {
     "_pg_schema": 0.25,
     "_path_text": 0.22,
     "_sqlite_files": 0.2,
+    "_sqlite_removed": 0.21,
     "_creating": 0.15,
     "types": 0.5,
     "_shown": 0.1,

@@ -1,32 +1,30 @@
 """The embedded SQLite store: WAL, ``synchronous=FULL``, ``BEGIN IMMEDIATE`` writes.
 
-``BEGIN IMMEDIATE`` takes SQLite's single write lock at the start of the transaction,
-so the budget re-check, the entry and the spend update of one release are serialised
-against every other writer — threads and processes alike. Triggers refuse UPDATE and
-DELETE on entries (append-only) and lowering or deleting a spend total (schema 4);
-:meth:`Ledger.verify` detects an edited or removed entry unless the editor also
-rewrites every later hash, the head and the spend — which ``verify(expected_head=…)``
-catches against a head recorded outside the database.
-A writer keeps the head and spend its last committed write left, and re-uses them under
-the next write lock only if ``PRAGMA data_version`` is unchanged — i.e. no other
-connection (thread or process) has committed since; otherwise it reads them again.
+``BEGIN IMMEDIATE`` takes SQLite's single write lock at the start of the transaction, so the
+budget re-check, the entry and the spend update of one release are serialised against every
+other writer — threads and processes alike. Triggers refuse UPDATE and DELETE on entries
+(append-only) and lowering or deleting a spend total (schema 4); :meth:`Ledger.verify`
+detects an edited or removed entry unless the editor also rewrites every later hash, the
+head and the spend — which ``verify(expected_head=…)`` catches against a head recorded
+outside the database. A writer keeps the head and spend its last committed write left, and
+re-uses them under the next write lock only if ``PRAGMA data_version`` is unchanged — i.e.
+no other connection (thread or process) has committed since; otherwise it reads them again.
 
-**Opening never creates or changes a file.** An existing path must be a dpledger
-ledger: a directory, a 0-byte file (perhaps a truncated ledger) or any other file is
-refused. A new ledger is built in a temporary file beside the target and hard-linked
-into place, so it appears complete or not at all, and concurrent creators cannot
-clobber each other. Reading (mode ``read``) never writes: a ledger nobody has
-open is read ``immutable`` (no ``-wal``/``-shm`` is created beside it, no write permission
-is needed: a read-only copy or another user's ledger verifies in place); a ledger in use
-is read through a read-only connection, which never checkpoints the WAL into the file
-nor removes it; one a crashed writer left with a ``-wal`` and no ``-shm`` or one nobody
-uses (SQLite would create or rebuild it) is read from
-a private copy (:mod:`dpledger.ledger.sqlite_copy`), and so is one left with a hot
-rollback journal (rolled back in the copy). Neither takes SQLite's locks, so a read handle
-reconnects when the file or its sidecars changed (:mod:`.sqlite_fresh`).
-A path named like SQLite's own files (``…-wal``, ``…-shm``, ``…-journal``) is refused,
-and so is opening ``X`` while a file SQLite would take for ``X``'s journal is not one
-(another database named ``X-wal``): SQLite would delete or overwrite it.
+**Opening never creates or changes a file.** An existing path must be a dpledger ledger: a
+directory, a 0-byte file (perhaps a truncated ledger) or any other file is refused. A new
+ledger is built in a temporary file beside the target and hard-linked into place, so it
+appears complete or not at all, and concurrent creators cannot clobber each other. Reading
+(mode ``read``) never writes: a ledger nobody has open is read ``immutable`` (no
+``-wal``/``-shm`` is created beside it, no write permission is needed: a read-only copy or
+another user's ledger verifies in place); a ledger in use is read through a read-only
+connection, which never checkpoints the WAL into the file nor removes it; one a crashed
+writer left with a ``-wal`` and no ``-shm`` or one nobody uses (SQLite would create or
+rebuild it) is read from a private copy (:mod:`dpledger.ledger.sqlite_copy`), as is one
+left with a hot rollback journal. Neither takes SQLite's locks, so a read handle
+reconnects when the file or its sidecars changed (:mod:`.sqlite_fresh`). A path named like
+SQLite's own files (``…-wal``, ``…-shm``, ``…-journal``) is refused, and so is opening
+``X`` while a file SQLite would take for ``X``'s journal is not one (another database
+named ``X-wal``): SQLite would delete or overwrite it.
 """
 
 from __future__ import annotations

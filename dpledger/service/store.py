@@ -167,8 +167,7 @@ class ServiceStore:
         ``ledger``: the SQLite ledger whose default store (:func:`default_location`) this
         is. Several ledger names share one (``eval.v1`` and ``eval.v2`` both map to
         ``eval.keys.db``), so a store made there records its ledger's file name, and is
-        refused (:class:`InvalidInput`) to any other: one ledger's keys never open another's.
-        """
+        refused (:class:`InvalidInput`) to any other: one ledger's keys never open another's."""
         if not isinstance(location, str) or not location:
             raise InvalidInput("the key store location must be a path or a postgresql:// URL")
         check_path_text(location, "key store location")
