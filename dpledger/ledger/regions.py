@@ -12,12 +12,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from dpledger.accounting import client_loss
 from dpledger.policy import ALL
+from dpledger.types import Budget
 
 if TYPE_CHECKING:
-    from dpledger.ledger.core import Ledger
+    from collections.abc import Iterable
+    from fractions import Fraction
 
-__all__ = ["admits", "epoch_regions"]
+    from dpledger.ledger.core import Ledger
+    from dpledger.policy import Policy
+
+__all__ = ["admits", "epoch_budgets", "epoch_regions"]
 
 
 def epoch_regions(ledger: Ledger, epoch: int) -> tuple[str, ...]:
@@ -25,11 +31,32 @@ def epoch_regions(ledger: Ledger, epoch: int) -> tuple[str, ...]:
     those of the policy the epoch is bound to that it lacks, then (open regions) any
     other region the epoch spent in, sorted."""
     bound = ledger.epoch_policy(epoch)
+    return _listed(ledger, bound, () if bound is None else ledger.spent_by_region(epoch))
+
+
+def _listed(ledger: Ledger, bound: Policy | None, spent_in: Iterable[str]) -> tuple[str, ...]:
     named = (*ledger.policy.regions.names, *(() if bound is None else bound.regions.names))
     names = list(dict.fromkeys(named))
     if bound is not None:  # every release of the epoch was under `bound`: it has them all
-        names += sorted(set(ledger.spent_by_region(epoch)) - {ALL, *names})
+        names += sorted(set(spent_in) - {ALL, *names})
     return tuple(names)
+
+
+def epoch_budgets(ledger: Ledger, epoch: int) -> list[tuple[str, Budget, Budget]]:
+    """``(region, spent, remaining)`` for each of :func:`epoch_regions`, then ``'*'``: what
+    :meth:`Ledger.spent` and :meth:`Ledger.remaining` give, from one read of the epoch's
+    spend (each of those reads it whole: with thousands of open regions a view region by
+    region was quadratic, review 42)."""
+    bound = ledger.epoch_policy(epoch)
+    policy = bound or ledger.policy
+    by_region = ledger.spent_by_region(epoch)
+    scopes: dict[str, Fraction] = {r: b.amount for r, b in by_region.items()}
+    budget = Budget(policy.eval_budget, policy.unit)
+    rows = []
+    for region in (*_listed(ledger, bound, scopes), ALL):
+        spent = Budget(client_loss(scopes, region), policy.unit)
+        rows.append((region, spent, budget - spent))
+    return rows
 
 
 def admits(ledger: Ledger, epoch: int, region: str) -> bool:
