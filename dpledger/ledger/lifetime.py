@@ -134,13 +134,20 @@ def _lifetime(
     rho = Fraction(0)
     releases = 0
     for epoch_entries in by_epoch.values():
-        touching = [
-            [e for e in epoch_entries if e.draft.region in (r, ALL)] for r in sorted(names)
-        ] or [epoch_entries]
-        releases += max(len(t) for t in touching)
-        rho += max(sum((_rho_of(e) for e in t), Fraction(0)) for t in touching)
+        # each region's (count, ρ, ε) in one pass, not a pass per region: quadratic with
+        # thousands of open regions (review 42); a region of `names` without a release
+        # of its own in the epoch is touched by the global ones only
+        own: dict[str, tuple[int, Fraction, Fraction]] = {}
+        for e in epoch_entries:
+            n, r, p = own.get(e.draft.region, (0, Fraction(0), Fraction(0)))
+            own[e.draft.region] = (n + 1, r + _rho_of(e), p + e.draft.charge.amount)
+        n_all, rho_all, eps_all = own.pop(ALL, (0, Fraction(0), Fraction(0)))
+        idle = len(own) < len(names)  # some region in view released nothing of its own
+        sums = [*own.values(), *([(0, Fraction(0), Fraction(0))] if idle or not own else [])]
+        releases += n_all + max(n for n, _, _ in sums)
+        rho += rho_all + max(r for _, r, _ in sums)
         if basic is not None and all(e.draft.charge.unit == "epsilon" for e in epoch_entries):
-            basic += max(sum((e.draft.charge.amount for e in t), Fraction(0)) for t in touching)
+            basic += eps_all + max(p for _, _, p in sums)
         else:
             basic = None
     return _figures(ALL, releases, basic, rho, delta, [e.draft.facts for e in entries], unit)
