@@ -43,6 +43,7 @@ from dpledger.ledger.guards import check_guards
 from dpledger.ledger.lifetime import Lifetime, lifetime_of
 from dpledger.ledger.opening import checked_labels, checked_mode, checked_policy, open_store
 from dpledger.ledger.records import GENESIS, Entry, Release, VerifyReport, is_chain_hash
+from dpledger.ledger.regions import check_filters
 from dpledger.ledger.schema import head_of, policy_conflict
 from dpledger.ledger.store import SqlStore
 from dpledger.ledger.writer import RoundResult, Writer
@@ -286,11 +287,7 @@ class Ledger:
 
     def budget_changes(self) -> tuple[str, ...]:
         """Where a later policy version raised the evaluation budget, from which epoch."""
-        if not self._exists():
-            return ()
-        epochs = self._store.policy_epochs()
-        history = [(epoch, self._writer.policy_of(h)) for epoch, h in epochs]
-        return tuple(audit.budget_notices(history))
+        return tuple(audit.budget_notices(self.recorded_policies()))
 
     # -- budget views ----------------------------------------------------------------
 
@@ -413,11 +410,9 @@ class Ledger:
         after: int = 0,
         limit: int | None = None,
     ) -> list[Entry]:
-        """The audit trail in chain order, optionally filtered.
-
-        ``after``: entries with a larger seq (≥ 0); ``limit``: at most this many (≥ 1, or
-        None for all); ``region``/``metric``: exact names (text).
-        """
+        """The audit trail in chain order, optionally filtered. ``after``: entries with a
+        larger seq (≥ 0); ``limit``: at most this many (≥ 1, or None for all);
+        ``region``/``metric``: exact names, a name no policy of the ledger had refused."""
         for name, value in (("after", after), ("limit", limit)):
             # any integer type (numpy's too, as spent() and the planners take), not a bool
             if (value is not None or name == "after") and (
@@ -433,15 +428,19 @@ class Ledger:
         for name, text in (("region", region), ("metric", metric)):
             if text is not None and not isinstance(text, str):
                 raise InvalidInput(f"{name} must be a name (text), got {shown(text)}")
+        found = [] if not self._exists() else self._store.entries(
+            epoch=None if epoch is None else _epoch(epoch), region=region, metric=metric,
+            after=after, limit=limit,
+        )  # fmt: skip
+        if not found:  # a typo'd name is refused, not an empty history (review 42)
+            check_filters(self, region, metric)
+        return found
+
+    def recorded_policies(self) -> list[tuple[int, Policy]]:
+        """``(first epoch, policy)`` of each version entries were released under, in order."""
         if not self._exists():
             return []
-        return self._store.entries(
-            epoch=None if epoch is None else _epoch(epoch),
-            region=region,
-            metric=metric,
-            after=after,
-            limit=limit,
-        )
+        return [(e, self._writer.policy_of(h)) for e, h in self._store.policy_epochs()]
 
     def epochs(self) -> tuple[int, ...]:
         """The epochs that have at least one release, ascending (empty for a new ledger)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dpledger.accounting import client_loss
+from dpledger.errors import InvalidInput
 from dpledger.policy import ALL
 from dpledger.types import Budget
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from dpledger.ledger.core import Ledger
     from dpledger.policy import Policy
 
-__all__ = ["admits", "epoch_budgets", "epoch_regions"]
+__all__ = ["admits", "check_filters", "epoch_budgets", "epoch_regions"]
 
 
 def epoch_regions(ledger: Ledger, epoch: int) -> tuple[str, ...]:
@@ -65,3 +66,17 @@ def admits(ledger: Ledger, epoch: int, region: str) -> bool:
     bound = ledger.epoch_policy(epoch)
     policies = (ledger.policy,) if bound is None else (ledger.policy, bound)
     return region == ALL or any(p.regions.admits(region) for p in policies)
+
+
+def check_filters(ledger: Ledger, region: str | None, metric: str | None) -> None:
+    """Refuse (:class:`InvalidInput`) an entries filter naming a region or metric that
+    neither the ledger's policy nor any policy its entries were released under has: an
+    empty answer to a typo (``nrth``) reads as "nothing was released there" (review 42).
+    A name a recorded version had, or any valid name of open regions, is a filter."""
+    policies = [ledger.policy, *(p for _, p in ledger.recorded_policies())]
+    if region is not None and region != ALL and not any(p.regions.admits(region) for p in policies):
+        names = sorted({n for p in policies for n in p.regions.names})
+        raise InvalidInput(f"unknown region {region!r}; the ledger's policies' regions: {names}")
+    if metric is not None and not any(metric in p.metrics for p in policies):
+        names = sorted({m for p in policies for m in p.metrics})
+        raise InvalidInput(f"unknown metric {metric!r}; the ledger's policies' metrics: {names}")
