@@ -144,7 +144,8 @@ def _unit_view(ledger: Ledger) -> str:
     from dpledger.accounting import zcdp_epsilon
 
     eps = zcdp_epsilon(p.eval_budget, p.delta)
-    return f"ρ_eval {p.eval_budget} per {who} per epoch (zCDP; ≈ ε {eps:.4g} at δ = {p.delta:g})"
+    d = _delta_text(p.delta)  # not :g, which showed δ = 0.12345678 as 0.123457 (review 42)
+    return f"ρ_eval {p.eval_budget} per {who} per epoch (zCDP; ≈ ε {eps:.4g} at δ = {d})"
 
 
 _PAGE = 2000

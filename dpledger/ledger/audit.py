@@ -422,7 +422,8 @@ def _loosened(before: Policy, after: Policy) -> list[str]:
     if before.allocation == "per_metric" and after.allocation == "pooled":
         out.append(f"pooled the metrics' allocations {was}: a metric may use another's share")
     if after.delta > before.delta:
-        out.append(f"raised δ from {before.delta:g} {was} to {after.delta:g}")
+        b, a = float(before.delta), float(after.delta)  # as short as exact: :g said
+        out.append(f"raised δ from {b!r} {was} to {a!r}")  # "from 1e-06 to 1e-06" (review 42)
     for name in after.metrics:
         if name not in before.metrics:
             out.append(f"added metric {name}")
