@@ -333,16 +333,16 @@ class Ledger:
         loss = client_loss(self._spend(epoch).of_metric(metric), region)
         return Budget(loss, policy.unit)
 
-    def _known_region(self, region: str, policy: Policy | None = None) -> None:
-        """Refuse a region neither this ledger's policy nor ``policy`` (an epoch's) has: a
+    def _known_region(self, region: str, *policies: Policy | None) -> None:
+        """Refuse a region neither this ledger's policy nor ``policies`` (an epoch's) has: a
         region a later version added is known, and its clients lost only the global
         releases in an epoch of an earlier version."""
         if not isinstance(region, str):
             raise InvalidInput(f"region must be a string, got {shown(region)}")
-        known = [p for p in (self.policy, policy) if p is not None]
+        known = [p for p in (self.policy, *policies) if p is not None]
         if region != ALL and not any(p.regions.admits(region) for p in known):
-            names = list(self.policy.regions.names) or "any valid name (open regions)"
-            raise InvalidInput(f"unknown region {region!r}; this policy's regions: {names}")
+            names = [*dict.fromkeys(n for p in known for n in p.regions.names)] or "any name"
+            raise InvalidInput(f"unknown region {region!r}; the policies' regions: {names}")
 
     def remaining(self, epoch: int, region: str = ALL) -> Budget:
         """What a client of ``region`` has left of the epoch's evaluation allocation: that
@@ -382,7 +382,8 @@ class Ledger:
         """
         entries = self.entries()
         if not any(e.draft.region == region for e in entries):  # else: a removed one's spend
-            self._known_region(region)
+            recorded = (p for _, p in self.recorded_policies())  # a version's: its clients
+            self._known_region(region, *recorded)  # lost the global releases (review 42)
         unit = self.policy.privacy_unit if privacy_unit is None else privacy_unit
         if unit not in ("client", "record"):
             raise InvalidInput(f"privacy_unit must be 'client' or 'record', got {shown(unit)}")
