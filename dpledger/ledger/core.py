@@ -43,7 +43,7 @@ from dpledger.ledger.guards import check_guards
 from dpledger.ledger.lifetime import Lifetime, lifetime_of
 from dpledger.ledger.opening import checked_labels, checked_mode, checked_policy, open_store
 from dpledger.ledger.records import GENESIS, Entry, Release, VerifyReport, is_chain_hash
-from dpledger.ledger.regions import check_filters
+from dpledger.ledger.regions import check_filters, names_text
 from dpledger.ledger.schema import head_of, policy_conflict
 from dpledger.ledger.store import SqlStore
 from dpledger.ledger.writer import RoundResult, Writer
@@ -341,8 +341,8 @@ class Ledger:
             raise InvalidInput(f"region must be a string, got {shown(region)}")
         known = [p for p in (self.policy, *policies) if p is not None]
         if region != ALL and not any(p.regions.admits(region) for p in known):
-            names = [*dict.fromkeys(n for p in known for n in p.regions.names)] or "any name"
-            raise InvalidInput(f"unknown region {region!r}; the policies' regions: {names}")
+            names = names_text(n for p in known for n in p.regions.names)  # bounded
+            raise InvalidInput(f"unknown region {shown(region)}; the policies' regions: {names}")
 
     def remaining(self, epoch: int, region: str = ALL) -> Budget:
         """What a client of ``region`` has left of the epoch's evaluation allocation: that

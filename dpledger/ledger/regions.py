@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from dpledger._shown import shown
 from dpledger.accounting import client_loss
 from dpledger.errors import InvalidInput
 from dpledger.policy import ALL
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from dpledger.ledger.core import Ledger
     from dpledger.policy import Policy
 
-__all__ = ["admits", "check_filters", "epoch_budgets", "epoch_regions"]
+__all__ = ["admits", "check_filters", "epoch_budgets", "epoch_regions", "names_text"]
 
 
 def epoch_regions(ledger: Ledger, epoch: int) -> tuple[str, ...]:
@@ -75,8 +76,23 @@ def check_filters(ledger: Ledger, region: str | None, metric: str | None) -> Non
     A name a recorded version had, or any valid name of open regions, is a filter."""
     policies = [ledger.policy, *(p for _, p in ledger.recorded_policies())]
     if region is not None and region != ALL and not any(p.regions.admits(region) for p in policies):
-        names = sorted({n for p in policies for n in p.regions.names})
-        raise InvalidInput(f"unknown region {region!r}; the ledger's policies' regions: {names}")
+        names = names_text(sorted({n for p in policies for n in p.regions.names}))
+        raise InvalidInput(
+            f"unknown region {shown(region)}; the ledger's policies' regions: {names}"
+        )
     if metric is not None and not any(metric in p.metrics for p in policies):
-        names = sorted({m for p in policies for m in p.metrics})
-        raise InvalidInput(f"unknown metric {metric!r}; the ledger's policies' metrics: {names}")
+        names = names_text(sorted({m for p in policies for m in p.metrics}))
+        raise InvalidInput(
+            f"unknown metric {shown(metric)}; the ledger's policies' metrics: {names}"
+        )
+
+
+def names_text(names: Iterable[str], most: int = 20) -> str:
+    """``names`` for a message: the first ``most``, then how many more (a policy may declare
+    10^4 regions: listing them all made an 89 KB message, review 42 diff 4); none: any
+    valid name (open regions)."""
+    listed = list(dict.fromkeys(names))
+    if not listed:
+        return "any valid name (open regions)"
+    more = f", and {len(listed) - most} more" if len(listed) > most else ""
+    return "[" + ", ".join(shown(n) for n in listed[:most]) + more + "]"
