@@ -45,3 +45,10 @@ def test_export_of_a_ledger_with_an_unreadable_old_policy(
     capsys.readouterr()
     assert main(["ledger", "export", "--policy", str(path), "--ledger", target]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 2
+
+
+def test_lifetime_of_a_region_the_policy_has_reads_no_recorded_policy(tmp_path: Path) -> None:
+    # 87b643e read every recorded version for any region without a release of its own
+    target, _ = _ledger(tmp_path)
+    with dl.Ledger.open(target, policy(version="2"), mode="read") as ledger:
+        assert ledger.lifetime("south").releases == 0

@@ -382,8 +382,9 @@ class Ledger:
         """
         entries = self.entries()
         if not any(e.draft.region == region for e in entries):  # else: a removed one's spend
-            recorded = (p for _, p in self.recorded_policies())  # a version's: its clients
-            self._known_region(region, *recorded)  # lost the global releases (review 42)
+            mine = isinstance(region, str) and (region == ALL or self.policy.regions.admits(region))
+            recorded = () if mine else (p for _, p in self.recorded_policies())  # a version's:
+            self._known_region(region, *recorded)  # its clients lost the global releases
         unit = self.policy.privacy_unit if privacy_unit is None else privacy_unit
         if unit not in ("client", "record"):
             raise InvalidInput(f"privacy_unit must be 'client' or 'record', got {shown(unit)}")
