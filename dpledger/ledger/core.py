@@ -430,7 +430,7 @@ class Ledger:
         for name, text in (("region", region), ("metric", metric)):
             if text is not None and not isinstance(text, str):
                 raise InvalidInput(f"{name} must be a name (text), got {shown(text)}")
-        found = [] if not self._exists() else self._store.entries(
+        found = [] if "\0" in f"{region}{metric}" or not self._exists() else self._store.entries(
             epoch=None if epoch is None else _epoch(epoch), region=region, metric=metric,
             after=after, limit=limit,
         )  # fmt: skip
