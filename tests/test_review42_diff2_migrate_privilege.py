@@ -10,13 +10,12 @@ the error now says so, without the DDL; nothing is changed, the exit code stays 
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
 
 import psycopg
 import pytest
+from _pg_roles import login_roles, schema_of
 from _stores import CONTRACT
 
 from dpledger import Ledger, ReleaseRequest
@@ -33,21 +32,11 @@ NO_OP = (
 )
 
 
-def _schema(url: str) -> str:
-    return dict(parse_qsl(urlsplit(url).query))["options"].split("=", 1)[1]
-
-
 @pytest.fixture
 def writer_role(pg_url: str) -> Iterator[str]:
     """A login role that may write the ledger's tables (not their owner)."""
-    name = f"r_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_url, autocommit=True) as admin:
-        admin.execute(f'CREATE ROLE "{name}" LOGIN')
-        admin.execute(f'GRANT USAGE ON SCHEMA "{_schema(pg_url)}" TO "{name}"')
-    yield name
-    with psycopg.connect(pg_url, autocommit=True) as admin:
-        admin.execute(f'DROP OWNED BY "{name}"')
-        admin.execute(f'DROP ROLE "{name}"')
+    with login_roles(pg_url, 1, create=False) as names:
+        yield names[0]
 
 
 def _state(url: str) -> list[Any]:
@@ -70,14 +59,14 @@ def test_migrate_by_a_role_that_does_not_own_the_ledger_says_so(
         ledger.release(LOSS, 30.0)
     with psycopg.connect(pg_url, autocommit=True) as admin:
         admin.execute(
-            f'GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA "{_schema(pg_url)}" '
+            f'GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA "{schema_of(pg_url)}" '
             f'TO "{writer_role}"'
         )
         admin.execute("DROP TRIGGER dpl_spend_no_decrease ON dpl_spend")
         admin.execute("DROP TRIGGER dpl_spend_no_truncate ON dpl_spend")
         if case == "function":  # the role may create triggers; the function is not its own
             admin.execute(f'GRANT TRIGGER ON dpl_spend TO "{writer_role}"')
-            admin.execute(f'GRANT CREATE ON SCHEMA "{_schema(pg_url)}" TO "{writer_role}"')
+            admin.execute(f'GRANT CREATE ON SCHEMA "{schema_of(pg_url)}" TO "{writer_role}"')
             admin.execute(NO_OP)
     before = _state(pg_url)
     url = pg_url.replace("postgres@", f"{writer_role}@", 1)

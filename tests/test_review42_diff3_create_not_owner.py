@@ -10,13 +10,12 @@ its message now says what the role lacks and what to do, the exit code stays 2.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import parse_qsl, urlsplit
 
 import psycopg
 import pytest
+from _pg_roles import login_roles
 from _stores import CONTRACT, CONTRACT_POLICY
 
 from dpledger import Ledger
@@ -32,21 +31,11 @@ NO_OP = (
 )
 
 
-def _schema(url: str) -> str:
-    return dict(parse_qsl(urlsplit(url).query))["options"].split("=", 1)[1]
-
-
 @pytest.fixture
 def creator_role(pg_url: str) -> Iterator[str]:
     """A login role that may create tables in the schema (not a superuser)."""
-    name = f"r_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_url, autocommit=True) as admin:
-        admin.execute(f'CREATE ROLE "{name}" LOGIN')
-        admin.execute(f'GRANT USAGE, CREATE ON SCHEMA "{_schema(pg_url)}" TO "{name}"')
-    yield name
-    with psycopg.connect(pg_url, autocommit=True) as admin:
-        admin.execute(f'DROP OWNED BY "{name}"')
-        admin.execute(f'DROP ROLE "{name}"')
+    with login_roles(pg_url, 1) as names:
+        yield names[0]
 
 
 def test_create_over_another_roles_guard_function_says_what_to_do(

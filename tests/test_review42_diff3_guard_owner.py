@@ -13,12 +13,11 @@ refuses it; ``ALTER FUNCTION … OWNER TO`` the tables' owner, or drop and migra
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
-from urllib.parse import parse_qsl, urlsplit
 
 import psycopg
 import pytest
+from _pg_roles import login_roles
 from _stores import CONTRACT
 
 from dpledger import Ledger
@@ -33,23 +32,11 @@ OWNERS = (
 )
 
 
-def _schema(url: str) -> str:
-    return dict(parse_qsl(urlsplit(url).query))["options"].split("=", 1)[1]
-
-
 @pytest.fixture
 def roles(pg_url: str) -> Iterator[tuple[str, str]]:
     """Two login roles (not superusers) that may create in the schema."""
-    names = (f"c_{uuid.uuid4().hex[:12]}", f"o_{uuid.uuid4().hex[:12]}")
-    with psycopg.connect(pg_url, autocommit=True) as admin:
-        for name in names:
-            admin.execute(f'CREATE ROLE "{name}" LOGIN')
-            admin.execute(f'GRANT USAGE, CREATE ON SCHEMA "{_schema(pg_url)}" TO "{name}"')
-    yield names
-    with psycopg.connect(pg_url, autocommit=True) as admin:
-        for name in names:
-            admin.execute(f'DROP OWNED BY "{name}"')
-            admin.execute(f'DROP ROLE "{name}"')
+    with login_roles(pg_url, 2) as (creator, other):
+        yield creator, other
 
 
 def test_a_new_ledgers_guards_never_run_a_function_another_role_owns(

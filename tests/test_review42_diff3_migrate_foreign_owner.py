@@ -10,12 +10,11 @@ ledger is at schema 3 and what to do about that function (its owner drops it).
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
-from urllib.parse import parse_qsl, urlsplit
 
 import psycopg
 import pytest
+from _pg_roles import login_roles
 from _stores import CONTRACT
 
 from dpledger import Ledger, ReleaseRequest
@@ -32,23 +31,11 @@ NO_OP = (
 )
 
 
-def _schema(url: str) -> str:
-    return dict(parse_qsl(urlsplit(url).query))["options"].split("=", 1)[1]
-
-
 @pytest.fixture
 def roles(pg_url: str) -> Iterator[tuple[str, str]]:
     """Two login roles (not superusers) that may create in the schema."""
-    names = (f"c_{uuid.uuid4().hex[:12]}", f"o_{uuid.uuid4().hex[:12]}")
-    with psycopg.connect(pg_url, autocommit=True) as admin:
-        for name in names:
-            admin.execute(f'CREATE ROLE "{name}" LOGIN')
-            admin.execute(f'GRANT USAGE, CREATE ON SCHEMA "{_schema(pg_url)}" TO "{name}"')
-    yield names
-    with psycopg.connect(pg_url, autocommit=True) as admin:
-        for name in names:
-            admin.execute(f'DROP OWNED BY "{name}"')
-            admin.execute(f'DROP ROLE "{name}"')
+    with login_roles(pg_url, 2) as (creator, other):
+        yield creator, other
 
 
 def test_migrate_by_the_ledgers_creator_names_the_function_another_role_owns(
