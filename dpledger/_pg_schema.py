@@ -16,7 +16,7 @@ from typing import Any
 
 from dpledger.errors import StoreError
 
-__all__ = ["IN_TEMP", "creating", "found_sql", "in_own_schema", "in_temp", "moved"]
+__all__ = ["IN_TEMP", "creating", "denied", "found_sql", "in_own_schema", "in_temp", "moved"]
 
 IN_TEMP = "SELECT 1 FROM pg_class WHERE oid = to_regclass('dpl_meta') AND relpersistence = 't'"
 """A row when the ledger's tables were just created as temporary tables (pg_temp first)."""
@@ -67,6 +67,17 @@ def in_temp(location: str) -> StoreError:
     )
 
 
+def denied(e: StoreError) -> str | None:
+    """PostgreSQL's own words when ``e`` is a privilege it refused (SQLSTATE 42501), else
+    None: the store's advice for that case names the ledger's tables, which is wrong for
+    DDL (create, migrate) and the catalogs (a reader's trigger check)."""
+    cause = e.__cause__
+    if getattr(cause, "sqlstate", None) != "42501":
+        return None
+    said = getattr(getattr(cause, "diag", None), "message_primary", None)
+    return str(said) if said else "permission denied"
+
+
 @contextmanager
 def creating(location: str) -> Iterator[None]:
     """Creating the ledger at ``location``: a privilege PostgreSQL refused (SQLSTATE 42501)
@@ -77,19 +88,17 @@ def creating(location: str) -> Iterator[None]:
     try:
         yield
     except StoreError as e:
-        cause = e.__cause__
-        if getattr(cause, "sqlstate", None) != "42501":
+        if (said := denied(e)) is None:
             raise
-        said = getattr(getattr(cause, "diag", None), "message_primary", None)
         raise StoreError(
-            f"{location}: {said or 'permission denied'}: creating a ledger creates its tables, "
+            f"{location}: {said}: creating a ledger creates its tables, "
             "indexes and dpledger's trigger functions in the first schema of the session's "
             "search_path, which PostgreSQL lets a role do only with CREATE on that schema, and "
             "only as their owner where they exist already: if another role created the ledger "
             "meanwhile, open it again; a function of dpledger's name with another body left "
             "there must be dropped by its owner (or create the ledger in another schema); "
             "nothing was created"
-        ) from cause
+        ) from e.__cause__
 
 
 def moved(was: Sequence[Sequence[Any]], now: Sequence[Sequence[Any]], location: str) -> StoreError:

@@ -44,6 +44,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from dpledger._pg_schema import denied
 from dpledger.errors import DpLedgerError, MigrationRefused, StoreError
 from dpledger.ledger import audit
 from dpledger.ledger.guards import GUARDS_MISSING, missing_guards
@@ -113,10 +114,8 @@ def _not_owner(store: SqlStore, e: StoreError) -> StoreError | None:
     owner), or None. Its error said "GRANT a writer SELECT, INSERT and UPDATE", after the
     DDL of the statement that failed, to a role that had them (review 42 diff 2); a guard
     function another role owns refused the ledger's own creator too (review 42 diff 3)."""
-    cause = e.__cause__
-    if getattr(cause, "sqlstate", None) != "42501":
+    if (said := denied(e)) is None:
         return None
-    said = getattr(getattr(cause, "diag", None), "message_primary", None) or "permission denied"
     try:
         now = f"schema {store.meta().get('schema_version', '?')}"
     except StoreError:

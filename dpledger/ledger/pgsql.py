@@ -11,6 +11,7 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
+from dpledger._pg_schema import denied
 from dpledger.errors import DpLedgerError, LedgerCorrupted, StoreError
 from dpledger.ledger.schema import (
     COLUMNS,
@@ -293,16 +294,14 @@ def triggers_read(execute: Callable[[str], list[tuple[Any, ...]]], location: str
     try:
         return foreign_triggers(execute(TRIGGERS))
     except StoreError as e:
-        cause = e.__cause__
-        if getattr(cause, "sqlstate", None) != "42501":
+        if (said := denied(e)) is None:
             raise
-        said = getattr(getattr(cause, "diag", None), "message_primary", None)
         raise StoreError(
-            f"PostgreSQL ledger {location}: {said or 'permission denied'}: the role cannot read "
+            f"PostgreSQL ledger {location}: {said}: the role cannot read "
             "PostgreSQL's catalogs pg_trigger, pg_class and pg_proc, where the ledger's "
             "triggers are checked as a release would check them (PostgreSQL lets every role "
             "read them unless revoked): GRANT the role SELECT on them, or use a role that may"
-        ) from cause
+        ) from e.__cause__
 
 
 def trigger_refusal(conn: Any, location: str) -> DpLedgerError | None:
