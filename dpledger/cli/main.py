@@ -31,7 +31,7 @@ from dpledger._files import (
     strict_json,
 )
 from dpledger._npy import TooManyValues, load_npy
-from dpledger._printed import value_with_bar
+from dpledger._printed import outward, value_with_bar
 from dpledger._shown import shown
 from dpledger.approval import ReleaseRequest, Verdict
 from dpledger.cli import interruption
@@ -231,13 +231,12 @@ def release_text(r: Release) -> str:
     """The released value with its bar and charge."""
     v = r.value  # every value, never numpy's "..." summary past 1,000 of them: ε was spent
     # to a unit its bar can see, the bar rounded up (review 42: .6g rounded more than it)
-    value, bar = value_with_bar(v if isinstance(v, float) else 0.0, r.error_bar, 6, 6)
-    if not isinstance(v, float):
-        value = np.array2string(
-            v,
-            threshold=sys.maxsize,
-            formatter={"float_kind": lambda x: value_with_bar(float(x), r.error_bar, 6, 6, 4)[0]},
-        )
+    bar = outward(r.error_bar, ".6g", True)
+    if isinstance(v, float):
+        value = value_with_bar(v, r.error_bar, 6, 6)[0]
+    else:  # each coordinate with numpy's former 4 decimals at least
+        each = {"float_kind": lambda x: value_with_bar(x, r.error_bar, 6, 6, 4)[0]}
+        value = np.array2string(v, threshold=sys.maxsize, formatter=each)  # type: ignore[arg-type]
     where = (
         f"on the sum; the value is the sum / {r.request.cohort}"
         if r.kind == "scalar_mean"

@@ -63,7 +63,7 @@ from typing import Literal, overload
 import numpy as np
 import numpy.typing as npt
 
-from dpledger._printed import value_with_bar
+from dpledger._printed import outward, value_with_bar
 from dpledger.approval import Verdict
 from dpledger.flower.means import ReporterMean
 from dpledger.ledger import Release
@@ -338,7 +338,7 @@ def _describe(out: Outcome) -> str:
             shown = "[" + ", ".join(value_with_bar(float(x), bar)[0] for x in v) + "]"
         else:
             shown = f"[{v.size} noisy sums]"
-        return f"{shown} ± {value_with_bar(0.0, bar)[1]} ({out.charge.unit} {out.charge.text})"
+        return f"{shown} ± {outward(bar, '.3g', True)} ({out.charge.unit} {out.charge.text})"
     if isinstance(out, Verdict):
         first = out.failures[0] if out.failures else None
         return "REFUSED: " + (f"{first.name}: {first.reason}" if first else out.summary())

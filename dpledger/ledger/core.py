@@ -44,7 +44,7 @@ from dpledger.ledger.lifetime import Lifetime, lifetime_of
 from dpledger.ledger.opening import checked_labels, checked_mode, checked_policy, open_store
 from dpledger.ledger.records import GENESIS, Entry, Release, VerifyReport, is_chain_hash
 from dpledger.ledger.regions import check_filters, names_text
-from dpledger.ledger.schema import head_of, policy_conflict
+from dpledger.ledger.schema import head_of
 from dpledger.ledger.store import SqlStore
 from dpledger.ledger.writer import RoundResult, Writer
 from dpledger.policy import ALL, Policy
@@ -113,10 +113,7 @@ class Ledger:
 
     def _check_existing(self) -> None:
         self._store.check_binding(self._binding)
-        recorded = self._store.recorded_policy_hashes(self.policy.version)
-        if any(h != self.policy.content_hash for h in recorded):
-            p = self.policy
-            raise PolicyMismatch(message=policy_conflict(self.location, p.name, p.version))
+        self._writer.check_version()
 
     def _exists(self, *, audit: bool = False) -> bool:
         """Whether the ledger exists; the first time it does, its binding is checked.

@@ -152,13 +152,8 @@ class Writer:
         rid = request.release_id
         hit = self._store.find_releases([rid]).get(rid) if rid is not None else None
         if hit is None:
-            p = self.policy  # an approved release records the policy: its conflict, too
-            if found.verdict.approved and any(
-                h != p.content_hash for h in self._store.recorded_policy_hashes(p.version)
-            ):
-                raise PolicyMismatch(
-                    message=policy_conflict(self._store.location, p.name, p.version)
-                )
+            if found.verdict.approved:  # the release records the policy: its conflict, too
+                self.check_version()
             return found
         return self._as_retry(request, aggregate, found, hit, principal)
 
@@ -205,6 +200,12 @@ class Writer:
         )
         checks = (*rest, Check("release_id", False, said))
         return Assessment(dataclasses.replace(found.verdict, checks=checks))
+
+    def check_version(self) -> None:
+        """Refuse a policy whose version the ledger recorded with other contents."""
+        p = self.policy
+        if any(h != p.content_hash for h in self._store.recorded_policy_hashes(p.version)):
+            raise PolicyMismatch(message=policy_conflict(self._store.location, p.name, p.version))
 
     def release(
         self, items: Sequence[Item], *, partial: bool = False, principal: str | None = None
