@@ -46,10 +46,13 @@ __all__ = [
 
 DEFAULT_MAX_BODY_BYTES = 1 << 20
 """Largest request body, in bytes (1 MiB: an aggregate of tens of thousands of numbers)."""
-BYTES_PER_VALUE = 32
-"""Room for one aggregate number in a JSON body: the longest float a JSON encoder writes
-(24 characters in Python's ``repr``, e.g. ``-2.2250738585072014e-308``), its separator,
-and spare."""
+BYTES_PER_VALUE = 48
+"""Room for one aggregate number in a JSON body, whatever its digits: the longest number a
+valid aggregate is written with (24 characters for a float's ``repr``, e.g.
+``-2.2250738585072014e-308``; 29 for an integer within the policy's bounds, 1e27, with its
+sign), its comma, and a newline with up to 16 spaces of indentation (``json.dumps(body,
+indent=8)``). 32 bytes covered only compact JSON: written with ``indent=4`` a number takes
+up to 34, so a neighbour's longer digits crossed a limit its own did not (review 43)."""
 BODY_OVERHEAD = 8192
 """Room for the rest of a body: the request's fields (each bounded) and whitespace."""
 
