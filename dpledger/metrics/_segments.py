@@ -38,6 +38,8 @@ __all__ = [
     "segments_for",
 ]
 
+_SMALLEST_NORMAL = float(np.finfo(np.float64).tiny)  # 2.2250738585072014e-308
+
 IntArray = npt.NDArray[np.int64]
 
 
@@ -211,7 +213,8 @@ class Segments:
 
         Counts are tallied in integers (exact), then scaled once by ``factor`` (one per
         client) if given: each entry is fl(k·f), so a row scaled to an L1 cap exceeds it
-        by at most 2·2⁻⁵³ relative whatever its sample count. (Per-sample float weights
+        by at most 2·2⁻⁵³ relative whatever its sample count (a subnormal f, which
+        :func:`cap_factor` keeps below ``cap / n``, by at most 2⁻⁵³). (Per-sample float weights
         summed by ``bincount`` would drift with the count instead.)
         """
         flat = self.tags(n_buckets)
@@ -385,9 +388,18 @@ def bucket_of(values: FloatArray, edges: FloatArray) -> npt.NDArray[np.integer[A
 
 
 def cap_factor(norms: FloatArray, cap: float) -> FloatArray:
-    """Per-row factor ``min(1, cap / norm)`` that brings an L1 norm down to ``cap``."""
+    """Per-row factor ``min(1, cap / norm)`` that brings an L1 norm down to ``cap``.
+
+    A factor below the smallest normal double (a cap near 1e-307 over 10⁶ samples) is a
+    subnormal, off by up to half of 2⁻¹⁰⁷⁴ from ``cap / norm``: times the norm, past the
+    cap by far more than ``CLIENT_ROUNDING_SLACK`` (1.3e-11 of it; review 43). It is taken
+    one step down instead, below ``cap / norm`` whatever the rounding.
+    """
     with np.errstate(divide="ignore", invalid="ignore"):  # a 0 or NaN norm keeps 1.0
         factor: FloatArray = np.where(norms > cap, cap / norms, 1.0)
+    tiny = factor < _SMALLEST_NORMAL
+    if tiny.any():
+        factor = np.where(tiny, np.nextafter(factor, 0.0), factor)
     return factor
 
 
