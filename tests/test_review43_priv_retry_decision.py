@@ -8,7 +8,7 @@ the PUBLISHED noisy value ``y`` it is ``1{|y − A| ≤ reach}``, a function of 
 aggregate ``A``, not post-processing of ``y``. Two neighbouring fleets (``add_remove``: one
 client with contribution 1 more) that publish the same ``y`` — each through a noise draw
 OpenDP makes with positive density — then meet different outcomes: the first's retry gets
-its value, the second's is refused. Such a ``y`` has probability about ``e^(−t)·(e^ε − 1)``
+its value, the second's is refused. Such a ``y`` has probability of order ``e^(−t)·(e^ε − 1)``
 per coordinate (``t = ln(d / 1e-9)``, 20.7 scales for one: ~1.7e-9 at ε = 1), an uncharged
 δ beside the pure ε the ledger records, for every release that is ever retried.
 
