@@ -336,13 +336,17 @@ def calibrate_clip(
             f"candidate bound(s) {', '.join(tiny)} are below 2.2e-308, the smallest clip "
             "bound a policy takes (a normal double): rescale the metric (e.g. other units)"
         )
-    # Sorted values + prefix sums: the clipped mean of every candidate in O(k log n).
-    prefix = np.concatenate(([0.0], np.cumsum(x)))
+    # Sorted values + prefix sums: every candidate's bias in O(k log n), as what clipping
+    # adds below low minus what it removes above the bound, on values centred at their
+    # median (review 43: clipped mean − mean from raw prefix sums of values near 1e11 lost
+    # half of p99's bias to cancellation, and recommended the wrong bound)
+    centre = x[n // 2]
+    prefix = np.concatenate(([0.0], np.cumsum(x - centre)))
     n_low = int(np.searchsorted(x, low, side="left"))  # values below low: raised to low
     n_le = np.searchsorted(x, bounds, side="right")  # values ≤ each bound
-    inside = prefix[n_le] - prefix[n_low]
-    clipped_sum = low * n_low + inside + bounds * (n - n_le)
-    bias = clipped_sum / n - prefix[-1] / n
+    raised = (low - centre) * n_low - prefix[n_low]
+    lowered = (prefix[-1] - prefix[n_le]) - (bounds - centre) * (n - n_le)
+    bias = (raised - lowered) / n + 0.0  # + 0.0: no bias is 0, never -0
     clipped_fraction = (n_low + (n - n_le)) / n
     deltas = [  # the ledger's rule, one implementation (a handful of candidates)
         mech.scalar_sensitivity(low_q, Fraction(float(b)), neighbouring) for b in bounds
