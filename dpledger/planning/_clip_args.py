@@ -1,4 +1,5 @@
-"""The argument checks of :func:`dpledger.planning.clip.calibrate_clip` (private).
+"""The argument checks of :func:`dpledger.planning.clip.calibrate_clip` (private), and
+how its numbers are written (a candidate bound as a policy's decimal, the ×1000 columns).
 
 Every argument is refused with :class:`InvalidInput` naming it; numpy scalars are read as
 the real numbers they are, and an integer beyond a double (10**400) is out of range, not
@@ -13,13 +14,14 @@ from collections.abc import Iterable, Sequence
 from fractions import Fraction
 
 import numpy as np
+import numpy.typing as npt
 
 from dpledger._shown import shown
 from dpledger.errors import InvalidInput
 from dpledger.policy.base import MAX_BOUND, MAX_BUDGET, MIN_NORMAL
 from dpledger.types import cohort_size, positive_real
 
-__all__ = ["LARGEST", "check_args", "clip_low", "normal_or_zero"]
+__all__ = ["LARGEST", "bound_texts", "check_args", "clip_low", "milli", "normal_or_zero"]
 
 LARGEST = float(MAX_BOUND)
 """The largest held-out value or ``low`` accepted: a policy's clip bound limit (beyond it
@@ -33,6 +35,40 @@ _SMALLEST_EPSILON, _LARGEST_EPSILON = float(MIN_NORMAL), float(MAX_BUDGET)
 def normal_or_zero(x: float) -> bool:
     """Whether ``x`` is 0 or a normal double: what a policy's clip bound may be."""
     return x == 0 or abs(x) >= _SMALLEST_EPSILON
+
+
+def bound_texts(
+    x: npt.NDArray[np.float64], bounds: npt.NDArray[np.float64], low: float
+) -> list[str]:
+    """Each candidate bound as a policy's decimal: 6 significant digits, or as many more as
+    keep it within 5e-6 of the clip's width (what 6 digits are with ``low = 0``) and
+    clipping the same values of the sorted held-out ``x`` (review 43: values near 1e11 had
+    p99 = 100000000004.6 written 1e+11, a clip below every held-out value, or no clip at
+    all with ``low = 1e11``)."""
+    out = []
+    for b in map(float, bounds):
+        kept = np.searchsorted(x, b, side="right")
+        for digits in range(6, 17):
+            text, d = f"{b:.{digits}g}", float(f"{b:.{digits}g}")
+            if abs(d - b) <= 5e-6 * (b - low) and np.searchsorted(x, d, side="right") == kept:
+                break
+        else:
+            text = repr(b)  # exactly the bound
+        out.append(text)
+    return out
+
+
+def milli(x: float) -> str:
+    """``x × 1000`` as the table shows it: one decimal, or 3 digits and an exponent once
+    that is long (a noise scale at a tiny ε is near the largest double: ×1000 is inf);
+    3 significant digits where one decimal would round a nonzero value to 0.0 (a metric of
+    rates near 1e-3: its noise is not 0)."""
+    if x != 0 and abs(1000 * x) < 0.05:
+        return f"{1000 * x:.3g}"
+    if abs(x) < 1e9:
+        return f"{1000 * x:.1f}"
+    mantissa, exponent = f"{x:.2e}".split("e")
+    return f"{mantissa}e{int(exponent) + 3}"
 
 
 def check_args(percentiles: Sequence[float], epsilon: float, cohort: int) -> tuple[float, ...]:

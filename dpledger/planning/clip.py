@@ -32,7 +32,14 @@ from dpledger._files import read_bounded, write_new
 from dpledger._npy import load_npy
 from dpledger._shown import shown
 from dpledger.errors import InvalidInput, PlotUnavailable
-from dpledger.planning._clip_args import LARGEST, check_args, clip_low, normal_or_zero
+from dpledger.planning._clip_args import (
+    LARGEST,
+    bound_texts,
+    check_args,
+    clip_low,
+    milli,
+    normal_or_zero,
+)
 from dpledger.planning._common import refuse_read_as_zero, text_table
 from dpledger.policy import Clip, FrozenModel
 from dpledger.types import Neighbouring
@@ -62,11 +69,14 @@ class ClipCandidate(FrozenModel):
 
     ``noise_scale`` is the Laplace scale on the published *mean* over the cohort;
     ``bias`` is ``mean(clipped) − mean(raw)`` on the held-out data (≤ 0 when only the
-    top is clipped); ``rmse = √(bias² + 2·noise_scale²)`` (a Laplace variance is 2b²).
+    top is clipped); ``rmse = √(bias² + 2·noise_scale²)`` (a Laplace variance is 2b²);
+    ``written``: the bound as a policy's decimal (6 significant digits, or more where they
+    would move it across a held-out value or by over 5e-6 of the clip's width).
     """
 
     percentile: float
     bound: float
+    written: str
     clipped_fraction: float
     noise_scale: float
     bias: float
@@ -99,17 +109,17 @@ class ClipCalibration(FrozenModel):
         """Provenance as a policy's ``clip.source`` takes it, e.g.
         ``"held-out fleet-a (n=2000 clients), p99 = 3.4"``; default: the recommended row."""
         r = self.recommended if percentile is None else self.row(percentile)
-        return f"{self.source} (n={self.n_values} clients), p{_pct(r.percentile)} = {r.bound:.6g}"
+        return f"{self.source} (n={self.n_values} clients), p{_pct(r.percentile)} = {r.written}"
 
     def to_clip(self, percentile: float | None = None) -> Clip:
         """A policy :class:`~dpledger.policy.Clip` at a candidate (default: recommended).
 
-        The bound is written as the 6-significant-digit decimal the table shows.
+        The bound is its ``written`` decimal, as :meth:`source_string` shows it.
         """
         r = self.recommended if percentile is None else self.row(percentile)
         return Clip(
             low=Fraction(repr(self.low)),
-            high=Fraction(f"{r.bound:.6g}"),
+            high=Fraction(r.written),
             source=self.source_string(r.percentile),
         )
 
@@ -121,9 +131,9 @@ class ClipCalibration(FrozenModel):
                 f"p{_pct(r.percentile)}",
                 f"{r.bound:.4g}",
                 f"{100 * r.clipped_fraction:.1f}",
-                _milli(r.noise_scale),
-                _milli(r.bias),
-                _milli(r.rmse),
+                milli(r.noise_scale),
+                milli(r.bias),
+                milli(r.rmse),
                 "*" if r == self.recommended else "",
             )
             for r in self.rows
@@ -144,19 +154,6 @@ def _pct(p: float) -> str:
     (``99.99999999`` is not shown as ``p100``, the maximum it is not)."""
     text = f"{p:g}"
     return text if float(text) == p else repr(float(p))
-
-
-def _milli(x: float) -> str:
-    """``x × 1000`` as the table shows it: one decimal, or 3 digits and an exponent once
-    that is long (a noise scale at a tiny ε is near the largest double: ×1000 is inf);
-    3 significant digits where one decimal would round a nonzero value to 0.0 (a metric of
-    rates near 1e-3: its noise is not 0)."""
-    if x != 0 and abs(1000 * x) < 0.05:
-        return f"{1000 * x:.3g}"
-    if abs(x) < 1e9:
-        return f"{1000 * x:.1f}"
-    mantissa, exponent = f"{x:.2e}".split("e")
-    return f"{mantissa}e{int(exponent) + 3}"
 
 
 MAX_HELD_OUT_BYTES = 1 << 28
@@ -363,16 +360,18 @@ def calibrate_clip(
     rmse = np.hypot(bias, math.sqrt(2.0) * scales)  # √(bias² + 2b²), without overflow
     if not (np.isfinite(rmse).all() and np.isfinite(bias).all()):
         raise beyond
+    columns = (pcts, bounds, bound_texts(x, bounds, low), clipped_fraction, scales, bias, rmse)
     rows = tuple(
         ClipCandidate(
             percentile=p,
             bound=float(b),
+            written=w,
             clipped_fraction=float(c),
             noise_scale=float(s),
             bias=float(e),
             rmse=float(r),
         )
-        for p, b, c, s, e, r in zip(pcts, bounds, clipped_fraction, scales, bias, rmse, strict=True)
+        for p, b, w, c, s, e, r in zip(*columns, strict=True)
     )
     best = min(rows, key=lambda r: r.rmse)
     return ClipCalibration(
