@@ -3,15 +3,20 @@
 The two definitions are compared at the *same* (ε, δ) guarantee for one client's epoch
 of evaluation, at the policy's δ:
 
-- pure: the epoch's ``ε_eval`` split across metrics by the policy's shares, Laplace noise
-  at ``b = Δ₁/ε_m``;
-- zCDP: the total ρ whose (ε, δ) conversion (OpenDP's) equals that ε_eval, split by the
-  same shares, Gaussian noise at ``σ = Δ₂/√(2ρ_m)``.
+- pure: each release at its ε_m, Laplace noise at ``b = Δ₁/ε_m``; the epoch's releases
+  (every metric, ``rounds`` times) spend ε = Σ ε_m × rounds, which is ``ε_eval`` when
+  the policy commits all of it;
+- zCDP: the total ρ whose (ε, δ) conversion (OpenDP's) equals that ε, split by the same
+  shares, Gaussian noise at ``σ = Δ₂/√(2ρ_m)``.
+
+Never the whole ``ε_eval`` converted when the releases spend less: ε(ρ) is concave, so a
+share s of ρ_eval is far more than s·ε_eval (review 43: a metric at ε = 0.1 of an
+ε_eval = 1 was set against a Gaussian at (0.29, 1e-6), and the table said it won).
 
 Each scale is the one a release of that definition is calibrated to (OpenDP's map on
 its 2**-40 grid: the closed forms above, unless Δ nears the grid), and each bar is the
-one such a release prints. For a zCDP policy the roles swap: its ρ_eval, converted,
-gives the pure ε_eval. Laplace tends to win for few releases at small budgets; Gaussian
+one such a release prints. For a zCDP policy the roles swap: the ρ its releases spend,
+converted, gives the pure ε. Laplace tends to win for few releases at small budgets; Gaussian
 when Δ₂ ≪ Δ₁ or many releases compose.
 """
 
@@ -75,22 +80,24 @@ def compare_definitions(
     policy = validated_policy(policy)
     cohorts = validated_cohorts(policy, cohorts)  # declared regions, integers in 1..1e9
     rounds = validated_rounds(policy, rounds_per_epoch)
+    budgets = {name: policy.release_budget(name, rounds) for name in policy.metrics}
+    spent = rounds * sum(budgets.values(), Fraction(0))  # what the epoch's releases spend
+    if spent <= 0:
+        return ()
     if policy.definition == "pure":
-        eps_eval = policy.eval_budget
-        rho_eval = rho_for_epsilon(eps_eval, policy.delta)
+        eps_spent, rho_spent = spent, rho_for_epsilon(spent, policy.delta)
     else:
-        rho_eval = policy.eval_budget
-        eps_eval = Fraction(zcdp_epsilon(rho_eval, policy.delta))
+        rho_spent, eps_spent = spent, Fraction(zcdp_epsilon(spent, policy.delta))
     out: list[DefinitionChoice] = []
     for name, spec in policy.metrics.items():
-        share = policy.release_budget(name, rounds) / policy.eval_budget
+        share = budgets[name] / spent
         if share <= 0:
             continue
         dimension = 0 if spec.kind == "scalar_mean" else spec.size
         d1 = mech.policy_sensitivity(policy, name, "laplace")
         d2 = mech.policy_sensitivity(policy, name, "gaussian")
-        lap_facts = _facts(name, d1, eps_eval * share, "epsilon", dimension)
-        gau_facts = _facts(name, d2, rho_eval * share, "rho", dimension)
+        lap_facts = _facts(name, d1, eps_spent * share, "epsilon", dimension)
+        gau_facts = _facts(name, d2, rho_spent * share, "rho", dimension)
         for region, n in cohorts.items():
             lap = mech.error_bar_of(lap_facts, n, spec.bar, spec.magnitude)
             gau = mech.error_bar_of(gau_facts, n, spec.bar, spec.magnitude)
@@ -101,8 +108,8 @@ def compare_definitions(
                     region=region,
                     metric=name,
                     cohort=n,
-                    epsilon=float(eps_eval * share),
-                    rho=float(rho_eval * share),
+                    epsilon=float(eps_spent * share),
+                    rho=float(rho_spent * share),
                     laplace_bar=lap,
                     gaussian_bar=gau,
                     better="pure" if lap <= gau else "zcdp",
