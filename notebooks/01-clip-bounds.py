@@ -107,7 +107,7 @@ plt.show()
 # ## Is the choice stable?
 #
 # The held-out fleet is a sample. A bound set at a high percentile rests on a handful
-# of clients (p99.7 of 2,000 is the 6th largest value; the maximum is one client), so
+# of clients (p99.7 of 2,000 is the 7th largest value; the maximum is one client), so
 # redraw ten held-out fleets and see how far each rule's bound moves. Because ε and n are
 # the same, the noise ratio of two bounds is just the ratio of the bounds.
 
