@@ -1,5 +1,6 @@
 """The argument checks of :func:`dpledger.planning.clip.calibrate_clip` (private), and
-how its numbers are written (a candidate bound as a policy's decimal, the ×1000 columns).
+how its numbers are written (a candidate bound as a policy's decimal, percentile labels,
+the ×1000 columns).
 
 Every argument is refused with :class:`InvalidInput` naming it; numpy scalars are read as
 the real numbers they are, and an integer beyond a double (10**400) is out of range, not
@@ -21,7 +22,7 @@ from dpledger.errors import InvalidInput
 from dpledger.policy.base import MAX_BOUND, MAX_BUDGET, MIN_NORMAL
 from dpledger.types import cohort_size, positive_real
 
-__all__ = ["LARGEST", "bound_texts", "check_args", "clip_low", "milli", "normal_or_zero"]
+__all__ = ["LARGEST", "bound_texts", "check_args", "clip_low", "milli", "normal_or_zero", "pct"]
 
 LARGEST = float(MAX_BOUND)
 """The largest held-out value or ``low`` accepted: a policy's clip bound limit (beyond it
@@ -56,6 +57,13 @@ def bound_texts(
             text = repr(b)  # exactly the bound
         out.append(text)
     return out
+
+
+def pct(p: float) -> str:
+    """A percentile as labels show it: ``99`` or ``99.7``, with every digit it needs
+    (``99.99999999`` is not shown as ``p100``, the maximum it is not)."""
+    text = f"{p:g}"
+    return text if float(text) == p else repr(float(p))
 
 
 def milli(x: float) -> str:

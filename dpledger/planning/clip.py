@@ -39,6 +39,7 @@ from dpledger.planning._clip_args import (
     clip_low,
     milli,
     normal_or_zero,
+    pct,
 )
 from dpledger.planning._common import refuse_read_as_zero, text_table
 from dpledger.policy import Clip, FrozenModel
@@ -102,14 +103,14 @@ class ClipCalibration(FrozenModel):
         for r in self.rows:
             if r.percentile == float(percentile):
                 return r
-        have = ", ".join(_pct(r.percentile) for r in self.rows)
-        raise InvalidInput(f"p{_pct(percentile)} is not a candidate; computed: {have}")
+        have = ", ".join(pct(r.percentile) for r in self.rows)
+        raise InvalidInput(f"p{pct(percentile)} is not a candidate; computed: {have}")
 
     def source_string(self, percentile: float | None = None) -> str:
         """Provenance as a policy's ``clip.source`` takes it, e.g.
         ``"held-out fleet-a (n=2000 clients), p99 = 3.4"``; default: the recommended row."""
         r = self.recommended if percentile is None else self.row(percentile)
-        return f"{self.source} (n={self.n_values} clients), p{_pct(r.percentile)} = {r.written}"
+        return f"{self.source} (n={self.n_values} clients), p{pct(r.percentile)} = {r.written}"
 
     def to_clip(self, percentile: float | None = None) -> Clip:
         """A policy :class:`~dpledger.policy.Clip` at a candidate (default: recommended).
@@ -126,17 +127,20 @@ class ClipCalibration(FrozenModel):
     def table(self) -> str:
         """An aligned text table of the candidates; ``*`` marks the recommended one."""
         headers = ("pct", "bound", "clipped %", "noise ×1000", "bias ×1000", "rmse ×1000", "")
+        shown = [f"{r.bound:.4g}" for r in self.rows]
+        if len(set(shown)) < len({r.bound for r in self.rows}) or self.low in map(float, shown):
+            shown = [r.written for r in self.rows]  # 4 digits merge bounds, or show low
         body = [
             (
-                f"p{_pct(r.percentile)}",
-                f"{r.bound:.4g}",
+                f"p{pct(r.percentile)}",
+                bound,
                 f"{100 * r.clipped_fraction:.1f}",
                 milli(r.noise_scale),
                 milli(r.bias),
                 milli(r.rmse),
                 "*" if r == self.recommended else "",
             )
-            for r in self.rows
+            for r, bound in zip(self.rows, shown, strict=True)
         ]
         dropped = f", {self.nan_dropped} NaN dropped" if self.nan_dropped else ""
         head = (
@@ -147,13 +151,6 @@ class ClipCalibration(FrozenModel):
         return "\n".join(
             [head, text_table(headers, body, align="lrrrrrl"), f"* recommended: {self.note}"]
         )
-
-
-def _pct(p: float) -> str:
-    """A percentile as labels show it: ``99`` or ``99.7``, with every digit it needs
-    (``99.99999999`` is not shown as ``p100``, the maximum it is not)."""
-    text = f"{p:g}"
-    return text if float(text) == p else repr(float(p))
 
 
 MAX_HELD_OUT_BYTES = 1 << 28
@@ -319,14 +316,14 @@ def calibrate_clip(
     x, dropped = _clean(values)
     n = x.size
     bounds = np.percentile(x, pcts)
-    flat = [f"p{_pct(p)} = {b:.6g}" for p, b in zip(pcts, bounds, strict=True) if not b > low]
+    flat = [f"p{pct(p)} = {b:.6g}" for p, b in zip(pcts, bounds, strict=True) if not b > low]
     if flat:
         raise InvalidInput(
             f"candidate bound(s) {', '.join(flat)} are not above low = {low:g}: "
             "no range to clip to; lower `low` or drop those percentiles"
         )
     tiny = [
-        f"p{_pct(p)} = {b:.3g}" for p, b in zip(pcts, bounds, strict=True) if not normal_or_zero(b)
+        f"p{pct(p)} = {b:.3g}" for p, b in zip(pcts, bounds, strict=True) if not normal_or_zero(b)
     ]
     if tiny:
         raise InvalidInput(
@@ -403,7 +400,7 @@ def _release_scale(delta: Fraction, epsilon: float) -> float:
 
 
 def _note(rows: tuple[ClipCandidate, ...], best: ClipCandidate) -> str:
-    head = f"p{_pct(best.percentile)} (bound {best.bound:.4g}) has the lowest RMSE, {best.rmse:.3g}"
+    head = f"p{pct(best.percentile)} (bound {best.bound:.4g}) has the lowest RMSE, {best.rmse:.3g}"
     usual = next((r for r in rows if r.percentile == COMMON_PERCENTILE), None)
     if best.percentile == COMMON_PERCENTILE:
         return head + "; it is the usual default, p99"
@@ -441,7 +438,7 @@ def plot_candidates(result: ClipCalibration, path: str | os.PathLike[str]) -> Pa
     """
     plt = require_pyplot()
     labels = [
-        f"p{_pct(r.percentile)}{'*' if r == result.recommended else ''}\n"
+        f"p{pct(r.percentile)}{'*' if r == result.recommended else ''}\n"
         f"{100 * r.clipped_fraction:.1f}% clipped"
         for r in result.rows
     ]
