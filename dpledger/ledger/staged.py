@@ -1,4 +1,5 @@
-"""A refusal under the write lock, with committed spend told apart from staged spend.
+"""A refusal under the write lock, with committed spend told apart from staged spend;
+and the checks of a round against a ledger not yet created (:func:`refused_by_a_new_ledger`).
 
 The re-check of a round's request reads the committed spend plus what the round's earlier
 requests staged in the same transaction. A refusal that said "spent 1/3" of the sum
@@ -10,13 +11,14 @@ the error (:func:`~dpledger.approval.refusal`).
 from __future__ import annotations
 
 import dataclasses
+from fractions import Fraction
 
 from dpledger.accounting import EpochSpend, binding_loss, check_budget
-from dpledger.approval import Check, Verdict
+from dpledger.approval import Check, Prepared, Verdict, recheck, refusal
 from dpledger.policy import Policy
 from dpledger.types import Budget
 
-__all__ = ["separated"]
+__all__ = ["refused_by_a_new_ledger", "separated"]
 
 
 def separated(
@@ -66,3 +68,30 @@ def separated(
     )
     checks = tuple(Check(c.name, False, reason) if c is first else c for c in late.checks)
     return dataclasses.replace(late, checks=checks), Budget(staged, unit), scope
+
+
+def refused_by_a_new_ledger(
+    policy: Policy, prepared: dict[int, Prepared], partial: bool, size: int
+) -> dict[int, Verdict]:
+    """The ledger-state checks against an empty ledger, before creating it.
+
+    A round that a new ledger would refuse entirely (or, all or nothing, in part)
+    creates nothing: the refusal leaves the filesystem as it was.
+    """
+    totals: dict[int, dict[tuple[str, str], Fraction]] = {}
+    refused: dict[int, Verdict] = {}
+    for i, p in prepared.items():
+        req = p.verdict.request
+        epoch = totals.setdefault(req.epoch, {})
+        fresh = EpochSpend(dict(epoch))
+        verdict = recheck(policy, p, fresh, None)
+        if not verdict.approved:
+            verdict, staged, scope = separated(policy, verdict, EpochSpend.empty(), partial)
+            if not partial:
+                raise refusal(verdict, index=i if size > 1 else None, staged=staged, scope=scope)
+            refused[i] = verdict
+            continue
+        key = (req.region, req.metric)
+        cost = p.verdict.charge.amount if p.verdict.charge is not None else Fraction(0)
+        epoch[key] = epoch.get(key, Fraction(0)) + cost
+    return refused

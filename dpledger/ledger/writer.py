@@ -63,7 +63,7 @@ from dpledger.ledger.records import Entry, EntryDraft, Release
 from dpledger.ledger.released import draft_of, to_release
 from dpledger.ledger.retries import close, is_retry, repeats, retries_record
 from dpledger.ledger.schema import policy_conflict
-from dpledger.ledger.staged import separated
+from dpledger.ledger.staged import refused_by_a_new_ledger, separated
 from dpledger.ledger.store import SqlStore
 from dpledger.policy import Policy
 from dpledger.types import Budget, Unit
@@ -258,7 +258,7 @@ class Writer:
         twins = self._twins(prepared, principal, partial, outcomes) | early
         for i in [*twins, *outcomes]:
             prepared.pop(i, None)
-        outcomes.update(self._retries(prepared, principal, partial))
+        outcomes.update(self._retries(prepared, principal, partial, len(items)))
         for i in outcomes:
             prepared.pop(i, None)
         if prepared:
@@ -319,15 +319,15 @@ class Writer:
             ) and close(p, original)
             if not same:
                 conflict = id_conflict(p.verdict.request, self.policy.unit)
-                if not partial:
-                    raise ReleaseIdConflict(conflict)
+                if not partial:  # a twin is in a round: it names its request
+                    raise refusal(conflict, index=i)
                 outcomes[i] = conflict
                 continue
             twins[i] = first[rid]
         return twins
 
     def _retries(
-        self, prepared: dict[int, Prepared], principal: str | None, partial: bool
+        self, prepared: dict[int, Prepared], principal: str | None, partial: bool, size: int
     ) -> dict[int, Outcome]:
         """Requests whose release id is already recorded, answered from the record (with
         ``partial``, a conflicting one as its refused verdict)."""
@@ -341,7 +341,7 @@ class Writer:
             if rid not in found:
                 continue
             try:
-                out[i] = self.replay(p, found[rid], principal)
+                out[i] = self.replay(p, found[rid], principal, i if size > 1 else None)
             except ReleaseIdConflict as e:
                 if not partial or e.verdict is None:
                     raise
@@ -363,7 +363,7 @@ class Writer:
         if not self._exists():
             draw()
             later = None
-            refused = self._refused_by_a_new_ledger(prepared, partial, size)
+            refused = refused_by_a_new_ledger(self.policy, prepared, partial, size)
             if len(refused) == len(prepared):
                 return dict(refused)  # nothing to record: no ledger is created
             self._init()  # the first approved release creates the ledger (mode "create")
@@ -381,7 +381,7 @@ class Writer:
                     hit = txn.find_release(req.release_id)
                     if hit is not None:  # a concurrent twin committed it first
                         try:
-                            out[i] = self.replay(p, hit, principal)
+                            out[i] = self.replay(p, hit, principal, i if size > 1 else None)
                         except ReleaseIdConflict as e:  # another request took the id
                             if not partial or e.verdict is None:
                                 raise
@@ -411,36 +411,6 @@ class Writer:
             out[i] = to_release(p.verdict.request, p.spec, entry)
         return out
 
-    def _refused_by_a_new_ledger(
-        self, prepared: dict[int, Prepared], partial: bool, size: int
-    ) -> dict[int, Verdict]:
-        """The ledger-state checks against an empty ledger, before creating it.
-
-        A round that a new ledger would refuse entirely (or, all or nothing, in part)
-        creates nothing: the refusal leaves the filesystem as it was.
-        """
-        totals: dict[int, dict[tuple[str, str], Fraction]] = {}
-        refused: dict[int, Verdict] = {}
-        for i, p in prepared.items():
-            req = p.verdict.request
-            epoch = totals.setdefault(req.epoch, {})
-            fresh = EpochSpend(dict(epoch))
-            verdict = recheck(self.policy, p, fresh, None)
-            if not verdict.approved:
-                verdict, staged, scope = separated(
-                    self.policy, verdict, EpochSpend.empty(), partial
-                )
-                if not partial:
-                    raise refusal(
-                        verdict, index=i if size > 1 else None, staged=staged, scope=scope
-                    )
-                refused[i] = verdict
-                continue
-            key = (req.region, req.metric)
-            cost = p.verdict.charge.amount if p.verdict.charge is not None else Fraction(0)
-            epoch[key] = epoch.get(key, Fraction(0)) + cost
-        return refused
-
     @staticmethod
     def _noise(prepared: dict[int, Prepared]) -> dict[int, tuple[float, ...]]:
         """OpenDP noise for every prepared release: one call per distinct mechanism."""
@@ -459,7 +429,9 @@ class Writer:
             out.update(zip(members, noisy, strict=True))
         return out
 
-    def replay(self, p: Prepared, hit: Entry, principal: str | None) -> Release:
+    def replay(
+        self, p: Prepared, hit: Entry, principal: str | None, index: int | None = None
+    ) -> Release:
         """The recorded release a retry gets back; a reused id is a conflict.
 
         A retry is the same request (fields and principal) with an aggregate that the
@@ -470,7 +442,7 @@ class Writer:
         """
         req = p.verdict.request
         if not retries_record(req, p.values, hit, principal):
-            raise ReleaseIdConflict(id_conflict(req, self.policy.unit))
+            raise refusal(id_conflict(req, self.policy.unit), index=index)
         policy = self.policy_of(hit.draft.policy_hash)
         return to_release(req, policy.metric(req.metric), hit, retried=True)
 
