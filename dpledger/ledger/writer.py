@@ -221,13 +221,18 @@ class Writer:
                 f"{self._store.location} was opened for reading (mode='read'): open it with "
                 "mode='write' to release"
             )
-        for item in items:
+        where = "request {} of the round (from 0): " if len(items) > 1 else ""  # review 43
+        for i, item in enumerate(items):
             if not (isinstance(item, tuple) and len(item) == 2):
-                raise InvalidInput("each item must be a (ReleaseRequest, aggregate) pair")
+                said = "each item must be a (ReleaseRequest, aggregate) pair"
+                raise InvalidInput(where.format(i) + said)
             if not isinstance(item[0], ReleaseRequest):
-                raise InvalidInput(
-                    f"request must be a ReleaseRequest, got {type(item[0]).__name__}"
-                )
+                said = f"request must be a ReleaseRequest, got {type(item[0]).__name__}"
+                raise InvalidInput(where.format(i) + said)
+            try:  # a field model_construct left out or unchecked: named before any work
+                well_formed(item[0])
+            except InvalidInput as e:
+                raise InvalidInput(where.format(i) + str(e)) from None
         outcomes: dict[int, Outcome] = {}
         prepared: dict[int, Prepared] = {}
         refused: dict[int, Verdict] = {}
