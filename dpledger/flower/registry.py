@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -47,6 +48,7 @@ __all__ = [
     "Roster",
     "StaticRegistry",
     "check_loop",
+    "check_parts",
     "check_sampling",
     "region_map",
     "run_lookup",
@@ -326,3 +328,23 @@ class _Population(Grid):
 
     def send_and_receive(self, *args: Any, **kwargs: Any) -> Iterable[Message]:
         return self._grid.send_and_receive(*args, **kwargs)
+
+
+_PREFIX = re.compile(r"^[!-~]{1,64}$")
+
+
+def check_parts(registry: object, aggregator: object, prefix: object, on_round: object) -> None:
+    """Refuse, before any round, a part the rounds would only trip over mid-run."""
+    if registry is not None and not callable(getattr(registry, "regions", None)):
+        raise InvalidInput("registry must have a regions(node_ids, grid) method (NodeRegistry)")
+    if aggregator is not None and not all(
+        callable(getattr(aggregator, name, None)) for name in ("check", "total")
+    ):
+        raise InvalidInput("aggregator must have check() and total() methods (Aggregator)")
+    if prefix is not None and not (isinstance(prefix, str) and _PREFIX.fullmatch(prefix)):
+        raise InvalidInput(
+            f"release_prefix must be 1-64 printable ASCII characters without spaces (it "
+            f"starts every release id), got {shown(prefix)}"
+        )
+    if on_round is not None and not callable(on_round):
+        raise InvalidInput(f"on_round must be callable, got {type(on_round).__name__}")
