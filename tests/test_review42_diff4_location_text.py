@@ -13,11 +13,6 @@ from _service import call, make_site
 from dpledger.service.app import create_app
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="app.py replaces every substring equal to the ledger's location text; a precise fix "
-    "needs the location kept out of the message where it is made (review 42 diff 4)",
-)
 def test_a_relative_ledger_name_leaves_the_message_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -42,6 +42,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from dpledger._files import postgres_url
 from dpledger.errors import (
     DpLedgerError,
     InternalError,
@@ -400,8 +401,13 @@ def _handlers(app: FastAPI, state: ServiceState) -> None:
             except DpLedgerError as e:  # the refusal stands; only its log line is lost
                 log.error("could not log a refusal of %s: %s", key.principal, e)
         body = error_body(exc, status)
-        for where in {state.location, state.settings.ledger}:  # the server's path or URL: a
-            body["message"] = body["message"].replace(where, "the ledger")  # 4xx says "the ledger"
+        # the server's absolute path, or its URL (with and without a password): a 4xx says
+        # "the ledger" instead; a relative file name is never replaced (it may be a word)
+        hidden = {state.location}
+        if postgres_url(state.settings.ledger) is not None:
+            hidden.add(state.settings.ledger)
+        for where in hidden:
+            body["message"] = body["message"].replace(where, "the ledger")
         return _json(status, body)  # a 503 gets its Retry-After
 
     async def invalid(request: Request, exc: Exception) -> JSONResponse:

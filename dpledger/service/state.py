@@ -11,6 +11,7 @@ many replicas run.
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import time
@@ -18,6 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 
+from dpledger._files import postgres_url
 from dpledger._shown import shown
 from dpledger.approval import ReleaseRequest
 from dpledger.errors import (
@@ -133,8 +135,13 @@ class ServiceState:
         self._open: list[Ledger] = []
         try:
             self.auth = Authenticator(self.store)
+            # a file by its absolute path: the location a 4xx message hides is then never
+            # a bare word ("--ledger ledger") that the message's own text also holds
+            target = settings.ledger
+            if postgres_url(target) is None:
+                target = os.path.abspath(target)
             for _ in range(settings.connections):
-                ledger = Ledger.open(settings.ledger, self.policy, mode="write")
+                ledger = Ledger.open(target, self.policy, mode="write")
                 self._open.append(ledger)
                 self._pool.put(ledger)
             # the policy the ledger validated and enforces, for every view (plan, page)
