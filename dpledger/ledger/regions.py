@@ -25,7 +25,14 @@ if TYPE_CHECKING:
     from dpledger.ledger.core import Ledger
     from dpledger.policy import Policy
 
-__all__ = ["admits", "check_filters", "epoch_budgets", "epoch_regions", "names_text"]
+__all__ = [
+    "admits",
+    "check_filters",
+    "epoch_budgets",
+    "epoch_regions",
+    "names_text",
+    "region_budgets",
+]
 
 
 def epoch_regions(ledger: Ledger, epoch: int) -> tuple[str, ...]:
@@ -50,12 +57,27 @@ def epoch_budgets(ledger: Ledger, epoch: int) -> list[tuple[str, Budget, Budget]
     spend (each of those reads it whole: with thousands of open regions a view region by
     region was quadratic, review 42)."""
     bound = ledger.epoch_policy(epoch)
-    policy = bound or ledger.policy
     by_region = ledger.spent_by_region(epoch)
+    return _rows(ledger, epoch, (*_listed(ledger, bound, by_region), ALL), by_region)
+
+
+def region_budgets(
+    ledger: Ledger, epoch: int, regions: Iterable[str]
+) -> list[tuple[str, Budget, Budget]]:
+    """``(region, spent, remaining)`` for each of ``regions`` that :func:`admits` has a
+    view in ``epoch`` (in their order), from one read of the epoch's spend."""
+    wanted = [r for r in regions if admits(ledger, epoch, r)]
+    return _rows(ledger, epoch, wanted, ledger.spent_by_region(epoch) if wanted else {})
+
+
+def _rows(
+    ledger: Ledger, epoch: int, regions: Iterable[str], by_region: dict[str, Budget]
+) -> list[tuple[str, Budget, Budget]]:
+    policy = ledger.epoch_policy(epoch) or ledger.policy
     scopes: dict[str, Fraction] = {r: b.amount for r, b in by_region.items()}
     budget = Budget(policy.eval_budget, policy.unit)
     rows = []
-    for region in (*_listed(ledger, bound, scopes), ALL):
+    for region in regions:
         spent = Budget(client_loss(scopes, region), policy.unit)
         rows.append((region, spent, budget - spent))
     return rows

@@ -24,7 +24,7 @@ from starlette.concurrency import run_in_threadpool
 
 from dpledger.errors import DpLedgerError
 from dpledger.ledger import Entry
-from dpledger.ledger.regions import admits, epoch_regions
+from dpledger.ledger.regions import epoch_regions, region_budgets
 from dpledger.service.app import log
 from dpledger.service.auth import SESSION_COOKIE
 from dpledger.service.keys import ApiKey
@@ -79,11 +79,10 @@ def collect(state: ServiceState, viewer: ApiKey) -> PageData:
         epochs = ledger.epochs()[-EPOCHS_SHOWN:]
         shown = {e: epoch_regions(ledger, e) for e in epochs}  # with its bound policy's
         names = list(dict.fromkeys([*state.policy.regions.names, *chain(*shown.values())]))
-        budgets = tuple(
-            (e, r, ledger.spent(e, r), ledger.remaining(e, r))
+        budgets = tuple(  # one read of each epoch's spend; a region neither this policy
+            (e, *row)  # nor e's has is left out
             for e in epochs
-            for r in names
-            if admits(ledger, e, r)  # not one that neither this policy nor e's has
+            for row in region_budgets(ledger, e, names)
         )
         bound = {e: ledger.epoch_policy(e) or state.policy for e in epochs}
         recent = ledger.entries(after=max(0, head[0] - ROWS_SHOWN))
