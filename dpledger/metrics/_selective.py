@@ -47,14 +47,14 @@ def log_sf(y: FloatArray) -> FloatArray:
     y = np.asarray(y, dtype=np.float64)
     z = np.abs(y) / math.sqrt(2.0)
     t = 1.0 / (1.0 + 0.5 * z)
-    poly = np.zeros_like(t)
-    for coef in reversed(_P):
+    poly = np.full_like(t, _P[-1])  # Horner's rule (0·t + c is c: the first step skipped)
+    for coef in reversed(_P[:-1]):
         poly = poly * t + coef
     with np.errstate(over="ignore", invalid="ignore"):
         log_upper = np.log(t) - z * z + poly - math.log(2.0)  # log Q(|y|)
         lower = -np.expm1(log_upper)  # Q(−|y|) = 1 − Q(|y|)
         out = np.where(y >= 0, log_upper, np.log(lower))
-    return np.where(np.isposinf(y), -np.inf, np.where(np.isneginf(y), 0.0, out))
+    return np.where(y == np.inf, -np.inf, np.where(y == -np.inf, 0.0, out))
 
 
 def _truncated_cdf(x: FloatArray, a: FloatArray, b: FloatArray) -> FloatArray:
@@ -98,28 +98,37 @@ def selective_bounds(
     if not near.any():
         return lo_out, hi_out
     th, sd = theta[near], s[near]
-    lo_t, hi_t = th - below[near], th + above[near]
+    # both endpoints' searches in one array: rows [0, n) the lower end, [n, 2n) the upper
+    n = th.size
+    th, sd, lo_t, hi_t = (np.concatenate([v, v]) for v in (th, sd, th - below[near],
+                                                           th + above[near]))  # fmt: skip
+    lower = np.arange(2 * n) < n
+    target = np.where(lower, 1.0 - alpha / 2, alpha / 2)
+    start = np.where(lower, th - z * sd, th + z * sd)
+    bound = np.concatenate([search[0][near], search[1][near]])
 
-    def cdf(candidate: FloatArray) -> FloatArray:
-        x, a, b = th - candidate, lo_t - candidate, hi_t - candidate
-        return _truncated_cdf(x / sd, a / sd, b / sd)
+    def cdf(candidate: FloatArray, rows: npt.NDArray[np.intp] | slice) -> FloatArray:
+        x, a, b = th[rows] - candidate, lo_t[rows] - candidate, hi_t[rows] - candidate
+        return _truncated_cdf(x / sd[rows], a / sd[rows], b / sd[rows])
 
-    ends = []
-    for target, start, bound in ((1.0 - alpha / 2, th - z * sd, search[0][near]),
-                                 (alpha / 2, th + z * sd, search[1][near])):  # fmt: skip
-        # F_θ(θ̂) falls as θ rises. The endpoint moves outward from the z-interval's
-        # (``start``) only if F there is on the wrong side of the target; then it is the
-        # root between ``start`` and ``bound``, or ``bound`` itself when there is none.
-        f_start = cdf(start)
-        moves = f_start < target if target > 0.5 else f_start > target
-        outward = np.where(moves, bound, start)
-        a, b = np.minimum(start, outward), np.maximum(start, outward)
-        found = (cdf(a) >= target) & (cdf(b) <= target)
-        for _ in range(_ITERATIONS):
-            m = 0.5 * (a + b)
-            high = cdf(m) > target
-            a, b = np.where(high, m, a), np.where(high, b, m)
-        ends.append(np.where(moves, np.where(found, 0.5 * (a + b), bound), start))
+    # F_θ(θ̂) falls as θ rises. An endpoint moves outward from the z-interval's (``start``)
+    # only if F there is on the wrong side of its target; then it is the root between
+    # ``start`` and ``bound``, or ``bound`` itself when there is none. Every step is
+    # elementwise: the search runs on the rows that move only (most do not).
+    f_start = cdf(start, slice(None))
+    moves = np.flatnonzero(np.where(lower, f_start < target, f_start > target))
+    end = start.copy()
+    end[moves] = bound[moves]
+    a, b = np.minimum(start[moves], bound[moves]), np.maximum(start[moves], bound[moves])
+    t = target[moves]
+    found = (cdf(a, moves) >= t) & (cdf(b, moves) <= t)
+    rows, a, b, t = moves[found], a[found], b[found], t[found]
+    for _ in range(_ITERATIONS):
+        m = 0.5 * (a + b)
+        high = cdf(m, rows) > t
+        a, b = np.where(high, m, a), np.where(high, b, m)
+    end[rows] = 0.5 * (a + b)
+    ends = end[:n], end[n:]
     lo_out[near], hi_out[near] = ends
     return lo_out, hi_out
 
