@@ -20,6 +20,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 
 from dpledger._files import postgres_url
+from dpledger._path_text import check_path_text, check_unpadded
 from dpledger._shown import shown
 from dpledger.approval import ReleaseRequest
 from dpledger.errors import (
@@ -136,10 +137,13 @@ class ServiceState:
         try:
             self.auth = Authenticator(self.store)
             # a file by its absolute path: the location a 4xx message hides is then never
-            # a bare word ("--ledger ledger") that the message's own text also holds
+            # a bare word ("--ledger ledger") that the message's own text also holds. The
+            # text is checked, then joined to the working directory as it is: abspath would
+            # drop padding or a final separator (refused) and fold "link/.." lexically (not
+            # the file the OS, the key store and the CLI name through a symlink)
             target = settings.ledger
-            if postgres_url(target) is None:
-                target = os.path.abspath(target)
+            if target and postgres_url(target) is None and not os.path.isabs(target):
+                target = os.path.join(os.getcwd(), check_unpadded(check_path_text(target)))
             for _ in range(settings.connections):
                 ledger = Ledger.open(target, self.policy, mode="write")
                 self._open.append(ledger)
