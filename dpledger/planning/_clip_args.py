@@ -45,13 +45,18 @@ def bound_texts(
     keep it within 5e-6 of the clip's width (what 6 digits are with ``low = 0``) and
     clipping the same values of the sorted held-out ``x`` (review 43: values near 1e11 had
     p99 = 100000000004.6 written 1e+11, a clip below every held-out value, or no clip at
-    all with ``low = 1e11``)."""
+    all with ``low = 1e11``), and never below the smallest normal double (review 44:
+    2.2250745e-308 written 2.22507e-308, which no Clip takes)."""
     out = []
     for b in map(float, bounds):
         kept = np.searchsorted(x, b, side="right")
         for digits in range(6, 17):
             text, d = f"{b:.{digits}g}", float(f"{b:.{digits}g}")
-            if abs(d - b) <= 5e-6 * (b - low) and np.searchsorted(x, d, side="right") == kept:
+            if (
+                abs(d - b) <= 5e-6 * (b - low)
+                and np.searchsorted(x, d, side="right") == kept
+                and (d == 0 or abs(Fraction(text)) >= MIN_NORMAL)  # a bound a Clip takes
+            ):
                 break
         else:
             text = repr(b)  # exactly the bound
