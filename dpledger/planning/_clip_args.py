@@ -22,7 +22,16 @@ from dpledger.errors import InvalidInput
 from dpledger.policy.base import MAX_BOUND, MAX_BUDGET, MIN_NORMAL
 from dpledger.types import cohort_size, positive_real
 
-__all__ = ["LARGEST", "bound_texts", "check_args", "clip_low", "milli", "normal_or_zero", "pct"]
+__all__ = [
+    "LARGEST",
+    "bound_column",
+    "bound_texts",
+    "check_args",
+    "clip_low",
+    "milli",
+    "normal_or_zero",
+    "pct",
+]
 
 LARGEST = float(MAX_BOUND)
 """The largest held-out value or ``low`` accepted: a policy's clip bound limit (beyond it
@@ -62,6 +71,16 @@ def bound_texts(
             text = repr(b)  # exactly the bound
         out.append(text)
     return out
+
+
+def bound_column(bounds: Sequence[float], written: Sequence[str], low: float) -> list[str]:
+    """The bounds as the table (and its recommendation line) shows them: 4 significant
+    digits, or each one's ``written`` decimal where 4 would merge distinct bounds or show
+    one as ``low`` (review 43; the recommendation too, review 44)."""
+    shown = [f"{b:.4g}" for b in bounds]
+    if len(set(shown)) < len(set(bounds)) or low in map(float, shown):
+        return list(written)
+    return shown
 
 
 def pct(p: float) -> str:

@@ -34,6 +34,7 @@ from dpledger._shown import shown
 from dpledger.errors import InvalidInput, PlotUnavailable
 from dpledger.planning._clip_args import (
     LARGEST,
+    bound_column,
     bound_texts,
     check_args,
     clip_low,
@@ -127,9 +128,7 @@ class ClipCalibration(FrozenModel):
     def table(self) -> str:
         """An aligned text table of the candidates; ``*`` marks the recommended one."""
         headers = ("pct", "bound", "clipped %", "noise ×1000", "bias ×1000", "rmse ×1000", "")
-        shown = [f"{r.bound:.4g}" for r in self.rows]
-        if len(set(shown)) < len({r.bound for r in self.rows}) or self.low in map(float, shown):
-            shown = [r.written for r in self.rows]  # 4 digits merge bounds, or show low
+        shown = bound_column([r.bound for r in self.rows], [r.written for r in self.rows], self.low)
         body = [
             (
                 f"p{pct(r.percentile)}",
@@ -382,7 +381,7 @@ def calibrate_clip(
         low=float(low),
         rows=rows,
         recommended=best,
-        note=_note(rows, best),
+        note=_note(rows, best, low),
     )
 
 
@@ -400,8 +399,9 @@ def _release_scale(delta: Fraction, epsilon: float) -> float:
     return facts.scale
 
 
-def _note(rows: tuple[ClipCandidate, ...], best: ClipCandidate) -> str:
-    head = f"p{pct(best.percentile)} (bound {best.bound:.4g}) has the lowest RMSE, {best.rmse:.3g}"
+def _note(rows: tuple[ClipCandidate, ...], best: ClipCandidate, low: float) -> str:
+    bound = bound_column([r.bound for r in rows], [r.written for r in rows], low)[rows.index(best)]
+    head = f"p{pct(best.percentile)} (bound {bound}) has the lowest RMSE, {best.rmse:.3g}"
     usual = next((r for r in rows if r.percentile == COMMON_PERCENTILE), None)
     if best.percentile == COMMON_PERCENTILE:
         return head + "; it is the usual default, p99"
