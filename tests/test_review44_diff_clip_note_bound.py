@@ -29,3 +29,17 @@ def test_four_digits_where_the_table_shows_four() -> None:
     x = np.random.default_rng(0).exponential(1.0, 2000)
     cal = dl.calibrate_clip(x, epsilon=1, cohort=2000)
     assert f"(bound {cal.recommended.bound:.4g})" in cal.note
+
+
+def test_a_bound_four_digits_would_show_below_low() -> None:
+    """A single candidate (nothing to merge) whose 4 digits fall below ``low``: the column
+    read ``1e+11`` under ``low=1e+11`` for a low of 1e11 + 0.5 and a bound of 1e11 + 5.5."""
+    x = 1e11 + 1 + np.random.default_rng(0).exponential(1.0, 20_000)
+    low = 1e11 + 0.5
+    cal = dl.calibrate_clip(x, epsilon=1, cohort=2000, low=low, percentiles=(99,))
+    table = cal.table()
+    (shown,) = _bound_column(table)
+    assert float(shown) > low
+    assert shown == cal.rows[0].written
+    assert f"low={low!r}" in table.splitlines()[0]  # the header's low, every digit
+    assert f"(bound {shown})" in cal.note

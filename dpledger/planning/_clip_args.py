@@ -76,9 +76,9 @@ def bound_texts(
 def bound_column(bounds: Sequence[float], written: Sequence[str], low: float) -> list[str]:
     """The bounds as the table (and its recommendation line) shows them: 4 significant
     digits, or each one's ``written`` decimal where 4 would merge distinct bounds or show
-    one as ``low`` (review 43; the recommendation too, review 44)."""
+    one at or below ``low`` (review 43; below it and the recommendation too, review 44)."""
     shown = [f"{b:.4g}" for b in bounds]
-    if len(set(shown)) < len(set(bounds)) or low in map(float, shown):
+    if len(set(shown)) < len(set(bounds)) or any(float(s) <= low for s in shown):
         return list(written)
     return shown
 

@@ -145,7 +145,7 @@ class ClipCalibration(FrozenModel):
         head = (
             f"clip candidates from {self.source} (n={self.n_values} clients{dropped}); "
             f"published mean over n={self.cohort}, ε={self.epsilon:g}, "
-            f"{self.neighbouring}, low={self.low:g}"
+            f"{self.neighbouring}, low={pct(self.low)}"  # every digit low needs
         )
         return "\n".join(
             [head, text_table(headers, body, align="lrrrrrl"), f"* recommended: {self.note}"]
