@@ -28,6 +28,7 @@ __all__ = [
     "bound_texts",
     "check_args",
     "clip_low",
+    "excess_above",
     "milli",
     "normal_or_zero",
     "pct",
@@ -70,6 +71,24 @@ def bound_texts(
         else:
             text = repr(b)  # exactly the bound
         out.append(text)
+    return out
+
+
+def excess_above(
+    x: npt.NDArray[np.float64], bounds: npt.NDArray[np.float64], n_le: npt.NDArray[np.intp]
+) -> npt.NDArray[np.float64]:
+    """What clipping the sorted ``x`` at each bound removes, Σ_{x_i > b} (x_i − b) (``n_le``:
+    the values ≤ each bound), from the highest bound down: a tail is the one above it, the
+    gap between the bounds times the values above that one, and the values in between, every
+    term ≥ 0, so no sum cancels (review 44: tail sums of x − max ran ~n·max for a tail under
+    a far maximum, and p99's bias came out -4.1e-05 for the true +4.7e-06)."""
+    out = np.zeros(len(bounds))
+    acc, above, prev = 0.0, x.size, math.inf
+    for j in np.argsort(bounds, kind="stable")[::-1]:
+        b, k = float(bounds[j]), int(n_le[j])
+        gap = (x.size - above) * (prev - b) if above < x.size else 0.0
+        acc += gap + float(np.sum(x[k:above] - b))
+        out[j], above, prev = acc, k, b
     return out
 
 

@@ -38,6 +38,7 @@ from dpledger.planning._clip_args import (
     bound_texts,
     check_args,
     clip_low,
+    excess_above,
     milli,
     normal_or_zero,
     pct,
@@ -329,17 +330,14 @@ def calibrate_clip(
             f"candidate bound(s) {', '.join(tiny)} are below 2.2e-308, the smallest clip "
             "bound a policy takes (a normal double): rescale the metric (e.g. other units)"
         )
-    # Sorted values + tail sums: every candidate's bias in O(k log n), as what clipping
-    # adds below low (summed directly: each term ≥ 0) minus what it removes above the
-    # bound, from sums of x − max accumulated from the top, so a tail's sum holds only its
-    # own values (review 43: raw prefix sums of values near 1e11 cancelled; review 44: so
-    # did median-centred ones from the bottom, with a mass of values far from the median)
-    top = x[-1]
-    tail = np.concatenate((np.cumsum((x - top)[::-1])[::-1], [0.0]))  # Σ_{i≥k} (x_i − max)
+    # Every candidate's bias in O(n + k log k) on the sorted values: what clipping adds
+    # below low minus what it removes above the bound, each a sum of terms ≥ 0 (review 43:
+    # raw prefix sums of values near 1e11 cancelled; review 44: so did median-centred ones
+    # from the bottom, and sums of x − max from the top under a far maximum)
     n_low = int(np.searchsorted(x, low, side="left"))  # values below low: raised to low
     n_le = np.searchsorted(x, bounds, side="right")  # values ≤ each bound
     raised = float(np.sum(low - x[:n_low]))
-    lowered = tail[n_le] - (bounds - top) * (n - n_le)
+    lowered = excess_above(x, bounds, n_le)
     bias = (raised - lowered) / n + 0.0  # + 0.0: no bias is 0, never -0
     clipped_fraction = (n_low + (n - n_le)) / n
     deltas = [  # the ledger's rule, one implementation (a handful of candidates)
