@@ -316,16 +316,17 @@ def _ratio_parts(m: FloatArray, key: str) -> tuple[FloatArray, FloatArray]:
 
 def class_bounds(
     m: FloatArray, std: FloatArray, key: str, k: int, level: float, dist: MechanismKind,
-    stretch: float = 1.0,
+    stretch: float = 1.0, ratio_parts: tuple[FloatArray, FloatArray] | None = None,
 ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:  # fmt: skip
     """(low, high, bounded, margin) of class k's ratio over R releases: Fieller's set in
     [0, 1], and the class's count over the delta switch (> 1: clear of it; 0 when the count
     is not positive — before s29 a count far below zero counted as clear — or the switch is
     not finite). ``stretch``: how many times further out a rare class's switch lies
-    (:data:`SWITCH_STRETCH_RARE` above level 0.95, else 1)."""
+    (:data:`SWITCH_STRETCH_RARE` above level 0.95, else 1). ``ratio_parts``: the key's
+    :func:`_ratio_parts` of ``m``, read once for all C classes (else read here)."""
     c = m.shape[-1]
     num, den = _masks(key, c, k)
-    n_all, d_all = _ratio_parts(m, key)
+    n_all, d_all = _ratio_parts(m, key) if ratio_parts is None else ratio_parts
     n_hat, d_hat = n_all[:, k], d_all[:, k]
     w_n, w_d = (num * std).reshape(-1), (den * std).reshape(-1)  # in noise-s.d. units
     nz = (w_n != 0.0) | (w_d != 0.0)  # the ≤ 2C − 1 cells class k reads: a zero weight adds
@@ -440,7 +441,8 @@ def simultaneous_macro(
     code, bounded = dict(batch.code), dict(batch.bounded)
     adjusted, edge, per_class = dict(batch.adjusted), dict(batch.edge), dict(batch.per_class)
     for key in MACRO_KEYS:
-        parts = [class_bounds(m, std, key, k, each, dist, stretch) for k in range(c)]
+        ratio = _ratio_parts(m, key)  # O(R·C²): once a key, not once a class
+        parts = [class_bounds(m, std, key, k, each, dist, stretch, ratio) for k in range(c)]
         sure = np.stack(
             [surely_present(m, std, key, labels, k, each, dist) for k in range(c)], axis=1
         )
