@@ -180,7 +180,9 @@ class PipelinedWrites:
         return StoreError(
             f"PostgreSQL ledger {self._location}: COMMIT failed ({self._clean(e)}); its "
             "outcome is unknown and no value was returned: the spend may have been "
-            "recorded (over-counted, never under-counted); check the ledger's entries"
+            "recorded (over-counted, never under-counted); check the ledger's entries (a "
+            "request made with a release_id: a retry under it returns the recorded release, "
+            "if there is one)"
         )
 
     def _pipelined_commit(self, writes: Sequence[tuple[str, Sequence[Any]]]) -> None:

@@ -72,7 +72,8 @@ def unrecorded(e: BaseException, wait_s: float, *, commit: bool = False) -> NoRe
         raise StoreError(
             f"{e}: COMMIT failed, its outcome is unknown and no value was returned (the spend "
             "may have been recorded: over-counted, never under-counted); check the ledger's "
-            "entries: a retry under the same release_id returns a recorded release"
+            "entries (a request made with a release_id: a retry under it returns the "
+            "recorded release, if there is one)"
         ) from cause
     said = "nothing was recorded (rolled back): fix the cause, then retry"
     raise StoreError(f"{e}; {said}") from cause
