@@ -37,8 +37,8 @@ from dpledger.planning._clip_args import (
     bound_column,
     bound_texts,
     check_args,
+    clip_bias,
     clip_low,
-    excess_above,
     milli,
     normal_or_zero,
     pct,
@@ -330,15 +330,9 @@ def calibrate_clip(
             f"candidate bound(s) {', '.join(tiny)} are below 2.2e-308, the smallest clip "
             "bound a policy takes (a normal double): rescale the metric (e.g. other units)"
         )
-    # Every candidate's bias in O(n + k log k) on the sorted values: what clipping adds
-    # below low minus what it removes above the bound, each a sum of terms ≥ 0 (review 43:
-    # raw prefix sums of values near 1e11 cancelled; review 44: so did median-centred ones
-    # from the bottom, and sums of x − max from the top under a far maximum)
+    bias = clip_bias(x, bounds, low)  # exact, rounded once (O(n + k log k) on sorted x)
     n_low = int(np.searchsorted(x, low, side="left"))  # values below low: raised to low
     n_le = np.searchsorted(x, bounds, side="right")  # values ≤ each bound
-    raised = float(np.sum(low - x[:n_low]))
-    lowered = excess_above(x, bounds, n_le)
-    bias = (raised - lowered) / n + 0.0  # + 0.0: no bias is 0, never -0
     clipped_fraction = (n_low + (n - n_le)) / n
     deltas = [  # the ledger's rule, one implementation (a handful of candidates)
         mech.scalar_sensitivity(low_q, Fraction(float(b)), neighbouring) for b in bounds
