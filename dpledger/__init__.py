@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from dpledger.errors import (
         BudgetExceeded,
         CohortTooSmall,
+        CommitUnknown,
         DpLedgerError,
         InternalError,
         InvalidAggregate,
@@ -88,6 +89,7 @@ _HOME = {
     "ReleaseRequest": "dpledger.approval",
     "RoundResult": "dpledger.ledger.writer",
     "StoreError": "dpledger.errors",
+    "CommitUnknown": "dpledger.errors",
     "Verdict": "dpledger.approval",
     "VerifyReport": "dpledger.ledger",
     "calibrate_clip": "dpledger.planning.clip",
@@ -115,6 +117,7 @@ __all__ = [
     "Check",
     "ClipCalibration",
     "CohortTooSmall",
+    "CommitUnknown",
     "DerivedRelease",
     "DpLedgerError",
     "Entry",

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BudgetExceeded",
     "CohortTooSmall",
+    "CommitUnknown",
     "DpLedgerError",
     "InternalError",
     "InvalidAggregate",
@@ -80,7 +81,15 @@ class PolicyError(DpLedgerError, ValueError):
 
 
 class StoreError(DpLedgerError):
-    """The ledger's database failed (locked, unreachable, I/O); the release did not happen."""
+    """The ledger's database failed (locked, unreachable, I/O); the release did not happen
+    — except for :class:`CommitUnknown`, where it may have."""
+
+
+class CommitUnknown(StoreError):
+    """The database did not confirm a COMMIT (an I/O error in it, a session lost in its
+    round trip): the release may have been recorded (over-counted, never under-counted)
+    and no value was returned. A request made with a ``release_id`` gets the recorded
+    release, if there is one, from a retry under that id; otherwise read the entries."""
 
 
 class LedgerChanged(StoreError):

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from dpledger.approval import ReleaseRequest
-from dpledger.errors import BudgetExceeded, PolicyMismatch, StoreError
+from dpledger.errors import BudgetExceeded, CommitUnknown, PolicyMismatch, StoreError
 from dpledger.ledger import Ledger
 from dpledger.policy import Policy
 
@@ -90,6 +90,7 @@ def test_a_commit_that_fails_returns_no_value_and_says_the_outcome_is_unknown(
         with pytest.raises(StoreError, match="COMMIT failed") as failed:
             ledger.release(_loss(), 30.0)
         assert "outcome is unknown" in str(failed.value)
+        assert isinstance(failed.value, CommitUnknown)  # it may have landed: typed so
         assert "a retry under it returns the recorded release" in str(failed.value)  # as SQLite's
         assert "refused by the test" in str(failed.value)
         assert _tables(pg_url) == before  # here the server rolled it back

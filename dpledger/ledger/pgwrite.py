@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg import pq as _pq
 
-from dpledger.errors import InternalError, StoreError
+from dpledger.errors import CommitUnknown, InternalError, StoreError
 from dpledger.ledger.pgpipe import (
     Command,
     Pipeline,
@@ -176,8 +176,8 @@ class PipelinedWrites:
         except psycopg.Error as e:
             raise self._commit_failed(e) from e
 
-    def _commit_failed(self, e: BaseException) -> StoreError:
-        return StoreError(
+    def _commit_failed(self, e: BaseException) -> CommitUnknown:
+        return CommitUnknown(
             f"PostgreSQL ledger {self._location}: COMMIT failed ({self._clean(e)}); its "
             "outcome is unknown and no value was returned: the spend may have been "
             "recorded (over-counted, never under-counted); check the ledger's entries (a "

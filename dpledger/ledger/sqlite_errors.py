@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from typing import NoReturn
 
-from dpledger.errors import StoreError
+from dpledger.errors import CommitUnknown, StoreError
 
 __all__ = ["is_damage", "not_a_ledger", "out_of_reach", "unrecorded"]
 
@@ -69,7 +69,7 @@ def unrecorded(e: BaseException, wait_s: float, *, commit: bool = False) -> NoRe
         said = f"another writer held the ledger's write lock for over {wait_s:g} s; nothing "
         raise StoreError(f"{e}: {said}was recorded, retry") from cause
     if commit:
-        raise StoreError(
+        raise CommitUnknown(
             f"{e}: COMMIT failed, its outcome is unknown and no value was returned (the spend "
             "may have been recorded: over-counted, never under-counted); check the ledger's "
             "entries (a request made with a release_id: a retry under it returns the "
