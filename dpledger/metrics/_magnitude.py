@@ -49,7 +49,8 @@ def error_magnitude(along: npt.ArrayLike, across: npt.ArrayLike) -> FloatArray:
     if not top <= 1e150:  # NaN or inf data is refused here; huge finite errors go on
         a, b = as_finite(along, "along"), as_finite(across, "across")
     if r.size and (not top <= 1e150 or float(r.min()) < 1e-150):
-        extreme = (r > 1e150) | ((r < 1e-150) & (r > 0))
+        # a nonzero error whose square underflows to 0 is recomputed too (review 44 G)
+        extreme = (r > 1e150) | ((r < 1e-150) & ((a != 0) | (b != 0)))
         with np.errstate(over="ignore"):
             r[extreme] = np.hypot(a[extreme], b[extreme])
         # finite errors whose magnitude exceeds the largest double: that double (still
@@ -89,7 +90,12 @@ def magnitude_buckets(
         squared += np.multiply(b, b, out=empty("magnitude.across", n, np.float64))
     if squared.size and not float(squared.max()) <= 1e300:  # NaN, inf or huge: full path
         return None
-    return bucket_of(squared, root_thresholds(tuple(e.tolist())))
+    buckets = bucket_of(squared, root_thresholds(tuple(e.tolist())))
+    if 0.0 in e and squared.size and float(squared.min()) == 0.0:
+        # a nonzero error whose square underflows to 0 lies above an edge at 0 m (its
+        # magnitude, < 1e-150, below every positive edge here; review 44 G)
+        buckets[(squared == 0.0) & ((a != 0) | (b != 0))] += 1
+    return buckets
 
 
 @functools.lru_cache(maxsize=64)
