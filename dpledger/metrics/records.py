@@ -53,7 +53,7 @@ from dpledger.metrics._segments import (
     segments_for,
 )
 from dpledger.metrics.codec import VectorSumCodec
-from dpledger.metrics.flam import confusion_matrix
+from dpledger.metrics.flam import confusion_cells, confusion_matrix
 from dpledger.metrics.flam_regression import check_range, regression_codec
 from dpledger.metrics.secure_sum import FixedPoint
 from dpledger.types import MAX_COHORT
@@ -329,7 +329,8 @@ def record_confusion(
     if t.ndim != 1 or p.shape != t.shape:
         raise InvalidInput(f"y_true and y_pred must be 1-D of one length, got {t.shape}, {p.shape}")
     seg, keep = _bounded(t.shape[0], offsets, persons, max_records)
-    if keep is not None:
+    if keep is not None:  # every record's labels, by its own index: a dropped one's too
+        confusion_cells(t, p, n_classes=n_classes)  # (review 44 G)
         t, p = t[keep], p[keep]
     records = np.bincount(seg.ids if keep is None else seg.ids[keep], minlength=seg.n_clients)
     starts = np.concatenate([[0], np.cumsum(records)[:-1]]).astype(np.int64)
