@@ -15,7 +15,12 @@ from typing import Any
 
 from dpledger import _sqlite_files as sqlite_files
 from dpledger._files import SQLITE_SIDECARS, names_directory, write_replacing
-from dpledger.accounting import PLD_MAX_EPSILON, PLD_MIN_EPSILON, pld_installed
+from dpledger.accounting import (
+    PLD_MAX_EPSILON,
+    PLD_MIN_EPSILON,
+    PLD_MIN_GRID_STEPS,
+    pld_installed,
+)
 from dpledger.cli.argtypes import ascii_fraction
 from dpledger.cli.main import (
     EXIT_OK,
@@ -331,7 +336,11 @@ def _lifetime_text(life: Lifetime, delta: float) -> str:
     if life.epsilon_pld is not None:
         pld = f"{life.epsilon_pld:.6g}"
     elif pld_installed():
-        pld = f"none (the loss is outside the accountant's {PLD_MIN_EPSILON:g}–{PLD_MAX_EPSILON:g})"
+        pld = (  # pld_epsilon's two refusals: the text cannot tell which (review 44)
+            f"none (the loss is outside the accountant's {PLD_MIN_EPSILON:g}–"
+            f"{PLD_MAX_EPSILON:g}, or a release's noise spans under {PLD_MIN_GRID_STEPS:g} "
+            "steps of OpenDP's output grid)"
+        )
     else:
         pld = "not installed (pip install 'dpledger[pld]')"
     who = "a client" if life.privacy_unit == "client" else "one person's records"
