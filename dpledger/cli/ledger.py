@@ -8,6 +8,7 @@ schema in place, keeping every hash. Exit codes are :mod:`dpledger.cli.main`'s.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 
 from dpledger import _sqlite_files as sqlite_files
 from dpledger._files import SQLITE_SIDECARS, names_directory, write_replacing
+from dpledger._printed import outward
 from dpledger.accounting import (
     PLD_MAX_EPSILON,
     PLD_MIN_EPSILON,
@@ -333,8 +335,9 @@ def _delta_text(delta: float) -> str:
 
 
 def _lifetime_text(life: Lifetime, delta: float) -> str:
+    up = functools.partial(outward, spec=".6g", up=True)  # bounds: never printed below them
     if life.epsilon_pld is not None:
-        pld = f"{life.epsilon_pld:.6g}"
+        pld = up(life.epsilon_pld)
     elif pld_installed():
         pld = (  # pld_epsilon's two refusals: the text cannot tell which (review 44)
             f"none (the loss is outside the accountant's {PLD_MIN_EPSILON:g}–"
@@ -354,12 +357,12 @@ def _lifetime_text(life: Lifetime, delta: float) -> str:
         headline = f"  ε = {life.total.text} (pure DP, exact; δ = 0)"
     else:
         headline = (
-            f"  ρ = {life.total.text} (zCDP, exact) → ε = {life.epsilon:.6g} at δ = {d} "
+            f"  ρ = {life.total.text} (zCDP, exact) → ε = {up(life.epsilon)} at δ = {d} "
             f"({life.method})"
         )
     text = (
         f"{head}\n{headline}\n  (ε, δ = {d}) views: zCDP conversion ε = "
-        f"{life.epsilon_zcdp:.6g}; PLD ε = {pld}"
+        f"{up(life.epsilon_zcdp)}; PLD ε = {pld}"
     )
     if life.unbounded:
         text += (
