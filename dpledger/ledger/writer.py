@@ -473,5 +473,10 @@ class Writer:
                 f"the recorded policy {policy_hash[:12]}… in {location} is unreadable "
                 f"({e}); run `dpledger ledger verify`"
             ) from None
+        if read.content_hash != policy_hash:  # as verify checks it (review 44)
+            raise LedgerCorrupted(
+                f"the recorded policy {policy_hash[:12]}… in {location} does not match its "
+                "content hash (the body was edited); run `dpledger ledger verify`"
+            )
         self._earlier[policy_hash] = read
         return read
