@@ -62,3 +62,24 @@ def test_an_edited_recorded_policy_body_is_not_read_as_the_epochs_policy(
     assert "999/10" not in out
     assert code == 2, out
     assert "edited" in err or "content hash" in err, err
+
+
+@pytest.mark.postgres
+def test_postgres_refuses_the_edited_body_too(pg_url: str) -> None:
+    import psycopg
+
+    v1 = dl.Policy.from_toml(POLICY.format(v="1", eps="4"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dl.PolicyWarning)
+        v2 = dl.Policy.from_toml(POLICY.format(v="2", eps="8"))
+    with dl.Ledger.open(pg_url, v1, mode="create") as ledger:
+        ledger.release(dl.ReleaseRequest(epoch=0, metric="loss", region="north", cohort=9), 5.0)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE dpl_policies SET body = replace(body, %s, %s) WHERE hash = %s",
+            ('"epoch_epsilon": "4"', '"epoch_epsilon": "400"', v1.content_hash),
+        )
+    with dl.Ledger.open(pg_url, v2, mode="read") as ledger:
+        assert not ledger.verify().ok
+        with pytest.raises(LedgerCorrupted):
+            ledger.remaining(0, "north")
