@@ -83,3 +83,30 @@ def test_postgres_refuses_the_edited_body_too(pg_url: str) -> None:
         assert not ledger.verify().ok
         with pytest.raises(LedgerCorrupted):
             ledger.remaining(0, "north")
+
+
+def test_keys_create_refuses_names_checked_against_an_edited_recorded_policy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``keys create`` without ``--policy`` checks a key's names against the ledger's
+    recorded policy: an edited body (a region added) is damage there too, never the list
+    of names a key may be scoped to."""
+    path = tmp_path / "v1.toml"
+    path.write_text(POLICY.format(v="1", eps="4"))
+    db = tmp_path / "l.db"
+    req = dl.ReleaseRequest(epoch=0, metric="loss", region="north", cohort=9)
+    with dl.Ledger.open(str(db), dl.Policy.load(path), mode="create") as ledger:
+        ledger.release(req, 5.0)
+        digest = ledger.policy.content_hash
+    with sqlite3.connect(db) as conn:
+        (body,) = conn.execute("SELECT body FROM dpl_policies WHERE hash = ?", (digest,)).fetchone()
+        edited = body.replace('"north", "south"', '"north", "south", "west"')
+        assert edited != body
+        conn.execute("UPDATE dpl_policies SET body = ? WHERE hash = ?", (edited, digest))
+    conn.close()
+    keys = str(tmp_path / "k.db")
+    argv = ["keys", "create", "--ledger", str(db), "--keys", keys, "--name", "w",
+            "--action", "release", "--region", "west", "--metric", "loss"]  # fmt: skip
+    assert main(argv) == 2
+    assert "does not match its content hash" in capsys.readouterr().err
+    assert not (tmp_path / "k.db").exists()

@@ -75,13 +75,19 @@ def _recorded_policy(location: str) -> Policy | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # its warnings were shown when it was in use
-            return Policy.from_mapping(
+            read = Policy.from_mapping(
                 json.loads(body), source=f"policy recorded in {where}", recorded=True
             )
     except (ValueError, RecursionError) as e:
         raise LedgerCorrupted(
             f"the policy recorded in {where} is unreadable ({e}); run `dpledger ledger verify`"
         ) from None
+    if read.content_hash != bound[0]:  # as the ledger reads it (review 44)
+        raise LedgerCorrupted(
+            f"the policy recorded in {where} does not match its content hash (the body was "
+            "edited); run `dpledger ledger verify`"
+        )
+    return read
 
 
 def _check_names(scopes: Scopes, policy_file: str | None, ledger: str) -> None:
