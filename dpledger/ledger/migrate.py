@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from dpledger._pg_schema import denied
-from dpledger.errors import DpLedgerError, MigrationRefused, StoreError
+from dpledger.errors import CommitUnknown, DpLedgerError, MigrationRefused, StoreError
 from dpledger.ledger import audit
 from dpledger.ledger.guards import GUARDS_MISSING, missing_guards
 from dpledger.ledger.opening import open_store
@@ -146,7 +146,11 @@ def _migrated(store: SqlStore) -> Migration:
     restored = _missing_entries_guards(store)  # the last step creates them (review 42)
     if version == "1":
         _, spend = _verified_schema_1(store, head)
-        store.upgrade_schema_1(head, spend)
+        try:
+            store.upgrade_schema_1(head, spend)
+        except CommitUnknown as e:
+            _unless_unlanded(store, meta, "1", e)
+            raise
     if version in ("1", "2"):
         head = _step(store, "2", store.upgrade_schema_2)
     if version in ("1", "2", "3"):
@@ -248,10 +252,23 @@ def _step(store: SqlStore, old: str, upgrade: Callable[[tuple[int, str]], None])
         try:
             upgrade(head)
             return head
-        except StoreError:  # refused: the ledger changed meanwhile, or the store failed
+        except StoreError as e:  # refused: the ledger changed meanwhile, or the store failed
+            _unless_unlanded(store, meta, old, e)
             if attempt == _STEP_TRIES or store.meta() == meta:
                 raise
             attempt += 1
+
+
+def _unless_unlanded(store: SqlStore, meta: dict[str, str], old: str, e: StoreError) -> None:
+    """Raise a plain StoreError for a step's :class:`CommitUnknown` when the ledger reads
+    back as ``meta``, as before the step: it did not land (review 44 diff 4: it said "the
+    spend may have been recorded", of a migration the ledger shows changed nothing)."""
+    if isinstance(e, CommitUnknown) and store.meta() == meta:
+        raise StoreError(
+            f"{store.location}: the COMMIT of the step from schema {old} failed "
+            f"({e.__cause__ or e}) and the ledger reads as before it: nothing was changed; "
+            "fix the cause, then migrate again"
+        ) from e.__cause__
 
 
 def _unnamed_policies(store: SqlStore) -> list[str]:
