@@ -44,6 +44,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from dpledger._files import postgres_url
 from dpledger.errors import (
+    CommitUnknown,
     DpLedgerError,
     InternalError,
     InvalidInput,
@@ -123,9 +124,8 @@ def error_body(exc: DpLedgerError, status: int) -> dict[str, Any]:
         message = "internal error: the operator's log has the details"
     else:
         message = str(exc)
-    body = ErrorOut(
-        error="store_unavailable" if status == 503 else error_code(exc), message=message
-    )
+    unavailable = status == 503 and not isinstance(exc, CommitUnknown)  # its own code
+    body = ErrorOut(error="store_unavailable" if unavailable else error_code(exc), message=message)
     if isinstance(exc, ReleaseRefused) and exc.verdict is not None:
         body.verdict = verdict_out(exc.verdict)
         body.failed_checks = [c.name for c in exc.verdict.failures]
