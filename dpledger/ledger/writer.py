@@ -29,7 +29,8 @@ import json
 import math
 import re
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -52,11 +53,13 @@ from dpledger.approval import (
 )
 from dpledger.approval.request import well_formed
 from dpledger.errors import (
+    CommitUnknown,
     InternalError,
     InvalidInput,
     LedgerCorrupted,
     PolicyMismatch,
     ReleaseIdConflict,
+    StoreError,
 )
 from dpledger.ledger.guards import check_guards
 from dpledger.ledger.records import Entry, EntryDraft, Release
@@ -73,6 +76,21 @@ __all__ = ["RoundResult", "Writer"]
 Item = tuple[ReleaseRequest, object]
 _PRINCIPAL = re.compile(r"[!-~]{1,128}")
 Outcome = Release | Verdict
+
+
+@contextmanager
+def _nothing_written_if_none(fresh: list[tuple[int, Prepared]]) -> Iterator[None]:
+    """A :class:`CommitUnknown` of a transaction that staged nothing (every request
+    refused or retried) is a plain StoreError: nothing was recorded (review 44 diff 4)."""
+    try:
+        yield
+    except CommitUnknown as e:
+        if fresh:
+            raise
+        raise StoreError(
+            f"{e.__cause__ or e}: COMMIT failed, of a transaction that wrote nothing (every "
+            "request was refused or retried): nothing was recorded, retry"
+        ) from e.__cause__
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,7 +395,7 @@ class Writer:
         requests = [p.verdict.request for p in prepared.values()]
         epochs = {r.epoch for r in requests}
         # the state is read with the lock; the noise is drawn before any state is read
-        with self._store.write(epochs, meanwhile=later) as txn:
+        with _nothing_written_if_none(fresh), self._store.write(epochs, meanwhile=later) as txn:
             txn.load(epochs, [r.release_id for r in requests if r.release_id])
             committed = {e: txn.spend(e) for e in epochs}  # before this call stages any
             for i, p in prepared.items():
