@@ -3,7 +3,8 @@ COMMIT: when that COMMIT is not confirmed, bd7edd7 raises :class:`CommitUnknown`
 spend may have been recorded … check the ledger's entries" — for a transaction that
 wrote no row, and the round's verdicts are lost (review 44 diff 4: a CommitUnknown where
 nothing was recorded). The writer knows it staged nothing: a plain StoreError, "nothing
-was recorded, retry"."""
+was recorded, retry". (One that found a request recorded under its release id, by a
+concurrent twin, stays CommitUnknown: that release was recorded.)"""
 
 from __future__ import annotations
 

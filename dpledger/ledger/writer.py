@@ -79,17 +79,18 @@ Outcome = Release | Verdict
 
 
 @contextmanager
-def _nothing_written_if_none(fresh: list[tuple[int, Prepared]]) -> Iterator[None]:
-    """A :class:`CommitUnknown` of a transaction that staged nothing (every request
-    refused or retried) is a plain StoreError: nothing was recorded (review 44 diff 4)."""
+def _unwritten(fresh: list[tuple[int, Prepared]], out: dict[int, Outcome]) -> Iterator[None]:
+    """A :class:`CommitUnknown` of a transaction that staged nothing, every request refused
+    (none a retry of a recorded release), is a plain StoreError: nothing was recorded
+    (review 44 diff 4)."""
     try:
         yield
     except CommitUnknown as e:
-        if fresh:
+        if fresh or not all(isinstance(o, Verdict) for o in out.values()):
             raise
         raise StoreError(
             f"{e.__cause__ or e}: COMMIT failed, of a transaction that wrote nothing (every "
-            "request was refused or retried): nothing was recorded, retry"
+            "request was refused): nothing was recorded, retry"
         ) from e.__cause__
 
 
@@ -395,7 +396,7 @@ class Writer:
         requests = [p.verdict.request for p in prepared.values()]
         epochs = {r.epoch for r in requests}
         # the state is read with the lock; the noise is drawn before any state is read
-        with _nothing_written_if_none(fresh), self._store.write(epochs, meanwhile=later) as txn:
+        with _unwritten(fresh, out), self._store.write(epochs, meanwhile=later) as txn:
             txn.load(epochs, [r.release_id for r in requests if r.release_id])
             committed = {e: txn.spend(e) for e in epochs}  # before this call stages any
             for i, p in prepared.items():
