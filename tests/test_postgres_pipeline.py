@@ -74,9 +74,9 @@ def test_a_write_the_server_refuses_records_nothing_and_the_session_goes_on(
         assert ledger.verify().ok
 
 
-def test_a_commit_that_fails_returns_no_value_and_says_the_outcome_is_unknown(
-    pg_url: str,
-) -> None:
+def test_a_commit_the_server_refuses_records_nothing_and_says_so(pg_url: str) -> None:
+    """An ERROR answering COMMIT on a live session (here a deferred constraint trigger) is
+    PostgreSQL's rollback: a plain StoreError, nothing recorded, the session goes on."""
     with Ledger.open(pg_url, CONTRACT, mode="create") as ledger:
         ledger.release(_loss(), 30.0)
         before = _tables(pg_url)
@@ -87,16 +87,40 @@ def test_a_commit_that_fails_returns_no_value_and_says_the_outcome_is_unknown(
             "CREATE CONSTRAINT TRIGGER dpl_test_refuse AFTER INSERT ON dpl_entries "
             "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION dpl_test_refuse()",
         )
-        with pytest.raises(StoreError, match="COMMIT failed") as failed:
+        with pytest.raises(StoreError, match="nothing was recorded") as failed:
             ledger.release(_loss(), 30.0)
-        assert "outcome is unknown" in str(failed.value)
-        assert isinstance(failed.value, CommitUnknown)  # it may have landed: typed so
-        assert "a retry under it returns the recorded release" in str(failed.value)  # as SQLite's
+        assert not isinstance(failed.value, CommitUnknown)
         assert "refused by the test" in str(failed.value)
-        assert _tables(pg_url) == before  # here the server rolled it back
+        assert _tables(pg_url) == before  # the server rolled it back
         _admin(pg_url, "DROP TRIGGER dpl_test_refuse ON dpl_entries")
         assert ledger.release(_loss(), 30.0).entry_id == 2
         assert ledger.spent(0, "a").amount * 10 == 2
+        assert ledger.verify().ok
+
+
+_END_SESSION = """CREATE OR REPLACE FUNCTION dpl_test_end() RETURNS trigger LANGUAGE plpgsql AS
+$$ BEGIN PERFORM pg_terminate_backend(pg_backend_pid()); PERFORM pg_sleep(5); RETURN NULL;
+END $$"""
+
+
+def test_a_session_lost_in_its_commit_is_commit_unknown(pg_url: str) -> None:
+    """A session that ends in its COMMIT (here the backend terminated by a deferred trigger)
+    gives no answer: the outcome is unknown to the caller, CommitUnknown, no value."""
+    with Ledger.open(pg_url, CONTRACT, mode="create") as ledger:
+        ledger.release(_loss(), 30.0)
+        _admin(
+            pg_url,
+            _END_SESSION,
+            "CREATE CONSTRAINT TRIGGER dpl_test_end AFTER INSERT ON dpl_entries "
+            "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION dpl_test_end()",
+        )
+        try:
+            with pytest.raises(CommitUnknown, match="outcome is unknown") as failed:
+                ledger.release(_loss(), 30.0)
+            assert "a retry under it returns the recorded release" in str(failed.value)
+        finally:
+            _admin(pg_url, "DROP TRIGGER dpl_test_end ON dpl_entries")
+        assert ledger.release(_loss(), 30.0).entry_id == 2  # it had not landed: now it does
         assert ledger.verify().ok
 
 

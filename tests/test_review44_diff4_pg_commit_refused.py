@@ -24,12 +24,6 @@ from test_postgres_pipeline import _RAISE, _admin, _loss, _tables
 pytestmark = pytest.mark.postgres
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs a decision: an ERROR-severity answer to COMMIT on a live session is a "
-    "rollback (nothing recorded), but the pipelined commit treats every non-COMMIT answer "
-    "as unknown, and test_postgres_pipeline asserts CommitUnknown for this very case",
-)
 def test_a_commit_the_server_refused_on_a_live_session_is_not_commit_unknown(
     pg_url: str,
 ) -> None:

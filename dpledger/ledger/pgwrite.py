@@ -16,8 +16,10 @@ that talks to the server while the ledger lock is wanted or held:
 Which statement failed is read from its own result, never guessed. A write the server
 refuses means ``COMMIT`` never ran (the server skips the rest of a pipeline after an
 error): nothing recorded, the transaction is rolled back. Success is only a ``COMMIT``
-result whose command tag is ``COMMIT``; any other outcome once the writes were sent is
-unknown and raises, so no value is returned for a commit not seen to succeed.
+result whose command tag is ``COMMIT``. An ERROR answering ``COMMIT`` on a live session
+is PostgreSQL's rollback (nothing recorded, a plain ``StoreError``); any other outcome
+once the writes were sent is unknown (:class:`~dpledger.errors.CommitUnknown`), so no
+value is returned for a commit not seen to succeed.
 """
 
 from __future__ import annotations
@@ -174,6 +176,10 @@ class PipelinedWrites:
         try:
             self._conn.execute("COMMIT")
         except psycopg.Error as e:
+            severity = e.diag.severity_nonlocalized if e.diag is not None else None
+            if severity == "ERROR" and not self._conn.broken:  # rolled back (_refused_live)
+                self._rollback_quietly()
+                raise self._error(e) from e
             raise self._commit_failed(e) from e
 
     def _commit_failed(self, e: BaseException) -> CommitUnknown:
@@ -190,9 +196,10 @@ class PipelinedWrites:
 
         A write the server refuses means ``COMMIT`` never ran (the server skips the rest
         of a pipeline after an error): nothing recorded, the transaction is rolled back.
-        Success is only a ``COMMIT`` result whose command tag is ``COMMIT``; any other
-        outcome once the writes were sent — an error result, a lost connection, an
-        interrupt — is unknown and raises: no value for a commit not seen to succeed.
+        Success is only a ``COMMIT`` result whose command tag is ``COMMIT``; an ERROR on a
+        live session is a rollback; any other outcome once the writes were sent — a
+        FATAL result, a lost connection, an interrupt — is unknown (CommitUnknown): no
+        value for a commit not seen to succeed.
         """
         encoding = self._conn.info.encoding
         try:
@@ -214,9 +221,24 @@ class PipelinedWrites:
             raise self._error(error) from error
         if commit.status != _pq.ExecStatus.COMMAND_OK or commit.command_status != b"COMMIT":
             error = error_of(commit, encoding)
+            if _refused_live(commit, self._conn):  # the server said it rolled back
+                self._rollback_quietly()
+                raise self._error(error) from error
             with contextlib.suppress(psycopg.Error):
                 self._conn.close()  # not seen to commit: start the next call afresh
             raise self._commit_failed(error) from error
+
+
+def _refused_live(result: Any, conn: Any) -> bool:
+    """Whether the server answered COMMIT with an ERROR (a deferred constraint, a
+    serialization failure) on a session still open: PostgreSQL then rolled the transaction
+    back, so nothing was recorded. FATAL or PANIC (the session ended, perhaps after the
+    commit was durable, e.g. while waiting for a synchronous standby) or no answer stays
+    unknown."""
+    severity = result.error_field(_pq.DiagnosticField.SEVERITY_NONLOCALIZED)
+    return bool(
+        result.status == _pq.ExecStatus.FATAL_ERROR and severity == b"ERROR" and not conn.broken
+    )
 
 
 STATEMENT_PARAMETERS = 32_000
