@@ -262,8 +262,15 @@ def _step(store: SqlStore, old: str, upgrade: Callable[[tuple[int, str]], None])
 def _unless_unlanded(store: SqlStore, meta: dict[str, str], old: str, e: StoreError) -> None:
     """Raise a plain StoreError for a step's :class:`CommitUnknown` when the ledger reads
     back as ``meta``, as before the step: it did not land (review 44 diff 4: it said "the
-    spend may have been recorded", of a migration the ledger shows changed nothing)."""
-    if isinstance(e, CommitUnknown) and store.meta() == meta:
+    spend may have been recorded", of a migration the ledger shows changed nothing). A
+    read-back that fails leaves it unknown: ``e`` (review 44 diff 5)."""
+    if not isinstance(e, CommitUnknown):
+        return
+    try:
+        now = store.meta()
+    except StoreError:
+        raise e from e.__cause__
+    if now == meta:
         raise StoreError(
             f"{store.location}: the COMMIT of the step from schema {old} failed "
             f"({e.__cause__ or e}) and the ledger reads as before it: nothing was changed; "
