@@ -100,6 +100,12 @@ def migrate(target: str | Path) -> Migration:
     store = open_store(target, "write")
     try:
         return _migrated(store)
+    except CommitUnknown as e:  # the release path's text named a spend and a release_id
+        raise CommitUnknown(
+            f"{store.location}: the COMMIT of a migration step failed ({e.__cause__ or e}) "
+            "and its outcome is unknown: the step may have landed; fix the cause, then "
+            "migrate again (it finishes the upgrade, or finds it done)"
+        ) from e.__cause__
     except StoreError as e:
         if (found := _not_owner(store, e)) is None:
             raise
