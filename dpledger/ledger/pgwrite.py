@@ -60,6 +60,7 @@ class PipelinedWrites:
     _pending: list[tuple[str, list[Any]]]  # writes sent with the COMMIT
     _in_txn: bool
     _location: str
+    _exists: bool  # False while ``create`` runs: its transaction holds no release
 
     # provided by the store
     def _connection(self) -> psycopg.Connection[TupleRow]:
@@ -182,7 +183,13 @@ class PipelinedWrites:
                 raise self._error(e) from e
             raise self._commit_failed(e) from e
 
-    def _commit_failed(self, e: BaseException) -> CommitUnknown:
+    def _commit_failed(self, e: BaseException) -> StoreError:
+        if not self._exists:  # the ledger's creation, before any release (review 44 diff 5)
+            return StoreError(
+                f"PostgreSQL ledger {self._location}: the COMMIT creating it failed "
+                f"({self._clean(e)}); it may or may not exist now; nothing was released, "
+                "nothing was recorded: retry"
+            )
         return CommitUnknown(
             f"PostgreSQL ledger {self._location}: COMMIT failed ({self._clean(e)}); its "
             "outcome is unknown and no value was returned: the spend may have been "
