@@ -44,4 +44,4 @@ def test_a_creation_whose_commit_answer_is_lost_is_no_spend(
         assert lost
         assert ledger.entries() == []  # no release was recorded: nothing was spent
         assert not isinstance(failed.value, CommitUnknown), str(failed.value)
-        assert "nothing was recorded" in str(failed.value)
+        assert "nothing was released (no spend is recorded)" in str(failed.value)

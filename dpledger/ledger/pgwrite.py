@@ -187,8 +187,8 @@ class PipelinedWrites:
         if not self._exists:  # the ledger's creation, before any release (review 44 diff 5)
             return StoreError(
                 f"PostgreSQL ledger {self._location}: the COMMIT creating it failed "
-                f"({self._clean(e)}); it may or may not exist now; nothing was released, "
-                "nothing was recorded: retry"
+                f"({self._clean(e)}); it may or may not exist now; nothing was released (no spend "
+                "is recorded): retry"
             )
         return CommitUnknown(
             f"PostgreSQL ledger {self._location}: COMMIT failed ({self._clean(e)}); its "

@@ -81,8 +81,7 @@ Outcome = Release | Verdict
 @contextmanager
 def _unwritten(fresh: list[tuple[int, Prepared]], out: dict[int, Outcome]) -> Iterator[None]:
     """A :class:`CommitUnknown` of a transaction that staged nothing, every request refused
-    (none a retry of a recorded release), is a plain StoreError: nothing was recorded
-    (review 44 diff 4)."""
+    (none a retry of a recorded one), is a plain StoreError: nothing was recorded."""
     try:
         yield
     except CommitUnknown as e:
