@@ -35,6 +35,7 @@ def test_a_lost_commit_is_commit_unknown_and_its_retry_returns_the_release(
     assert lost == ["COMMIT"]
     assert (r.status_code, r.headers["retry-after"]) == (503, "1")
     assert r.json()["error"] == "commit_unknown", r.text
+    assert "may have been recorded, its ε spent" in r.json()["message"]  # not "busy"
     assert "value" not in r.json()
     again = call(app, "POST", "/v1/releases", json=body(), headers=headers)
     assert again.status_code in (200, 201), again.text  # the recorded release, charged once

@@ -58,7 +58,7 @@ from dpledger.errors import (
     error_code,
 )
 from dpledger.service.keys import ACTIONS, ApiKey
-from dpledger.service.models import ErrorOut, RefusedBudget, budget_out, verdict_out
+from dpledger.service.models import UNAVAILABLE, ErrorOut, RefusedBudget, budget_out, verdict_out
 from dpledger.service.state import ServiceState, Settings
 
 __all__ = [
@@ -115,11 +115,7 @@ def status_for(exc: DpLedgerError) -> int:
 def error_body(exc: DpLedgerError, status: int) -> dict[str, Any]:
     """The JSON of an error: never an aggregate, a key, or a 5xx's internal detail."""
     if status == 503:
-        message = (
-            "the ledger's database is unavailable or busy; the request may not have "
-            "completed: retry it (a release with the same Idempotency-Key is never charged "
-            "twice)"
-        )
+        message = UNAVAILABLE[isinstance(exc, CommitUnknown)]
     elif status >= 500:
         message = "internal error: the operator's log has the details"
     else:

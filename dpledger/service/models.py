@@ -22,6 +22,7 @@ from dpledger.types import MAX_DIMENSION, Budget, Unit
 
 __all__ = [
     "MAX_AGGREGATE_VALUES",
+    "UNAVAILABLE",
     "BudgetOut",
     "CheckBody",
     "CheckOut",
@@ -223,3 +224,13 @@ def release_out(r: Release, principal: str) -> ReleaseOut:
 def entry_out(e: Entry) -> EntryOut:
     """The wire form of an :class:`Entry`."""
     return EntryOut.model_validate(e.as_dict())
+
+
+UNAVAILABLE = {
+    False: "the ledger's database is unavailable or busy; the request may not have "
+    "completed: retry it (a release with the same Idempotency-Key is never charged twice)",
+    True: "the ledger's database did not confirm the release's COMMIT: it may have been "
+    "recorded, its ε spent; retry with the same Idempotency-Key to get it (a retry "
+    "without one is charged again)",
+}
+"""A 503's message, by whether the outcome is unknown (``CommitUnknown``) or nothing ran."""
