@@ -12,13 +12,11 @@ from __future__ import annotations
 import argparse
 import getpass
 import ipaddress
-import json
 import logging
 import os
 import socket
 import ssl
 import sys
-import warnings
 from typing import TYPE_CHECKING, Any
 
 from dpledger._files import check_regular_file, postgres_url, shown_location
@@ -26,7 +24,8 @@ from dpledger.cli import interruption
 from dpledger.cli.argtypes import ascii_int
 from dpledger.cli.main import EXIT_UNDELIVERED, committed_but_undelivered
 from dpledger.cli.output import Undelivered, json_text, say, write_out
-from dpledger.errors import DpLedgerError, InvalidInput, LedgerCorrupted
+from dpledger.errors import DpLedgerError, InvalidInput
+from dpledger.ledger.schema import recorded_policy
 from dpledger.policy import Policy
 from dpledger.service.keys import ACTIONS, ApiKey, Scopes
 from dpledger.service.store import ServiceStore, default_location
@@ -70,24 +69,7 @@ def _recorded_policy(location: str) -> Policy | None:
         store.close()
     if bound is None:
         return None
-    if body is None:
-        raise LedgerCorrupted(f"policy {bound[0][:12]}… is not recorded in {where}")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # its warnings were shown when it was in use
-            read = Policy.from_mapping(
-                json.loads(body), source=f"policy recorded in {where}", recorded=True
-            )
-    except (ValueError, RecursionError) as e:
-        raise LedgerCorrupted(
-            f"the policy recorded in {where} is unreadable ({e}); run `dpledger ledger verify`"
-        ) from None
-    if read.content_hash != bound[0]:  # as the ledger reads it (review 44)
-        raise LedgerCorrupted(
-            f"the policy recorded in {where} does not match its content hash (the body was "
-            "edited); run `dpledger ledger verify`"
-        )
-    return read
+    return recorded_policy(body, bound[0], where)
 
 
 def _check_names(scopes: Scopes, policy_file: str | None, ledger: str) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -21,6 +22,7 @@ from dpledger._shown import shown
 from dpledger.errors import InvalidInput, LedgerCorrupted, LedgerSchemaUnsupported
 from dpledger.ledger.records import GENESIS, Entry, EntryDraft
 from dpledger.mechanisms import MechanismFacts
+from dpledger.policy import Policy
 from dpledger.types import Budget, Unit
 
 __all__ = [
@@ -41,6 +43,7 @@ __all__ = [
     "later_schema",
     "missing_hint",
     "policy_conflict",
+    "recorded_policy",
     "row_to_entry",
     "stored_amount",
     "stored_int",
@@ -321,3 +324,27 @@ def policy_conflict(location: str, name: str, version: str) -> str:
         f"{location} already recorded policy {name} version {version} with other contents: "
         "a changed policy needs a new version (bump `version` in the policy file)"
     )
+
+
+def recorded_policy(body: str | None, policy_hash: str, location: str) -> Policy:
+    """The policy recorded under ``policy_hash`` from its stored ``body``, checked as verify
+    checks it; a missing, unreadable or edited body is :class:`LedgerCorrupted`."""
+    if body is None:
+        raise LedgerCorrupted(f"policy {policy_hash[:12]}… is not recorded in {location}")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # its warnings were shown when it was in use
+            read = Policy.from_mapping(
+                json.loads(body), source=f"recorded policy {policy_hash[:12]}", recorded=True
+            )
+    except (ValueError, RecursionError) as e:
+        raise LedgerCorrupted(
+            f"the recorded policy {policy_hash[:12]}… in {location} is unreadable "
+            f"({e}); run `dpledger ledger verify`"
+        ) from None
+    if read.content_hash != policy_hash:  # no trigger guards the bodies (review 44)
+        raise LedgerCorrupted(
+            f"the recorded policy {policy_hash[:12]}… in {location} does not match its "
+            "content hash (the body was edited); run `dpledger ledger verify`"
+        )
+    return read

@@ -28,7 +28,6 @@ import dataclasses
 import json
 import math
 import re
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -56,7 +55,6 @@ from dpledger.errors import (
     CommitUnknown,
     InternalError,
     InvalidInput,
-    LedgerCorrupted,
     PolicyMismatch,
     ReleaseIdConflict,
     StoreError,
@@ -65,7 +63,7 @@ from dpledger.ledger.guards import check_guards
 from dpledger.ledger.records import Entry, EntryDraft, Release
 from dpledger.ledger.released import draft_of, to_release
 from dpledger.ledger.retries import close, is_retry, repeats, retries_record
-from dpledger.ledger.schema import policy_conflict
+from dpledger.ledger.schema import policy_conflict, recorded_policy
 from dpledger.ledger.staged import refused_by_a_new_ledger, separated
 from dpledger.ledger.store import SqlStore
 from dpledger.policy import Policy
@@ -475,26 +473,7 @@ class Writer:
             return self.policy
         if policy_hash in self._earlier:
             return self._earlier[policy_hash]
-        location = self._store.location
         body = self._store.policy_body(policy_hash)
-        if body is None:
-            raise LedgerCorrupted(f"policy {policy_hash[:12]}… is not recorded in {location}")
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # its warnings were shown when it was in use
-                data = json.loads(body)
-                read = Policy.from_mapping(
-                    data, source=f"recorded policy {policy_hash[:12]}", recorded=True
-                )
-        except (ValueError, RecursionError) as e:
-            raise LedgerCorrupted(
-                f"the recorded policy {policy_hash[:12]}… in {location} is unreadable "
-                f"({e}); run `dpledger ledger verify`"
-            ) from None
-        if read.content_hash != policy_hash:  # as verify checks it (review 44)
-            raise LedgerCorrupted(
-                f"the recorded policy {policy_hash[:12]}… in {location} does not match its "
-                "content hash (the body was edited); run `dpledger ledger verify`"
-            )
+        read = recorded_policy(body, policy_hash, self._store.location)
         self._earlier[policy_hash] = read
         return read
